@@ -1,0 +1,36 @@
+# The two commands of the README:
+#   make demo   sets up what is missing, builds the recipes into plugins/, starts a local
+#               ZooKeeper and shows two contenders taking turns on a lock
+#   make test   sets up what is missing and runs every test against real ZooKeeper
+CARGO ?= cargo
+GUEST_TARGET := wasm32-wasip2
+GUEST_DIR := target/guests/$(GUEST_TARGET)/release
+# crate name → plugin name
+RECIPES := wazoo_lock:lock wazoo_tree:tree
+
+.PHONY: setup recipes build demo test bench clean
+
+setup:
+	bash .ci/setup
+
+recipes: setup
+	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests $(foreach r,$(RECIPES),-p $(subst _,-,$(firstword $(subst :, ,$(r)))))
+	mkdir -p plugins
+	$(foreach r,$(RECIPES),cp $(GUEST_DIR)/$(firstword $(subst :, ,$(r))).wasm plugins/$(lastword $(subst :, ,$(r))).wasm;)
+
+build: recipes
+	$(CARGO) build --release -p wazoo
+
+demo: build
+	./target/release/wazoo recipes list
+	./target/release/wazoo demo
+
+test: recipes
+	$(CARGO) test --release --workspace --exclude wazoo-lock --exclude wazoo-tree --exclude wazoo-guest
+	$(CARGO) test --target x86_64-unknown-linux-gnu -p wazoo-guest
+
+bench: build
+	$(CARGO) bench -p wazoo --bench lock
+
+clean:
+	rm -rf target plugins/*.wasm

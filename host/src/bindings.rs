@@ -1,0 +1,45 @@
+//! The WIT contract's generated bindings, kept in this one module. The rest of the host uses
+//! the types re-exported here and never names generated modules directly.
+
+pub(crate) mod lock_recipe {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "wazoo:recipes/lock-recipe",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "wazoo:zk/watch.watcher": crate::watch::WatchSlot },
+    });
+}
+
+pub(crate) mod custom {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "wazoo:recipes/custom",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
+    });
+}
+
+pub(crate) use custom::CustomPre;
+pub(crate) use lock_recipe::wazoo::zk::{session, types, watch, znode};
+pub(crate) use lock_recipe::LockRecipePre;
+
+pub use lock_recipe::exports::wazoo::recipes::lock::Held;
+pub use lock_recipe::wazoo::zk::types::{EventKind, Stat, WatchEvent, ZkError};
+
+/// Export names that identify each world, for `wazoo recipes list` and load-time checks.
+pub const LOCK_EXPORT: &str = "wazoo:recipes/lock@0.1.0";
+pub const CUSTOM_EXPORT: &str = "run";
+
+/// Registers every `wazoo:zk` import on `linker`.
+pub(crate) fn add_to_linker(
+    linker: &mut wasmtime::component::Linker<crate::state::HostState>,
+) -> anyhow::Result<()> {
+    use wasmtime::component::HasSelf;
+    types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    znode::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    watch::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    session::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    Ok(())
+}

@@ -1,0 +1,153 @@
+//! The keeper owns the ZooKeeper session.
+//!
+//! A [`Live`] session is one zookeeper-client `Client` and everything bound to it. Handles keep
+//! the `Live` they started on: when it expires, their ephemeral nodes are gone and they are told
+//! so. The keeper then builds a new session for new handles (a `Client` never recovers from
+//! expiry). Each tenant will get its own keeper.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context as _};
+use tokio::sync::{watch, Mutex};
+use zookeeper_client::{Acls, Client, CreateMode, SessionState};
+
+/// Where and how to connect.
+#[derive(Clone, Debug)]
+pub struct KeeperConfig {
+    /// `host:port[,host:port…][/chroot]`.
+    pub zookeeper: String,
+    /// Requested session timeout; the server clamps it to [2, 20] × its tickTime.
+    pub session_timeout: Duration,
+    /// How long to try to reach ZooKeeper before giving up.
+    pub connect_timeout: Duration,
+}
+
+impl Default for KeeperConfig {
+    fn default() -> Self {
+        KeeperConfig {
+            zookeeper: "127.0.0.1:2181".into(),
+            session_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// One ZooKeeper session and its state.
+#[derive(Debug)]
+pub struct Live {
+    pub client: Client,
+    /// Counts the sessions this keeper has built, from 1.
+    pub generation: u64,
+    ended: watch::Receiver<Option<SessionState>>,
+}
+
+impl Live {
+    fn new(client: Client, generation: u64) -> Arc<Live> {
+        let (tx, rx) = watch::channel(None);
+        let mut states = client.state_watcher();
+        tokio::spawn(async move {
+            loop {
+                let state = states.changed().await;
+                if state.is_terminated() {
+                    if state == SessionState::Closed {
+                        tracing::debug!(generation, "ZooKeeper session closed");
+                    } else {
+                        tracing::warn!(?state, generation, "ZooKeeper session ended");
+                    }
+                    let _ = tx.send(Some(state));
+                    break;
+                }
+                tracing::debug!(?state, generation, "ZooKeeper connection state");
+            }
+        });
+        Arc::new(Live { client, generation, ended: rx })
+    }
+
+    pub fn session_id(&self) -> i64 {
+        self.client.session_id().0
+    }
+
+    /// The terminal state, once the session has ended (expired or closed).
+    pub fn ended(&self) -> Option<SessionState> {
+        *self.ended.borrow()
+    }
+
+    /// Resolves when the session ends, with its terminal state.
+    pub async fn wait_ended(&self) -> SessionState {
+        let mut rx = self.ended.clone();
+        loop {
+            if let Some(state) = *rx.borrow_and_update() {
+                return state;
+            }
+            if rx.changed().await.is_err() {
+                return SessionState::Closed;
+            }
+        }
+    }
+}
+
+/// Owns the current session and rebuilds it after expiry.
+#[derive(Debug)]
+pub struct Keeper {
+    config: KeeperConfig,
+    current: Mutex<Arc<Live>>,
+}
+
+impl Keeper {
+    /// Connects the first session; fails with a clear message when ZooKeeper is unreachable.
+    pub async fn connect(config: KeeperConfig) -> anyhow::Result<Keeper> {
+        let live = Live::new(open(&config).await?, 1);
+        Ok(Keeper { config, current: Mutex::new(live) })
+    }
+
+    /// The current session, rebuilt first if it has ended.
+    pub async fn live(&self) -> anyhow::Result<Arc<Live>> {
+        let mut current = self.current.lock().await;
+        if current.ended().is_some() {
+            let generation = current.generation + 1;
+            *current = Live::new(open(&self.config).await?, generation);
+            tracing::info!(generation, session = %current.client.session_id(), "new ZooKeeper session");
+        }
+        Ok(current.clone())
+    }
+
+    pub fn config(&self) -> &KeeperConfig {
+        &self.config
+    }
+}
+
+/// Splits `host:port,…/chroot` into the hosts and the chroot (if any).
+pub fn split_chroot(zookeeper: &str) -> (&str, Option<&str>) {
+    match zookeeper.find('/') {
+        Some(i) if i + 1 < zookeeper.len() => (&zookeeper[..i], Some(&zookeeper[i..])),
+        Some(i) => (&zookeeper[..i], None),
+        None => (zookeeper, None),
+    }
+}
+
+async fn open(config: &KeeperConfig) -> anyhow::Result<Client> {
+    let (hosts, chroot) = split_chroot(&config.zookeeper);
+    if hosts.is_empty() {
+        return Err(anyhow!("no ZooKeeper address given (expected host:port[,host:port…][/chroot])"));
+    }
+    if let Some(root) = chroot {
+        crate::paths::check_node(root)
+            .map_err(|why| anyhow!("bad chroot in {:?}: {why}", config.zookeeper))?;
+    }
+    let connect = Client::connector()
+        .with_session_timeout(config.session_timeout)
+        .with_connection_timeout(config.connect_timeout.min(Duration::from_secs(5)))
+        .connect(hosts);
+    let client = tokio::time::timeout(config.connect_timeout, connect)
+        .await
+        .map_err(|_| anyhow!("cannot reach ZooKeeper at {hosts} within {:?}", config.connect_timeout))?
+        .with_context(|| format!("cannot connect to ZooKeeper at {hosts}"))?;
+    let Some(root) = chroot else { return Ok(client) };
+    // The chroot is where this host's namespace starts: make sure it exists.
+    match client.mkdir(root, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await {
+        Ok(()) | Err(zookeeper_client::Error::NodeExists) => {}
+        Err(e) => return Err(anyhow!("cannot create chroot {root}: {e}")),
+    }
+    client.chroot(root.to_string()).map_err(|_| anyhow!("invalid chroot {root}"))
+}

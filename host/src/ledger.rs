@@ -1,0 +1,107 @@
+//! The ledger: which ephemeral nodes a recipe handle created.
+//!
+//! Ephemeral nodes live as long as the host's session, not as long as the guest. When a handle
+//! ends (dropped, trapped, cancelled) the host deletes what is still in its ledger, so a dead
+//! recipe never leaves a lock held. Persistent nodes (queue items, barrier nodes) are meant to
+//! outlive the handle and are not recorded.
+//!
+//! A create whose reply was lost is recorded as *uncertain*: cleanup looks for nodes that start
+//! with the requested name and are owned by this session.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use zookeeper_client::{Client, Error};
+
+use crate::paths;
+
+#[derive(Debug, Default)]
+pub struct Ledger {
+    inner: Mutex<Entries>,
+}
+
+#[derive(Debug, Default)]
+struct Entries {
+    owned: BTreeSet<String>,
+    uncertain: BTreeSet<String>,
+}
+
+/// How often a cleanup delete is retried through connection loss before it is given up (the
+/// session timeout then removes the node).
+const CLEANUP_ATTEMPTS: u32 = 10;
+
+impl Ledger {
+    pub(crate) fn created(&self, path: &str) {
+        self.inner.lock().unwrap().owned.insert(path.to_string());
+    }
+
+    pub(crate) fn uncertain(&self, requested: &str) {
+        self.inner.lock().unwrap().uncertain.insert(requested.to_string());
+    }
+
+    pub(crate) fn deleted(&self, path: &str) {
+        let mut entries = self.inner.lock().unwrap();
+        entries.owned.remove(path);
+        entries.uncertain.retain(|requested| !path.starts_with(requested.as_str()));
+    }
+
+    /// Nodes recorded as owned right now.
+    pub fn owned(&self) -> Vec<String> {
+        self.inner.lock().unwrap().owned.iter().cloned().collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        let entries = self.inner.lock().unwrap();
+        entries.owned.is_empty() && entries.uncertain.is_empty()
+    }
+
+    /// Deletes every recorded node still owned by `client`'s session; returns how many.
+    pub(crate) async fn clean(&self, client: &Client) -> usize {
+        let Entries { owned, uncertain } = std::mem::take(&mut *self.inner.lock().unwrap());
+        let session = client.session_id().0;
+        let mut targets: BTreeSet<String> = owned;
+        for requested in uncertain {
+            let (dir, name) =
+                (paths::parent(&requested), &requested[requested.rfind('/').unwrap_or(0) + 1..]);
+            let Ok(children) = retry(|| client.list_children(dir)).await else { continue };
+            for child in children.iter().filter(|c| c.starts_with(name)) {
+                let path = paths::join(dir, child);
+                if let Ok(Some(stat)) = retry(|| client.check_stat(&path)).await {
+                    if stat.ephemeral_owner == session {
+                        targets.insert(path);
+                    }
+                }
+            }
+        }
+        let mut deleted = 0;
+        for path in targets {
+            match retry(|| client.delete(&path, None)).await {
+                Ok(()) => deleted += 1,
+                Err(Error::NoNode) => {}
+                // The session is gone: ZooKeeper removed every ephemeral node already.
+                Err(Error::SessionExpired | Error::ClientClosed) => break,
+                Err(e) => tracing::warn!(%path, error = %e, "ledger cleanup could not delete node"),
+            }
+        }
+        deleted
+    }
+}
+
+/// Retries a request through connection loss, with a short backoff.
+async fn retry<T, F, Fut>(mut op: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match op().await {
+            Err(Error::ConnectionLoss | Error::Timeout | Error::Custom(_)) if attempt < CLEANUP_ATTEMPTS => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
+            }
+            other => return other,
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! wazoo: ZooKeeper coordination recipes as sandboxed WebAssembly components.
+//!
+//! The host owns the ZooKeeper session ([`keeper`]) and lends znode primitives to recipe
+//! components through the `wazoo:zk` WIT interfaces ([`znode`], [`watch`], [`session`]). Each
+//! recipe handle is one component instance in its own sandboxed store ([`sandbox`]); the
+//! [`ledger`] deletes what a handle leaves behind.
+
+mod bindings;
+pub mod error;
+pub mod faults;
+mod host;
+pub mod keeper;
+pub mod ledger;
+pub mod paths;
+pub mod registry;
+pub mod sandbox;
+pub mod server;
+mod session;
+mod state;
+pub mod stats;
+mod watch;
+mod znode;
+
+pub use bindings::{EventKind, Held, Stat, WatchEvent, ZkError};
+pub use error::RecipeError;
+pub use host::{CustomHandle, Host, HostConfig, LockHandle, Lost};
+pub use keeper::{KeeperConfig, Live};
+pub use registry::{RecipeInfo, Registry, World};
+pub use sandbox::SandboxLimits;

@@ -1,0 +1,368 @@
+//! The `wazoo` command line: run commands under a lock, run custom recipes, list recipes, and
+//! start a local ZooKeeper for development.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use clap::{Parser, Subcommand};
+use tokio::signal::unix::{signal, SignalKind};
+
+use wazoo::server::{ServerOptions, ZkServer};
+use wazoo::{Host, HostConfig, KeeperConfig, RecipeError, Registry, SandboxLimits, ZkError};
+
+/// Exit status when the lock was not acquired in time.
+const EXIT_TIMEOUT: u8 = 3;
+/// Exit status when the lock was lost while the command ran.
+const EXIT_LOST: u8 = 4;
+
+#[derive(Parser)]
+#[command(
+    name = "wazoo",
+    version,
+    about = "ZooKeeper coordination recipes as sandboxed WebAssembly components"
+)]
+struct Cli {
+    /// ZooKeeper to use: host:port[,host:port…][/chroot]
+    #[arg(long, global = true, env = "WAZOO_ZOOKEEPER", default_value = "127.0.0.1:2181")]
+    zookeeper: String,
+    /// Directory holding the recipe components (<name>.wasm)
+    #[arg(long, global = true, env = "WAZOO_PLUGINS", default_value = "plugins")]
+    plugins: PathBuf,
+    /// ZooKeeper session timeout (e.g. 500ms, 10s, 1m)
+    #[arg(long, global = true, env = "WAZOO_SESSION_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    session_timeout: Duration,
+    /// How long to try to reach ZooKeeper before giving up
+    #[arg(long, global = true, env = "WAZOO_CONNECT_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    connect_timeout: Duration,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run CMD while holding the lock at PATH (Curator-compatible); stop it if the lock is lost
+    Lock {
+        /// Lock path, e.g. /app/locks/deploy
+        path: String,
+        /// Give up if the lock is not held within this time (exit status 3)
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
+        /// After SIGTERM, how long CMD has before SIGKILL when the lock is lost
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        grace: Duration,
+        /// Lock recipe component: a name in the plugins directory or a .wasm path
+        #[arg(long, default_value = "lock")]
+        recipe: String,
+        /// The command and its arguments, after `--`
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Run a local ZooKeeper (Debian's package) in the foreground until interrupted
+    Server {
+        /// Client port on 127.0.0.1
+        #[arg(long, default_value_t = 2181)]
+        port: u16,
+        /// Data directory (default: a temporary one, removed on exit)
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// ZooKeeper tickTime in ms (sessions may last 2–20 ticks)
+        #[arg(long, default_value_t = 500)]
+        tick_ms: u32,
+    },
+    /// Recipe components in the plugins directory
+    Recipes {
+        #[command(subcommand)]
+        command: RecipesCommand,
+    },
+    /// Run a custom recipe component (world wazoo:recipes/custom) with ARGS
+    Run {
+        /// A name in the plugins directory or a .wasm path
+        component: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Start a local ZooKeeper and show two contenders taking turns on a lock
+    Demo {
+        /// Lock rounds per contender
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+    },
+}
+
+#[derive(Subcommand)]
+enum RecipesCommand {
+    /// List components with the world each implements
+    List,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WAZOO_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    match runtime.block_on(run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("wazoo: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<u8> {
+    let config = HostConfig {
+        keeper: KeeperConfig {
+            zookeeper: cli.zookeeper.clone(),
+            session_timeout: cli.session_timeout,
+            connect_timeout: cli.connect_timeout,
+        },
+        plugins: cli.plugins.clone(),
+        limits: SandboxLimits::default(),
+    };
+    match cli.command {
+        Command::Lock { path, timeout, grace, recipe, command } => {
+            lock(config, &path, timeout, grace, &recipe, &command).await
+        }
+        Command::Server { port, data_dir, tick_ms } => server(port, data_dir, tick_ms).await,
+        Command::Recipes { command: RecipesCommand::List } => recipes_list(&config),
+        Command::Run { component, args } => run_custom(config, &component, &args).await,
+        Command::Demo { rounds } => demo(&cli.plugins, rounds).await,
+    }
+}
+
+async fn lock(
+    config: HostConfig,
+    path: &str,
+    timeout: Option<Duration>,
+    grace: Duration,
+    recipe: &str,
+    command: &[String],
+) -> anyhow::Result<u8> {
+    // Refuse a bad path before touching ZooKeeper (the host checks it again for the recipe).
+    wazoo::paths::check_node(path).map_err(|why| anyhow::anyhow!("invalid lock path: {why}"))?;
+    let host = Host::start(config).await?;
+    let mut handle = host.lock(recipe).await?;
+    let held = match handle.acquire(path, timeout).await {
+        Ok(held) => held,
+        Err(RecipeError::Zk(ZkError::Timeout)) => {
+            eprintln!(
+                "wazoo: timed out after {:?} waiting for the lock at {path}",
+                timeout.unwrap_or_default()
+            );
+            return Ok(EXIT_TIMEOUT);
+        }
+        Err(e) => bail!("cannot acquire the lock at {path}: {e}"),
+    };
+    tracing::info!(node = %held.node, token = held.token, "lock held");
+    let lost = handle.lost();
+    let child = tokio::process::Command::new(&command[0])
+        .args(&command[1..])
+        .env("WAZOO_FENCING_TOKEN", held.token.to_string())
+        .env("WAZOO_LOCK_NODE", &held.node)
+        .env("WAZOO_LOCK_PATH", path)
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = handle.release().await;
+            bail!("cannot run {:?}: {e}", command[0]);
+        }
+    };
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
+    tokio::pin!(lost);
+    loop {
+        tokio::select! {
+            status = child.wait() => {
+                let status = status?;
+                if let Err(e) = handle.release().await {
+                    eprintln!("wazoo: releasing the lock at {path}: {e}");
+                }
+                handle.close().await;
+                let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+                return Ok(code.clamp(0, 255) as u8);
+            }
+            reason = &mut lost => {
+                eprintln!("wazoo: lock at {path} lost ({reason}); stopping the command");
+                stop(&mut child, grace).await;
+                handle.close().await;
+                return Ok(EXIT_LOST);
+            }
+            _ = sigterm.recv() => forward(&child, libc::SIGTERM),
+            _ = sigint.recv() => forward(&child, libc::SIGINT),
+        }
+    }
+}
+
+fn forward(child: &tokio::process::Child, sig: i32) {
+    if let Some(pid) = child.id() {
+        // SAFETY: kill(2) on our own child's PID.
+        unsafe {
+            libc::kill(pid as i32, sig);
+        }
+    }
+}
+
+/// SIGTERM, then SIGKILL after `grace`.
+async fn stop(child: &mut tokio::process::Child, grace: Duration) {
+    forward(child, libc::SIGTERM);
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        let _ = child.kill().await;
+    }
+}
+
+async fn server(port: u16, data_dir: Option<PathBuf>, tick_ms: u32) -> anyhow::Result<u8> {
+    let options = ServerOptions { port, data_dir, tick_ms, ..ServerOptions::default() };
+    let server = tokio::task::spawn_blocking(move || ZkServer::start(options)).await??;
+    println!(
+        "ZooKeeper serving on {} (data {}, log {})",
+        server.address(),
+        server.data_dir().display(),
+        server.log_path().display()
+    );
+    println!("press Ctrl-C to stop");
+    tokio::signal::ctrl_c().await?;
+    drop(server);
+    Ok(0)
+}
+
+fn recipes_list(config: &HostConfig) -> anyhow::Result<u8> {
+    let registry = Registry::new(wazoo::sandbox::engine(&config.limits)?, config.plugins.clone());
+    let recipes = registry.list()?;
+    if recipes.is_empty() {
+        println!("no components in {} (build them with `make recipes`)", config.plugins.display());
+        return Ok(0);
+    }
+    println!("{:<16} {:<34} {:>9}  PATH", "NAME", "WORLD", "BYTES");
+    for r in recipes {
+        let world = match &r.world {
+            Ok(w) => w.name().to_string(),
+            Err(why) => format!("unusable: {why}"),
+        };
+        println!("{:<16} {:<34} {:>9}  {}", r.name, world, r.bytes, r.path.display());
+    }
+    Ok(0)
+}
+
+async fn run_custom(config: HostConfig, component: &str, args: &[String]) -> anyhow::Result<u8> {
+    let host = Host::start(config).await?;
+    let mut handle = host.custom(component).await?;
+    let outcome = handle.run(args).await;
+    handle.close().await;
+    match outcome.context("running the recipe")? {
+        Ok(out) => {
+            if !out.is_empty() {
+                println!("{out}");
+            }
+            Ok(0)
+        }
+        Err(err) => {
+            eprintln!("wazoo: {component}: {err}");
+            Ok(1)
+        }
+    }
+}
+
+async fn demo(plugins: &std::path::Path, rounds: u32) -> anyhow::Result<u8> {
+    println!("== starting a local ZooKeeper (Debian's zookeeper package) ==");
+    let server = tokio::task::spawn_blocking(|| ZkServer::start(ServerOptions::default())).await??;
+    println!("ZooKeeper serving on {}", server.address());
+    let exe = std::env::current_exe()?;
+    let lock_path = "/wazoo-demo/lock";
+    // Each holder appends to one log; afterwards it is checked, not just claimed.
+    let log = std::env::temp_dir().join(format!("wazoo-demo-{}.log", std::process::id()));
+    std::fs::write(&log, "")?;
+    println!("== two contenders, {rounds} rounds each, on {lock_path} ==");
+    let mut contenders = Vec::new();
+    for name in ["A", "B"] {
+        let (exe, address, plugins, log) =
+            (exe.clone(), server.address(), plugins.to_path_buf(), log.clone());
+        contenders.push(tokio::spawn(async move {
+            for round in 1..=rounds {
+                let script = format!(
+                    "echo \"{name} enter $WAZOO_FENCING_TOKEN\" >> \"$DEMO_LOG\"; \
+                     echo \"[{name}] round {round}: holding the lock, fencing token $WAZOO_FENCING_TOKEN\"; \
+                     sleep 0.3; echo \"[{name}] round {round}: releasing\"; echo \"{name} exit\" >> \"$DEMO_LOG\""
+                );
+                let status = tokio::process::Command::new(&exe)
+                    .arg("--zookeeper")
+                    .arg(&address)
+                    .arg("--plugins")
+                    .arg(&plugins)
+                    .args(["lock", lock_path, "--timeout", "30s", "--", "sh", "-c", &script])
+                    .env("DEMO_LOG", &log)
+                    .status()
+                    .await?;
+                if !status.success() {
+                    bail!("contender {name} round {round} failed: {status}");
+                }
+            }
+            Ok(())
+        }));
+    }
+    for c in contenders {
+        c.await??;
+    }
+    let history = std::fs::read_to_string(&log)?;
+    let _ = std::fs::remove_file(&log);
+    check_demo_history(&history, 2 * rounds as usize)?;
+    println!(
+        "== checked: {} turns, never two holders at once, every fencing token above the last ==",
+        2 * rounds
+    );
+    drop(server);
+    Ok(0)
+}
+
+/// Enter/exit lines must alternate per holder and tokens must rise.
+fn check_demo_history(history: &str, turns: usize) -> anyhow::Result<()> {
+    let lines: Vec<&str> = history.lines().collect();
+    if lines.len() != 2 * turns {
+        bail!("expected {} log lines, found {}:\n{history}", 2 * turns, lines.len());
+    }
+    let mut last_token = i64::MIN;
+    for pair in lines.chunks(2) {
+        let enter: Vec<&str> = pair[0].split_whitespace().collect();
+        let exit: Vec<&str> = pair[1].split_whitespace().collect();
+        if enter.len() != 3
+            || enter[1] != "enter"
+            || exit.len() != 2
+            || exit[1] != "exit"
+            || enter[0] != exit[0]
+        {
+            bail!("holders overlapped:\n{history}");
+        }
+        let token: i64 = enter[2].parse()?;
+        if token <= last_token {
+            bail!("fencing token {token} is not above {last_token}:\n{history}");
+        }
+        last_token = token;
+    }
+    Ok(())
+}
+
+/// `500ms`, `10s`, `2m`, `1h`, or a plain number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.parse().map_err(|_| format!("not a duration: {text:?} (try 500ms, 10s, 2m)"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("unknown unit {unit:?} in {text:?} (use ms, s, m or h)")),
+    };
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err(format!("not a duration: {text:?}"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}

@@ -1,0 +1,106 @@
+//! The sandbox: engine settings, per-store limits and the CPU clock that enforces them.
+
+use std::time::Duration;
+
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits,
+    StoreLimitsBuilder, Trap, UpdateDeadline,
+};
+
+use crate::state::HostState;
+
+/// Limits applied to every recipe instance.
+#[derive(Clone, Debug)]
+pub struct SandboxLimits {
+    /// Linear memory per instance. Rust recipes need well under 2 MiB.
+    pub memory_bytes: usize,
+    /// Guest CPU per call (time awaiting ZooKeeper excluded).
+    pub cpu_per_call: Duration,
+    /// Wasm stack per instance.
+    pub wasm_stack_bytes: usize,
+    /// Instances alive at once, across the host (the pooling allocator's slots).
+    pub max_instances: u32,
+    /// Data per znode write: far below ZooKeeper's 1 MiB `jute.maxbuffer`, so no guest can make
+    /// the server drop the shared connection with an oversized packet.
+    pub max_data_bytes: usize,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        SandboxLimits {
+            memory_bytes: 64 << 20,
+            cpu_per_call: Duration::from_secs(5),
+            wasm_stack_bytes: 512 << 10,
+            max_instances: 1000,
+            max_data_bytes: 512 << 10,
+        }
+    }
+}
+
+impl SandboxLimits {
+    pub(crate) fn store_limits(&self) -> StoreLimits {
+        StoreLimitsBuilder::new()
+            .memory_size(self.memory_bytes)
+            .instances(16)
+            .tables(16)
+            .memories(4)
+            .trap_on_grow_failure(true)
+            .build()
+    }
+}
+
+/// How often the epoch advances; the CPU clock is checked at this granularity.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Builds the engine every recipe runs on, and starts its epoch ticker.
+pub fn engine(limits: &SandboxLimits) -> anyhow::Result<Engine> {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    config.epoch_interruption(true);
+    config.max_wasm_stack(limits.wasm_stack_bytes);
+    // The async stack holds the guest's stack plus the host frames above it.
+    config.async_stack_size(limits.wasm_stack_bytes + (1 << 20));
+    let mut pool = PoolingAllocationConfig::default();
+    // A Rust wasip2 component has a main module plus small shim modules: a few core instances
+    // and tables per component, one memory.
+    pool.total_component_instances(limits.max_instances);
+    pool.total_core_instances(limits.max_instances * 4);
+    pool.total_memories(limits.max_instances);
+    pool.total_tables(limits.max_instances * 4);
+    pool.total_stacks(limits.max_instances);
+    pool.max_memory_size(limits.memory_bytes);
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    let engine = Engine::new(&config)?;
+    start_epoch_ticker(&engine);
+    Ok(engine)
+}
+
+/// One ticker thread per engine; it ends when the engine is dropped.
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("wazoo-epoch".into())
+        .spawn(move || loop {
+            std::thread::sleep(EPOCH_TICK);
+            match weak.upgrade() {
+                Some(engine) => engine.increment_epoch(),
+                None => break,
+            }
+        })
+        .expect("spawning the epoch ticker");
+}
+
+/// A store for one recipe instance, with memory limits and the per-call CPU clock.
+pub(crate) fn store(engine: &Engine, state: HostState) -> Store<HostState> {
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.store_limits);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|ctx| {
+        if ctx.data().clock.over_budget() {
+            return Err(Trap::Interrupt.into());
+        }
+        // Yield to the executor at every tick so one busy guest cannot hog a worker thread.
+        Ok(UpdateDeadline::Yield(1))
+    });
+    store
+}

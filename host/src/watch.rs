@@ -1,0 +1,135 @@
+//! `wazoo:zk/watch`: one-shot watches as a resource. `wait` suspends the guest's fiber while the
+//! host awaits the watch, so a recipe blocks in straight-line code without blocking a thread.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use wasmtime::component::Resource;
+use zookeeper_client::{EventType, OneshotWatcher, SessionState, WatchedEvent};
+
+use crate::bindings::types::{EventKind, Stat as WitStat, WatchEvent, ZkError};
+use crate::bindings::watch::{Host, HostWatcher};
+use crate::error::from_client;
+use crate::paths;
+use crate::state::HostState;
+use crate::stats::Stats;
+use crate::znode::stat;
+
+type Reply<T> = wasmtime::Result<Result<T, ZkError>>;
+
+/// The host side of a `watcher`: the armed watch, or the event it fired with.
+pub struct WatchSlot {
+    pending: Option<Pin<Box<dyn Future<Output = WatchedEvent> + Send>>>,
+    fired: Option<WatchEvent>,
+}
+
+impl WatchSlot {
+    fn new(watcher: OneshotWatcher) -> WatchSlot {
+        WatchSlot { pending: Some(Box::pin(watcher.changed())), fired: None }
+    }
+}
+
+fn event(e: WatchedEvent) -> WatchEvent {
+    let kind = match e.event_type {
+        EventType::NodeCreated => EventKind::NodeCreated,
+        EventType::NodeDeleted => EventKind::NodeDeleted,
+        EventType::NodeDataChanged => EventKind::NodeDataChanged,
+        EventType::NodeChildrenChanged => EventKind::NodeChildrenChanged,
+        EventType::Session if e.session_state == SessionState::Expired => EventKind::SessionExpired,
+        EventType::Session => EventKind::SessionClosed,
+    };
+    WatchEvent { kind, path: e.path }
+}
+
+impl HostState {
+    fn arm(&mut self, watcher: OneshotWatcher) -> wasmtime::Result<Resource<WatchSlot>> {
+        Stats::bump(&self.shared.stats.watches_armed);
+        Ok(self.table.push(WatchSlot::new(watcher))?)
+    }
+}
+
+impl HostWatcher for HostState {
+    async fn wait(&mut self, slot: Resource<WatchSlot>, timeout_ms: Option<u64>) -> Reply<WatchEvent> {
+        let started = std::time::Instant::now();
+        let watch = self.table.get_mut(&slot)?;
+        if let Some(fired) = &watch.fired {
+            return Ok(Ok(fired.clone()));
+        }
+        let Some(pending) = watch.pending.as_mut() else {
+            return Ok(Err(ZkError::Other("watch is no longer armed".into())));
+        };
+        let fired = match timeout_ms {
+            None => Some(pending.await),
+            Some(ms) => tokio::time::timeout(Duration::from_millis(ms), pending).await.ok(),
+        };
+        let outcome = match fired {
+            Some(e) => {
+                let e = event(e);
+                watch.pending = None;
+                watch.fired = Some(e.clone());
+                Ok(e)
+            }
+            None => Err(ZkError::Timeout),
+        };
+        if matches!(&outcome, Ok(e) if !matches!(e.kind, EventKind::SessionExpired | EventKind::SessionClosed))
+        {
+            Stats::bump(&self.shared.stats.watch_wakeups);
+        }
+        self.clock.add_host_time(started.elapsed());
+        Ok(outcome)
+    }
+
+    async fn drop(&mut self, slot: Resource<WatchSlot>) -> wasmtime::Result<()> {
+        // Dropping the future leaves ZooKeeper's one-shot watch to fire into nothing.
+        self.table.delete(slot)?;
+        Ok(())
+    }
+}
+
+impl Host for HostState {
+    async fn exists_watch(&mut self, path: String) -> Reply<(Option<WitStat>, Resource<WatchSlot>)> {
+        if let Err(why) = paths::check(&path) {
+            return Ok(Err(ZkError::InvalidPath(why)));
+        }
+        let live = self.live.clone();
+        let started = std::time::Instant::now();
+        let result = live.client.check_and_watch_stat(&path).await;
+        self.clock.add_host_time(started.elapsed());
+        match result {
+            Ok((st, watcher)) => Ok(Ok((st.map(stat), self.arm(watcher)?))),
+            Err(e) => Ok(Err(from_client(e))),
+        }
+    }
+
+    async fn get_data_watch(&mut self, path: String) -> Reply<(Vec<u8>, WitStat, Resource<WatchSlot>)> {
+        if let Err(why) = paths::check(&path) {
+            return Ok(Err(ZkError::InvalidPath(why)));
+        }
+        let live = self.live.clone();
+        let started = std::time::Instant::now();
+        let result = live.client.get_and_watch_data(&path).await;
+        self.clock.add_host_time(started.elapsed());
+        match result {
+            Ok((data, st, watcher)) => Ok(Ok((data, stat(st), self.arm(watcher)?))),
+            Err(e) => Ok(Err(from_client(e))),
+        }
+    }
+
+    async fn get_children_watch(
+        &mut self,
+        path: String,
+    ) -> Reply<(Vec<String>, WitStat, Resource<WatchSlot>)> {
+        if let Err(why) = paths::check(&path) {
+            return Ok(Err(ZkError::InvalidPath(why)));
+        }
+        let live = self.live.clone();
+        let started = std::time::Instant::now();
+        let result = live.client.get_and_watch_children(&path).await;
+        self.clock.add_host_time(started.elapsed());
+        match result {
+            Ok((children, st, watcher)) => Ok(Ok((children, stat(st), self.arm(watcher)?))),
+            Err(e) => Ok(Err(from_client(e))),
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! `wazoo:zk/znode`: reads and writes, each path checked, each ephemeral create recorded.
+
+use std::time::{Duration, Instant};
+
+use zookeeper_client::{Acls, CreateOptions, MultiWriteError, MultiWriteResult};
+
+use crate::bindings::types::{CreateMode, Created, MultiError, Op, OpResult, Stat as WitStat, ZkError};
+use crate::bindings::znode::Host;
+use crate::error::from_client;
+use crate::paths;
+use crate::state::HostState;
+use crate::stats::Stats;
+
+type Reply<T> = wasmtime::Result<Result<T, ZkError>>;
+
+pub(crate) fn stat(s: zookeeper_client::Stat) -> WitStat {
+    WitStat {
+        czxid: s.czxid,
+        mzxid: s.mzxid,
+        pzxid: s.pzxid,
+        ctime: s.ctime,
+        mtime: s.mtime,
+        version: s.version,
+        cversion: s.cversion,
+        aversion: s.aversion,
+        ephemeral_owner: s.ephemeral_owner,
+        data_length: s.data_length,
+        num_children: s.num_children,
+    }
+}
+
+/// The client-side mode and options for a WIT create mode.
+fn options(mode: &CreateMode) -> Result<CreateOptions<'static>, ZkError> {
+    use zookeeper_client::CreateMode as M;
+    let acls = Acls::anyone_all();
+    let ttl = |ms: u64| {
+        if ms == 0 {
+            Err(ZkError::InvalidArgument("TTL must be at least 1 ms".into()))
+        } else {
+            Ok(Duration::from_millis(ms))
+        }
+    };
+    Ok(match mode {
+        CreateMode::Persistent => M::Persistent.with_acls(acls),
+        CreateMode::PersistentSequential => M::PersistentSequential.with_acls(acls),
+        CreateMode::Ephemeral => M::Ephemeral.with_acls(acls),
+        CreateMode::EphemeralSequential => M::EphemeralSequential.with_acls(acls),
+        CreateMode::Container => M::Container.with_acls(acls),
+        CreateMode::PersistentTtl(ms) => M::Persistent.with_acls(acls).with_ttl(ttl(*ms)?),
+        CreateMode::PersistentSequentialTtl(ms) => {
+            M::PersistentSequential.with_acls(acls).with_ttl(ttl(*ms)?)
+        }
+    })
+}
+
+fn is_ephemeral(mode: &CreateMode) -> bool {
+    matches!(mode, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
+}
+
+fn is_sequential(mode: &CreateMode) -> bool {
+    matches!(
+        mode,
+        CreateMode::PersistentSequential
+            | CreateMode::EphemeralSequential
+            | CreateMode::PersistentSequentialTtl(_)
+    )
+}
+
+impl HostState {
+    fn begin_host_call(&self) -> Instant {
+        Stats::bump(&self.shared.stats.calls);
+        Instant::now()
+    }
+
+    fn end_host_call(&mut self, started: Instant) {
+        self.clock.add_host_time(started.elapsed());
+    }
+
+    fn check_data(&self, data: &[u8]) -> Result<(), ZkError> {
+        let max = self.shared.limits.max_data_bytes;
+        if data.len() > max {
+            return Err(ZkError::LimitExceeded(format!(
+                "node data is {} bytes; the limit is {max}",
+                data.len()
+            )));
+        }
+        Ok(())
+    }
+
+    async fn do_create(&mut self, path: String, data: Vec<u8>, mode: CreateMode) -> Result<Created, ZkError> {
+        paths::check_node(&path).map_err(ZkError::InvalidPath)?;
+        self.check_data(&data)?;
+        let options = options(&mode)?;
+        let live = self.live.clone();
+        let lose_reply = self.shared.faults.take_lost_create_reply();
+        let started = self.begin_host_call();
+        let result = live.client.create(&path, &data, &options).await;
+        self.end_host_call(started);
+        let result = match result {
+            Ok(_) if lose_reply => Err(ZkError::ConnectionLoss),
+            other => other.map_err(from_client),
+        };
+        match result {
+            Ok((st, sequence)) => {
+                let actual = if is_sequential(&mode) { format!("{path}{sequence}") } else { path };
+                if is_ephemeral(&mode) {
+                    self.ledger.created(&actual);
+                }
+                Ok(Created { path: actual, stat: stat(st) })
+            }
+            Err(ZkError::ConnectionLoss) => {
+                if is_ephemeral(&mode) {
+                    self.ledger.uncertain(&path);
+                }
+                Err(ZkError::ConnectionLoss)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn do_multi(&mut self, ops: Vec<Op>) -> Result<Vec<OpResult>, MultiError> {
+        let at = |index: usize, error: ZkError| MultiError { index: Some(index as u32), error };
+        let live = self.live.clone();
+        let mut writer = live.client.new_multi_writer();
+        let mut ephemeral_creates = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            let added = match op {
+                Op::Create(c) => {
+                    paths::check_node(&c.path).map_err(|why| at(i, ZkError::InvalidPath(why)))?;
+                    self.check_data(&c.data).map_err(|e| at(i, e))?;
+                    let options = options(&c.mode).map_err(|e| at(i, e))?;
+                    if is_ephemeral(&c.mode) {
+                        ephemeral_creates.push(c.path.clone());
+                    }
+                    writer.add_create(&c.path, &c.data, &options)
+                }
+                Op::Delete(d) => {
+                    paths::check_node(&d.path).map_err(|why| at(i, ZkError::InvalidPath(why)))?;
+                    writer.add_delete(&d.path, d.version)
+                }
+                Op::SetData(s) => {
+                    paths::check_node(&s.path).map_err(|why| at(i, ZkError::InvalidPath(why)))?;
+                    self.check_data(&s.data).map_err(|e| at(i, e))?;
+                    writer.add_set_data(&s.path, &s.data, s.version)
+                }
+                Op::Check(c) => {
+                    paths::check(&c.path).map_err(|why| at(i, ZkError::InvalidPath(why)))?;
+                    writer.add_check_version(&c.path, c.version)
+                }
+            };
+            added.map_err(|e| at(i, from_client(e)))?;
+        }
+        let started = self.begin_host_call();
+        let result = writer.commit().await;
+        self.end_host_call(started);
+        match result {
+            Ok(results) => Ok(results
+                .into_iter()
+                .zip(ops.iter())
+                .map(|(result, op)| match result {
+                    MultiWriteResult::Create { path, stat: st } => {
+                        if matches!(op, Op::Create(c) if is_ephemeral(&c.mode)) {
+                            self.ledger.created(&path);
+                        }
+                        OpResult::Created(Created { path, stat: stat(st) })
+                    }
+                    MultiWriteResult::Delete => {
+                        if let Op::Delete(d) = op {
+                            self.ledger.deleted(&d.path);
+                        }
+                        OpResult::Deleted
+                    }
+                    MultiWriteResult::SetData { stat: st } => OpResult::DataSet(stat(st)),
+                    _ => OpResult::Checked,
+                })
+                .collect()),
+            Err(MultiWriteError::OperationFailed { index, source }) => Err(at(index, from_client(source))),
+            Err(MultiWriteError::RequestFailed { source }) => {
+                let error = from_client(source);
+                if matches!(error, ZkError::ConnectionLoss) {
+                    for path in &ephemeral_creates {
+                        self.ledger.uncertain(path);
+                    }
+                }
+                Err(MultiError { index: None, error })
+            }
+        }
+    }
+}
+
+impl Host for HostState {
+    async fn create(&mut self, path: String, data: Vec<u8>, mode: CreateMode) -> Reply<Created> {
+        Ok(self.do_create(path, data, mode).await)
+    }
+
+    async fn delete(&mut self, path: String, version: Option<i32>) -> Reply<()> {
+        if let Err(why) = paths::check_node(&path) {
+            return Ok(Err(ZkError::InvalidPath(why)));
+        }
+        let live = self.live.clone();
+        let started = self.begin_host_call();
+        let result = live.client.delete(&path, version).await;
+        self.end_host_call(started);
+        match result {
+            Ok(()) => {
+                self.ledger.deleted(&path);
+                Ok(Ok(()))
+            }
+            Err(zookeeper_client::Error::NoNode) => {
+                self.ledger.deleted(&path);
+                Ok(Err(ZkError::NoNode))
+            }
+            Err(e) => Ok(Err(from_client(e))),
+        }
+    }
+
+    async fn exists(&mut self, path: String) -> Reply<Option<WitStat>> {
+        if let Err(why) = paths::check(&path) {
+            return Ok(Err(ZkError::InvalidPath(why)));
+        }
+        let live = self.live.clone();
+        let started = self.begin_host_call();
+        let result = live.client.check_stat(&path).await;
+        self.end_host_call(started);
+        Ok(result.map(|s| s.map(stat)).map_err(from_client))
+    }
+
+    async fn get_data(&mut self, path: String) -> Reply<(Vec<u8>, WitStat)> {
+        if let Err(why) = paths::check(&path) {
+            return Ok(Err(ZkError::InvalidPath(why)));
+        }
+        let live = self.live.clone();
+        let started = self.begin_host_call();
+        let result = live.client.get_data(&path).await;
+        self.end_host_call(started);
+        Ok(result.map(|(data, s)| (data, stat(s))).map_err(from_client))
+    }
+
+    async fn get_children(&mut self, path: String) -> Reply<(Vec<String>, WitStat)> {
+        if let Err(why) = paths::check(&path) {
+            return Ok(Err(ZkError::InvalidPath(why)));
+        }
+        let live = self.live.clone();
+        let started = self.begin_host_call();
+        let result = live.client.get_children(&path).await;
+        self.end_host_call(started);
+        Ok(result.map(|(children, s)| (children, stat(s))).map_err(from_client))
+    }
+
+    async fn set_data(&mut self, path: String, data: Vec<u8>, version: Option<i32>) -> Reply<WitStat> {
+        if let Err(why) = paths::check_node(&path) {
+            return Ok(Err(ZkError::InvalidPath(why)));
+        }
+        if let Err(e) = self.check_data(&data) {
+            return Ok(Err(e));
+        }
+        let live = self.live.clone();
+        let started = self.begin_host_call();
+        let result = live.client.set_data(&path, &data, version).await;
+        self.end_host_call(started);
+        Ok(result.map(stat).map_err(from_client))
+    }
+
+    async fn multi(&mut self, ops: Vec<Op>) -> wasmtime::Result<Result<Vec<OpResult>, MultiError>> {
+        Ok(self.do_multi(ops).await)
+    }
+
+    async fn sync(&mut self, path: String) -> Reply<()> {
+        if let Err(why) = paths::check(&path) {
+            return Ok(Err(ZkError::InvalidPath(why)));
+        }
+        let live = self.live.clone();
+        let started = self.begin_host_call();
+        let result = live.client.sync(&path).await;
+        self.end_host_call(started);
+        Ok(result.map_err(from_client))
+    }
+
+    async fn list_ephemerals(&mut self, path: String) -> Reply<Vec<String>> {
+        if let Err(why) = paths::check(&path) {
+            return Ok(Err(ZkError::InvalidPath(why)));
+        }
+        let live = self.live.clone();
+        let started = self.begin_host_call();
+        let result = live.client.list_ephemerals(&path).await;
+        self.end_host_call(started);
+        Ok(result.map_err(from_client))
+    }
+}

@@ -1,0 +1,230 @@
+//! The guest side of wazoo: what a Rust recipe author touches.
+//!
+//! It wraps the generated `wazoo:zk` bindings in a few helpers that every ZooKeeper recipe needs
+//! and that are easy to get subtly wrong: sorting sequential children the way Curator does,
+//! creating a sequential node so that a lost reply can be recovered (the "protected" create),
+//! watching only the predecessor, and deleting through connection loss. Recipes built on these
+//! read like the numbered steps of ZooKeeper's "Recipes and Solutions".
+
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "wazoo:zk/imports@0.1.0",
+    });
+}
+
+use std::time::{Duration, Instant};
+
+/// The generated interfaces, for `with:` in a recipe's own `generate!`.
+pub use bindings::wazoo::zk as wit;
+
+pub use bindings::wazoo::zk::session::{info as session_info, unique_id, SessionInfo};
+pub use bindings::wazoo::zk::types::{
+    CheckOp, CreateMode, CreateOp, Created, DeleteOp, EventKind, MultiError, Op, OpResult, SetDataOp, Stat,
+    WatchEvent, ZkError,
+};
+pub use bindings::wazoo::zk::watch::{exists_watch, get_children_watch, get_data_watch, Watcher};
+pub use bindings::wazoo::zk::znode::{
+    create, delete, exists, get_children, get_data, list_ephemerals, multi, set_data, sync,
+};
+
+pub type Result<T, E = ZkError> = std::result::Result<T, E>;
+
+/// How many times a call that failed with `connection-loss` is tried again before giving up.
+const CONNECTION_LOSS_RETRIES: u32 = 20;
+
+/// `dir` + "/" + `name`.
+pub fn join(dir: &str, name: &str) -> String {
+    if dir == "/" {
+        format!("/{name}")
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// The last component of `path`.
+pub fn node_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The parent of `path` ("/" for a top-level node).
+pub fn parent(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+/// Ordering of sequential children, as Curator's `StandardLockInternalsDriver` does it: by the
+/// part after the last occurrence of `marker` (e.g. `lock-`), or the whole name when it has none.
+pub fn sort_key<'a>(name: &'a str, marker: &str) -> &'a str {
+    match name.rfind(marker) {
+        Some(i) => &name[i + marker.len()..],
+        None => name,
+    }
+}
+
+/// `children` sorted by [`sort_key`].
+pub fn sorted(mut children: Vec<String>, marker: &str) -> Vec<String> {
+    children.sort_by(|a, b| sort_key(a, marker).cmp(sort_key(b, marker)));
+    children
+}
+
+/// A point in time a blocking step must finish by; `None` never expires.
+#[derive(Clone, Copy, Debug)]
+pub struct Deadline(Option<Instant>);
+
+impl Deadline {
+    pub fn after_ms(timeout_ms: Option<u64>) -> Self {
+        Deadline(timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms)))
+    }
+
+    pub fn never() -> Self {
+        Deadline(None)
+    }
+
+    /// Milliseconds left (none: no limit), for `watcher.wait`.
+    pub fn remaining_ms(&self) -> Option<u64> {
+        self.0.map(|at| at.saturating_duration_since(Instant::now()).as_millis() as u64)
+    }
+
+    pub fn expired(&self) -> bool {
+        self.remaining_ms() == Some(0)
+    }
+}
+
+/// Runs `op` again while it fails with `connection-loss` (for idempotent reads only).
+pub fn retrying<T>(mut op: impl FnMut() -> Result<T>) -> Result<T> {
+    let mut attempt = 0;
+    loop {
+        match op() {
+            Err(ZkError::ConnectionLoss) if attempt < CONNECTION_LOSS_RETRIES => {
+                attempt += 1;
+                backoff(attempt);
+            }
+            other => return other,
+        }
+    }
+}
+
+fn backoff(attempt: u32) {
+    std::thread::sleep(Duration::from_millis(50 * u64::from(attempt.min(10))));
+}
+
+/// Creates every missing ancestor of `path` as a container node, as Curator's
+/// `creatingParentContainersIfNeeded` does: the server removes them once they are empty.
+pub fn ensure_parents(path: &str) -> Result<()> {
+    let mut at = 0;
+    while let Some(i) = path[at + 1..].find('/') {
+        let ancestor = &path[..at + 1 + i];
+        match retrying(|| create(ancestor, &[], CreateMode::Container)) {
+            Ok(_) | Err(ZkError::NodeExists) => {}
+            Err(e) => return Err(e),
+        }
+        at += 1 + i;
+    }
+    Ok(())
+}
+
+/// Creates `<dir>/_c_<uuid>-<name>` (sequential modes append the sequence), Curator's protected
+/// mode. When the reply is lost, the node is found again by its unique prefix and, for
+/// ephemeral modes, claimed only if this session owns it. Missing parents become containers.
+pub fn protected_create(dir: &str, name: &str, data: &[u8], mode: CreateMode) -> Result<Created> {
+    let prefix = format!("_c_{}-", unique_id());
+    let path = join(dir, &format!("{prefix}{name}"));
+    let ephemeral = matches!(mode, CreateMode::Ephemeral | CreateMode::EphemeralSequential);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match create(&path, data, mode) {
+            Ok(created) => return Ok(created),
+            Err(ZkError::NoNode) if attempt <= 2 => ensure_parents(&path)?,
+            Err(ZkError::ConnectionLoss) if attempt <= CONNECTION_LOSS_RETRIES => {
+                if let Some(found) = find_protected(dir, &prefix, ephemeral)? {
+                    return Ok(found);
+                }
+                backoff(attempt);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The child of `dir` whose name starts with `prefix`, if this session created it.
+pub fn find_protected(dir: &str, prefix: &str, ephemeral: bool) -> Result<Option<Created>> {
+    let children = match retrying(|| get_children(dir)) {
+        Ok((children, _)) => children,
+        Err(ZkError::NoNode) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let me = session_info().id;
+    for child in children.into_iter().filter(|c| c.starts_with(prefix)) {
+        let path = join(dir, &child);
+        if let Some(stat) = retrying(|| exists(&path))? {
+            if !ephemeral || stat.ephemeral_owner == me {
+                return Ok(Some(Created { path, stat }));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Blocks until `path` is deleted or changes (then the caller looks again), or the deadline
+/// passes (`timeout`). Uses getData, not exists, so a node already gone leaves no watch behind.
+pub fn wait_for_change(path: &str, deadline: Deadline) -> Result<()> {
+    let (_, _, watcher) = match get_data_watch(path) {
+        Ok(armed) => armed,
+        Err(ZkError::NoNode) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let event = watcher.wait(deadline.remaining_ms())?;
+    match event.kind {
+        EventKind::SessionExpired | EventKind::SessionClosed => Err(ZkError::SessionExpired),
+        _ => Ok(()),
+    }
+}
+
+/// Deletes `path`, trying again through connection loss. A node already gone (or gone with an
+/// expired session) counts as deleted.
+pub fn delete_retrying(path: &str) -> Result<()> {
+    match retrying(|| delete(path, None)) {
+        Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Where `my_name` stands among `dir`'s children ordered by `marker`, and the names before it.
+/// `no-node` when it is not there any more (deleted, or the session expired).
+pub fn standing(dir: &str, my_name: &str, marker: &str) -> Result<(usize, Vec<String>)> {
+    let (children, _) = retrying(|| get_children(dir))?;
+    let sorted = sorted(children, marker);
+    match sorted.iter().position(|c| c == my_name) {
+        Some(index) => Ok((index, sorted)),
+        None => Err(ZkError::NoNode),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorts_by_suffix_after_marker_like_curator() {
+        let children = vec![
+            "_c_bbb-lock-0000000003".to_string(),
+            "_c_aaa-lock-0000000010".to_string(),
+            "_c_ccc-lock-0000000001".to_string(),
+        ];
+        let s = sorted(children, "lock-");
+        assert_eq!(s, vec!["_c_ccc-lock-0000000001", "_c_bbb-lock-0000000003", "_c_aaa-lock-0000000010"]);
+    }
+
+    #[test]
+    fn path_helpers() {
+        assert_eq!(join("/", "a"), "/a");
+        assert_eq!(join("/a", "b"), "/a/b");
+        assert_eq!(parent("/a/b"), "/a");
+        assert_eq!(parent("/a"), "/");
+        assert_eq!(node_name("/a/b"), "b");
+    }
+}

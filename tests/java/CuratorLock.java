@@ -1,0 +1,83 @@
+// A Curator 5.4 InterProcessMutex driven line by line over stdin, so a test can make a real
+// Curator client and wazoo contend on one lock path.
+//
+//   acquire <ms>   -> "acquired <node>" | "timeout"   (ms < 0 waits without limit)
+//   release        -> "released"
+//   loop <n> <log> -> n rounds of acquire/append "C enter"+"C exit" to <log>/release, then "looped"
+//   quit
+import java.io.BufferedReader;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+
+public class CuratorLock {
+    public static void main(String[] args) throws Exception {
+        String connect = args[0];
+        String path = args[1];
+        CuratorFramework client = CuratorFrameworkFactory.newClient(connect, new ExponentialBackoffRetry(100, 10));
+        client.start();
+        client.blockUntilConnected(30, TimeUnit.SECONDS);
+        InterProcessMutex mutex = new InterProcessMutex(client, path);
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        System.out.println("ready");
+        System.out.flush();
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] words = line.trim().split(" ");
+            switch (words[0]) {
+                case "acquire": {
+                    long ms = Long.parseLong(words[1]);
+                    boolean ok;
+                    if (ms < 0) {
+                        mutex.acquire();
+                        ok = true;
+                    } else {
+                        ok = mutex.acquire(ms, TimeUnit.MILLISECONDS);
+                    }
+                    System.out.println(ok ? "acquired " + currentNode(client, path) : "timeout");
+                    break;
+                }
+                case "release":
+                    mutex.release();
+                    System.out.println("released");
+                    break;
+                case "loop": {
+                    int rounds = Integer.parseInt(words[1]);
+                    try (FileOutputStream log = new FileOutputStream(words[2], true)) {
+                        for (int i = 0; i < rounds; i++) {
+                            mutex.acquire();
+                            log.write("C enter\n".getBytes(StandardCharsets.UTF_8));
+                            Thread.sleep(2);
+                            log.write("C exit\n".getBytes(StandardCharsets.UTF_8));
+                            mutex.release();
+                        }
+                    }
+                    System.out.println("looped");
+                    break;
+                }
+                case "quit":
+                    client.close();
+                    System.out.println("bye");
+                    System.out.flush();
+                    return;
+                default:
+                    System.out.println("unknown " + line);
+            }
+            System.out.flush();
+        }
+        client.close();
+    }
+
+    // The lowest child is the holder's node; used to check the wire format from the other side.
+    private static String currentNode(CuratorFramework client, String path) throws Exception {
+        java.util.List<String> children = client.getChildren().forPath(path);
+        children.sort((a, b) -> a.substring(a.lastIndexOf("lock-")).compareTo(b.substring(b.lastIndexOf("lock-"))));
+        return path + "/" + children.get(0);
+    }
+}

@@ -1,0 +1,197 @@
+//! The shared fixture of wazoo's integration tests: real ZooKeeper servers (Debian's package),
+//! freshly built recipe components, clients for checking what is on the server, and the Curator
+//! peer program.
+//!
+//! One standalone server is shared by a test binary (started once, on a free port); every test
+//! works under its own unique path. Ensembles are started per test.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use wazoo::server::{ServerOptions, ZkServer};
+use wazoo::{Host, HostConfig, KeeperConfig, SandboxLimits};
+use zookeeper_client::{Client, SessionState};
+
+pub use wazoo::server::Ensemble;
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The standalone server shared by this test binary.
+pub fn zk() -> &'static ZkServer {
+    static SERVER: OnceLock<ZkServer> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        // tickTime 200 ms: sessions can be as short as 400 ms, so expiry tests run fast.
+        ZkServer::start(ServerOptions { tick_ms: 200, ..ServerOptions::default() })
+            .expect("starting ZooKeeper")
+    })
+}
+
+/// A path no other test uses.
+pub fn unique(name: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!("/t/{name}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The plugins directory, with the recipe components freshly built from this workspace.
+pub fn plugins() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = root();
+            let status = Command::new(env!("CARGO"))
+                .current_dir(&root)
+                .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir", "target/guests"])
+                .args(["-p", "wazoo-lock"])
+                .status()
+                .expect("running cargo to build the recipes");
+            assert!(status.success(), "building the recipe components failed");
+            let dir = root.join("target/test-plugins");
+            std::fs::create_dir_all(&dir).unwrap();
+            for (crate_name, recipe) in [("wazoo_lock", "lock")] {
+                let built = root.join(format!("target/guests/wasm32-wasip2/release/{crate_name}.wasm"));
+                std::fs::copy(&built, dir.join(format!("{recipe}.wasm"))).expect("copying a built recipe");
+            }
+            dir
+        })
+        .clone()
+}
+
+/// Host settings for `address`, with a session timeout of `session`.
+pub fn config(address: &str, session: Duration) -> HostConfig {
+    HostConfig {
+        keeper: KeeperConfig {
+            zookeeper: address.to_string(),
+            session_timeout: session,
+            connect_timeout: Duration::from_secs(20),
+        },
+        plugins: plugins(),
+        limits: SandboxLimits::default(),
+    }
+}
+
+/// A host on the shared server.
+pub async fn host() -> Host {
+    Host::start(config(&zk().address(), Duration::from_secs(10))).await.expect("starting a host")
+}
+
+/// A plain client for looking at the server from outside the host.
+pub async fn client(address: &str) -> Client {
+    Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(address)
+        .await
+        .expect("connecting a checking client")
+}
+
+/// Children of `dir`, sorted; empty when `dir` does not exist.
+pub async fn children(client: &Client, dir: &str) -> Vec<String> {
+    match client.list_children(dir).await {
+        Ok(mut c) => {
+            c.sort();
+            c
+        }
+        Err(zookeeper_client::Error::NoNode) => Vec::new(),
+        Err(e) => panic!("listing {dir}: {e}"),
+    }
+}
+
+/// Waits, by watching `dir`'s children, until it has exactly `n` children.
+pub async fn wait_children(client: &Client, dir: &str, n: usize) -> Vec<String> {
+    loop {
+        let (children, watcher) = match client.list_and_watch_children(dir).await {
+            Ok((children, watcher)) => (children, Some(watcher)),
+            Err(zookeeper_client::Error::NoNode) => {
+                let (stat, watcher) = client.check_and_watch_stat(dir).await.unwrap();
+                if stat.is_some() {
+                    continue;
+                }
+                (Vec::new(), Some(watcher))
+            }
+            Err(e) => panic!("watching {dir}: {e}"),
+        };
+        if children.len() == n {
+            let mut children = children;
+            children.sort();
+            return children;
+        }
+        if let Some(w) = watcher {
+            w.changed().await;
+        }
+    }
+}
+
+/// Waits, by watching it, until `path` no longer exists.
+pub async fn wait_gone(client: &Client, path: &str) {
+    loop {
+        let (stat, watcher) = client.check_and_watch_stat(path).await.unwrap();
+        if stat.is_none() {
+            return;
+        }
+        watcher.changed().await;
+    }
+}
+
+/// Expires `session`'s session on the server: a second handle with the same id and password
+/// connects and then closes, which is what Curator's and kazoo's test kits do.
+pub async fn expire(address: &str, session: &Client) {
+    let info = session.session().clone();
+    let twin = Client::connector()
+        .with_session(info)
+        .with_session_timeout(session.session_timeout())
+        .connect(address)
+        .await
+        .expect("connecting a twin of the session");
+    drop(twin);
+    let mut states = session.state_watcher();
+    let _ = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if states.changed().await == SessionState::Expired {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+/// The `wazoo` binary built for this test run.
+pub fn wazoo_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/release/deps/<test> -> target/release/wazoo
+    let bin = exe.parent().unwrap().parent().unwrap().join("wazoo");
+    assert!(bin.exists(), "{} not built (cargo test builds it for integration tests)", bin.display());
+    bin
+}
+
+/// The Curator peer: compiled once from tests/java, run with Debian's Curator jars.
+pub fn curator_classpath() -> String {
+    static BUILT: OnceLock<String> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let out = root().join("target/java");
+            std::fs::create_dir_all(&out).unwrap();
+            let jars = "/usr/share/java/curator-recipes.jar:/usr/share/java/slf4j-nop.jar";
+            let status = Command::new("javac")
+                .args(["-cp", jars, "-d"])
+                .arg(&out)
+                .arg(root().join("tests/java/CuratorLock.java"))
+                .status()
+                .expect("running javac (is a JDK installed?)");
+            assert!(status.success(), "compiling the Curator peer failed");
+            format!("{}:{jars}", out.display())
+        })
+        .clone()
+}
+
+/// Runs `f` with a timeout so a hung test fails instead of stalling CI.
+pub async fn within<T>(limit: Duration, what: &str, f: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(limit, f).await {
+        Ok(v) => v,
+        Err(_) => panic!("{what}: did not finish within {limit:?}"),
+    }
+}
