@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _};
@@ -61,7 +61,7 @@ pub struct ZkServer {
     temporary: bool,
     options: ServerOptions,
     member: Option<Member>,
-    exited: Option<mpsc::Receiver<()>>,
+    exited: Option<Mutex<mpsc::Receiver<()>>>,
 }
 
 impl ZkServer {
@@ -145,7 +145,7 @@ impl ZkServer {
         })?;
         let pid = pid_rx.recv()?.context("starting java (is a JRE installed?)")?;
         self.pid = Some(pid);
-        self.exited = Some(exit_rx);
+        self.exited = Some(Mutex::new(exit_rx));
         Ok(())
     }
 
@@ -156,7 +156,7 @@ impl ZkServer {
                 return Ok(());
             }
             if let Some(rx) = &self.exited {
-                if rx.try_recv().is_ok() {
+                if rx.lock().unwrap().try_recv().is_ok() {
                     self.pid = None;
                     bail!("ZooKeeper exited during start; see {}", self.log_path().display());
                 }
@@ -200,7 +200,7 @@ impl ZkServer {
     pub fn kill(&mut self) {
         self.signal(libc::SIGKILL);
         if let Some(rx) = self.exited.take() {
-            let _ = rx.recv_timeout(Duration::from_secs(10));
+            let _ = rx.lock().unwrap().recv_timeout(Duration::from_secs(10));
         }
         self.pid = None;
     }

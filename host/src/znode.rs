@@ -276,6 +276,10 @@ impl Host for HostState {
         Ok(result.map_err(from_client))
     }
 
+    async fn check_path(&mut self, path: String) -> Reply<()> {
+        Ok(paths::check(&path).map_err(ZkError::InvalidPath))
+    }
+
     async fn list_ephemerals(&mut self, path: String) -> Reply<Vec<String>> {
         if let Err(why) = paths::check(&path) {
             return Ok(Err(ZkError::InvalidPath(why)));

@@ -38,6 +38,9 @@ pub fn unique(name: &str) -> String {
     format!("/t/{name}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
+/// The recipe crates under `recipes/` and the plugin name each is installed as.
+pub const RECIPES: [(&str, &str); 2] = [("wazoo-lock", "lock"), ("wazoo-tree", "tree")];
+
 /// The plugins directory, with the recipe components freshly built from this workspace.
 pub fn plugins() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
@@ -47,14 +50,15 @@ pub fn plugins() -> PathBuf {
             let status = Command::new(env!("CARGO"))
                 .current_dir(&root)
                 .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir", "target/guests"])
-                .args(["-p", "wazoo-lock"])
+                .args(RECIPES.iter().flat_map(|(package, _)| ["-p", package]))
                 .status()
                 .expect("running cargo to build the recipes");
             assert!(status.success(), "building the recipe components failed");
             let dir = root.join("target/test-plugins");
             std::fs::create_dir_all(&dir).unwrap();
-            for (crate_name, recipe) in [("wazoo_lock", "lock")] {
-                let built = root.join(format!("target/guests/wasm32-wasip2/release/{crate_name}.wasm"));
+            for (package, recipe) in RECIPES {
+                let file = package.replace('-', "_");
+                let built = root.join(format!("target/guests/wasm32-wasip2/release/{file}.wasm"));
                 std::fs::copy(&built, dir.join(format!("{recipe}.wasm"))).expect("copying a built recipe");
             }
             dir

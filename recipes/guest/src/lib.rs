@@ -25,7 +25,7 @@ pub use bindings::wazoo::zk::types::{
 };
 pub use bindings::wazoo::zk::watch::{exists_watch, get_children_watch, get_data_watch, Watcher};
 pub use bindings::wazoo::zk::znode::{
-    create, delete, exists, get_children, get_data, list_ephemerals, multi, set_data, sync,
+    check_path, create, delete, exists, get_children, get_data, list_ephemerals, multi, set_data, sync,
 };
 
 pub type Result<T, E = ZkError> = std::result::Result<T, E>;

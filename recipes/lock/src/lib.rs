@@ -34,6 +34,7 @@ struct Lock;
 
 impl Guest for Lock {
     fn acquire(path: String, timeout_ms: Option<u64>) -> Result<Held, ZkError> {
+        zk::check_path(&path)?;
         if let Some(held) = reenter(&path)? {
             return Ok(held);
         }

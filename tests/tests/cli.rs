@@ -1,0 +1,205 @@
+//! The `wazoo` binary, run as a user runs it, against a real ZooKeeper.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use wazoo_tests::*;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn wazoo() -> Command {
+    let mut command = Command::new(wazoo_bin());
+    command
+        .env("WAZOO_ZOOKEEPER", zk().address())
+        .env("WAZOO_PLUGINS", plugins())
+        .env_remove("WAZOO_LOG")
+        .kill_on_drop(true);
+    command
+}
+
+async fn output(command: &mut Command) -> (i32, String, String) {
+    let out = within(LIMIT, "wazoo finishes", command.output()).await.unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Starts `wazoo lock PATH -- sh -c 'echo started $$; exec sleep 600'` and waits for the
+/// command to start; returns the child and the command's PID.
+async fn hold_with_cli(path: &str, extra: &[&str]) -> (Child, u32) {
+    let mut child = wazoo()
+        .args(extra)
+        .args(["lock", path, "--grace", "5s", "--", "sh", "-c", "echo started $$; exec sleep 600"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = within(LIMIT, "command starts under the lock", lines.next_line()).await.unwrap().unwrap();
+    let pid = line.strip_prefix("started ").expect("the command's first line").trim().parse().unwrap();
+    (child, pid)
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie would still have /proc/PID; wazoo reaps its child before exiting.
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+async fn stderr_of(child: &mut Child) -> String {
+    let mut text = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        use tokio::io::AsyncReadExt;
+        let _ = err.read_to_string(&mut text).await;
+    }
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_runs_command_under_lock_with_token_and_its_exit_status() {
+    let checker = client(&zk().address()).await;
+    let path = unique("cli-run");
+    let (code, stdout, _) = output(wazoo().args([
+        "lock",
+        &path,
+        "--",
+        "sh",
+        "-c",
+        "echo \"$WAZOO_FENCING_TOKEN $WAZOO_LOCK_NODE\"; exit 7",
+    ]))
+    .await;
+    assert_eq!(code, 7, "wazoo exits with the command's status");
+    let mut words = stdout.split_whitespace();
+    let token: i64 = words.next().unwrap().parse().expect("a numeric fencing token");
+    let node = words.next().unwrap();
+    assert!(token > 0);
+    assert!(node.starts_with(&format!("{path}/_c_")) && node.contains("-lock-"), "Curator node name: {node}");
+    assert!(children(&checker, &path).await.is_empty(), "the lock node is deleted after the command");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_timeout_exits_3_and_leaves_no_node() {
+    let checker = client(&zk().address()).await;
+    let path = unique("cli-timeout");
+    let host = host().await;
+    let mut holder = host.lock("lock").await.unwrap();
+    holder.acquire(&path, None).await.unwrap();
+    let (code, _, stderr) = output(wazoo().args(["lock", &path, "--timeout", "500ms", "--", "true"])).await;
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("timed out"), "{stderr}");
+    assert_eq!(children(&checker, &path).await.len(), 1, "only the holder's node remains");
+    holder.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_stops_command_when_lock_node_is_deleted() {
+    let checker = client(&zk().address()).await;
+    let path = unique("cli-deleted");
+    let (mut child, pid) = hold_with_cli(&path, &[]).await;
+    let nodes = children(&checker, &path).await;
+    assert_eq!(nodes.len(), 1);
+    checker.delete(&format!("{path}/{}", nodes[0]), None).await.unwrap();
+    let status = within(LIMIT, "wazoo stops after losing the lock", child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(4));
+    assert!(stderr_of(&mut child).await.contains("lock node was deleted"));
+    assert!(!alive(pid), "the command was stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_stops_command_when_session_expires() {
+    let checker = client(&zk().address()).await;
+    let path = unique("cli-expired");
+    let (mut child, pid) = hold_with_cli(&path, &["--session-timeout", "1s"]).await;
+    let nodes = children(&checker, &path).await;
+    let node = format!("{path}/{}", nodes[0]);
+    // Freeze wazoo (not its command) until the server expires its session and deletes the node.
+    let wazoo_pid = child.id().unwrap() as i32;
+    unsafe { libc::kill(wazoo_pid, libc::SIGSTOP) };
+    within(LIMIT, "server expires the frozen session", wait_gone(&checker, &node)).await;
+    assert!(alive(pid), "the command runs on while wazoo is frozen");
+    unsafe { libc::kill(wazoo_pid, libc::SIGCONT) };
+    let status = within(LIMIT, "wazoo stops after expiry", child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(4));
+    assert!(stderr_of(&mut child).await.contains("session expired"));
+    assert!(!alive(pid), "the command was stopped");
+    // Someone else can take the lock now.
+    let host = host().await;
+    let mut contender = host.lock("lock").await.unwrap();
+    assert!(contender.try_acquire(&path).await.unwrap().is_some());
+    contender.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_refuses_bad_input_clearly() {
+    let free = wazoo::server::free_port().unwrap();
+    let unreachable = format!("127.0.0.1:{free}");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["lock", "relative/path", "--", "true"], "must be absolute"),
+        (vec!["lock", "", "--", "true"], "path is empty"),
+        (vec!["lock", "/t/x/", "--", "true"], "must not end with '/'"),
+        (vec!["lock", "/t/a//b", "--", "true"], "empty component"),
+        (vec!["lock", "/zookeeper/quota", "--", "true"], "reserved"),
+        (vec!["lock", "/t/x", "--timeout", "soon", "--", "true"], "not a duration"),
+        (vec!["lock", "/t/x", "--recipe", "/nonexistent/lock.wasm", "--", "true"], "not found"),
+        (
+            vec!["--zookeeper", &unreachable, "--connect-timeout", "1s", "lock", "/t/x", "--", "true"],
+            "cannot reach ZooKeeper",
+        ),
+        (vec!["run", "/nonexistent.wasm"], "not found"),
+    ];
+    for (args, message) in cases {
+        let (code, _, stderr) = output(wazoo().args(&args)).await;
+        assert_ne!(code, 0, "{args:?} must fail");
+        assert!(stderr.contains(message), "{args:?}: stderr {stderr:?} does not say {message:?}");
+        assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    }
+    let checker = client(&zk().address()).await;
+    assert!(checker.check_stat("/t/x").await.unwrap().is_none(), "bad input created nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_lock_with_a_non_lock_component_is_refused() {
+    let (code, _, stderr) = output(wazoo().args(["lock", "/t/x", "--recipe", "tree", "--", "true"])).await;
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("wazoo:recipes/custom") && stderr.contains("not wazoo:recipes/lock-recipe"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_runs_a_custom_recipe() {
+    let checker = client(&zk().address()).await;
+    let path = unique("cli-tree");
+    let opts = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    checker.mkdir(&format!("{path}/a/b"), &opts).await.unwrap();
+    checker.create(&format!("{path}/a/data"), b"hello", &opts).await.unwrap();
+    let (code, stdout, stderr) = output(wazoo().args(["run", "tree", &path])).await;
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert!(lines[0].starts_with(&path));
+    assert!(lines[1].trim_start().starts_with("a "));
+    assert!(lines[2].trim_start().starts_with("b "));
+    assert!(lines[3].contains("data") && lines[3].contains("[5 bytes"), "{stdout}");
+    let (code, _, stderr) = output(wazoo().args(["run", "tree", &format!("{path}/missing")])).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no such node"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_lists_recipes_with_their_worlds() {
+    let (code, stdout, _) = output(wazoo().args(["recipes", "list"])).await;
+    assert_eq!(code, 0);
+    assert!(
+        stdout.lines().any(|l| l.starts_with("lock ") && l.contains("wazoo:recipes/lock-recipe@0.1.0")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("tree ") && l.contains("wazoo:recipes/custom@0.1.0")),
+        "{stdout}"
+    );
+}

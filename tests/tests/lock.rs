@@ -1,0 +1,321 @@
+//! The lock recipe, through the host, against a real ZooKeeper.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use wazoo::{Host, LockHandle, Lost, RecipeError, ZkError};
+use wazoo_tests::*;
+use zookeeper_client::SessionState;
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mutual_exclusion_with_eight_contenders() {
+    let host = host().await;
+    let path = unique("mutex");
+    let busy = Arc::new(AtomicBool::new(false));
+    let last_token = Arc::new(AtomicI64::new(0));
+    let mut contenders = Vec::new();
+    for _ in 0..8 {
+        let (host, path, busy, last_token) = (host.clone(), path.clone(), busy.clone(), last_token.clone());
+        contenders.push(tokio::spawn(async move {
+            let mut lock = host.lock("lock").await.unwrap();
+            for _ in 0..5 {
+                let held = lock.acquire(&path, None).await.unwrap();
+                assert!(!busy.swap(true, Ordering::SeqCst), "two holders at once");
+                let previous = last_token.swap(held.token, Ordering::SeqCst);
+                assert!(held.token > previous, "fencing token {} not above {previous}", held.token);
+                // Hold for a moment so an overlap, if the recipe allowed one, would be seen.
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                busy.store(false, Ordering::SeqCst);
+                lock.release().await.unwrap();
+            }
+            lock.close().await;
+        }));
+    }
+    within(LIMIT, "8 contenders × 5 rounds", async {
+        for c in contenders {
+            c.await.unwrap();
+        }
+    })
+    .await;
+    let checker = client(&zk().address()).await;
+    assert!(children(&checker, &path).await.is_empty(), "lock nodes left behind");
+}
+
+/// A holder plus `n` waiters queued in a known order (each one's node exists before the next
+/// starts). Each waiter reports its index when it acquires, then releases.
+async fn queue_waiters(host: &Host, path: &str, n: usize) -> (LockHandle, mpsc::UnboundedReceiver<usize>) {
+    let checker = client(&zk().address()).await;
+    let mut holder = host.lock("lock").await.unwrap();
+    holder.acquire(path, None).await.unwrap();
+    let (tx, rx) = mpsc::unbounded_channel();
+    for i in 0..n {
+        let mut waiter = host.lock("lock").await.unwrap();
+        let (lock_path, tx) = (path.to_string(), tx.clone());
+        tokio::spawn(async move {
+            waiter.acquire(&lock_path, None).await.unwrap();
+            tx.send(i).unwrap();
+            waiter.release().await.unwrap();
+            waiter.close().await;
+        });
+        wait_children(&checker, path, i + 2).await;
+    }
+    (holder, rx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiters_acquire_in_arrival_order() {
+    let host = host().await;
+    let path = unique("fifo");
+    let (mut holder, mut order) = queue_waiters(&host, &path, 6).await;
+    holder.release().await.unwrap();
+    let mut seen = Vec::new();
+    within(LIMIT, "all waiters acquire", async {
+        while seen.len() < 6 {
+            seen.push(order.recv().await.unwrap());
+        }
+    })
+    .await;
+    assert_eq!(seen, vec![0, 1, 2, 3, 4, 5], "waiters must acquire first come, first served");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_release_wakes_exactly_one_waiter() {
+    let host = host().await;
+    let path = unique("herd");
+    let n = 6;
+    let (mut holder, mut order) = queue_waiters(&host, &path, n).await;
+    let before = host.stats().watch_wakeups();
+    holder.release().await.unwrap();
+    within(LIMIT, "first waiter acquires", order.recv()).await.unwrap();
+    within(LIMIT, "every waiter acquires", async {
+        for _ in 1..n {
+            order.recv().await.unwrap();
+        }
+    })
+    .await;
+    // n releases happened (the holder's and n-1 waiters'); each must have woken one waiter.
+    // A herd (every waiter watching the holder) would wake n + (n-1) + … guests.
+    let woken = host.stats().watch_wakeups() - before;
+    assert_eq!(woken, n as u64, "each release must wake exactly one waiter");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn timed_out_acquire_leaves_no_node() {
+    let host = host().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("timeout");
+    let mut holder = host.lock("lock").await.unwrap();
+    holder.acquire(&path, None).await.unwrap();
+
+    let mut waiter = host.lock("lock").await.unwrap();
+    let started = std::time::Instant::now();
+    let outcome = waiter.acquire(&path, Some(Duration::from_millis(400))).await;
+    assert!(matches!(outcome, Err(RecipeError::Zk(ZkError::Timeout))), "{outcome:?}");
+    assert!(started.elapsed() >= Duration::from_millis(400), "gave up before its timeout");
+    assert_eq!(children(&checker, &path).await.len(), 1, "the timed-out waiter left its node");
+    assert!(waiter.ledger().is_empty());
+
+    // try-acquire: none while held, and nothing left behind.
+    assert!(waiter.try_acquire(&path).await.unwrap().is_none());
+    assert_eq!(children(&checker, &path).await.len(), 1);
+
+    holder.release().await.unwrap();
+    let held = waiter.try_acquire(&path).await.unwrap().expect("free lock taken by try-acquire");
+    assert_eq!(children(&checker, &path).await, vec![held.node.rsplit('/').next().unwrap().to_string()]);
+    waiter.release().await.unwrap();
+    assert!(children(&checker, &path).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancelled_acquire_leaves_no_node() {
+    let host = host().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("cancel");
+    let mut holder = host.lock("lock").await.unwrap();
+    holder.acquire(&path, None).await.unwrap();
+
+    // Closed explicitly after the cancel.
+    let mut waiter = host.lock("lock").await.unwrap();
+    {
+        let acquire = waiter.acquire(&path, None);
+        tokio::pin!(acquire);
+        tokio::select! {
+            outcome = &mut acquire => panic!("acquired a held lock: {outcome:?}"),
+            _ = wait_children(&checker, &path, 2) => {}
+        }
+    } // the acquire future is dropped here: the caller cancelled
+    assert!(waiter.is_retired(), "a cancelled instance must not be reused");
+    assert!(matches!(waiter.acquire(&path, None).await, Err(RecipeError::Retired)));
+    assert_eq!(waiter.ledger().len(), 1, "the host's ledger knows the waiter's node");
+    waiter.close().await;
+    assert_eq!(children(&checker, &path).await.len(), 1, "close deleted the cancelled waiter's node");
+
+    // Dropped without close: the host still deletes its node.
+    let mut dropped = host.lock("lock").await.unwrap();
+    {
+        let acquire = dropped.acquire(&path, None);
+        tokio::pin!(acquire);
+        tokio::select! {
+            outcome = &mut acquire => panic!("acquired a held lock: {outcome:?}"),
+            _ = wait_children(&checker, &path, 2) => {}
+        }
+    }
+    drop(dropped);
+    within(LIMIT, "dropped handle's node deleted", wait_children(&checker, &path, 1)).await;
+    holder.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lost_create_reply_leaves_one_node_and_still_acquires() {
+    let host = host().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("lostreply");
+    // The lock's parent exists, so the next successful create is the lock node itself.
+    checker
+        .mkdir(
+            &path,
+            &zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    host.faults().lose_create_replies(1);
+    let mut lock = host.lock("lock").await.unwrap();
+    let held =
+        within(LIMIT, "acquire after a lost reply", lock.acquire(&path, Some(Duration::from_secs(20))))
+            .await
+            .expect("the recipe recovers its node by its GUID prefix");
+    assert_eq!(host.faults().pending_lost_create_replies(), 0, "the fault was not injected");
+    let nodes = children(&checker, &path).await;
+    assert_eq!(nodes.len(), 1, "exactly one node after a lost create reply: {nodes:?}");
+    assert_eq!(format!("{path}/{}", nodes[0]), held.node);
+    let stat = checker.check_stat(&held.node).await.unwrap().unwrap();
+    assert_eq!(stat.ephemeral_owner, lock.live().session_id());
+    assert_eq!(stat.czxid, held.token, "the fencing token is the node's czxid");
+    lock.release().await.unwrap();
+    assert!(children(&checker, &path).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn expired_holder_is_told_and_a_contender_acquires() {
+    let address = zk().address();
+    let checker = client(&address).await;
+    let path = unique("expiry");
+    let holder_host = Host::start(config(&address, Duration::from_secs(2))).await.unwrap();
+    let contender_host = host().await;
+
+    let mut holder = holder_host.lock("lock").await.unwrap();
+    let held = holder.acquire(&path, None).await.unwrap();
+    let lost = holder.lost();
+    let mut contender = contender_host.lock("lock").await.unwrap();
+    let path2 = path.clone();
+    let waiting = tokio::spawn(async move {
+        let held = contender.acquire(&path2, None).await.unwrap();
+        (contender, held)
+    });
+    wait_children(&checker, &path, 2).await;
+
+    expire(&address, &holder.live().client).await;
+    let reason = within(LIMIT, "holder told its lock is lost", lost).await;
+    assert_eq!(reason, Lost::Session(SessionState::Expired));
+    let (mut contender, taken) = within(LIMIT, "contender acquires", waiting).await.unwrap();
+    assert!(taken.token > held.token, "the new holder's token must be higher");
+
+    // Releasing a lost lock is harmless; the host builds a new session for new handles.
+    holder.release().await.unwrap();
+    let mut again = holder_host.lock("lock").await.unwrap();
+    assert_eq!(again.live().generation, 2, "a new session after expiry");
+    assert!(again.try_acquire(&path).await.unwrap().is_none(), "the contender holds it now");
+    contender.release().await.unwrap();
+    assert!(again.try_acquire(&path).await.unwrap().is_some());
+    again.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lock_survives_ensemble_leader_kill() {
+    let mut ensemble = tokio::task::spawn_blocking(|| Ensemble::start(3, 500)).await.unwrap().unwrap();
+    let address = ensemble.address();
+    let host = Host::start(config(&address, Duration::from_secs(10))).await.unwrap();
+    let path = unique("ensemble");
+    let mut holder = host.lock("lock").await.unwrap();
+    let held = holder.acquire(&path, None).await.unwrap();
+    let lost = holder.lost();
+    tokio::pin!(lost);
+
+    let leader = ensemble.leader().expect("a leader");
+    ensemble.servers[leader].kill();
+    let ensemble = tokio::task::spawn_blocking(move || {
+        ensemble.wait_quorum(Duration::from_secs(60)).expect("a new quorum");
+        ensemble
+    })
+    .await
+    .unwrap();
+
+    let checker = client(&ensemble.address()).await;
+    let stat = checker.check_stat(&held.node).await.unwrap().expect("lock node kept");
+    assert_eq!(stat.czxid, held.token, "same node, same fencing token");
+    tokio::select! {
+        biased;
+        reason = &mut lost => panic!("holder told its lock was lost: {reason}"),
+        _ = std::future::ready(()) => {}
+    }
+    let mut contender = host.lock("lock").await.unwrap();
+    assert!(contender.try_acquire(&path).await.unwrap().is_none(), "the lock is still held");
+    holder.release().await.unwrap();
+    let taken = contender.try_acquire(&path).await.unwrap().expect("released lock taken");
+    assert!(taken.token > held.token);
+    contender.release().await.unwrap();
+    drop(ensemble);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_paths_get_a_clear_error_and_create_nothing() {
+    let host = host().await;
+    let checker = client(&zk().address()).await;
+    let base = unique("badpath");
+    let trailing = format!("{base}/");
+    let nul = format!("{base}\0x");
+    let cases: [(&str, &str); 5] = [
+        ("relative/lock", "absolute"),
+        ("", "empty"),
+        (&nul, "character"),
+        (&trailing, "end with"),
+        ("/a/../b", "relative component"),
+    ];
+    for (path, why) in cases {
+        let mut lock = host.lock("lock").await.unwrap();
+        match lock.acquire(path, Some(Duration::from_secs(1))).await {
+            Err(RecipeError::Zk(ZkError::InvalidPath(message))) => {
+                assert!(message.contains(why), "{path:?}: message {message:?} does not say {why:?}")
+            }
+            other => panic!("{path:?}: expected invalid-path, got {other:?}"),
+        }
+        assert!(!lock.is_retired(), "a refused path is an error, not a trap");
+        assert!(lock.ledger().is_empty());
+    }
+    assert!(checker.check_stat(&base).await.unwrap().is_none(), "nothing created for bad paths");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lock_is_reentrant_and_release_without_hold_is_an_error() {
+    let host = host().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("reentrant");
+    let mut lock = host.lock("lock").await.unwrap();
+    let first = lock.acquire(&path, None).await.unwrap();
+    let second = lock.acquire(&path, None).await.unwrap();
+    assert_eq!(
+        (&first.node, first.token),
+        (&second.node, second.token),
+        "re-acquiring returns the same node"
+    );
+    assert_eq!(children(&checker, &path).await.len(), 1);
+    lock.release().await.unwrap();
+    assert_eq!(children(&checker, &path).await.len(), 1, "still held after one of two releases");
+    lock.release().await.unwrap();
+    assert!(children(&checker, &path).await.is_empty());
+    assert!(matches!(lock.release().await, Err(RecipeError::Zk(ZkError::InvalidArgument(_)))));
+}
