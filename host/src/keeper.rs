@@ -70,6 +70,11 @@ impl Live {
 
     /// The terminal state, once the session has ended (expired or closed).
     pub fn ended(&self) -> Option<SessionState> {
+        // The client's own state first: the watcher task may not have run yet.
+        let state = self.client.state();
+        if state.is_terminated() {
+            return Some(state);
+        }
         *self.ended.borrow()
     }
 

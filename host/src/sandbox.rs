@@ -57,6 +57,9 @@ pub fn engine(limits: &SandboxLimits) -> anyhow::Result<Engine> {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.epoch_interruption(true);
+    // Recipes use synchronous WIT functions only; without the component-model concurrency
+    // machinery a host→guest call costs ~0.25 µs instead of ~1.2 µs.
+    config.concurrency_support(false);
     config.max_wasm_stack(limits.wasm_stack_bytes);
     // The async stack holds the guest's stack plus the host frames above it.
     config.async_stack_size(limits.wasm_stack_bytes + (1 << 20));

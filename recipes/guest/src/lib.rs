@@ -13,6 +13,7 @@ mod bindings {
     });
 }
 
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 /// The generated interfaces, for `with:` in a recipe's own `generate!`.
@@ -32,6 +33,53 @@ pub type Result<T, E = ZkError> = std::result::Result<T, E>;
 
 /// How many times a call that failed with `connection-loss` is tried again before giving up.
 const CONNECTION_LOSS_RETRIES: u32 = 20;
+
+/// This handle's session id (the `ephemeral-owner` of its nodes). A handle keeps the session it
+/// started on for life, so the host is asked once.
+pub fn session_id() -> i64 {
+    thread_local! {
+        static ID: Cell<Option<i64>> = const { Cell::new(None) };
+    }
+    ID.with(|id| match id.get() {
+        Some(known) => known,
+        None => {
+            let fresh = session_info().id;
+            id.set(Some(fresh));
+            fresh
+        }
+    })
+}
+
+/// A fresh version-4 UUID for a protected create. The host's `unique-id` seeds a SplitMix64
+/// generator once per instance; later ids cost no host call and never repeat within it.
+pub fn new_guid() -> String {
+    thread_local! {
+        static STATE: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+    }
+    let (mut hi, mut lo) = STATE.with(|s| s.get()).unwrap_or_else(|| {
+        let seed: String = unique_id().chars().filter(|c| c.is_ascii_hexdigit()).collect();
+        let bits = u128::from_str_radix(&seed, 16).unwrap_or(0);
+        ((bits >> 64) as u64, bits as u64)
+    });
+    let (a, b) = (splitmix(&mut hi), splitmix(&mut lo));
+    STATE.with(|s| s.set(Some((hi, lo))));
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0x0fff,
+        0x8000 | ((b >> 48) & 0x3fff),
+        b & 0xffff_ffff_ffff
+    )
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
 
 /// `dir` + "/" + `name`.
 pub fn join(dir: &str, name: &str) -> String {
@@ -130,7 +178,7 @@ pub fn ensure_parents(path: &str) -> Result<()> {
 /// mode. When the reply is lost, the node is found again by its unique prefix and, for
 /// ephemeral modes, claimed only if this session owns it. Missing parents become containers.
 pub fn protected_create(dir: &str, name: &str, data: &[u8], mode: CreateMode) -> Result<Created> {
-    let prefix = format!("_c_{}-", unique_id());
+    let prefix = format!("_c_{}-", new_guid());
     let path = join(dir, &format!("{prefix}{name}"));
     let ephemeral = matches!(mode, CreateMode::Ephemeral | CreateMode::EphemeralSequential);
     let mut attempt = 0;
@@ -157,7 +205,7 @@ pub fn find_protected(dir: &str, prefix: &str, ephemeral: bool) -> Result<Option
         Err(ZkError::NoNode) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let me = session_info().id;
+    let me = session_id();
     for child in children.into_iter().filter(|c| c.starts_with(prefix)) {
         let path = join(dir, &child);
         if let Some(stat) = retrying(|| exists(&path))? {
@@ -217,6 +265,13 @@ mod tests {
         ];
         let s = sorted(children, "lock-");
         assert_eq!(s, vec!["_c_ccc-lock-0000000001", "_c_bbb-lock-0000000003", "_c_aaa-lock-0000000010"]);
+    }
+
+    #[test]
+    fn splitmix_outputs_do_not_repeat() {
+        let mut state = 42;
+        let outputs: std::collections::HashSet<u64> = (0..10_000).map(|_| splitmix(&mut state)).collect();
+        assert_eq!(outputs.len(), 10_000);
     }
 
     #[test]

@@ -41,7 +41,7 @@ impl Guest for Lock {
         let deadline = Deadline::after_ms(timeout_ms);
         // 1. Create an ephemeral, sequential child (recoverable through a lost reply).
         let mine = zk::protected_create(&path, LOCK_NAME, &[], CreateMode::EphemeralSequential)?;
-        if mine.stat.ephemeral_owner != zk::session_info().id {
+        if mine.stat.ephemeral_owner != zk::session_id() {
             let _ = zk::delete_retrying(&mine.path);
             return Err(ZkError::Other("lock node is not owned by this session".into()));
         }
