@@ -25,7 +25,7 @@ demo: build
 	./target/release/wazoo recipes list
 	./target/release/wazoo demo
 
-test: recipes
+test: build
 	$(CARGO) test --release --workspace --exclude wazoo-lock --exclude wazoo-tree --exclude wazoo-guest
 	$(CARGO) test --target x86_64-unknown-linux-gnu -p wazoo-guest
 
