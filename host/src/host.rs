@@ -210,9 +210,16 @@ impl Sandbox {
             }
             Err(trap) => {
                 Stats::bump(&self.shared.stats.traps);
-                tracing::warn!(error = %format!("{trap:#}"), "recipe trapped; retiring its handle");
+                let why = match trap.downcast_ref::<wasmtime::Trap>() {
+                    Some(wasmtime::Trap::Interrupt) => format!(
+                        "the recipe ran longer than its CPU limit of {:?} per call",
+                        self.shared.limits.cpu_per_call
+                    ),
+                    _ => format!("{trap:#}"),
+                };
+                tracing::warn!(error = %why, "recipe trapped; retiring its handle");
                 self.clean().await;
-                Err(RecipeError::Trapped(format!("{trap:#}")))
+                Err(RecipeError::Trapped(why))
             }
         }
     }

@@ -93,10 +93,20 @@ fn start_epoch_ticker(engine: &Engine) {
         .expect("spawning the epoch ticker");
 }
 
-/// A store for one recipe instance, with memory limits and the per-call CPU clock.
+/// A store for one recipe instance, with memory limits and the per-call CPU clock: the call
+/// hooks time the guest, the epoch callback stops it once over budget.
 pub(crate) fn store(engine: &Engine, state: HostState) -> Store<HostState> {
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.store_limits);
+    store.call_hook(|mut ctx, hook| {
+        let clock = &mut ctx.data_mut().clock;
+        if hook.exiting_host() {
+            clock.enter_wasm();
+        } else {
+            clock.leave_wasm();
+        }
+        Ok(())
+    });
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|ctx| {
         if ctx.data().clock.over_budget() {

@@ -35,11 +35,7 @@ pub struct HostState {
 impl HostState {
     pub(crate) fn new(live: Arc<Live>, ledger: Arc<Ledger>, shared: Arc<Shared>) -> HostState {
         let store_limits = shared.limits.store_limits();
-        let clock = CallClock {
-            started: Instant::now(),
-            in_host: Duration::ZERO,
-            budget: shared.limits.cpu_per_call,
-        };
+        let clock = CallClock::new(shared.limits.cpu_per_call);
         HostState {
             // No preopens, no environment, no inherited stdio: the guest reaches nothing but
             // the clock, randomness and wazoo:zk.
@@ -60,26 +56,38 @@ impl WasiView for HostState {
     }
 }
 
-/// Guest CPU time of the current call: wall time since the call began, less the time spent
-/// awaiting ZooKeeper in host calls. Waiting on a watch never counts against the guest.
+/// Guest CPU time of the current call: only the time wasm code runs counts, measured between
+/// the store's call hooks. Time in any host call (awaiting ZooKeeper, a watch, a WASI sleep)
+/// never counts against the guest.
 #[derive(Debug)]
 pub(crate) struct CallClock {
-    started: Instant,
-    in_host: Duration,
+    in_wasm: Duration,
+    entered_wasm: Option<Instant>,
     budget: Duration,
 }
 
 impl CallClock {
-    pub(crate) fn begin(&mut self) {
-        self.started = Instant::now();
-        self.in_host = Duration::ZERO;
+    pub(crate) fn new(budget: Duration) -> CallClock {
+        CallClock { in_wasm: Duration::ZERO, entered_wasm: None, budget }
     }
 
-    pub(crate) fn add_host_time(&mut self, spent: Duration) {
-        self.in_host += spent;
+    /// A new call from the host begins: the budget starts afresh.
+    pub(crate) fn begin(&mut self) {
+        self.in_wasm = Duration::ZERO;
+        self.entered_wasm = None;
+    }
+
+    pub(crate) fn enter_wasm(&mut self) {
+        self.entered_wasm = Some(Instant::now());
+    }
+
+    pub(crate) fn leave_wasm(&mut self) {
+        if let Some(since) = self.entered_wasm.take() {
+            self.in_wasm += since.elapsed();
+        }
     }
 
     pub(crate) fn over_budget(&self) -> bool {
-        self.started.elapsed().saturating_sub(self.in_host) > self.budget
+        self.in_wasm + self.entered_wasm.map_or(Duration::ZERO, |since| since.elapsed()) > self.budget
     }
 }

@@ -51,7 +51,6 @@ impl HostState {
 
 impl HostWatcher for HostState {
     async fn wait(&mut self, slot: Resource<WatchSlot>, timeout_ms: Option<u64>) -> Reply<WatchEvent> {
-        let started = std::time::Instant::now();
         let watch = self.table.get_mut(&slot)?;
         if let Some(fired) = &watch.fired {
             return Ok(Ok(fired.clone()));
@@ -76,7 +75,6 @@ impl HostWatcher for HostState {
         {
             Stats::bump(&self.shared.stats.watch_wakeups);
         }
-        self.clock.add_host_time(started.elapsed());
         Ok(outcome)
     }
 
@@ -93,9 +91,7 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        let started = std::time::Instant::now();
         let result = live.client.check_and_watch_stat(&path).await;
-        self.clock.add_host_time(started.elapsed());
         match result {
             Ok((st, watcher)) => Ok(Ok((st.map(stat), self.arm(watcher)?))),
             Err(e) => Ok(Err(from_client(e))),
@@ -107,9 +103,7 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        let started = std::time::Instant::now();
         let result = live.client.get_and_watch_data(&path).await;
-        self.clock.add_host_time(started.elapsed());
         match result {
             Ok((data, st, watcher)) => Ok(Ok((data, stat(st), self.arm(watcher)?))),
             Err(e) => Ok(Err(from_client(e))),
@@ -124,9 +118,7 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        let started = std::time::Instant::now();
         let result = live.client.get_and_watch_children(&path).await;
-        self.clock.add_host_time(started.elapsed());
         match result {
             Ok((children, st, watcher)) => Ok(Ok((children, stat(st), self.arm(watcher)?))),
             Err(e) => Ok(Err(from_client(e))),

@@ -1,6 +1,6 @@
 //! `wazoo:zk/znode`: reads and writes, each path checked, each ephemeral create recorded.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zookeeper_client::{Acls, CreateOptions, MultiWriteError, MultiWriteResult};
 
@@ -67,13 +67,8 @@ fn is_sequential(mode: &CreateMode) -> bool {
 }
 
 impl HostState {
-    fn begin_host_call(&self) -> Instant {
+    fn count_call(&self) {
         Stats::bump(&self.shared.stats.calls);
-        Instant::now()
-    }
-
-    fn end_host_call(&mut self, started: Instant) {
-        self.clock.add_host_time(started.elapsed());
     }
 
     fn check_data(&self, data: &[u8]) -> Result<(), ZkError> {
@@ -93,9 +88,8 @@ impl HostState {
         let options = options(&mode)?;
         let live = self.live.clone();
         let lose_reply = self.shared.faults.take_lost_create_reply();
-        let started = self.begin_host_call();
+        self.count_call();
         let result = live.client.create(&path, &data, &options).await;
-        self.end_host_call(started);
         let result = match result {
             Ok(_) if lose_reply => Err(ZkError::ConnectionLoss),
             other => other.map_err(from_client),
@@ -150,9 +144,8 @@ impl HostState {
             };
             added.map_err(|e| at(i, from_client(e)))?;
         }
-        let started = self.begin_host_call();
+        self.count_call();
         let result = writer.commit().await;
-        self.end_host_call(started);
         match result {
             Ok(results) => Ok(results
                 .into_iter()
@@ -198,9 +191,8 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        let started = self.begin_host_call();
+        self.count_call();
         let result = live.client.delete(&path, version).await;
-        self.end_host_call(started);
         match result {
             Ok(()) => {
                 self.ledger.deleted(&path);
@@ -219,9 +211,8 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        let started = self.begin_host_call();
+        self.count_call();
         let result = live.client.check_stat(&path).await;
-        self.end_host_call(started);
         Ok(result.map(|s| s.map(stat)).map_err(from_client))
     }
 
@@ -230,9 +221,8 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        let started = self.begin_host_call();
+        self.count_call();
         let result = live.client.get_data(&path).await;
-        self.end_host_call(started);
         Ok(result.map(|(data, s)| (data, stat(s))).map_err(from_client))
     }
 
@@ -241,9 +231,8 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        let started = self.begin_host_call();
+        self.count_call();
         let result = live.client.get_children(&path).await;
-        self.end_host_call(started);
         Ok(result.map(|(children, s)| (children, stat(s))).map_err(from_client))
     }
 
@@ -255,9 +244,8 @@ impl Host for HostState {
             return Ok(Err(e));
         }
         let live = self.live.clone();
-        let started = self.begin_host_call();
+        self.count_call();
         let result = live.client.set_data(&path, &data, version).await;
-        self.end_host_call(started);
         Ok(result.map(stat).map_err(from_client))
     }
 
@@ -270,9 +258,8 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        let started = self.begin_host_call();
+        self.count_call();
         let result = live.client.sync(&path).await;
-        self.end_host_call(started);
         Ok(result.map_err(from_client))
     }
 
@@ -285,9 +272,8 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        let started = self.begin_host_call();
+        self.count_call();
         let result = live.client.list_ephemerals(&path).await;
-        self.end_host_call(started);
         Ok(result.map_err(from_client))
     }
 }

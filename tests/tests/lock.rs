@@ -319,3 +319,27 @@ async fn lock_is_reentrant_and_release_without_hold_is_an_error() {
     assert!(children(&checker, &path).await.is_empty());
     assert!(matches!(lock.release().await, Err(RecipeError::Zk(ZkError::InvalidArgument(_)))));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiting_for_the_lock_does_not_count_against_the_cpu_budget() {
+    let mut settings = config(&zk().address(), Duration::from_secs(10));
+    settings.limits.cpu_per_call = Duration::from_millis(200);
+    let host = Host::start(settings).await.unwrap();
+    let checker = client(&zk().address()).await;
+    let path = unique("budget");
+    let mut holder = host.lock("lock").await.unwrap();
+    holder.acquire(&path, None).await.unwrap();
+    let mut waiter = host.lock("lock").await.unwrap();
+    let lock_path = path.clone();
+    let waiting = tokio::spawn(async move {
+        let outcome = waiter.acquire(&lock_path, None).await;
+        (waiter, outcome)
+    });
+    wait_children(&checker, &path, 2).await;
+    // Hold for four times the waiter's CPU budget: it is blocked on a watch, not running.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    holder.release().await.unwrap();
+    let (mut waiter, outcome) = within(LIMIT, "waiter acquires", waiting).await.unwrap();
+    outcome.expect("a guest blocked on ZooKeeper must not be stopped by its CPU limit");
+    waiter.release().await.unwrap();
+}
