@@ -8,6 +8,7 @@
 mod bindings;
 pub mod error;
 pub mod faults;
+mod handle;
 mod host;
 pub mod keeper;
 pub mod ledger;
@@ -21,9 +22,10 @@ pub mod stats;
 mod watch;
 mod znode;
 
-pub use bindings::{EventKind, Held, Stat, WatchEvent, ZkError};
+pub use bindings::{EventKind, Held, Mode, RwHeld, Stat, WatchEvent, ZkError};
 pub use error::RecipeError;
-pub use host::{CustomHandle, Host, HostConfig, LockHandle, Lost};
+pub use handle::{Claim, CustomHandle, LockHandle, Lost, RwLockHandle};
+pub use host::{Host, HostConfig};
 pub use keeper::{KeeperConfig, Live};
 pub use registry::{RecipeInfo, Registry, World};
 pub use sandbox::SandboxLimits;

@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 use tokio::signal::unix::{signal, SignalKind};
 
 use wazoo::server::{ServerOptions, ZkServer};
-use wazoo::{Host, HostConfig, KeeperConfig, RecipeError, Registry, SandboxLimits, ZkError};
+use wazoo::{Claim, Host, HostConfig, KeeperConfig, Mode, RecipeError, Registry, SandboxLimits, ZkError};
 
 /// Exit status when the lock was not acquired in time.
 const EXIT_TIMEOUT: u8 = 3;
@@ -55,6 +55,26 @@ enum Command {
         grace: Duration,
         /// Lock recipe component: a name in the plugins directory or a .wasm path
         #[arg(long, default_value = "lock")]
+        recipe: String,
+        /// The command and its arguments, after `--`
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Run CMD while holding the read or write lock at PATH (Curator InterProcessReadWriteLock)
+    Rwlock {
+        /// read (shared) or write (exclusive)
+        #[arg(value_parser = parse_mode)]
+        mode: Mode,
+        /// Lock path, e.g. /app/locks/config
+        path: String,
+        /// Give up if the lock is not held within this time (exit status 3)
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
+        /// After SIGTERM, how long CMD has before SIGKILL when the lock is lost
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        grace: Duration,
+        /// Read/write lock recipe component
+        #[arg(long, default_value = "rwlock")]
         recipe: String,
         /// The command and its arguments, after `--`
         #[arg(last = true, required = true, value_name = "CMD")]
@@ -130,11 +150,24 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Lock { path, timeout, grace, recipe, command } => {
             lock(config, &path, timeout, grace, &recipe, &command).await
         }
+        Command::Rwlock { mode, path, timeout, grace, recipe, command } => {
+            rwlock(config, mode, &path, timeout, grace, &recipe, &command).await
+        }
         Command::Server { port, data_dir, tick_ms } => server(port, data_dir, tick_ms).await,
         Command::Recipes { command: RecipesCommand::List } => recipes_list(&config),
         Command::Run { component, args } => run_custom(config, &component, &args).await,
         Command::Demo { rounds } => demo(&cli.plugins, rounds).await,
     }
+}
+
+/// How `lock`, `rwlock` and later claims run their command.
+struct RunUnder<'a> {
+    command: &'a [String],
+    grace: Duration,
+    /// What is held, for messages ("the lock at /x").
+    what: String,
+    /// Exported to the command.
+    env: Vec<(&'static str, String)>,
 }
 
 async fn lock(
@@ -151,27 +184,61 @@ async fn lock(
     let mut handle = host.lock(recipe).await?;
     let held = match handle.acquire(path, timeout).await {
         Ok(held) => held,
-        Err(RecipeError::Zk(ZkError::Timeout)) => {
-            eprintln!(
-                "wazoo: timed out after {:?} waiting for the lock at {path}",
-                timeout.unwrap_or_default()
-            );
-            return Ok(EXIT_TIMEOUT);
-        }
+        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(timed_out(path, timeout)),
         Err(e) => bail!("cannot acquire the lock at {path}: {e}"),
     };
     tracing::info!(node = %held.node, token = held.token, "lock held");
-    let lost = handle.lost();
-    let child = tokio::process::Command::new(&command[0])
-        .args(&command[1..])
-        .env("WAZOO_FENCING_TOKEN", held.token.to_string())
-        .env("WAZOO_LOCK_NODE", &held.node)
-        .env("WAZOO_LOCK_PATH", path)
-        .spawn();
+    let env = vec![
+        ("WAZOO_FENCING_TOKEN", held.token.to_string()),
+        ("WAZOO_LOCK_NODE", held.node),
+        ("WAZOO_LOCK_PATH", path.to_string()),
+    ];
+    hold(handle, RunUnder { command, grace, what: format!("lock at {path}"), env }).await
+}
+
+async fn rwlock(
+    config: HostConfig,
+    mode: Mode,
+    path: &str,
+    timeout: Option<Duration>,
+    grace: Duration,
+    recipe: &str,
+    command: &[String],
+) -> anyhow::Result<u8> {
+    wazoo::paths::check_node(path).map_err(|why| anyhow::anyhow!("invalid lock path: {why}"))?;
+    let host = Host::start(config).await?;
+    let mut handle = host.rwlock(recipe).await?;
+    let held = match handle.acquire(path, mode, timeout).await {
+        Ok(held) => held,
+        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(timed_out(path, timeout)),
+        Err(e) => bail!("cannot acquire the {} lock at {path}: {e}", mode_name(mode)),
+    };
+    let env = vec![
+        ("WAZOO_FENCING_TOKEN", held.token.to_string()),
+        ("WAZOO_LOCK_NODE", held.node),
+        ("WAZOO_LOCK_PATH", path.to_string()),
+        ("WAZOO_LOCK_MODE", mode_name(mode).to_string()),
+    ];
+    let what = format!("{} lock at {path}", mode_name(mode));
+    hold(handle, RunUnder { command, grace, what, env }).await
+}
+
+fn timed_out(path: &str, timeout: Option<Duration>) -> u8 {
+    eprintln!("wazoo: timed out after {:?} waiting for the lock at {path}", timeout.unwrap_or_default());
+    EXIT_TIMEOUT
+}
+
+/// Runs the command while `claim` is held: its exit status when it ends (after releasing), or
+/// SIGTERM/SIGKILL and exit status 4 when the claim is lost first.
+async fn hold(mut claim: impl Claim, run: RunUnder<'_>) -> anyhow::Result<u8> {
+    let RunUnder { command, grace, what, env } = run;
+    let lost = claim.lost();
+    let child = tokio::process::Command::new(&command[0]).args(&command[1..]).envs(env).spawn();
     let mut child = match child {
         Ok(child) => child,
         Err(e) => {
-            let _ = handle.release().await;
+            let _ = claim.release().await;
+            claim.close().await;
             bail!("cannot run {:?}: {e}", command[0]);
         }
     };
@@ -182,17 +249,17 @@ async fn lock(
         tokio::select! {
             status = child.wait() => {
                 let status = status?;
-                if let Err(e) = handle.release().await {
-                    eprintln!("wazoo: releasing the lock at {path}: {e}");
+                if let Err(e) = claim.release().await {
+                    eprintln!("wazoo: releasing the {what}: {e}");
                 }
-                handle.close().await;
+                claim.close().await;
                 let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
                 return Ok(code.clamp(0, 255) as u8);
             }
             reason = &mut lost => {
-                eprintln!("wazoo: lock at {path} lost ({reason}); stopping the command");
+                eprintln!("wazoo: {what} lost ({reason}); stopping the command");
                 stop(&mut child, grace).await;
-                handle.close().await;
+                claim.close().await;
                 return Ok(EXIT_LOST);
             }
             _ = sigterm.recv() => forward(&child, libc::SIGTERM),
@@ -346,6 +413,21 @@ fn check_demo_history(history: &str, turns: usize) -> anyhow::Result<()> {
         last_token = token;
     }
     Ok(())
+}
+
+fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Read => "read",
+        Mode::Write => "write",
+    }
+}
+
+fn parse_mode(text: &str) -> Result<Mode, String> {
+    match text {
+        "read" => Ok(Mode::Read),
+        "write" => Ok(Mode::Write),
+        _ => Err(format!("expected read or write, not {text:?}")),
+    }
 }
 
 /// `500ms`, `10s`, `2m`, `1h`, or a plain number of seconds.

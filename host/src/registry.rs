@@ -10,13 +10,15 @@ use anyhow::{anyhow, Context as _};
 use wasmtime::component::{types::ComponentItem, Component};
 use wasmtime::Engine;
 
-use crate::bindings::{CUSTOM_EXPORT, LOCK_EXPORT};
+use crate::bindings::{CUSTOM_EXPORT, LOCK_EXPORT, RWLOCK_EXPORT};
 
 /// The recipe worlds a component can target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum World {
     /// `wazoo:recipes/lock-recipe`
     Lock,
+    /// `wazoo:recipes/rwlock-recipe`
+    RwLock,
     /// `wazoo:recipes/custom`
     Custom,
 }
@@ -25,6 +27,7 @@ impl World {
     pub fn name(self) -> &'static str {
         match self {
             World::Lock => "wazoo:recipes/lock-recipe@0.1.0",
+            World::RwLock => "wazoo:recipes/rwlock-recipe@0.1.0",
             World::Custom => "wazoo:recipes/custom@0.1.0",
         }
     }
@@ -109,6 +112,7 @@ impl Registry {
         for (name, item) in ty.exports(&self.engine) {
             match (name, &item.ty) {
                 (LOCK_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Lock),
+                (RWLOCK_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::RwLock),
                 (CUSTOM_EXPORT, ComponentItem::ComponentFunc(_)) => return Ok(World::Custom),
                 _ => exports.push(name.to_string()),
             }

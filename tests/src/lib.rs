@@ -5,15 +5,19 @@
 //! One standalone server is shared by a test binary (started once, on a free port); every test
 //! works under its own unique path. Ensembles are started per test.
 
+pub mod proxy;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 use wazoo::server::{ServerOptions, ZkServer};
 use wazoo::{Host, HostConfig, KeeperConfig, SandboxLimits};
-use zookeeper_client::{Client, SessionState};
+use zookeeper_client::Client;
 
 pub use wazoo::server::Ensemble;
 
@@ -39,7 +43,8 @@ pub fn unique(name: &str) -> String {
 }
 
 /// The recipe crates under `recipes/` and the plugin name each is installed as.
-pub const RECIPES: [(&str, &str); 2] = [("wazoo-lock", "lock"), ("wazoo-tree", "tree")];
+pub const RECIPES: [(&str, &str); 3] =
+    [("wazoo-lock", "lock"), ("wazoo-rwlock", "rwlock"), ("wazoo-tree", "tree")];
 
 /// The plugins directory, with the recipe components freshly built from this workspace.
 pub fn plugins() -> PathBuf {
@@ -141,28 +146,6 @@ pub async fn wait_gone(client: &Client, path: &str) {
     }
 }
 
-/// Expires `session`'s session on the server: a second handle with the same id and password
-/// connects and then closes, which is what Curator's and kazoo's test kits do.
-pub async fn expire(address: &str, session: &Client) {
-    let info = session.session().clone();
-    let twin = Client::connector()
-        .with_session(info)
-        .with_session_timeout(session.session_timeout())
-        .connect(address)
-        .await
-        .expect("connecting a twin of the session");
-    drop(twin);
-    let mut states = session.state_watcher();
-    let _ = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            if states.changed().await == SessionState::Expired {
-                break;
-            }
-        }
-    })
-    .await;
-}
-
 /// The `wazoo` binary built for this test run.
 pub fn wazoo_bin() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -172,7 +155,7 @@ pub fn wazoo_bin() -> PathBuf {
     bin
 }
 
-/// The Curator peer: compiled once from tests/java, run with Debian's Curator jars.
+/// The Curator peer (tests/java/CuratorPeer.java): compiled once, run with Debian's Curator jars.
 pub fn curator_classpath() -> String {
     static BUILT: OnceLock<String> = OnceLock::new();
     BUILT
@@ -183,7 +166,7 @@ pub fn curator_classpath() -> String {
             let status = Command::new("javac")
                 .args(["-cp", jars, "-d"])
                 .arg(&out)
-                .arg(root().join("tests/java/CuratorLock.java"))
+                .arg(root().join("tests/java/CuratorPeer.java"))
                 .status()
                 .expect("running javac (is a JDK installed?)");
             assert!(status.success(), "compiling the Curator peer failed");
@@ -197,5 +180,42 @@ pub async fn within<T>(limit: Duration, what: &str, f: impl std::future::Future<
     match tokio::time::timeout(limit, f).await {
         Ok(v) => v,
         Err(_) => panic!("{what}: did not finish within {limit:?}"),
+    }
+}
+
+/// A running Curator peer (see [`curator_classpath`]), driven over its stdin.
+pub struct Curator {
+    _child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Curator {
+    /// Starts a peer holding a `kind` lock (`mutex`, `read`, `write`) on `path`.
+    pub async fn start(address: &str, path: &str, kind: &str) -> Curator {
+        let mut child = tokio::process::Command::new("java")
+            .args(["-cp", &curator_classpath(), "CuratorPeer", address, path, kind])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting java");
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut curator = Curator { _child: child, stdin, lines };
+        assert_eq!(curator.line().await, "ready");
+        curator
+    }
+
+    pub async fn send(&mut self, command: &str) {
+        self.stdin.write_all(format!("{command}\n").as_bytes()).await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    pub async fn line(&mut self) -> String {
+        within(Duration::from_secs(60), "Curator answers", self.lines.next_line())
+            .await
+            .unwrap()
+            .expect("Curator exited")
     }
 }

@@ -203,3 +203,27 @@ async fn cli_lists_recipes_with_their_worlds() {
         "{stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_rwlock_runs_command_in_the_mode_asked() {
+    let checker = client(&zk().address()).await;
+    let path = unique("cli-rw");
+    let (code, stdout, stderr) = output(wazoo().args([
+        "rwlock",
+        "read",
+        &path,
+        "--",
+        "sh",
+        "-c",
+        "echo $WAZOO_LOCK_MODE $WAZOO_LOCK_NODE",
+    ]))
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let mut words = stdout.split_whitespace();
+    assert_eq!(words.next(), Some("read"));
+    assert!(words.next().unwrap().contains("-__READ__"), "{stdout}");
+    assert!(children(&checker, &path).await.is_empty());
+    let (code, _, stderr) = output(wazoo().args(["rwlock", "sideways", &path, "--", "true"])).await;
+    assert_eq!(code, 2, "a bad mode is a usage error");
+    assert!(stderr.contains("expected read or write"), "{stderr}");
+}

@@ -1,47 +1,12 @@
 //! Interop: Apache Curator 5.4's InterProcessMutex (Debian's jars, run as a real JVM) and
 //! wazoo's lock recipe on the same path exclude each other, both ways.
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use wazoo::{RecipeError, ZkError};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-struct Curator {
-    _child: Child,
-    stdin: ChildStdin,
-    lines: Lines<BufReader<ChildStdout>>,
-}
-
-impl Curator {
-    async fn start(address: &str, path: &str) -> Curator {
-        let mut child = Command::new("java")
-            .args(["-cp", &curator_classpath(), "CuratorLock", address, path])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting java");
-        let stdin = child.stdin.take().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut curator = Curator { _child: child, stdin, lines };
-        assert_eq!(curator.line().await, "ready");
-        curator
-    }
-
-    async fn send(&mut self, command: &str) {
-        self.stdin.write_all(format!("{command}\n").as_bytes()).await.unwrap();
-        self.stdin.flush().await.unwrap();
-    }
-
-    async fn line(&mut self) -> String {
-        within(LIMIT, "Curator answers", self.lines.next_line()).await.unwrap().expect("Curator exited")
-    }
-}
 
 fn is_curator_name(name: &str) -> bool {
     // _c_<36-char uuid>-lock-<10 digits>
@@ -56,7 +21,7 @@ async fn curator_and_wazoo_exclude_each_other_both_ways() {
     let checker = client(&address).await;
     let path = unique("curator");
     let host = host().await;
-    let mut curator = Curator::start(&address, &path).await;
+    let mut curator = Curator::start(&address, &path, "mutex").await;
     let mut lock = host.lock("lock").await.unwrap();
 
     // wazoo holds: Curator cannot take it.

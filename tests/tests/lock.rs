@@ -204,7 +204,9 @@ async fn expired_holder_is_told_and_a_contender_acquires() {
     let address = zk().address();
     let checker = client(&address).await;
     let path = unique("expiry");
-    let holder_host = Host::start(config(&address, Duration::from_secs(2))).await.unwrap();
+    // The holder reaches ZooKeeper through a proxy that can silence it.
+    let proxy = wazoo_tests::proxy::Proxy::start(&address).await;
+    let holder_host = Host::start(config(&proxy.address(), Duration::from_secs(2))).await.unwrap();
     let contender_host = host().await;
 
     let mut holder = holder_host.lock("lock").await.unwrap();
@@ -218,7 +220,10 @@ async fn expired_holder_is_told_and_a_contender_acquires() {
     });
     wait_children(&checker, &path, 2).await;
 
-    expire(&address, &holder.live().client).await;
+    // Silence the holder until the server expires its session and deletes its node.
+    proxy.freeze();
+    within(LIMIT, "server expires the silenced session", wait_gone(&checker, &held.node)).await;
+    proxy.thaw();
     let reason = within(LIMIT, "holder told its lock is lost", lost).await;
     assert_eq!(reason, Lost::Session(SessionState::Expired));
     let (mut contender, taken) = within(LIMIT, "contender acquires", waiting).await.unwrap();

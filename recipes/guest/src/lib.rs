@@ -103,18 +103,19 @@ pub fn parent(path: &str) -> &str {
     }
 }
 
-/// Ordering of sequential children, as Curator's `StandardLockInternalsDriver` does it: by the
-/// part after the last occurrence of `marker` (e.g. `lock-`), or the whole name when it has none.
-pub fn sort_key<'a>(name: &'a str, marker: &str) -> &'a str {
-    match name.rfind(marker) {
-        Some(i) => &name[i + marker.len()..],
-        None => name,
-    }
+/// Ordering of sequential children, as Curator's lock drivers do it: by the part after the last
+/// occurrence of each marker in turn (e.g. `lock-`, or `__READ__` then `__WRIT__`), or the whole
+/// name when it has none.
+pub fn sort_key<'a>(name: &'a str, markers: &[&str]) -> &'a str {
+    markers.iter().fold(name, |key, marker| match key.rfind(marker) {
+        Some(i) => &key[i + marker.len()..],
+        None => key,
+    })
 }
 
 /// `children` sorted by [`sort_key`].
-pub fn sorted(mut children: Vec<String>, marker: &str) -> Vec<String> {
-    children.sort_by(|a, b| sort_key(a, marker).cmp(sort_key(b, marker)));
+pub fn sorted(mut children: Vec<String>, markers: &[&str]) -> Vec<String> {
+    children.sort_by(|a, b| sort_key(a, markers).cmp(sort_key(b, markers)));
     children
 }
 
@@ -241,14 +242,115 @@ pub fn delete_retrying(path: &str) -> Result<()> {
     }
 }
 
-/// Where `my_name` stands among `dir`'s children ordered by `marker`, and the names before it.
-/// `no-node` when it is not there any more (deleted, or the session expired).
-pub fn standing(dir: &str, my_name: &str, marker: &str) -> Result<(usize, Vec<String>)> {
-    let (children, _) = retrying(|| get_children(dir))?;
-    let sorted = sorted(children, marker);
-    match sorted.iter().position(|c| c == my_name) {
-        Some(index) => Ok((index, sorted)),
-        None => Err(ZkError::NoNode),
+/// What a contender does once it sees where it stands.
+pub enum Turn {
+    /// The lock (lease, leadership…) is ours.
+    Hold,
+    /// Not yet: watch this sibling, then look again.
+    WaitFor(String),
+}
+
+/// Steps 2–4 shared by every lock-like recipe: list the children without a watch, order them by
+/// `markers`, let `decide` say whether our node (at `index`) holds or which one sibling to
+/// watch, and wait for that sibling to change. `no-node` if our node disappeared.
+pub fn wait_turn(
+    dir: &str,
+    my_name: &str,
+    markers: &[&str],
+    deadline: Deadline,
+    decide: impl Fn(&[String], usize) -> Turn,
+) -> Result<()> {
+    loop {
+        let (children, _) = retrying(|| get_children(dir))?;
+        let sorted = sorted(children, markers);
+        let index = sorted.iter().position(|c| c == my_name).ok_or(ZkError::NoNode)?;
+        match decide(&sorted, index) {
+            Turn::Hold => return Ok(()),
+            Turn::WaitFor(_) if deadline.expired() => return Err(ZkError::Timeout),
+            Turn::WaitFor(sibling) => wait_for_change(&join(dir, &sibling), deadline)?,
+        }
+    }
+}
+
+/// Step 1 and the rest of a contention: create our ephemeral sequential node `name` under
+/// `dir` (protected), claim it only if this session owns it, wait for our turn, and delete the
+/// node again if we give up or fail.
+pub fn contend(
+    dir: &str,
+    name: &str,
+    markers: &[&str],
+    deadline: Deadline,
+    decide: impl Fn(&[String], usize) -> Turn,
+) -> Result<Created> {
+    check_path(dir)?;
+    let mine = protected_create(dir, name, &[], CreateMode::EphemeralSequential)?;
+    if mine.stat.ephemeral_owner != session_id() {
+        let _ = delete_retrying(&mine.path);
+        return Err(ZkError::Other("created node is not owned by this session".into()));
+    }
+    match wait_turn(dir, node_name(&mine.path), markers, deadline, decide) {
+        Ok(()) => Ok(mine),
+        Err(e) => {
+            let _ = delete_retrying(&mine.path);
+            Err(e)
+        }
+    }
+}
+
+/// The predecessor rule of the exclusive lock: the lowest node holds, every other watches the
+/// node just before it.
+pub fn exclusive(sorted: &[String], index: usize) -> Turn {
+    match index {
+        0 => Turn::Hold,
+        i => Turn::WaitFor(sorted[i - 1].clone()),
+    }
+}
+
+/// What a handle holds, counted for re-entrant acquires of the same key.
+pub struct Holding<K, H> {
+    inner: std::cell::RefCell<Option<(K, H, u32)>>,
+}
+
+impl<K: PartialEq + std::fmt::Debug, H: Clone> Holding<K, H> {
+    pub const fn new() -> Self {
+        Holding { inner: std::cell::RefCell::new(None) }
+    }
+
+    /// Counts up and returns what is held if it is held under `key`; `invalid-argument` if
+    /// something else is held.
+    pub fn reenter(&self, key: &K) -> Result<Option<H>> {
+        match self.inner.borrow_mut().as_mut() {
+            Some((held_key, held, count)) if held_key == key => {
+                *count += 1;
+                Ok(Some(held.clone()))
+            }
+            Some((held_key, _, _)) => {
+                Err(ZkError::InvalidArgument(format!("this handle already holds {held_key:?}")))
+            }
+            None => Ok(None),
+        }
+    }
+
+    pub fn hold(&self, key: K, held: H) {
+        *self.inner.borrow_mut() = Some((key, held, 1));
+    }
+
+    /// Counts one release down: `Some(held)` when the last one ends the hold.
+    pub fn release(&self) -> Result<Option<H>> {
+        let mut inner = self.inner.borrow_mut();
+        let (_, _, count) =
+            inner.as_mut().ok_or_else(|| ZkError::InvalidArgument("release: nothing is held".into()))?;
+        *count -= 1;
+        if *count > 0 {
+            return Ok(None);
+        }
+        Ok(inner.take().map(|(_, held, _)| held))
+    }
+}
+
+impl<K: PartialEq + std::fmt::Debug, H: Clone> Default for Holding<K, H> {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -263,8 +365,19 @@ mod tests {
             "_c_aaa-lock-0000000010".to_string(),
             "_c_ccc-lock-0000000001".to_string(),
         ];
-        let s = sorted(children, "lock-");
+        let s = sorted(children, &["lock-"]);
         assert_eq!(s, vec!["_c_ccc-lock-0000000001", "_c_bbb-lock-0000000003", "_c_aaa-lock-0000000010"]);
+    }
+
+    #[test]
+    fn sorts_reads_and_writes_together_like_curator() {
+        let children = vec![
+            "_c_b-__WRIT__0000000004".to_string(),
+            "_c_a-__READ__0000000002".to_string(),
+            "_c_c-__READ__0000000003".to_string(),
+        ];
+        let s = sorted(children, &["__READ__", "__WRIT__"]);
+        assert_eq!(s, vec!["_c_a-__READ__0000000002", "_c_c-__READ__0000000003", "_c_b-__WRIT__0000000004"]);
     }
 
     #[test]

@@ -1,7 +1,8 @@
-// A Curator 5.4 InterProcessMutex driven line by line over stdin, so a test can make a real
-// Curator client and wazoo contend on one lock path.
+// A Curator 5.4 lock driven line by line over stdin, so a test can make a real Curator client
+// and wazoo contend on one lock path. Arguments: CONNECT PATH KIND, where KIND is `mutex`
+// (InterProcessMutex), `read` or `write` (InterProcessReadWriteLock).
 //
-//   acquire <ms>   -> "acquired <node>" | "timeout"   (ms < 0 waits without limit)
+//   acquire <ms>   -> "acquired <node>" (mutex) or "acquired" | "timeout"   (ms < 0: no limit)
 //   release        -> "released"
 //   loop <n> <log> -> n rounds of acquire/append "C enter"+"C exit" to <log>/release, then "looped"
 //   quit
@@ -14,16 +15,24 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
-public class CuratorLock {
+public class CuratorPeer {
     public static void main(String[] args) throws Exception {
         String connect = args[0];
         String path = args[1];
         CuratorFramework client = CuratorFrameworkFactory.newClient(connect, new ExponentialBackoffRetry(100, 10));
         client.start();
         client.blockUntilConnected(30, TimeUnit.SECONDS);
-        InterProcessMutex mutex = new InterProcessMutex(client, path);
+        String kind = args.length > 2 ? args[2] : "mutex";
+        InterProcessMutex mutex;
+        switch (kind) {
+            case "mutex": mutex = new InterProcessMutex(client, path); break;
+            case "read": mutex = new InterProcessReadWriteLock(client, path).readLock(); break;
+            case "write": mutex = new InterProcessReadWriteLock(client, path).writeLock(); break;
+            default: throw new IllegalArgumentException("kind: " + kind);
+        }
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         System.out.println("ready");
         System.out.flush();
@@ -40,7 +49,8 @@ public class CuratorLock {
                     } else {
                         ok = mutex.acquire(ms, TimeUnit.MILLISECONDS);
                     }
-                    System.out.println(ok ? "acquired " + currentNode(client, path) : "timeout");
+                    String node = kind.equals("mutex") ? " " + currentNode(client, path) : "";
+                    System.out.println(ok ? "acquired" + node : "timeout");
                     break;
                 }
                 case "release":

@@ -1,0 +1,365 @@
+//! Recipe handles: one component instance in its own store, plus what the host tracks for it.
+//!
+//! A handle is reused only after calls that returned cleanly: a trap, a sandbox limit or a
+//! cancelled call retires it (the rule lives in [`Sandbox::enter`] and [`Sandbox::leave`]), and a
+//! retired, closed or dropped handle's ephemeral nodes are deleted from its ledger.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::Store;
+use zookeeper_client::{EventType, SessionState};
+
+use crate::bindings::custom::Custom;
+use crate::bindings::lock_recipe::LockRecipe;
+use crate::bindings::rwlock_recipe::RwlockRecipe;
+use crate::bindings::{Held, Mode, RwHeld};
+use crate::error::RecipeError;
+use crate::keeper::Live;
+use crate::ledger::Ledger;
+use crate::state::{HostState, Shared};
+use crate::stats::Stats;
+
+/// One instance's store plus what the host tracks for it; shared by every kind of handle.
+pub(crate) struct Sandbox {
+    pub(crate) store: Store<HostState>,
+    live: Arc<Live>,
+    ledger: Arc<Ledger>,
+    /// Set while a call is under way and left set if it does not return cleanly.
+    retired: bool,
+    cleaned: bool,
+    shared: Arc<Shared>,
+}
+
+impl Sandbox {
+    pub(crate) fn new(
+        store: Store<HostState>,
+        live: Arc<Live>,
+        ledger: Arc<Ledger>,
+        shared: Arc<Shared>,
+    ) -> Sandbox {
+        Sandbox { store, live, ledger, retired: false, cleaned: false, shared }
+    }
+
+    /// Marks a call as begun. If the caller drops the call's future, the mark stays: the
+    /// instance is then in an unknown state and is never called again.
+    fn enter(&mut self) -> Result<(), RecipeError> {
+        if self.retired {
+            return Err(RecipeError::Retired);
+        }
+        self.retired = true;
+        self.store.data_mut().clock.begin();
+        Ok(())
+    }
+
+    /// Ends a call: a clean return keeps the instance, a trap retires it and deletes its nodes.
+    async fn leave<T>(&mut self, result: wasmtime::Result<T>) -> Result<T, RecipeError> {
+        match result {
+            Ok(value) => {
+                self.retired = false;
+                Ok(value)
+            }
+            Err(trap) => {
+                Stats::bump(&self.shared.stats.traps);
+                let why = match trap.downcast_ref::<wasmtime::Trap>() {
+                    Some(wasmtime::Trap::Interrupt) => format!(
+                        "the recipe ran longer than its CPU limit of {:?} per call",
+                        self.shared.limits.cpu_per_call
+                    ),
+                    _ => format!("{trap:#}"),
+                };
+                tracing::warn!(error = %why, "recipe trapped; retiring its handle");
+                self.clean().await;
+                Err(RecipeError::Trapped(why))
+            }
+        }
+    }
+
+    async fn clean(&mut self) {
+        self.cleaned = true;
+        if !self.ledger.is_empty() {
+            let n = self.ledger.clean(&self.live.client).await;
+            tracing::debug!(deleted = n, "ledger cleaned");
+        }
+    }
+
+    /// Resolves when this handle's session ends or `node` is deleted by someone else.
+    fn lost(&self, node: Option<String>) -> impl Future<Output = Lost> + Send + 'static {
+        let live = self.live.clone();
+        async move {
+            let node_gone = async {
+                let Some(node) = node else { return std::future::pending().await };
+                watch_deleted(&live, &node).await
+            };
+            tokio::select! {
+                state = live.wait_ended() => Lost::Session(state),
+                lost = node_gone => lost,
+            }
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if self.cleaned || self.ledger.is_empty() {
+            return;
+        }
+        let (ledger, live) = (self.ledger.clone(), self.live.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    ledger.clean(&live.client).await;
+                });
+            }
+            // Without a runtime the session's end removes the nodes.
+            Err(_) => tracing::warn!("handle dropped outside a runtime; its nodes go with the session"),
+        }
+    }
+}
+
+/// Waits until `node` is deleted (or the session ends).
+async fn watch_deleted(live: &Live, node: &str) -> Lost {
+    let mut failures = 0u32;
+    loop {
+        match live.client.check_and_watch_stat(node).await {
+            Ok((None, _)) => return Lost::NodeDeleted,
+            Ok((Some(_), watcher)) => {
+                let event = watcher.changed().await;
+                match event.event_type {
+                    EventType::NodeDeleted => return Lost::NodeDeleted,
+                    EventType::Session => return Lost::Session(event.session_state),
+                    _ => {}
+                }
+            }
+            Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed) => {
+                return Lost::Session(SessionState::Expired)
+            }
+            // Disconnected: the session may still be alive; look again once it reconnects.
+            Err(_) => {
+                failures += 1;
+                tokio::time::sleep(Duration::from_millis(100 * u64::from(failures.min(10)))).await;
+            }
+        }
+    }
+}
+
+/// Why a held lock (or any handle's claim) was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lost {
+    /// The session ended (expired, closed): every ephemeral node is gone.
+    Session(SessionState),
+    /// Someone deleted the lock node.
+    NodeDeleted,
+}
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lost::Session(SessionState::Expired) => f.write_str("ZooKeeper session expired"),
+            Lost::Session(state) => write!(f, "ZooKeeper session ended ({state:?})"),
+            Lost::NodeDeleted => f.write_str("lock node was deleted"),
+        }
+    }
+}
+
+/// What every handle that holds something (a lock, a lease, leadership) offers, so callers such
+/// as `wazoo lock` can run a command under any of them.
+#[allow(async_fn_in_trait)]
+pub trait Claim {
+    /// Gives up what is held (one count of a re-entrant hold).
+    async fn release(&mut self) -> Result<(), RecipeError>;
+    /// Resolves when what is held is lost: the session ended, or its node was deleted.
+    fn lost(&self) -> impl Future<Output = Lost> + Send + 'static;
+    /// Ends the handle now, deleting whatever nodes it still owns.
+    async fn close(self);
+}
+
+/// Methods every handle has, over its `sandbox` and the `node` it last claimed.
+macro_rules! handle_basics {
+    ($handle:ident) => {
+        impl $handle {
+            pub(crate) fn new(sandbox: Sandbox, bindings: <Self as HasBindings>::Bindings) -> Self {
+                $handle { sandbox, bindings, node: None }
+            }
+
+            /// The ZooKeeper session this handle runs on.
+            pub fn live(&self) -> &Arc<Live> {
+                &self.sandbox.live
+            }
+
+            /// Ephemeral nodes this handle owns right now, per the host's ledger.
+            pub fn ledger(&self) -> Vec<String> {
+                self.sandbox.ledger.owned()
+            }
+
+            /// Whether an earlier trap or cancelled call retired this handle.
+            pub fn is_retired(&self) -> bool {
+                self.sandbox.retired
+            }
+
+            /// Resolves when the claim this handle holds is lost: its session ended, or its
+            /// node was deleted. Take it right after acquiring.
+            pub fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
+                self.sandbox.lost(self.node.clone())
+            }
+
+            /// Ends the handle now, deleting whatever nodes it still owns.
+            pub async fn close(mut self) {
+                self.sandbox.clean().await;
+            }
+
+            #[allow(dead_code)]
+            fn claimed(&mut self, node: Option<&str>) {
+                match node {
+                    Some(node) => self.node = Some(node.to_string()),
+                    None if self.sandbox.ledger.is_empty() => self.node = None,
+                    None => {}
+                }
+            }
+        }
+    };
+}
+
+/// `Claim` for a handle with inherent `release`, `lost` and `close`.
+macro_rules! claim {
+    ($handle:ident) => {
+        impl Claim for $handle {
+            async fn release(&mut self) -> Result<(), RecipeError> {
+                $handle::release(self).await
+            }
+
+            fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
+                $handle::lost(self)
+            }
+
+            async fn close(self) {
+                $handle::close(self).await
+            }
+        }
+    };
+}
+
+/// Ties each handle to its generated bindings type without naming it in the public API.
+pub(crate) trait HasBindings {
+    type Bindings;
+}
+
+/// A handle on one lock recipe instance.
+pub struct LockHandle {
+    sandbox: Sandbox,
+    bindings: LockRecipe,
+    node: Option<String>,
+}
+
+impl HasBindings for LockHandle {
+    type Bindings = LockRecipe;
+}
+
+handle_basics!(LockHandle);
+claim!(LockHandle);
+
+impl LockHandle {
+    /// Blocks until the lock at `path` is held, or `timeout` passes.
+    pub async fn acquire(&mut self, path: &str, timeout: Option<Duration>) -> Result<Held, RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result = self.bindings.wazoo_recipes_lock().call_acquire(&mut self.sandbox.store, path, ms).await;
+        let held = self.sandbox.leave(result).await??;
+        self.claimed(Some(&held.node));
+        Ok(held)
+    }
+
+    /// Takes the lock only if it is free right now.
+    pub async fn try_acquire(&mut self, path: &str) -> Result<Option<Held>, RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_lock().call_try_acquire(&mut self.sandbox.store, path).await;
+        let held = self.sandbox.leave(result).await??;
+        if let Some(h) = &held {
+            self.claimed(Some(&h.node));
+        }
+        Ok(held)
+    }
+
+    pub async fn release(&mut self) -> Result<(), RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_lock().call_release(&mut self.sandbox.store).await;
+        self.sandbox.leave(result).await??;
+        self.claimed(None);
+        Ok(())
+    }
+}
+
+/// A handle on one read/write lock recipe instance.
+pub struct RwLockHandle {
+    sandbox: Sandbox,
+    bindings: RwlockRecipe,
+    node: Option<String>,
+}
+
+impl HasBindings for RwLockHandle {
+    type Bindings = RwlockRecipe;
+}
+
+handle_basics!(RwLockHandle);
+claim!(RwLockHandle);
+
+impl RwLockHandle {
+    /// Blocks until the lock at `path` is held in `mode`, or `timeout` passes.
+    pub async fn acquire(
+        &mut self,
+        path: &str,
+        mode: Mode,
+        timeout: Option<Duration>,
+    ) -> Result<RwHeld, RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result =
+            self.bindings.wazoo_recipes_rwlock().call_acquire(&mut self.sandbox.store, path, mode, ms).await;
+        let held = self.sandbox.leave(result).await??;
+        self.claimed(Some(&held.node));
+        Ok(held)
+    }
+
+    /// Takes the lock in `mode` only if that is possible right now.
+    pub async fn try_acquire(&mut self, path: &str, mode: Mode) -> Result<Option<RwHeld>, RecipeError> {
+        self.sandbox.enter()?;
+        let result =
+            self.bindings.wazoo_recipes_rwlock().call_try_acquire(&mut self.sandbox.store, path, mode).await;
+        let held = self.sandbox.leave(result).await??;
+        if let Some(h) = &held {
+            self.claimed(Some(&h.node));
+        }
+        Ok(held)
+    }
+
+    pub async fn release(&mut self) -> Result<(), RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_rwlock().call_release(&mut self.sandbox.store).await;
+        self.sandbox.leave(result).await??;
+        self.claimed(None);
+        Ok(())
+    }
+}
+
+/// A handle on one custom recipe instance.
+pub struct CustomHandle {
+    sandbox: Sandbox,
+    bindings: Custom,
+    node: Option<String>,
+}
+
+impl HasBindings for CustomHandle {
+    type Bindings = Custom;
+}
+
+handle_basics!(CustomHandle);
+
+impl CustomHandle {
+    /// Calls the recipe's `run` export.
+    pub async fn run(&mut self, args: &[String]) -> Result<Result<String, String>, RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.call_run(&mut self.sandbox.store, args).await;
+        self.sandbox.leave(result).await
+    }
+}
