@@ -6,7 +6,7 @@ CARGO ?= cargo
 GUEST_TARGET := wasm32-wasip2
 GUEST_DIR := target/guests/$(GUEST_TARGET)/release
 # crate name → plugin name
-RECIPES := wazoo_lock:lock wazoo_rwlock:rwlock wazoo_tree:tree
+RECIPES := wazoo_election:election wazoo_lock:lock wazoo_rwlock:rwlock wazoo_tree:tree
 
 .PHONY: setup recipes build demo test bench clean
 
@@ -26,7 +26,7 @@ demo: build
 	./target/release/wazoo demo
 
 test: build
-	$(CARGO) test --release --workspace --exclude wazoo-lock --exclude wazoo-rwlock --exclude wazoo-tree --exclude wazoo-guest
+	$(CARGO) test --release --workspace --exclude wazoo-election --exclude wazoo-lock --exclude wazoo-rwlock --exclude wazoo-tree --exclude wazoo-guest
 	$(CARGO) test --target x86_64-unknown-linux-gnu -p wazoo-guest
 
 bench: build

@@ -21,6 +21,16 @@ pub(crate) mod rwlock_recipe {
     });
 }
 
+pub(crate) mod election_recipe {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "wazoo:recipes/election-recipe",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
+    });
+}
+
 pub(crate) mod custom {
     wasmtime::component::bindgen!({
         path: "../wit",
@@ -32,10 +42,12 @@ pub(crate) mod custom {
 }
 
 pub(crate) use custom::CustomPre;
+pub(crate) use election_recipe::ElectionRecipePre;
 pub(crate) use lock_recipe::wazoo::zk::{session, types, watch, znode};
 pub(crate) use lock_recipe::LockRecipePre;
 pub(crate) use rwlock_recipe::RwlockRecipePre;
 
+pub use election_recipe::exports::wazoo::recipes::election::{LeaderInfo, Leadership};
 pub use lock_recipe::exports::wazoo::recipes::lock::Held;
 pub use lock_recipe::wazoo::zk::types::{EventKind, Stat, WatchEvent, ZkError};
 pub use rwlock_recipe::exports::wazoo::recipes::rwlock::{Held as RwHeld, Mode};
@@ -43,6 +55,7 @@ pub use rwlock_recipe::exports::wazoo::recipes::rwlock::{Held as RwHeld, Mode};
 /// Export names that identify each world, for `wazoo recipes list` and load-time checks.
 pub const LOCK_EXPORT: &str = "wazoo:recipes/lock@0.1.0";
 pub const RWLOCK_EXPORT: &str = "wazoo:recipes/rwlock@0.1.0";
+pub const ELECTION_EXPORT: &str = "wazoo:recipes/election@0.1.0";
 pub const CUSTOM_EXPORT: &str = "run";
 
 /// Registers every `wazoo:zk` import on `linker`.

@@ -12,9 +12,10 @@ use wasmtime::Store;
 use zookeeper_client::{EventType, SessionState};
 
 use crate::bindings::custom::Custom;
+use crate::bindings::election_recipe::ElectionRecipe;
 use crate::bindings::lock_recipe::LockRecipe;
 use crate::bindings::rwlock_recipe::RwlockRecipe;
-use crate::bindings::{Held, Mode, RwHeld};
+use crate::bindings::{Held, LeaderInfo, Leadership, Mode, RwHeld};
 use crate::error::RecipeError;
 use crate::keeper::Live;
 use crate::ledger::Ledger;
@@ -339,6 +340,93 @@ impl RwLockHandle {
         self.sandbox.leave(result).await??;
         self.claimed(None);
         Ok(())
+    }
+}
+
+/// A handle on one leader election recipe instance.
+pub struct ElectionHandle {
+    sandbox: Sandbox,
+    bindings: ElectionRecipe,
+    node: Option<String>,
+}
+
+impl HasBindings for ElectionHandle {
+    type Bindings = ElectionRecipe;
+}
+
+handle_basics!(ElectionHandle);
+
+impl Claim for ElectionHandle {
+    async fn release(&mut self) -> Result<(), RecipeError> {
+        self.resign().await
+    }
+
+    fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
+        ElectionHandle::lost(self)
+    }
+
+    async fn close(self) {
+        ElectionHandle::close(self).await
+    }
+}
+
+impl ElectionHandle {
+    /// Joins the election at `path` as `id` and blocks until this handle leads (or `timeout`).
+    pub async fn campaign(
+        &mut self,
+        path: &str,
+        id: &str,
+        timeout: Option<Duration>,
+    ) -> Result<Leadership, RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result =
+            self.bindings.wazoo_recipes_election().call_campaign(&mut self.sandbox.store, path, id, ms).await;
+        let leadership = self.sandbox.leave(result).await??;
+        self.claimed(Some(&leadership.node));
+        Ok(leadership)
+    }
+
+    /// Records that the leader procedure ran, for observers to see.
+    pub async fn acknowledge(&mut self, note: &str) -> Result<(), RecipeError> {
+        self.sandbox.enter()?;
+        let result =
+            self.bindings.wazoo_recipes_election().call_acknowledge(&mut self.sandbox.store, note).await;
+        self.sandbox.leave(result).await??;
+        Ok(())
+    }
+
+    /// Gives up leadership or candidacy.
+    pub async fn resign(&mut self) -> Result<(), RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_election().call_resign(&mut self.sandbox.store).await;
+        self.sandbox.leave(result).await??;
+        self.claimed(None);
+        Ok(())
+    }
+
+    /// The current leader of the election at `path`, without contending.
+    pub async fn leader(&mut self, path: &str) -> Result<Option<LeaderInfo>, RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_election().call_leader(&mut self.sandbox.store, path).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Blocks until the leader differs from `known` (a leader node), or `timeout` passes.
+    pub async fn observe(
+        &mut self,
+        path: &str,
+        known: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> Result<Option<LeaderInfo>, RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result = self
+            .bindings
+            .wazoo_recipes_election()
+            .call_observe(&mut self.sandbox.store, path, known, ms)
+            .await;
+        Ok(self.sandbox.leave(result).await??)
     }
 }
 

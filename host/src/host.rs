@@ -9,9 +9,9 @@ use anyhow::anyhow;
 use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::Engine;
 
-use crate::bindings::{self, CustomPre, LockRecipePre, RwlockRecipePre};
+use crate::bindings::{self, CustomPre, ElectionRecipePre, LockRecipePre, RwlockRecipePre};
 use crate::faults::Faults;
-use crate::handle::{CustomHandle, LockHandle, RwLockHandle, Sandbox};
+use crate::handle::{CustomHandle, ElectionHandle, LockHandle, RwLockHandle, Sandbox};
 use crate::keeper::{Keeper, KeeperConfig, Live};
 use crate::ledger::Ledger;
 use crate::registry::{Registry, World};
@@ -102,6 +102,11 @@ impl Host {
     /// A new read/write lock handle.
     pub async fn rwlock(&self, recipe: &str) -> anyhow::Result<RwLockHandle> {
         instantiate!(self, recipe, World::RwLock, RwlockRecipePre, RwLockHandle)
+    }
+
+    /// A new leader election handle.
+    pub async fn election(&self, recipe: &str) -> anyhow::Result<ElectionHandle> {
+        instantiate!(self, recipe, World::Election, ElectionRecipePre, ElectionHandle)
     }
 
     /// A new handle on a custom recipe component.

@@ -80,6 +80,37 @@ enum Command {
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
     },
+    /// Run CMD while this process leads the election at PATH (Curator LeaderLatch); stop it on loss
+    Elect {
+        /// Election path, e.g. /app/election
+        path: String,
+        /// This participant's id, shown to observers (default: hostname-pid)
+        #[arg(long)]
+        id: Option<String>,
+        /// Give up if not leading within this time (exit status 3)
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
+        /// After SIGTERM, how long CMD has before SIGKILL when leadership is lost
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        grace: Duration,
+        /// Election recipe component
+        #[arg(long, default_value = "election")]
+        recipe: String,
+        /// The command and its arguments, after `--`
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Print the current leader of the election at PATH without contending
+    Leader {
+        /// Election path
+        path: String,
+        /// Keep printing each new leader until interrupted
+        #[arg(long)]
+        watch: bool,
+        /// Election recipe component
+        #[arg(long, default_value = "election")]
+        recipe: String,
+    },
     /// Run a local ZooKeeper (Debian's package) in the foreground until interrupted
     Server {
         /// Client port on 127.0.0.1
@@ -153,6 +184,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Rwlock { mode, path, timeout, grace, recipe, command } => {
             rwlock(config, mode, &path, timeout, grace, &recipe, &command).await
         }
+        Command::Elect { path, id, timeout, grace, recipe, command } => {
+            elect(config, &path, id, timeout, grace, &recipe, &command).await
+        }
+        Command::Leader { path, watch, recipe } => leader(config, &path, watch, &recipe).await,
         Command::Server { port, data_dir, tick_ms } => server(port, data_dir, tick_ms).await,
         Command::Recipes { command: RecipesCommand::List } => recipes_list(&config),
         Command::Run { component, args } => run_custom(config, &component, &args).await,
@@ -221,6 +256,70 @@ async fn rwlock(
     ];
     let what = format!("{} lock at {path}", mode_name(mode));
     hold(handle, RunUnder { command, grace, what, env }).await
+}
+
+async fn elect(
+    config: HostConfig,
+    path: &str,
+    id: Option<String>,
+    timeout: Option<Duration>,
+    grace: Duration,
+    recipe: &str,
+    command: &[String],
+) -> anyhow::Result<u8> {
+    wazoo::paths::check_node(path).map_err(|why| anyhow::anyhow!("invalid election path: {why}"))?;
+    let id = id.unwrap_or_else(default_id);
+    let host = Host::start(config).await?;
+    let mut handle = host.election(recipe).await?;
+    let leadership = match handle.campaign(path, &id, timeout).await {
+        Ok(leadership) => leadership,
+        Err(RecipeError::Zk(ZkError::Timeout)) => {
+            eprintln!("wazoo: not leading {path} after {:?}", timeout.unwrap_or_default());
+            return Ok(EXIT_TIMEOUT);
+        }
+        Err(e) => bail!("cannot campaign in {path}: {e}"),
+    };
+    let env = vec![
+        ("WAZOO_FENCING_TOKEN", leadership.token.to_string()),
+        ("WAZOO_LEADER_NODE", leadership.node.clone()),
+        ("WAZOO_ELECTION_PATH", path.to_string()),
+        ("WAZOO_LEADER_ID", id.clone()),
+    ];
+    // The seed's acknowledgement: observers see that this leader has started its work.
+    if let Err(e) = handle.acknowledge(&format!("{id} running {}", command[0])).await {
+        eprintln!("wazoo: could not acknowledge leadership of {path}: {e}");
+    }
+    hold(handle, RunUnder { command, grace, what: format!("leadership of {path}"), env }).await
+}
+
+async fn leader(config: HostConfig, path: &str, watch: bool, recipe: &str) -> anyhow::Result<u8> {
+    wazoo::paths::check(path).map_err(|why| anyhow::anyhow!("invalid election path: {why}"))?;
+    let host = Host::start(config).await?;
+    let mut handle = host.election(recipe).await?;
+    let mut current =
+        handle.leader(path).await.map_err(|e| anyhow::anyhow!("reading the leader of {path}: {e}"))?;
+    loop {
+        match &current {
+            Some(l) => {
+                let ack = l.acknowledged.as_deref().map(|a| format!("  ack: {a}")).unwrap_or_default();
+                println!("{}  token {}  {}{ack}", l.id, l.token, l.node);
+            }
+            None => println!("no leader"),
+        }
+        if !watch {
+            return Ok(if current.is_some() { 0 } else { 1 });
+        }
+        let known = current.as_ref().map(|l| l.node.clone());
+        current = handle
+            .observe(path, known.as_deref(), None)
+            .await
+            .map_err(|e| anyhow::anyhow!("watching the leader of {path}: {e}"))?;
+    }
+}
+
+fn default_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{}-{}", host.trim(), std::process::id())
 }
 
 fn timed_out(path: &str, timeout: Option<Duration>) -> u8 {

@@ -10,7 +10,7 @@ use anyhow::{anyhow, Context as _};
 use wasmtime::component::{types::ComponentItem, Component};
 use wasmtime::Engine;
 
-use crate::bindings::{CUSTOM_EXPORT, LOCK_EXPORT, RWLOCK_EXPORT};
+use crate::bindings::{CUSTOM_EXPORT, ELECTION_EXPORT, LOCK_EXPORT, RWLOCK_EXPORT};
 
 /// The recipe worlds a component can target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -19,6 +19,8 @@ pub enum World {
     Lock,
     /// `wazoo:recipes/rwlock-recipe`
     RwLock,
+    /// `wazoo:recipes/election-recipe`
+    Election,
     /// `wazoo:recipes/custom`
     Custom,
 }
@@ -28,6 +30,7 @@ impl World {
         match self {
             World::Lock => "wazoo:recipes/lock-recipe@0.1.0",
             World::RwLock => "wazoo:recipes/rwlock-recipe@0.1.0",
+            World::Election => "wazoo:recipes/election-recipe@0.1.0",
             World::Custom => "wazoo:recipes/custom@0.1.0",
         }
     }
@@ -113,6 +116,7 @@ impl Registry {
             match (name, &item.ty) {
                 (LOCK_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Lock),
                 (RWLOCK_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::RwLock),
+                (ELECTION_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Election),
                 (CUSTOM_EXPORT, ComponentItem::ComponentFunc(_)) => return Ok(World::Custom),
                 _ => exports.push(name.to_string()),
             }

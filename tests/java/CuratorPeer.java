@@ -1,10 +1,13 @@
 // A Curator 5.4 lock driven line by line over stdin, so a test can make a real Curator client
 // and wazoo contend on one lock path. Arguments: CONNECT PATH KIND, where KIND is `mutex`
-// (InterProcessMutex), `read` or `write` (InterProcessReadWriteLock).
+// (InterProcessMutex), `read` or `write` (InterProcessReadWriteLock), or `latch:ID` (LeaderLatch
+// with participant id ID).
 //
 //   acquire <ms>   -> "acquired <node>" (mutex) or "acquired" | "timeout"   (ms < 0: no limit)
 //   release        -> "released"
 //   loop <n> <log> -> n rounds of acquire/append "C enter"+"C exit" to <log>/release, then "looped"
+//   latch only: await <ms> -> "leader" | "timeout" (starts the latch first), leader -> "leader-id <id>",
+//               close -> "closed"
 //   quit
 import java.io.BufferedReader;
 import java.io.FileOutputStream;
@@ -14,6 +17,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.retry.ExponentialBackoffRetry;
@@ -26,6 +30,10 @@ public class CuratorPeer {
         client.start();
         client.blockUntilConnected(30, TimeUnit.SECONDS);
         String kind = args.length > 2 ? args[2] : "mutex";
+        if (kind.startsWith("latch:")) {
+            latch(client, new LeaderLatch(client, path, kind.substring("latch:".length())));
+            return;
+        }
         InterProcessMutex mutex;
         switch (kind) {
             case "mutex": mutex = new InterProcessMutex(client, path); break;
@@ -82,6 +90,43 @@ public class CuratorPeer {
             System.out.flush();
         }
         client.close();
+    }
+
+    private static void latch(CuratorFramework client, LeaderLatch latch) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        System.out.println("ready");
+        System.out.flush();
+        boolean started = false;
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] words = line.trim().split(" ");
+            switch (words[0]) {
+                case "await":
+                    if (!started) {
+                        latch.start();
+                        started = true;
+                    }
+                    boolean leads = latch.await(Long.parseLong(words[1]), TimeUnit.MILLISECONDS);
+                    System.out.println(leads ? "leader" : "timeout");
+                    break;
+                case "leader":
+                    System.out.println("leader-id " + latch.getLeader().getId());
+                    break;
+                case "close":
+                    latch.close();
+                    started = false;
+                    System.out.println("closed");
+                    break;
+                case "quit":
+                    client.close();
+                    System.out.println("bye");
+                    System.out.flush();
+                    return;
+                default:
+                    System.out.println("unknown " + line);
+            }
+            System.out.flush();
+        }
     }
 
     // The lowest child is the holder's node; used to check the wire format from the other side.

@@ -43,8 +43,12 @@ pub fn unique(name: &str) -> String {
 }
 
 /// The recipe crates under `recipes/` and the plugin name each is installed as.
-pub const RECIPES: [(&str, &str); 3] =
-    [("wazoo-lock", "lock"), ("wazoo-rwlock", "rwlock"), ("wazoo-tree", "tree")];
+pub const RECIPES: [(&str, &str); 4] = [
+    ("wazoo-election", "election"),
+    ("wazoo-lock", "lock"),
+    ("wazoo-rwlock", "rwlock"),
+    ("wazoo-tree", "tree"),
+];
 
 /// The plugins directory, with the recipe components freshly built from this workspace.
 pub fn plugins() -> PathBuf {

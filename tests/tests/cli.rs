@@ -227,3 +227,24 @@ async fn cli_rwlock_runs_command_in_the_mode_asked() {
     assert_eq!(code, 2, "a bad mode is a usage error");
     assert!(stderr.contains("expected read or write"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_elect_runs_command_as_leader_and_leader_shows_it() {
+    let path = unique("cli-elect");
+    let script =
+        "echo \"$WAZOO_LEADER_ID $WAZOO_FENCING_TOKEN\"; \"$WAZOO_BIN\" leader \"$WAZOO_ELECTION_PATH\"";
+    let (code, stdout, stderr) = output(
+        wazoo()
+            .env("WAZOO_BIN", wazoo_bin())
+            .args(["elect", &path, "--id", "node-a", "--", "sh", "-c", script]),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("node-a "), "{stdout}");
+    let token = lines[0].split_whitespace().nth(1).unwrap();
+    assert!(lines[1].starts_with("node-a  token ") && lines[1].contains(token), "{stdout}");
+    assert!(lines[1].contains("ack: node-a running sh"), "the leader acknowledged: {stdout}");
+    let (code, stdout, _) = output(wazoo().args(["leader", &path])).await;
+    assert_eq!((code, stdout.trim()), (1, "no leader"));
+}

@@ -272,18 +272,19 @@ pub fn wait_turn(
     }
 }
 
-/// Step 1 and the rest of a contention: create our ephemeral sequential node `name` under
-/// `dir` (protected), claim it only if this session owns it, wait for our turn, and delete the
+/// Step 1 and the rest of a contention: create our ephemeral sequential node `name` (holding
+/// `data`) under `dir` (protected), claim it only if this session owns it, wait for our turn, and delete the
 /// node again if we give up or fail.
 pub fn contend(
     dir: &str,
     name: &str,
+    data: &[u8],
     markers: &[&str],
     deadline: Deadline,
     decide: impl Fn(&[String], usize) -> Turn,
 ) -> Result<Created> {
     check_path(dir)?;
-    let mine = protected_create(dir, name, &[], CreateMode::EphemeralSequential)?;
+    let mine = protected_create(dir, name, data, CreateMode::EphemeralSequential)?;
     if mine.stat.ephemeral_owner != session_id() {
         let _ = delete_retrying(&mine.path);
         return Err(ZkError::Other("created node is not owned by this session".into()));

@@ -33,7 +33,7 @@ impl Guest for Lock {
         // 3. if ours is the lowest, the lock is ours; 4. otherwise watch only the node just
         // before ours and go back to 2.
         let deadline = Deadline::after_ms(timeout_ms);
-        let mine = zk::contend(&path, LOCK_NAME, &[LOCK_NAME], deadline, zk::exclusive)?;
+        let mine = zk::contend(&path, LOCK_NAME, &[], &[LOCK_NAME], deadline, zk::exclusive)?;
         let held = Held { node: mine.path, token: mine.stat.czxid };
         HOLDING.with(|h| h.hold(path, held.clone()));
         Ok(held)

@@ -45,9 +45,9 @@ impl Guest for RwLock {
         let (path, mode) = key;
         let deadline = Deadline::after_ms(timeout_ms);
         let mine = match mode {
-            Mode::Read => zk::contend(&path, READ, &MARKERS, deadline, reader)?,
+            Mode::Read => zk::contend(&path, READ, &[], &MARKERS, deadline, reader)?,
             // A writer is an exclusive lock over readers and writers alike.
-            Mode::Write => zk::contend(&path, WRITE, &MARKERS, deadline, zk::exclusive)?,
+            Mode::Write => zk::contend(&path, WRITE, &[], &MARKERS, deadline, zk::exclusive)?,
         };
         let held = Held { node: mine.path, token: mine.stat.czxid, mode };
         HOLDING.with(|h| h.hold((path, mode), held.clone()));
