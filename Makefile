@@ -5,8 +5,9 @@
 CARGO ?= cargo
 GUEST_TARGET := wasm32-wasip2
 GUEST_DIR := target/guests/$(GUEST_TARGET)/release
-# crate name → plugin name
-RECIPES := wazoo_election:election wazoo_lock:lock wazoo_rwlock:rwlock wazoo_tree:tree
+# Every directory under recipes/ but the helper crate is a recipe: recipes/X holds crate wazoo-X,
+# installed as plugins/X.wasm (the test fixture follows the same rule).
+RECIPES := $(filter-out guest,$(notdir $(patsubst %/Cargo.toml,%,$(wildcard recipes/*/Cargo.toml))))
 
 .PHONY: setup recipes build demo test bench clean
 
@@ -14,9 +15,9 @@ setup:
 	bash .ci/setup
 
 recipes: setup
-	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests $(foreach r,$(RECIPES),-p $(subst _,-,$(firstword $(subst :, ,$(r)))))
+	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests $(foreach r,$(RECIPES),-p wazoo-$(r))
 	mkdir -p plugins
-	$(foreach r,$(RECIPES),cp $(GUEST_DIR)/$(firstword $(subst :, ,$(r))).wasm plugins/$(lastword $(subst :, ,$(r))).wasm;)
+	$(foreach r,$(RECIPES),cp $(GUEST_DIR)/wazoo_$(r).wasm plugins/$(r).wasm;)
 
 build: recipes
 	$(CARGO) build --release -p wazoo
@@ -26,7 +27,7 @@ demo: build
 	./target/release/wazoo demo
 
 test: build
-	$(CARGO) test --release --workspace --exclude wazoo-election --exclude wazoo-lock --exclude wazoo-rwlock --exclude wazoo-tree --exclude wazoo-guest
+	$(CARGO) test --release --workspace --exclude wazoo-guest $(foreach r,$(RECIPES),--exclude wazoo-$(r))
 	$(CARGO) test --target x86_64-unknown-linux-gnu -p wazoo-guest
 
 bench: build

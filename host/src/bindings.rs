@@ -31,6 +31,16 @@ pub(crate) mod election_recipe {
     });
 }
 
+pub(crate) mod barrier_recipe {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "wazoo:recipes/barrier-recipe",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
+    });
+}
+
 pub(crate) mod custom {
     wasmtime::component::bindgen!({
         path: "../wit",
@@ -41,6 +51,7 @@ pub(crate) mod custom {
     });
 }
 
+pub(crate) use barrier_recipe::BarrierRecipePre;
 pub(crate) use custom::CustomPre;
 pub(crate) use election_recipe::ElectionRecipePre;
 pub(crate) use lock_recipe::wazoo::zk::{session, types, watch, znode};
@@ -56,6 +67,7 @@ pub use rwlock_recipe::exports::wazoo::recipes::rwlock::{Held as RwHeld, Mode};
 pub const LOCK_EXPORT: &str = "wazoo:recipes/lock@0.1.0";
 pub const RWLOCK_EXPORT: &str = "wazoo:recipes/rwlock@0.1.0";
 pub const ELECTION_EXPORT: &str = "wazoo:recipes/election@0.1.0";
+pub const BARRIER_EXPORT: &str = "wazoo:recipes/barrier@0.1.0";
 pub const CUSTOM_EXPORT: &str = "run";
 
 /// Registers every `wazoo:zk` import on `linker`.

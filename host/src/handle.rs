@@ -11,6 +11,7 @@ use std::time::Duration;
 use wasmtime::Store;
 use zookeeper_client::{EventType, SessionState};
 
+use crate::bindings::barrier_recipe::BarrierRecipe;
 use crate::bindings::custom::Custom;
 use crate::bindings::election_recipe::ElectionRecipe;
 use crate::bindings::lock_recipe::LockRecipe;
@@ -426,6 +427,43 @@ impl ElectionHandle {
             .wazoo_recipes_election()
             .call_observe(&mut self.sandbox.store, path, known, ms)
             .await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+}
+
+/// A handle on one barrier recipe instance.
+pub struct BarrierHandle {
+    sandbox: Sandbox,
+    bindings: BarrierRecipe,
+    node: Option<String>,
+}
+
+impl HasBindings for BarrierHandle {
+    type Bindings = BarrierRecipe;
+}
+
+handle_basics!(BarrierHandle);
+
+impl BarrierHandle {
+    /// Puts the barrier at `path` up; false if it was already up.
+    pub async fn set(&mut self, path: &str) -> Result<bool, RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_barrier().call_set(&mut self.sandbox.store, path).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Takes the barrier down; false if it was not up.
+    pub async fn remove(&mut self, path: &str) -> Result<bool, RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_barrier().call_remove(&mut self.sandbox.store, path).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Blocks until the barrier is down, or `timeout` passes.
+    pub async fn wait(&mut self, path: &str, timeout: Option<Duration>) -> Result<(), RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result = self.bindings.wazoo_recipes_barrier().call_wait(&mut self.sandbox.store, path, ms).await;
         Ok(self.sandbox.leave(result).await??)
     }
 }

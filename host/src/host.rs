@@ -9,9 +9,9 @@ use anyhow::anyhow;
 use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::Engine;
 
-use crate::bindings::{self, CustomPre, ElectionRecipePre, LockRecipePre, RwlockRecipePre};
+use crate::bindings::{self, BarrierRecipePre, CustomPre, ElectionRecipePre, LockRecipePre, RwlockRecipePre};
 use crate::faults::Faults;
-use crate::handle::{CustomHandle, ElectionHandle, LockHandle, RwLockHandle, Sandbox};
+use crate::handle::{BarrierHandle, CustomHandle, ElectionHandle, LockHandle, RwLockHandle, Sandbox};
 use crate::keeper::{Keeper, KeeperConfig, Live};
 use crate::ledger::Ledger;
 use crate::registry::{Registry, World};
@@ -107,6 +107,11 @@ impl Host {
     /// A new leader election handle.
     pub async fn election(&self, recipe: &str) -> anyhow::Result<ElectionHandle> {
         instantiate!(self, recipe, World::Election, ElectionRecipePre, ElectionHandle)
+    }
+
+    /// A new barrier handle.
+    pub async fn barrier(&self, recipe: &str) -> anyhow::Result<BarrierHandle> {
+        instantiate!(self, recipe, World::Barrier, BarrierRecipePre, BarrierHandle)
     }
 
     /// A new handle on a custom recipe component.

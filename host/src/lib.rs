@@ -24,7 +24,7 @@ mod znode;
 
 pub use bindings::{EventKind, Held, LeaderInfo, Leadership, Mode, RwHeld, Stat, WatchEvent, ZkError};
 pub use error::RecipeError;
-pub use handle::{Claim, CustomHandle, ElectionHandle, LockHandle, Lost, RwLockHandle};
+pub use handle::{BarrierHandle, Claim, CustomHandle, ElectionHandle, LockHandle, Lost, RwLockHandle};
 pub use host::{Host, HostConfig};
 pub use keeper::{KeeperConfig, Live};
 pub use registry::{RecipeInfo, Registry, World};

@@ -111,6 +111,11 @@ enum Command {
         #[arg(long, default_value = "election")]
         recipe: String,
     },
+    /// Barrier at PATH (kazoo-compatible): set it up, remove it, or wait until it is down
+    Barrier {
+        #[command(subcommand)]
+        command: BarrierCommand,
+    },
     /// Run a local ZooKeeper (Debian's package) in the foreground until interrupted
     Server {
         /// Client port on 127.0.0.1
@@ -140,6 +145,20 @@ enum Command {
         /// Lock rounds per contender
         #[arg(long, default_value_t = 3)]
         rounds: u32,
+    },
+}
+
+#[derive(Subcommand)]
+enum BarrierCommand {
+    /// Put the barrier up (creating missing parents)
+    Set { path: String },
+    /// Take the barrier down, releasing every waiter
+    Remove { path: String },
+    /// Block until the barrier is down (exit status 3 if still up after --timeout)
+    Wait {
+        path: String,
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
     },
 }
 
@@ -188,6 +207,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             elect(config, &path, id, timeout, grace, &recipe, &command).await
         }
         Command::Leader { path, watch, recipe } => leader(config, &path, watch, &recipe).await,
+        Command::Barrier { command } => barrier(config, command).await,
         Command::Server { port, data_dir, tick_ms } => server(port, data_dir, tick_ms).await,
         Command::Recipes { command: RecipesCommand::List } => recipes_list(&config),
         Command::Run { component, args } => run_custom(config, &component, &args).await,
@@ -315,6 +335,37 @@ async fn leader(config: HostConfig, path: &str, watch: bool, recipe: &str) -> an
             .await
             .map_err(|e| anyhow::anyhow!("watching the leader of {path}: {e}"))?;
     }
+}
+
+async fn barrier(config: HostConfig, command: BarrierCommand) -> anyhow::Result<u8> {
+    let path = match &command {
+        BarrierCommand::Set { path }
+        | BarrierCommand::Remove { path }
+        | BarrierCommand::Wait { path, .. } => path.clone(),
+    };
+    wazoo::paths::check_node(&path).map_err(|why| anyhow::anyhow!("invalid barrier path: {why}"))?;
+    let host = Host::start(config).await?;
+    let mut handle = host.barrier("barrier").await?;
+    let failed = |e: RecipeError| anyhow::anyhow!("barrier {path}: {e}");
+    match command {
+        BarrierCommand::Set { .. } => {
+            let created = handle.set(&path).await.map_err(failed)?;
+            println!("{}", if created { "set" } else { "already set" });
+        }
+        BarrierCommand::Remove { .. } => {
+            let removed = handle.remove(&path).await.map_err(failed)?;
+            println!("{}", if removed { "removed" } else { "was not set" });
+        }
+        BarrierCommand::Wait { timeout, .. } => match handle.wait(&path, timeout).await {
+            Ok(()) => println!("down"),
+            Err(RecipeError::Zk(ZkError::Timeout)) => {
+                eprintln!("wazoo: barrier {path} still up after {:?}", timeout.unwrap_or_default());
+                return Ok(EXIT_TIMEOUT);
+            }
+            Err(e) => return Err(failed(e)),
+        },
+    }
+    Ok(0)
 }
 
 fn default_id() -> String {

@@ -10,7 +10,7 @@ use anyhow::{anyhow, Context as _};
 use wasmtime::component::{types::ComponentItem, Component};
 use wasmtime::Engine;
 
-use crate::bindings::{CUSTOM_EXPORT, ELECTION_EXPORT, LOCK_EXPORT, RWLOCK_EXPORT};
+use crate::bindings::{BARRIER_EXPORT, CUSTOM_EXPORT, ELECTION_EXPORT, LOCK_EXPORT, RWLOCK_EXPORT};
 
 /// The recipe worlds a component can target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -21,6 +21,8 @@ pub enum World {
     RwLock,
     /// `wazoo:recipes/election-recipe`
     Election,
+    /// `wazoo:recipes/barrier-recipe`
+    Barrier,
     /// `wazoo:recipes/custom`
     Custom,
 }
@@ -31,6 +33,7 @@ impl World {
             World::Lock => "wazoo:recipes/lock-recipe@0.1.0",
             World::RwLock => "wazoo:recipes/rwlock-recipe@0.1.0",
             World::Election => "wazoo:recipes/election-recipe@0.1.0",
+            World::Barrier => "wazoo:recipes/barrier-recipe@0.1.0",
             World::Custom => "wazoo:recipes/custom@0.1.0",
         }
     }
@@ -117,6 +120,7 @@ impl Registry {
                 (LOCK_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Lock),
                 (RWLOCK_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::RwLock),
                 (ELECTION_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Election),
+                (BARRIER_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Barrier),
                 (CUSTOM_EXPORT, ComponentItem::ComponentFunc(_)) => return Ok(World::Custom),
                 _ => exports.push(name.to_string()),
             }

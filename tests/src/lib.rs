@@ -42,13 +42,19 @@ pub fn unique(name: &str) -> String {
     format!("/t/{name}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// The recipe crates under `recipes/` and the plugin name each is installed as.
-pub const RECIPES: [(&str, &str); 4] = [
-    ("wazoo-election", "election"),
-    ("wazoo-lock", "lock"),
-    ("wazoo-rwlock", "rwlock"),
-    ("wazoo-tree", "tree"),
-];
+/// The recipe crates: every directory under `recipes/` but the helper crate `guest`; directory
+/// `X` holds crate `wazoo-X`, installed as plugin `X.wasm` (the Makefile follows the same rule).
+pub fn recipes() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root().join("recipes"))
+        .expect("listing recipes/")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("Cargo.toml").exists())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "guest")
+        .collect();
+    names.sort();
+    names
+}
 
 /// The plugins directory, with the recipe components freshly built from this workspace.
 pub fn plugins() -> PathBuf {
@@ -59,15 +65,14 @@ pub fn plugins() -> PathBuf {
             let status = Command::new(env!("CARGO"))
                 .current_dir(&root)
                 .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir", "target/guests"])
-                .args(RECIPES.iter().flat_map(|(package, _)| ["-p", package]))
+                .args(recipes().iter().flat_map(|name| ["-p".to_string(), format!("wazoo-{name}")]))
                 .status()
                 .expect("running cargo to build the recipes");
             assert!(status.success(), "building the recipe components failed");
             let dir = root.join("target/test-plugins");
             std::fs::create_dir_all(&dir).unwrap();
-            for (package, recipe) in RECIPES {
-                let file = package.replace('-', "_");
-                let built = root.join(format!("target/guests/wasm32-wasip2/release/{file}.wasm"));
+            for recipe in recipes() {
+                let built = root.join(format!("target/guests/wasm32-wasip2/release/wazoo_{recipe}.wasm"));
                 std::fs::copy(&built, dir.join(format!("{recipe}.wasm"))).expect("copying a built recipe");
             }
             dir
@@ -221,5 +226,43 @@ impl Curator {
             .await
             .unwrap()
             .expect("Curator exited")
+    }
+}
+
+/// A running kazoo peer (tests/python/kazoo_peer.py, kazoo 2.11 from PyPI) holding a `Barrier`
+/// on one path, driven over its stdin.
+pub struct Kazoo {
+    _child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Kazoo {
+    pub async fn start(address: &str, path: &str) -> Kazoo {
+        let mut child = tokio::process::Command::new("python3")
+            .arg(root().join("tests/python/kazoo_peer.py"))
+            .args([address, path])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting python3");
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut kazoo = Kazoo { _child: child, stdin, lines };
+        assert_eq!(kazoo.line().await, "ready", "kazoo peer did not start (is kazoo installed?)");
+        kazoo
+    }
+
+    pub async fn send(&mut self, command: &str) {
+        self.stdin.write_all(format!("{command}\n").as_bytes()).await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    pub async fn line(&mut self) -> String {
+        within(Duration::from_secs(60), "kazoo answers", self.lines.next_line())
+            .await
+            .unwrap()
+            .expect("kazoo exited")
     }
 }

@@ -248,3 +248,32 @@ async fn cli_elect_runs_command_as_leader_and_leader_shows_it() {
     let (code, stdout, _) = output(wazoo().args(["leader", &path])).await;
     assert_eq!((code, stdout.trim()), (1, "no leader"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_barrier_set_wait_remove() {
+    let path = format!("{}/gate", unique("cli-barrier"));
+    assert_eq!(output(wazoo().args(["barrier", "set", &path])).await.1.trim(), "set");
+    assert_eq!(output(wazoo().args(["barrier", "set", &path])).await.1.trim(), "already set");
+    let (code, _, stderr) = output(wazoo().args(["barrier", "wait", &path, "--timeout", "300ms"])).await;
+    assert_eq!(code, 3, "{stderr}");
+    let waiting = wazoo().args(["barrier", "wait", &path]).output();
+    let waiting = tokio::spawn(waiting);
+    let checker = client(&zk().address()).await;
+    // The waiter's exists watch is on the server before the barrier comes down.
+    within(LIMIT, "the CLI waiter arms its watch", async {
+        loop {
+            let watches = wazoo::server::four_letter(zk().port, "wchp").unwrap_or_default();
+            if watches.lines().any(|l| l.trim() == path) {
+                break;
+            }
+            // Polled like a readiness probe: no event tells us another process armed a watch.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let (code, stdout, _) = output(wazoo().args(["barrier", "remove", &path])).await;
+    assert_eq!((code, stdout.trim()), (0, "removed"));
+    let out = within(LIMIT, "the CLI waiter returns", waiting).await.unwrap().unwrap();
+    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).trim()), (Some(0), "down"));
+    assert!(checker.check_stat(&path).await.unwrap().is_none());
+}

@@ -1,0 +1,85 @@
+//! The barrier recipe against a real ZooKeeper, and against kazoo's Barrier on the same path.
+
+use std::time::Duration;
+
+use wazoo::{BarrierHandle, Host, RecipeError, ZkError};
+use wazoo_tests::*;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+async fn handle(host: &Host) -> BarrierHandle {
+    host.barrier("barrier").await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiters_block_while_the_barrier_is_up_and_all_go_when_it_is_removed() {
+    let host = host().await;
+    let checker = client(&zk().address()).await;
+    let path = format!("{}/gate", unique("barrier"));
+    let mut owner = handle(&host).await;
+    assert!(owner.wait(&path, Some(Duration::from_millis(1))).await.is_ok(), "no barrier: no wait");
+    assert!(owner.set(&path).await.unwrap(), "set creates the node and its parents");
+    assert!(!owner.set(&path).await.unwrap(), "a second set reports it was already up");
+    assert!(checker.check_stat(&path).await.unwrap().is_some());
+
+    let mut probe = handle(&host).await;
+    let blocked = probe.wait(&path, Some(Duration::from_millis(300))).await;
+    assert!(matches!(blocked, Err(RecipeError::Zk(ZkError::Timeout))), "{blocked:?}");
+
+    let before = host.stats().watch_wakeups();
+    let armed_before = host.stats().watches_armed();
+    let mut waiters = Vec::new();
+    for _ in 0..5 {
+        let mut waiter = handle(&host).await;
+        let path = path.clone();
+        waiters.push(tokio::spawn(async move { waiter.wait(&path, None).await }));
+    }
+    // Each waiter holds an exists watch on the barrier before it is removed.
+    within(LIMIT, "waiters armed", async {
+        while host.stats().watches_armed() < armed_before + 5 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(owner.remove(&path).await.unwrap());
+    assert!(!owner.remove(&path).await.unwrap(), "a second remove reports it was not up");
+    for w in waiters {
+        within(LIMIT, "waiter released", w).await.unwrap().unwrap();
+    }
+    assert_eq!(host.stats().watch_wakeups() - before, 5, "one removal wakes each waiter once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kazoo_barrier_and_wazoo_barrier_are_one_barrier() {
+    let address = zk().address();
+    let path = format!("{}/gate", unique("barrier-kazoo"));
+    let host = host().await;
+    let mut kazoo = Kazoo::start(&address, &path).await;
+    let mut ours = handle(&host).await;
+
+    // kazoo sets it: wazoo waits until kazoo removes it.
+    kazoo.send("create").await;
+    assert_eq!(kazoo.line().await, "created");
+    assert!(!ours.set(&path).await.unwrap(), "wazoo sees kazoo's barrier as up");
+    assert!(matches!(
+        ours.wait(&path, Some(Duration::from_millis(300))).await,
+        Err(RecipeError::Zk(ZkError::Timeout))
+    ));
+    let mut waiter = handle(&host).await;
+    let wait_path = path.clone();
+    let waiting = tokio::spawn(async move { waiter.wait(&wait_path, None).await });
+    kazoo.send("remove").await;
+    assert_eq!(kazoo.line().await, "removed");
+    within(LIMIT, "wazoo waiter released by kazoo", waiting).await.unwrap().unwrap();
+
+    // wazoo sets it: kazoo waits until wazoo removes it.
+    assert!(ours.set(&path).await.unwrap());
+    kazoo.send("wait 0.3").await;
+    assert_eq!(kazoo.line().await, "timeout");
+    kazoo.send("wait 30").await;
+    assert!(ours.remove(&path).await.unwrap());
+    assert_eq!(kazoo.line().await, "cleared");
+    kazoo.send("remove").await;
+    assert_eq!(kazoo.line().await, "absent");
+    kazoo.send("quit").await;
+}
