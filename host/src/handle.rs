@@ -195,6 +195,12 @@ macro_rules! handle_basics {
                 self.sandbox.ledger.owned()
             }
 
+            /// Whether the host's ledger tracks any node of this handle (owned, or created by a
+            /// request whose answer never came).
+            pub fn tracks_nodes(&self) -> bool {
+                !self.sandbox.ledger.is_empty()
+            }
+
             /// Whether an earlier trap or cancelled call retired this handle.
             pub fn is_retired(&self) -> bool {
                 self.sandbox.retired

@@ -5,8 +5,10 @@
 //! recipe never leaves a lock held. Persistent nodes (queue items, barrier nodes) are meant to
 //! outlive the handle and are not recorded.
 //!
-//! A create whose reply was lost is recorded as *uncertain*: cleanup looks for nodes that start
-//! with the requested name and are owned by this session.
+//! An ephemeral create is recorded as *uncertain* before it is sent, and resolved when its reply
+//! arrives: a reply that was lost, or a call cancelled while the request was in flight, leaves
+//! it uncertain, and cleanup looks for nodes that start with the requested name and are owned by
+//! this session.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -38,6 +40,11 @@ impl Ledger {
 
     pub(crate) fn uncertain(&self, requested: &str) {
         self.inner.lock().unwrap().uncertain.insert(requested.to_string());
+    }
+
+    /// A create recorded as uncertain got a definite answer.
+    pub(crate) fn resolved(&self, requested: &str) {
+        self.inner.lock().unwrap().uncertain.remove(requested);
     }
 
     pub(crate) fn deleted(&self, path: &str) {

@@ -198,10 +198,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     };
     match cli.command {
         Command::Lock { path, timeout, grace, recipe, command } => {
-            lock(config, &path, timeout, grace, &recipe, &command).await
+            lock(config, None, &path, timeout, grace, &recipe, &command).await
         }
         Command::Rwlock { mode, path, timeout, grace, recipe, command } => {
-            rwlock(config, mode, &path, timeout, grace, &recipe, &command).await
+            lock(config, Some(mode), &path, timeout, grace, &recipe, &command).await
         }
         Command::Elect { path, id, timeout, grace, recipe, command } => {
             elect(config, &path, id, timeout, grace, &recipe, &command).await
@@ -225,8 +225,10 @@ struct RunUnder<'a> {
     env: Vec<(&'static str, String)>,
 }
 
+/// `wazoo lock` (no mode) and `wazoo rwlock MODE`: acquire, then run the command under it.
 async fn lock(
     config: HostConfig,
+    mode: Option<Mode>,
     path: &str,
     timeout: Option<Duration>,
     grace: Duration,
@@ -235,47 +237,63 @@ async fn lock(
 ) -> anyhow::Result<u8> {
     // Refuse a bad path before touching ZooKeeper (the host checks it again for the recipe).
     wazoo::paths::check_node(path).map_err(|why| anyhow::anyhow!("invalid lock path: {why}"))?;
-    let host = Host::start(config).await?;
-    let mut handle = host.lock(recipe).await?;
-    let held = match handle.acquire(path, timeout).await {
-        Ok(held) => held,
-        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(timed_out(path, timeout)),
-        Err(e) => bail!("cannot acquire the lock at {path}: {e}"),
+    let what = match mode {
+        Some(mode) => format!("{} lock at {path}", mode_name(mode)),
+        None => format!("lock at {path}"),
     };
-    tracing::info!(node = %held.node, token = held.token, "lock held");
-    let env = vec![
-        ("WAZOO_FENCING_TOKEN", held.token.to_string()),
-        ("WAZOO_LOCK_NODE", held.node),
-        ("WAZOO_LOCK_PATH", path.to_string()),
-    ];
-    hold(handle, RunUnder { command, grace, what: format!("lock at {path}"), env }).await
+    let host = Host::start(config).await?;
+    let mut env = vec![("WAZOO_LOCK_PATH", path.to_string())];
+    let acquired = match mode {
+        None => {
+            let mut handle = host.lock(recipe).await?;
+            handle.acquire(path, timeout).await.map(|held| (Locked::Exclusive(handle), held.node, held.token))
+        }
+        Some(mode) => {
+            env.push(("WAZOO_LOCK_MODE", mode_name(mode).to_string()));
+            let mut handle = host.rwlock(recipe).await?;
+            let held = handle.acquire(path, mode, timeout).await;
+            held.map(|held| (Locked::ReadWrite(handle), held.node, held.token))
+        }
+    };
+    let (handle, node, token) = match acquired {
+        Ok(acquired) => acquired,
+        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(timed_out(path, timeout)),
+        Err(e) => bail!("cannot acquire the {what}: {e}"),
+    };
+    tracing::info!(%node, token, "lock held");
+    env.push(("WAZOO_FENCING_TOKEN", token.to_string()));
+    env.push(("WAZOO_LOCK_NODE", node));
+    hold(handle, RunUnder { command, grace, what, env }).await
 }
 
-async fn rwlock(
-    config: HostConfig,
-    mode: Mode,
-    path: &str,
-    timeout: Option<Duration>,
-    grace: Duration,
-    recipe: &str,
-    command: &[String],
-) -> anyhow::Result<u8> {
-    wazoo::paths::check_node(path).map_err(|why| anyhow::anyhow!("invalid lock path: {why}"))?;
-    let host = Host::start(config).await?;
-    let mut handle = host.rwlock(recipe).await?;
-    let held = match handle.acquire(path, mode, timeout).await {
-        Ok(held) => held,
-        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(timed_out(path, timeout)),
-        Err(e) => bail!("cannot acquire the {} lock at {path}: {e}", mode_name(mode)),
-    };
-    let env = vec![
-        ("WAZOO_FENCING_TOKEN", held.token.to_string()),
-        ("WAZOO_LOCK_NODE", held.node),
-        ("WAZOO_LOCK_PATH", path.to_string()),
-        ("WAZOO_LOCK_MODE", mode_name(mode).to_string()),
-    ];
-    let what = format!("{} lock at {path}", mode_name(mode));
-    hold(handle, RunUnder { command, grace, what, env }).await
+/// The handle `wazoo lock` or `wazoo rwlock` holds.
+enum Locked {
+    Exclusive(wazoo::LockHandle),
+    ReadWrite(wazoo::RwLockHandle),
+}
+
+impl Claim for Locked {
+    async fn release(&mut self) -> Result<(), RecipeError> {
+        match self {
+            Locked::Exclusive(h) => h.release().await,
+            Locked::ReadWrite(h) => h.release().await,
+        }
+    }
+
+    fn lost(&self) -> impl std::future::Future<Output = wazoo::Lost> + Send + 'static {
+        let lost: std::pin::Pin<Box<dyn std::future::Future<Output = wazoo::Lost> + Send>> = match self {
+            Locked::Exclusive(h) => Box::pin(h.lost()),
+            Locked::ReadWrite(h) => Box::pin(h.lost()),
+        };
+        lost
+    }
+
+    async fn close(self) {
+        match self {
+            Locked::Exclusive(h) => h.close().await,
+            Locked::ReadWrite(h) => h.close().await,
+        }
+    }
 }
 
 async fn elect(

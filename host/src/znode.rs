@@ -87,28 +87,34 @@ impl HostState {
         self.check_data(&data)?;
         let options = options(&mode)?;
         let live = self.live.clone();
-        let lose_reply = self.shared.faults.take_lost_create_reply();
+        let ephemeral = is_ephemeral(&mode);
+        if ephemeral {
+            // Recorded before the request goes out, so a call cancelled in flight is cleaned up.
+            self.ledger.uncertain(&path);
+        }
         self.count_call();
         let result = live.client.create(&path, &data, &options).await;
         let result = match result {
-            Ok(_) if lose_reply => Err(ZkError::ConnectionLoss),
+            Ok(_) if self.shared.faults.take_lost_create_reply() => Err(ZkError::ConnectionLoss),
             other => other.map_err(from_client),
         };
         match result {
             Ok((st, sequence)) => {
-                let actual = if is_sequential(&mode) { format!("{path}{sequence}") } else { path };
-                if is_ephemeral(&mode) {
+                let actual = if is_sequential(&mode) { format!("{path}{sequence}") } else { path.clone() };
+                if ephemeral {
                     self.ledger.created(&actual);
+                    self.ledger.resolved(&path);
                 }
                 Ok(Created { path: actual, stat: stat(st) })
             }
-            Err(ZkError::ConnectionLoss) => {
-                if is_ephemeral(&mode) {
-                    self.ledger.uncertain(&path);
+            // Outcome unknown: stays uncertain.
+            Err(ZkError::ConnectionLoss) => Err(ZkError::ConnectionLoss),
+            Err(e) => {
+                if ephemeral {
+                    self.ledger.resolved(&path);
                 }
-                Err(ZkError::ConnectionLoss)
+                Err(e)
             }
-            Err(e) => Err(e),
         }
     }
 
@@ -144,8 +150,17 @@ impl HostState {
             };
             added.map_err(|e| at(i, from_client(e)))?;
         }
+        for path in &ephemeral_creates {
+            self.ledger.uncertain(path);
+        }
         self.count_call();
         let result = writer.commit().await;
+        let request_failed = matches!(&result, Err(MultiWriteError::RequestFailed { source }) if matches!(from_client(source.clone()), ZkError::ConnectionLoss));
+        if !request_failed {
+            for path in &ephemeral_creates {
+                self.ledger.resolved(path);
+            }
+        }
         match result {
             Ok(results) => Ok(results
                 .into_iter()
@@ -169,13 +184,7 @@ impl HostState {
                 .collect()),
             Err(MultiWriteError::OperationFailed { index, source }) => Err(at(index, from_client(source))),
             Err(MultiWriteError::RequestFailed { source }) => {
-                let error = from_client(source);
-                if matches!(error, ZkError::ConnectionLoss) {
-                    for path in &ephemeral_creates {
-                        self.ledger.uncertain(path);
-                    }
-                }
-                Err(MultiError { index: None, error })
+                Err(MultiError { index: None, error: from_client(source) })
             }
         }
     }

@@ -307,6 +307,15 @@ pub fn exclusive(sorted: &[String], index: usize) -> Turn {
     }
 }
 
+/// A blocking acquire run with a zero timeout, as a try: `timeout` becomes none.
+pub fn try_now<T>(acquired: Result<T>) -> Result<Option<T>> {
+    match acquired {
+        Ok(held) => Ok(Some(held)),
+        Err(ZkError::Timeout) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// What a handle holds, counted for re-entrant acquires of the same key.
 pub struct Holding<K, H> {
     inner: std::cell::RefCell<Option<(K, H, u32)>>,
@@ -334,6 +343,15 @@ impl<K: PartialEq + std::fmt::Debug, H: Clone> Holding<K, H> {
 
     pub fn hold(&self, key: K, held: H) {
         *self.inner.borrow_mut() = Some((key, held, 1));
+    }
+
+    /// Counts one release down; the last one deletes the node `node_of` names (waking the one
+    /// waiter behind it).
+    pub fn release_deleting(&self, node_of: impl Fn(&H) -> &str) -> Result<()> {
+        match self.release()? {
+            Some(held) => delete_retrying(node_of(&held)),
+            None => Ok(()),
+        }
     }
 
     /// Counts one release down: `Some(held)` when the last one ends the hold.

@@ -40,19 +40,11 @@ impl Guest for Lock {
     }
 
     fn try_acquire(path: String) -> Result<Option<Held>, ZkError> {
-        match Self::acquire(path, Some(0)) {
-            Ok(held) => Ok(Some(held)),
-            Err(ZkError::Timeout) => Ok(None),
-            Err(e) => Err(e),
-        }
+        zk::try_now(Self::acquire(path, Some(0)))
     }
 
     fn release() -> Result<(), ZkError> {
-        // 5. Delete our node: the one waiter watching it wakes.
-        match HOLDING.with(|h| h.release())? {
-            Some(held) => zk::delete_retrying(&held.node),
-            None => Ok(()),
-        }
+        HOLDING.with(|h| h.release_deleting(|held| &held.node))
     }
 }
 

@@ -55,18 +55,11 @@ impl Guest for RwLock {
     }
 
     fn try_acquire(path: String, mode: Mode) -> Result<Option<Held>, ZkError> {
-        match Self::acquire(path, mode, Some(0)) {
-            Ok(held) => Ok(Some(held)),
-            Err(ZkError::Timeout) => Ok(None),
-            Err(e) => Err(e),
-        }
+        zk::try_now(Self::acquire(path, mode, Some(0)))
     }
 
     fn release() -> Result<(), ZkError> {
-        match HOLDING.with(|h| h.release())? {
-            Some(held) => zk::delete_retrying(&held.node),
-            None => Ok(()),
-        }
+        HOLDING.with(|h| h.release_deleting(|held| &held.node))
     }
 }
 
