@@ -16,7 +16,8 @@ use crate::bindings::custom::Custom;
 use crate::bindings::election_recipe::ElectionRecipe;
 use crate::bindings::lock_recipe::LockRecipe;
 use crate::bindings::rwlock_recipe::RwlockRecipe;
-use crate::bindings::{Held, LeaderInfo, Leadership, Mode, RwHeld};
+use crate::bindings::semaphore_recipe::SemaphoreRecipe;
+use crate::bindings::{Held, LeaderInfo, Leadership, Lease, Mode, RwHeld};
 use crate::error::RecipeError;
 use crate::keeper::Live;
 use crate::ledger::Ledger;
@@ -471,6 +472,64 @@ impl BarrierHandle {
         let ms = timeout.map(|t| t.as_millis() as u64);
         let result = self.bindings.wazoo_recipes_barrier().call_wait(&mut self.sandbox.store, path, ms).await;
         Ok(self.sandbox.leave(result).await??)
+    }
+}
+
+/// A handle on one counting semaphore recipe instance.
+pub struct SemaphoreHandle {
+    sandbox: Sandbox,
+    bindings: SemaphoreRecipe,
+    node: Option<String>,
+}
+
+impl HasBindings for SemaphoreHandle {
+    type Bindings = SemaphoreRecipe;
+}
+
+handle_basics!(SemaphoreHandle);
+claim!(SemaphoreHandle);
+
+impl SemaphoreHandle {
+    /// Blocks until one of `max_leases` leases at `path` is ours, or `timeout` passes.
+    pub async fn acquire(
+        &mut self,
+        path: &str,
+        max_leases: u32,
+        timeout: Option<Duration>,
+    ) -> Result<Lease, RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result = self
+            .bindings
+            .wazoo_recipes_semaphore()
+            .call_acquire(&mut self.sandbox.store, path, max_leases, ms)
+            .await;
+        let lease = self.sandbox.leave(result).await??;
+        self.claimed(Some(&lease.node));
+        Ok(lease)
+    }
+
+    /// Takes a lease only if one is free right now.
+    pub async fn try_acquire(&mut self, path: &str, max_leases: u32) -> Result<Option<Lease>, RecipeError> {
+        self.sandbox.enter()?;
+        let result = self
+            .bindings
+            .wazoo_recipes_semaphore()
+            .call_try_acquire(&mut self.sandbox.store, path, max_leases)
+            .await;
+        let lease = self.sandbox.leave(result).await??;
+        if let Some(l) = &lease {
+            self.claimed(Some(&l.node));
+        }
+        Ok(lease)
+    }
+
+    pub async fn release(&mut self) -> Result<(), RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_semaphore().call_release(&mut self.sandbox.store).await;
+        self.sandbox.leave(result).await??;
+        self.claimed(None);
+        Ok(())
     }
 }
 

@@ -9,9 +9,13 @@ use anyhow::anyhow;
 use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::Engine;
 
-use crate::bindings::{self, BarrierRecipePre, CustomPre, ElectionRecipePre, LockRecipePre, RwlockRecipePre};
+use crate::bindings::{
+    self, BarrierRecipePre, CustomPre, ElectionRecipePre, LockRecipePre, RwlockRecipePre, SemaphoreRecipePre,
+};
 use crate::faults::Faults;
-use crate::handle::{BarrierHandle, CustomHandle, ElectionHandle, LockHandle, RwLockHandle, Sandbox};
+use crate::handle::{
+    BarrierHandle, CustomHandle, ElectionHandle, LockHandle, RwLockHandle, Sandbox, SemaphoreHandle,
+};
 use crate::keeper::{Keeper, KeeperConfig, Live};
 use crate::ledger::Ledger;
 use crate::registry::{Registry, World};
@@ -112,6 +116,11 @@ impl Host {
     /// A new barrier handle.
     pub async fn barrier(&self, recipe: &str) -> anyhow::Result<BarrierHandle> {
         instantiate!(self, recipe, World::Barrier, BarrierRecipePre, BarrierHandle)
+    }
+
+    /// A new counting semaphore handle.
+    pub async fn semaphore(&self, recipe: &str) -> anyhow::Result<SemaphoreHandle> {
+        instantiate!(self, recipe, World::Semaphore, SemaphoreRecipePre, SemaphoreHandle)
     }
 
     /// A new handle on a custom recipe component.

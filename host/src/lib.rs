@@ -22,9 +22,11 @@ pub mod stats;
 mod watch;
 mod znode;
 
-pub use bindings::{EventKind, Held, LeaderInfo, Leadership, Mode, RwHeld, Stat, WatchEvent, ZkError};
+pub use bindings::{EventKind, Held, LeaderInfo, Leadership, Lease, Mode, RwHeld, Stat, WatchEvent, ZkError};
 pub use error::RecipeError;
-pub use handle::{BarrierHandle, Claim, CustomHandle, ElectionHandle, LockHandle, Lost, RwLockHandle};
+pub use handle::{
+    BarrierHandle, Claim, CustomHandle, ElectionHandle, LockHandle, Lost, RwLockHandle, SemaphoreHandle,
+};
 pub use host::{Host, HostConfig};
 pub use keeper::{KeeperConfig, Live};
 pub use registry::{RecipeInfo, Registry, World};

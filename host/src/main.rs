@@ -80,6 +80,26 @@ enum Command {
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
     },
+    /// Run CMD while holding one of N leases at PATH (Curator InterProcessSemaphoreV2)
+    Semaphore {
+        /// Semaphore path, e.g. /app/slots
+        path: String,
+        /// How many holders at once (every participant must agree)
+        #[arg(long)]
+        leases: u32,
+        /// Give up if no lease is held within this time (exit status 3)
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
+        /// After SIGTERM, how long CMD has before SIGKILL when the lease is lost
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        grace: Duration,
+        /// Semaphore recipe component
+        #[arg(long, default_value = "semaphore")]
+        recipe: String,
+        /// The command and its arguments, after `--`
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
     /// Run CMD while this process leads the election at PATH (Curator LeaderLatch); stop it on loss
     Elect {
         /// Election path, e.g. /app/election
@@ -203,6 +223,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Rwlock { mode, path, timeout, grace, recipe, command } => {
             lock(config, Some(mode), &path, timeout, grace, &recipe, &command).await
         }
+        Command::Semaphore { path, leases, timeout, grace, recipe, command } => {
+            semaphore(config, &path, leases, timeout, grace, &recipe, &command).await
+        }
         Command::Elect { path, id, timeout, grace, recipe, command } => {
             elect(config, &path, id, timeout, grace, &recipe, &command).await
         }
@@ -294,6 +317,37 @@ impl Claim for Locked {
             Locked::ReadWrite(h) => h.close().await,
         }
     }
+}
+
+async fn semaphore(
+    config: HostConfig,
+    path: &str,
+    leases: u32,
+    timeout: Option<Duration>,
+    grace: Duration,
+    recipe: &str,
+    command: &[String],
+) -> anyhow::Result<u8> {
+    wazoo::paths::check_node(path).map_err(|why| anyhow::anyhow!("invalid semaphore path: {why}"))?;
+    if leases == 0 {
+        bail!("--leases must be at least 1");
+    }
+    let host = Host::start(config).await?;
+    let mut handle = host.semaphore(recipe).await?;
+    let lease = match handle.acquire(path, leases, timeout).await {
+        Ok(lease) => lease,
+        Err(RecipeError::Zk(ZkError::Timeout)) => {
+            eprintln!("wazoo: no lease of {path} free after {:?}", timeout.unwrap_or_default());
+            return Ok(EXIT_TIMEOUT);
+        }
+        Err(e) => bail!("cannot take a lease of {path}: {e}"),
+    };
+    let env = vec![
+        ("WAZOO_FENCING_TOKEN", lease.token.to_string()),
+        ("WAZOO_LEASE_NODE", lease.node),
+        ("WAZOO_SEMAPHORE_PATH", path.to_string()),
+    ];
+    hold(handle, RunUnder { command, grace, what: format!("lease of {path}"), env }).await
 }
 
 async fn elect(

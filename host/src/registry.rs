@@ -10,7 +10,9 @@ use anyhow::{anyhow, Context as _};
 use wasmtime::component::{types::ComponentItem, Component};
 use wasmtime::Engine;
 
-use crate::bindings::{BARRIER_EXPORT, CUSTOM_EXPORT, ELECTION_EXPORT, LOCK_EXPORT, RWLOCK_EXPORT};
+use crate::bindings::{
+    BARRIER_EXPORT, CUSTOM_EXPORT, ELECTION_EXPORT, LOCK_EXPORT, RWLOCK_EXPORT, SEMAPHORE_EXPORT,
+};
 
 /// The recipe worlds a component can target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -23,6 +25,8 @@ pub enum World {
     Election,
     /// `wazoo:recipes/barrier-recipe`
     Barrier,
+    /// `wazoo:recipes/semaphore-recipe`
+    Semaphore,
     /// `wazoo:recipes/custom`
     Custom,
 }
@@ -34,6 +38,7 @@ impl World {
             World::RwLock => "wazoo:recipes/rwlock-recipe@0.1.0",
             World::Election => "wazoo:recipes/election-recipe@0.1.0",
             World::Barrier => "wazoo:recipes/barrier-recipe@0.1.0",
+            World::Semaphore => "wazoo:recipes/semaphore-recipe@0.1.0",
             World::Custom => "wazoo:recipes/custom@0.1.0",
         }
     }
@@ -121,6 +126,7 @@ impl Registry {
                 (RWLOCK_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::RwLock),
                 (ELECTION_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Election),
                 (BARRIER_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Barrier),
+                (SEMAPHORE_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Semaphore),
                 (CUSTOM_EXPORT, ComponentItem::ComponentFunc(_)) => return Ok(World::Custom),
                 _ => exports.push(name.to_string()),
             }

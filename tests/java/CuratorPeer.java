@@ -1,13 +1,14 @@
 // A Curator 5.4 lock driven line by line over stdin, so a test can make a real Curator client
 // and wazoo contend on one lock path. Arguments: CONNECT PATH KIND, where KIND is `mutex`
 // (InterProcessMutex), `read` or `write` (InterProcessReadWriteLock), or `latch:ID` (LeaderLatch
-// with participant id ID).
+// with participant id ID), or `semaphore:N` (InterProcessSemaphoreV2 with N leases).
 //
 //   acquire <ms>   -> "acquired <node>" (mutex) or "acquired" | "timeout"   (ms < 0: no limit)
 //   release        -> "released"
 //   loop <n> <log> -> n rounds of acquire/append "C enter"+"C exit" to <log>/release, then "looped"
 //   latch only: await <ms> -> "leader" | "timeout" (starts the latch first), leader -> "leader-id <id>",
 //               close -> "closed"
+//   semaphore only: acquire <ms> -> "leased" | "timeout", release -> "released"
 //   quit
 import java.io.BufferedReader;
 import java.io.FileOutputStream;
@@ -20,6 +21,8 @@ import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public class CuratorPeer {
@@ -32,6 +35,11 @@ public class CuratorPeer {
         String kind = args.length > 2 ? args[2] : "mutex";
         if (kind.startsWith("latch:")) {
             latch(client, new LeaderLatch(client, path, kind.substring("latch:".length())));
+            return;
+        }
+        if (kind.startsWith("semaphore:")) {
+            semaphore(new InterProcessSemaphoreV2(client, path, Integer.parseInt(kind.substring("semaphore:".length()))));
+            client.close();
             return;
         }
         InterProcessMutex mutex;
@@ -90,6 +98,32 @@ public class CuratorPeer {
             System.out.flush();
         }
         client.close();
+    }
+
+    private static void semaphore(InterProcessSemaphoreV2 semaphore) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        System.out.println("ready");
+        System.out.flush();
+        Lease lease = null;
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] words = line.trim().split(" ");
+            if (words[0].equals("acquire")) {
+                lease = semaphore.acquire(Long.parseLong(words[1]), TimeUnit.MILLISECONDS);
+                System.out.println(lease != null ? "leased" : "timeout");
+            } else if (words[0].equals("release")) {
+                semaphore.returnLease(lease);
+                lease = null;
+                System.out.println("released");
+            } else if (words[0].equals("quit")) {
+                System.out.println("bye");
+                System.out.flush();
+                return;
+            } else {
+                System.out.println("unknown " + line);
+            }
+            System.out.flush();
+        }
     }
 
     private static void latch(CuratorFramework client, LeaderLatch latch) throws Exception {

@@ -277,3 +277,24 @@ async fn cli_barrier_set_wait_remove() {
     assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).trim()), (Some(0), "down"));
     assert!(checker.check_stat(&path).await.unwrap().is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_semaphore_runs_command_under_a_lease() {
+    let path = unique("cli-sem");
+    let (code, stdout, stderr) = output(wazoo().args([
+        "semaphore",
+        &path,
+        "--leases",
+        "3",
+        "--",
+        "sh",
+        "-c",
+        "echo $WAZOO_LEASE_NODE",
+    ]))
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.trim().starts_with(&format!("{path}/leases/_c_")), "{stdout}");
+    let (code, _, stderr) = output(wazoo().args(["semaphore", &path, "--leases", "0", "--", "true"])).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("at least 1"), "{stderr}");
+}

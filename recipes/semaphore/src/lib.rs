@@ -1,0 +1,100 @@
+//! Counting semaphore in Curator's `InterProcessSemaphoreV2` wire format: leases are ephemeral
+//! sequential `<path>/leases/_c_<uuid>-lease-<seq>`; a waiter holds the mutex `<path>/locks`
+//! while it waits, so only one process watches the leases and each release wakes only it.
+
+wit_bindgen::generate!({
+    path: "../../wit",
+    world: "wazoo:recipes/semaphore-recipe@0.1.0",
+    with: {
+        "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
+        "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
+        "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
+        "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
+    },
+});
+
+use std::cell::RefCell;
+
+use exports::wazoo::recipes::semaphore::{Guest, Lease};
+use wazoo_guest::{self as zk, CreateMode, Deadline, EventKind, ZkError};
+
+const LOCK_NAME: &str = "lock-";
+const LEASE_NAME: &str = "lease-";
+
+thread_local! {
+    static LEASE: RefCell<Option<Lease>> = const { RefCell::new(None) };
+}
+
+struct Semaphore;
+
+impl Guest for Semaphore {
+    fn acquire(path: String, max_leases: u32, timeout_ms: Option<u64>) -> Result<Lease, ZkError> {
+        if max_leases == 0 {
+            return Err(ZkError::InvalidArgument("max-leases must be at least 1".into()));
+        }
+        if LEASE.with(|l| l.borrow().is_some()) {
+            return Err(ZkError::InvalidArgument("this handle already holds a lease".into()));
+        }
+        zk::check_path(&path)?;
+        let deadline = Deadline::after_ms(timeout_ms);
+        // 1. Take the semaphore's mutex: waiters queue here, each watching its predecessor.
+        let locks = zk::join(&path, "locks");
+        let mutex = zk::contend(&locks, LOCK_NAME, &[], &[LOCK_NAME], deadline, zk::exclusive)?;
+        let outcome = take_lease(&path, max_leases, deadline);
+        // 4. Let the next waiter in, whatever happened.
+        let released = zk::delete_retrying(&mutex.path);
+        let lease = outcome?;
+        released?;
+        LEASE.with(|l| *l.borrow_mut() = Some(lease.clone()));
+        Ok(lease)
+    }
+
+    fn try_acquire(path: String, max_leases: u32) -> Result<Option<Lease>, ZkError> {
+        zk::try_now(Self::acquire(path, max_leases, Some(0)))
+    }
+
+    fn release() -> Result<(), ZkError> {
+        let lease = LEASE
+            .with(|l| l.borrow_mut().take())
+            .ok_or_else(|| ZkError::InvalidArgument("release: no lease is held".into()))?;
+        zk::delete_retrying(&lease.node)
+    }
+}
+
+/// 2. Create our lease; 3. while there are more leases than allowed, wait for one to go (only
+/// the mutex holder watches the leases).
+fn take_lease(path: &str, max_leases: u32, deadline: Deadline) -> Result<Lease, ZkError> {
+    let leases = zk::join(path, "leases");
+    let mine = zk::protected_create(&leases, LEASE_NAME, &[], CreateMode::EphemeralSequential)?;
+    if mine.stat.ephemeral_owner != zk::session_id() {
+        let _ = zk::delete_retrying(&mine.path);
+        return Err(ZkError::Other("lease node is not owned by this session".into()));
+    }
+    let name = zk::node_name(&mine.path).to_string();
+    let waited = (|| loop {
+        let (children, _, watcher) = zk::retrying(|| zk::get_children_watch(&leases))?;
+        if !children.contains(&name) {
+            return Err(ZkError::NoNode);
+        }
+        if children.len() <= max_leases as usize {
+            return Ok(());
+        }
+        if deadline.expired() {
+            return Err(ZkError::Timeout);
+        }
+        if let EventKind::SessionExpired | EventKind::SessionClosed =
+            watcher.wait(deadline.remaining_ms())?.kind
+        {
+            return Err(ZkError::SessionExpired);
+        }
+    })();
+    match waited {
+        Ok(()) => Ok(Lease { node: mine.path, token: mine.stat.czxid }),
+        Err(e) => {
+            let _ = zk::delete_retrying(&mine.path);
+            Err(e)
+        }
+    }
+}
+
+export!(Semaphore);
