@@ -51,6 +51,16 @@ pub(crate) mod semaphore_recipe {
     });
 }
 
+pub(crate) mod queue_recipe {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "wazoo:recipes/queue-recipe",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
+    });
+}
+
 pub(crate) mod custom {
     wasmtime::component::bindgen!({
         path: "../wit",
@@ -66,12 +76,14 @@ pub(crate) use custom::CustomPre;
 pub(crate) use election_recipe::ElectionRecipePre;
 pub(crate) use lock_recipe::wazoo::zk::{session, types, watch, znode};
 pub(crate) use lock_recipe::LockRecipePre;
+pub(crate) use queue_recipe::QueueRecipePre;
 pub(crate) use rwlock_recipe::RwlockRecipePre;
 pub(crate) use semaphore_recipe::SemaphoreRecipePre;
 
 pub use election_recipe::exports::wazoo::recipes::election::{LeaderInfo, Leadership};
 pub use lock_recipe::exports::wazoo::recipes::lock::Held;
 pub use lock_recipe::wazoo::zk::types::{EventKind, Stat, WatchEvent, ZkError};
+pub use queue_recipe::exports::wazoo::recipes::queue::Item;
 pub use rwlock_recipe::exports::wazoo::recipes::rwlock::{Held as RwHeld, Mode};
 pub use semaphore_recipe::exports::wazoo::recipes::semaphore::Lease;
 
@@ -81,6 +93,7 @@ pub const RWLOCK_EXPORT: &str = "wazoo:recipes/rwlock@0.1.0";
 pub const ELECTION_EXPORT: &str = "wazoo:recipes/election@0.1.0";
 pub const BARRIER_EXPORT: &str = "wazoo:recipes/barrier@0.1.0";
 pub const SEMAPHORE_EXPORT: &str = "wazoo:recipes/semaphore@0.1.0";
+pub const QUEUE_EXPORT: &str = "wazoo:recipes/queue@0.1.0";
 pub const CUSTOM_EXPORT: &str = "run";
 
 /// Registers every `wazoo:zk` import on `linker`.

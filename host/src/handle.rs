@@ -15,9 +15,10 @@ use crate::bindings::barrier_recipe::BarrierRecipe;
 use crate::bindings::custom::Custom;
 use crate::bindings::election_recipe::ElectionRecipe;
 use crate::bindings::lock_recipe::LockRecipe;
+use crate::bindings::queue_recipe::QueueRecipe;
 use crate::bindings::rwlock_recipe::RwlockRecipe;
 use crate::bindings::semaphore_recipe::SemaphoreRecipe;
-use crate::bindings::{Held, LeaderInfo, Leadership, Lease, Mode, RwHeld};
+use crate::bindings::{Held, Item, LeaderInfo, Leadership, Lease, Mode, RwHeld};
 use crate::error::RecipeError;
 use crate::keeper::Live;
 use crate::ledger::Ledger;
@@ -530,6 +531,68 @@ impl SemaphoreHandle {
         self.sandbox.leave(result).await??;
         self.claimed(None);
         Ok(())
+    }
+}
+
+/// A handle on one queue recipe instance.
+pub struct QueueHandle {
+    sandbox: Sandbox,
+    bindings: QueueRecipe,
+    node: Option<String>,
+}
+
+impl HasBindings for QueueHandle {
+    type Bindings = QueueRecipe;
+}
+
+handle_basics!(QueueHandle);
+
+impl QueueHandle {
+    /// Appends an item; returns its node.
+    pub async fn put(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        priority: Option<u8>,
+        ephemeral: bool,
+    ) -> Result<String, RecipeError> {
+        self.sandbox.enter()?;
+        let result = self
+            .bindings
+            .wazoo_recipes_queue()
+            .call_put(&mut self.sandbox.store, path, data, priority, ephemeral)
+            .await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Removes and returns the head item (delete-to-claim), or `timeout`.
+    pub async fn take(&mut self, path: &str, timeout: Option<Duration>) -> Result<Item, RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result = self.bindings.wazoo_recipes_queue().call_take(&mut self.sandbox.store, path, ms).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Claims the head unclaimed item without deleting it (two-phase take), or `timeout`.
+    pub async fn claim(&mut self, path: &str, timeout: Option<Duration>) -> Result<Item, RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result = self.bindings.wazoo_recipes_queue().call_claim(&mut self.sandbox.store, path, ms).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Deletes a claimed item and its claim.
+    pub async fn ack(&mut self, node: &str) -> Result<(), RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_queue().call_ack(&mut self.sandbox.store, node).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Items in the queue.
+    pub async fn len(&mut self, path: &str) -> Result<u32, RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_queue().call_len(&mut self.sandbox.store, path).await;
+        Ok(self.sandbox.leave(result).await??)
     }
 }
 

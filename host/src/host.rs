@@ -10,11 +10,13 @@ use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::Engine;
 
 use crate::bindings::{
-    self, BarrierRecipePre, CustomPre, ElectionRecipePre, LockRecipePre, RwlockRecipePre, SemaphoreRecipePre,
+    self, BarrierRecipePre, CustomPre, ElectionRecipePre, LockRecipePre, QueueRecipePre, RwlockRecipePre,
+    SemaphoreRecipePre,
 };
 use crate::faults::Faults;
 use crate::handle::{
-    BarrierHandle, CustomHandle, ElectionHandle, LockHandle, RwLockHandle, Sandbox, SemaphoreHandle,
+    BarrierHandle, CustomHandle, ElectionHandle, LockHandle, QueueHandle, RwLockHandle, Sandbox,
+    SemaphoreHandle,
 };
 use crate::keeper::{Keeper, KeeperConfig, Live};
 use crate::ledger::Ledger;
@@ -121,6 +123,11 @@ impl Host {
     /// A new counting semaphore handle.
     pub async fn semaphore(&self, recipe: &str) -> anyhow::Result<SemaphoreHandle> {
         instantiate!(self, recipe, World::Semaphore, SemaphoreRecipePre, SemaphoreHandle)
+    }
+
+    /// A new queue handle.
+    pub async fn queue(&self, recipe: &str) -> anyhow::Result<QueueHandle> {
+        instantiate!(self, recipe, World::Queue, QueueRecipePre, QueueHandle)
     }
 
     /// A new handle on a custom recipe component.

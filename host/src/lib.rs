@@ -22,10 +22,13 @@ pub mod stats;
 mod watch;
 mod znode;
 
-pub use bindings::{EventKind, Held, LeaderInfo, Leadership, Lease, Mode, RwHeld, Stat, WatchEvent, ZkError};
+pub use bindings::{
+    EventKind, Held, Item, LeaderInfo, Leadership, Lease, Mode, RwHeld, Stat, WatchEvent, ZkError,
+};
 pub use error::RecipeError;
 pub use handle::{
-    BarrierHandle, Claim, CustomHandle, ElectionHandle, LockHandle, Lost, RwLockHandle, SemaphoreHandle,
+    BarrierHandle, Claim, CustomHandle, ElectionHandle, LockHandle, Lost, QueueHandle, RwLockHandle,
+    SemaphoreHandle,
 };
 pub use host::{Host, HostConfig};
 pub use keeper::{KeeperConfig, Live};

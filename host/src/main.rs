@@ -131,6 +131,11 @@ enum Command {
         #[arg(long, default_value = "election")]
         recipe: String,
     },
+    /// Queue at PATH: put items, take them (each goes to exactly one consumer), count them
+    Queue {
+        #[command(subcommand)]
+        command: QueueCommand,
+    },
     /// Barrier at PATH (kazoo-compatible): set it up, remove it, or wait until it is down
     Barrier {
         #[command(subcommand)]
@@ -166,6 +171,29 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         rounds: u32,
     },
+}
+
+#[derive(Subcommand)]
+enum QueueCommand {
+    /// Append DATA (prints the item's node)
+    Put {
+        path: String,
+        data: String,
+        /// 0–99, lower first (priority queue)
+        #[arg(long)]
+        priority: Option<u8>,
+        /// The item vanishes when this process's session ends (the seed's ephemeral items)
+        #[arg(long)]
+        ephemeral: bool,
+    },
+    /// Remove the head item and print its data (exit status 3 if none within --timeout)
+    Take {
+        path: String,
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
+    },
+    /// Print how many items are queued
+    Len { path: String },
 }
 
 #[derive(Subcommand)]
@@ -231,6 +259,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Leader { path, watch, recipe } => leader(config, &path, watch, &recipe).await,
         Command::Barrier { command } => barrier(config, command).await,
+        Command::Queue { command } => queue(config, command).await,
         Command::Server { port, data_dir, tick_ms } => server(port, data_dir, tick_ms).await,
         Command::Recipes { command: RecipesCommand::List } => recipes_list(&config),
         Command::Run { component, args } => run_custom(config, &component, &args).await,
@@ -407,6 +436,42 @@ async fn leader(config: HostConfig, path: &str, watch: bool, recipe: &str) -> an
             .await
             .map_err(|e| anyhow::anyhow!("watching the leader of {path}: {e}"))?;
     }
+}
+
+async fn queue(config: HostConfig, command: QueueCommand) -> anyhow::Result<u8> {
+    let path = match &command {
+        QueueCommand::Put { path, .. } | QueueCommand::Take { path, .. } | QueueCommand::Len { path } => {
+            path.clone()
+        }
+    };
+    wazoo::paths::check_node(&path).map_err(|why| anyhow::anyhow!("invalid queue path: {why}"))?;
+    let host = Host::start(config).await?;
+    let mut handle = host.queue("queue").await?;
+    let failed = |e: RecipeError| anyhow::anyhow!("queue {path}: {e}");
+    match command {
+        QueueCommand::Put { data, priority, ephemeral, .. } => {
+            if ephemeral {
+                eprintln!("wazoo: note: an ephemeral item lives only as long as this command");
+            }
+            println!("{}", handle.put(&path, data.as_bytes(), priority, ephemeral).await.map_err(failed)?);
+        }
+        QueueCommand::Take { timeout, .. } => match handle.take(&path, timeout).await {
+            Ok(item) => {
+                use std::io::Write;
+                let mut out = std::io::stdout();
+                out.write_all(&item.data)?;
+                out.write_all(b"\n")?;
+            }
+            Err(RecipeError::Zk(ZkError::Timeout)) => {
+                eprintln!("wazoo: queue {path} empty after {:?}", timeout.unwrap_or_default());
+                return Ok(EXIT_TIMEOUT);
+            }
+            Err(e) => return Err(failed(e)),
+        },
+        QueueCommand::Len { .. } => println!("{}", handle.len(&path).await.map_err(failed)?),
+    }
+    handle.close().await;
+    Ok(0)
 }
 
 async fn barrier(config: HostConfig, command: BarrierCommand) -> anyhow::Result<u8> {

@@ -11,7 +11,8 @@ use wasmtime::component::{types::ComponentItem, Component};
 use wasmtime::Engine;
 
 use crate::bindings::{
-    BARRIER_EXPORT, CUSTOM_EXPORT, ELECTION_EXPORT, LOCK_EXPORT, RWLOCK_EXPORT, SEMAPHORE_EXPORT,
+    BARRIER_EXPORT, CUSTOM_EXPORT, ELECTION_EXPORT, LOCK_EXPORT, QUEUE_EXPORT, RWLOCK_EXPORT,
+    SEMAPHORE_EXPORT,
 };
 
 /// The recipe worlds a component can target.
@@ -27,6 +28,8 @@ pub enum World {
     Barrier,
     /// `wazoo:recipes/semaphore-recipe`
     Semaphore,
+    /// `wazoo:recipes/queue-recipe`
+    Queue,
     /// `wazoo:recipes/custom`
     Custom,
 }
@@ -39,6 +42,7 @@ impl World {
             World::Election => "wazoo:recipes/election-recipe@0.1.0",
             World::Barrier => "wazoo:recipes/barrier-recipe@0.1.0",
             World::Semaphore => "wazoo:recipes/semaphore-recipe@0.1.0",
+            World::Queue => "wazoo:recipes/queue-recipe@0.1.0",
             World::Custom => "wazoo:recipes/custom@0.1.0",
         }
     }
@@ -127,6 +131,7 @@ impl Registry {
                 (ELECTION_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Election),
                 (BARRIER_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Barrier),
                 (SEMAPHORE_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Semaphore),
+                (QUEUE_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Queue),
                 (CUSTOM_EXPORT, ComponentItem::ComponentFunc(_)) => return Ok(World::Custom),
                 _ => exports.push(name.to_string()),
             }

@@ -298,3 +298,19 @@ async fn cli_semaphore_runs_command_under_a_lease() {
     assert_eq!(code, 1);
     assert!(stderr.contains("at least 1"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_queue_put_len_take() {
+    let path = unique("cli-queue");
+    for (data, priority) in [("later", "20"), ("sooner", "10")] {
+        let (code, stdout, stderr) =
+            output(wazoo().args(["queue", "put", &path, data, "--priority", priority])).await;
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.trim().starts_with(&format!("{path}/queue-{priority}")), "{stdout}");
+    }
+    assert_eq!(output(wazoo().args(["queue", "len", &path])).await.1.trim(), "2");
+    assert_eq!(output(wazoo().args(["queue", "take", &path])).await.1.trim(), "sooner");
+    assert_eq!(output(wazoo().args(["queue", "take", &path])).await.1.trim(), "later");
+    let (code, _, _) = output(wazoo().args(["queue", "take", &path, "--timeout", "200ms"])).await;
+    assert_eq!(code, 3);
+}

@@ -50,6 +50,15 @@ pub fn session_id() -> i64 {
     })
 }
 
+/// An id unique to this recipe instance. Handles on one host share a session, so where a
+/// recipe must tell its own nodes from another handle's, it writes this id into them.
+pub fn instance_id() -> String {
+    thread_local! {
+        static ID: std::cell::OnceCell<String> = const { std::cell::OnceCell::new() };
+    }
+    ID.with(|id| id.get_or_init(new_guid).clone())
+}
+
 /// A fresh version-4 UUID for a protected create. The host's `unique-id` seeds a SplitMix64
 /// generator once per instance; later ids cost no host call and never repeat within it.
 pub fn new_guid() -> String {
