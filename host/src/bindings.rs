@@ -61,6 +61,26 @@ pub(crate) mod queue_recipe {
     });
 }
 
+pub(crate) mod group_recipe {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "wazoo:recipes/group-recipe",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
+    });
+}
+
+pub(crate) mod config_recipe {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "wazoo:recipes/config-recipe",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
+    });
+}
+
 pub(crate) mod custom {
     wasmtime::component::bindgen!({
         path: "../wit",
@@ -72,15 +92,19 @@ pub(crate) mod custom {
 }
 
 pub(crate) use barrier_recipe::BarrierRecipePre;
+pub(crate) use config_recipe::ConfigRecipePre;
 pub(crate) use custom::CustomPre;
 pub(crate) use election_recipe::ElectionRecipePre;
+pub(crate) use group_recipe::GroupRecipePre;
 pub(crate) use lock_recipe::wazoo::zk::{session, types, watch, znode};
 pub(crate) use lock_recipe::LockRecipePre;
 pub(crate) use queue_recipe::QueueRecipePre;
 pub(crate) use rwlock_recipe::RwlockRecipePre;
 pub(crate) use semaphore_recipe::SemaphoreRecipePre;
 
+pub use config_recipe::exports::wazoo::recipes::config::Entry;
 pub use election_recipe::exports::wazoo::recipes::election::{LeaderInfo, Leadership};
+pub use group_recipe::exports::wazoo::recipes::group::{Member, Membership};
 pub use lock_recipe::exports::wazoo::recipes::lock::Held;
 pub use lock_recipe::wazoo::zk::types::{EventKind, Stat, WatchEvent, ZkError};
 pub use queue_recipe::exports::wazoo::recipes::queue::Item;
@@ -94,6 +118,8 @@ pub const ELECTION_EXPORT: &str = "wazoo:recipes/election@0.1.0";
 pub const BARRIER_EXPORT: &str = "wazoo:recipes/barrier@0.1.0";
 pub const SEMAPHORE_EXPORT: &str = "wazoo:recipes/semaphore@0.1.0";
 pub const QUEUE_EXPORT: &str = "wazoo:recipes/queue@0.1.0";
+pub const GROUP_EXPORT: &str = "wazoo:recipes/group@0.1.0";
+pub const CONFIG_EXPORT: &str = "wazoo:recipes/config@0.1.0";
 pub const CUSTOM_EXPORT: &str = "run";
 
 /// Registers every `wazoo:zk` import on `linker`.

@@ -12,13 +12,15 @@ use wasmtime::Store;
 use zookeeper_client::{EventType, SessionState};
 
 use crate::bindings::barrier_recipe::BarrierRecipe;
+use crate::bindings::config_recipe::ConfigRecipe;
 use crate::bindings::custom::Custom;
 use crate::bindings::election_recipe::ElectionRecipe;
+use crate::bindings::group_recipe::GroupRecipe;
 use crate::bindings::lock_recipe::LockRecipe;
 use crate::bindings::queue_recipe::QueueRecipe;
 use crate::bindings::rwlock_recipe::RwlockRecipe;
 use crate::bindings::semaphore_recipe::SemaphoreRecipe;
-use crate::bindings::{Held, Item, LeaderInfo, Leadership, Lease, Mode, RwHeld};
+use crate::bindings::{Entry, Held, Item, LeaderInfo, Leadership, Lease, Membership, Mode, RwHeld};
 use crate::error::RecipeError;
 use crate::keeper::Live;
 use crate::ledger::Ledger;
@@ -592,6 +594,143 @@ impl QueueHandle {
     pub async fn len(&mut self, path: &str) -> Result<u32, RecipeError> {
         self.sandbox.enter()?;
         let result = self.bindings.wazoo_recipes_queue().call_len(&mut self.sandbox.store, path).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+}
+
+/// A handle on one group membership recipe instance; membership is its claim.
+pub struct GroupHandle {
+    sandbox: Sandbox,
+    bindings: GroupRecipe,
+    node: Option<String>,
+}
+
+impl HasBindings for GroupHandle {
+    type Bindings = GroupRecipe;
+}
+
+handle_basics!(GroupHandle);
+
+impl Claim for GroupHandle {
+    async fn release(&mut self) -> Result<(), RecipeError> {
+        self.leave().await
+    }
+
+    fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
+        GroupHandle::lost(self)
+    }
+
+    async fn close(self) {
+        GroupHandle::close(self).await
+    }
+}
+
+impl GroupHandle {
+    /// Joins the group at `path` as `name` with `data`.
+    pub async fn join(&mut self, path: &str, name: &str, data: &[u8]) -> Result<(), RecipeError> {
+        self.sandbox.enter()?;
+        let result =
+            self.bindings.wazoo_recipes_group().call_join(&mut self.sandbox.store, path, name, data).await;
+        self.sandbox.leave(result).await??;
+        let node = if path == "/" { format!("/{name}") } else { format!("{path}/{name}") };
+        self.claimed(Some(&node));
+        Ok(())
+    }
+
+    /// Leaves the group this handle joined.
+    pub async fn leave(&mut self) -> Result<(), RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_group().call_leave(&mut self.sandbox.store).await;
+        self.sandbox.leave(result).await??;
+        self.claimed(None);
+        Ok(())
+    }
+
+    /// The current members.
+    pub async fn members(&mut self, path: &str) -> Result<Membership, RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_group().call_members(&mut self.sandbox.store, path).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Blocks until the membership version differs from `known`, or `timeout` passes.
+    pub async fn watch(
+        &mut self,
+        path: &str,
+        known: i32,
+        timeout: Option<Duration>,
+    ) -> Result<Membership, RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result =
+            self.bindings.wazoo_recipes_group().call_watch(&mut self.sandbox.store, path, known, ms).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+}
+
+/// A handle on one configuration (and counter) recipe instance.
+pub struct ConfigHandle {
+    sandbox: Sandbox,
+    bindings: ConfigRecipe,
+    node: Option<String>,
+}
+
+impl HasBindings for ConfigHandle {
+    type Bindings = ConfigRecipe;
+}
+
+handle_basics!(ConfigHandle);
+
+impl ConfigHandle {
+    /// The value at `path`, or none.
+    pub async fn get(&mut self, path: &str) -> Result<Option<Entry>, RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_config().call_get(&mut self.sandbox.store, path).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Writes `data` (compare-and-set with `expected_version`); returns the new version.
+    pub async fn set(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        expected_version: Option<i32>,
+    ) -> Result<i32, RecipeError> {
+        self.sandbox.enter()?;
+        let result = self
+            .bindings
+            .wazoo_recipes_config()
+            .call_set(&mut self.sandbox.store, path, data, expected_version)
+            .await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Blocks until the version differs from `known`, or `timeout` passes.
+    pub async fn watch(
+        &mut self,
+        path: &str,
+        known: Option<i32>,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Entry>, RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result =
+            self.bindings.wazoo_recipes_config().call_watch(&mut self.sandbox.store, path, known, ms).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// The counter at `path` (0 when absent).
+    pub async fn counter(&mut self, path: &str) -> Result<i64, RecipeError> {
+        self.sandbox.enter()?;
+        let result = self.bindings.wazoo_recipes_counter().call_value(&mut self.sandbox.store, path).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Adds `delta` to the counter at `path`; returns the new value.
+    pub async fn add(&mut self, path: &str, delta: i64) -> Result<i64, RecipeError> {
+        self.sandbox.enter()?;
+        let result =
+            self.bindings.wazoo_recipes_counter().call_add(&mut self.sandbox.store, path, delta).await;
         Ok(self.sandbox.leave(result).await??)
     }
 }

@@ -10,13 +10,13 @@ use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::Engine;
 
 use crate::bindings::{
-    self, BarrierRecipePre, CustomPre, ElectionRecipePre, LockRecipePre, QueueRecipePre, RwlockRecipePre,
-    SemaphoreRecipePre,
+    self, BarrierRecipePre, ConfigRecipePre, CustomPre, ElectionRecipePre, GroupRecipePre, LockRecipePre,
+    QueueRecipePre, RwlockRecipePre, SemaphoreRecipePre,
 };
 use crate::faults::Faults;
 use crate::handle::{
-    BarrierHandle, CustomHandle, ElectionHandle, LockHandle, QueueHandle, RwLockHandle, Sandbox,
-    SemaphoreHandle,
+    BarrierHandle, ConfigHandle, CustomHandle, ElectionHandle, GroupHandle, LockHandle, QueueHandle,
+    RwLockHandle, Sandbox, SemaphoreHandle,
 };
 use crate::keeper::{Keeper, KeeperConfig, Live};
 use crate::ledger::Ledger;
@@ -128,6 +128,16 @@ impl Host {
     /// A new queue handle.
     pub async fn queue(&self, recipe: &str) -> anyhow::Result<QueueHandle> {
         instantiate!(self, recipe, World::Queue, QueueRecipePre, QueueHandle)
+    }
+
+    /// A new group membership handle.
+    pub async fn group(&self, recipe: &str) -> anyhow::Result<GroupHandle> {
+        instantiate!(self, recipe, World::Group, GroupRecipePre, GroupHandle)
+    }
+
+    /// A new configuration and counter handle.
+    pub async fn config(&self, recipe: &str) -> anyhow::Result<ConfigHandle> {
+        instantiate!(self, recipe, World::Config, ConfigRecipePre, ConfigHandle)
     }
 
     /// A new handle on a custom recipe component.

@@ -23,12 +23,13 @@ mod watch;
 mod znode;
 
 pub use bindings::{
-    EventKind, Held, Item, LeaderInfo, Leadership, Lease, Mode, RwHeld, Stat, WatchEvent, ZkError,
+    Entry, EventKind, Held, Item, LeaderInfo, Leadership, Lease, Member, Membership, Mode, RwHeld, Stat,
+    WatchEvent, ZkError,
 };
 pub use error::RecipeError;
 pub use handle::{
-    BarrierHandle, Claim, CustomHandle, ElectionHandle, LockHandle, Lost, QueueHandle, RwLockHandle,
-    SemaphoreHandle,
+    BarrierHandle, Claim, ConfigHandle, CustomHandle, ElectionHandle, GroupHandle, LockHandle, Lost,
+    QueueHandle, RwLockHandle, SemaphoreHandle,
 };
 pub use host::{Host, HostConfig};
 pub use keeper::{KeeperConfig, Live};

@@ -136,6 +136,21 @@ enum Command {
         #[command(subcommand)]
         command: QueueCommand,
     },
+    /// Group membership at PATH: join it while CMD runs, list it, watch it
+    Group {
+        #[command(subcommand)]
+        command: GroupCommand,
+    },
+    /// Configuration / name service values: get, set (compare-and-set with --version), watch
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Shared counter (kazoo Counter format): print it, or add to it atomically
+    Counter {
+        #[command(subcommand)]
+        command: CounterCommand,
+    },
     /// Barrier at PATH (kazoo-compatible): set it up, remove it, or wait until it is down
     Barrier {
         #[command(subcommand)]
@@ -194,6 +209,53 @@ enum QueueCommand {
     },
     /// Print how many items are queued
     Len { path: String },
+}
+
+#[derive(Subcommand)]
+enum GroupCommand {
+    /// Be member NAME of the group at PATH while CMD runs (CMD is stopped if membership is lost)
+    Join {
+        path: String,
+        name: String,
+        /// The member's data, shown to others
+        #[arg(long, default_value = "")]
+        data: String,
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        grace: Duration,
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Print the members, one `NAME DATA` line each
+    List { path: String },
+    /// Print the members again on every change, until interrupted
+    Watch { path: String },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print the value (exit status 1 if there is none)
+    Get { path: String },
+    /// Write VALUE and print the new version; with --version, only if still at that version
+    Set {
+        path: String,
+        value: String,
+        #[arg(long)]
+        version: Option<i32>,
+    },
+    /// Print the value and version on every change, until interrupted
+    Watch { path: String },
+}
+
+#[derive(Subcommand)]
+enum CounterCommand {
+    /// Print the counter
+    Get { path: String },
+    /// Add DELTA atomically and print the new value
+    Add {
+        path: String,
+        #[arg(allow_hyphen_values = true)]
+        delta: i64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -260,6 +322,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Leader { path, watch, recipe } => leader(config, &path, watch, &recipe).await,
         Command::Barrier { command } => barrier(config, command).await,
         Command::Queue { command } => queue(config, command).await,
+        Command::Group { command } => group(config, command).await,
+        Command::Config { command } => config_values(config, command).await,
+        Command::Counter { command } => counter(config, command).await,
         Command::Server { port, data_dir, tick_ms } => server(port, data_dir, tick_ms).await,
         Command::Recipes { command: RecipesCommand::List } => recipes_list(&config),
         Command::Run { component, args } => run_custom(config, &component, &args).await,
@@ -436,6 +501,101 @@ async fn leader(config: HostConfig, path: &str, watch: bool, recipe: &str) -> an
             .await
             .map_err(|e| anyhow::anyhow!("watching the leader of {path}: {e}"))?;
     }
+}
+
+async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> {
+    let path = match &command {
+        GroupCommand::Join { path, .. } | GroupCommand::List { path } | GroupCommand::Watch { path } => {
+            path.clone()
+        }
+    };
+    wazoo::paths::check_node(&path).map_err(|why| anyhow::anyhow!("invalid group path: {why}"))?;
+    let host = Host::start(config).await?;
+    let mut handle = host.group("group").await?;
+    let failed = |e: RecipeError| anyhow::anyhow!("group {path}: {e}");
+    let print = |m: &wazoo::Membership| {
+        for member in &m.members {
+            println!("{} {}", member.name, String::from_utf8_lossy(&member.data));
+        }
+    };
+    match command {
+        GroupCommand::Join { name, data, grace, command, .. } => {
+            handle.join(&path, &name, data.as_bytes()).await.map_err(failed)?;
+            let env = vec![("WAZOO_GROUP_PATH", path.clone()), ("WAZOO_MEMBER", name.clone())];
+            let what = format!("membership of {path} as {name}");
+            return hold(handle, RunUnder { command: &command, grace, what, env }).await;
+        }
+        GroupCommand::List { .. } => print(&handle.members(&path).await.map_err(failed)?),
+        GroupCommand::Watch { .. } => {
+            let mut now = handle.members(&path).await.map_err(failed)?;
+            loop {
+                print(&now);
+                println!("--");
+                now = handle.watch(&path, now.version, None).await.map_err(failed)?;
+            }
+        }
+    }
+    Ok(0)
+}
+
+async fn config_values(config: HostConfig, command: ConfigCommand) -> anyhow::Result<u8> {
+    let path = match &command {
+        ConfigCommand::Get { path } | ConfigCommand::Set { path, .. } | ConfigCommand::Watch { path } => {
+            path.clone()
+        }
+    };
+    wazoo::paths::check_node(&path).map_err(|why| anyhow::anyhow!("invalid config path: {why}"))?;
+    let host = Host::start(config).await?;
+    let mut handle = host.config("config").await?;
+    let failed = |e: RecipeError| anyhow::anyhow!("config {path}: {e}");
+    match command {
+        ConfigCommand::Get { .. } => match handle.get(&path).await.map_err(failed)? {
+            Some(entry) => println!("{}", String::from_utf8_lossy(&entry.data)),
+            None => {
+                eprintln!("wazoo: no value at {path}");
+                return Ok(1);
+            }
+        },
+        ConfigCommand::Set { value, version, .. } => match handle.set(&path, value.as_bytes(), version).await
+        {
+            Ok(version) => println!("{version}"),
+            Err(RecipeError::Zk(ZkError::BadVersion)) => {
+                eprintln!("wazoo: {path} is no longer at version {}", version.unwrap_or(-1));
+                return Ok(1);
+            }
+            Err(e) => return Err(failed(e)),
+        },
+        ConfigCommand::Watch { .. } => {
+            let mut now = handle.get(&path).await.map_err(failed)?;
+            loop {
+                match &now {
+                    Some(e) => println!("{} {}", e.version, String::from_utf8_lossy(&e.data)),
+                    None => println!("(none)"),
+                }
+                let known = now.as_ref().map(|e| e.version);
+                now = handle.watch(&path, known, None).await.map_err(failed)?;
+            }
+        }
+    }
+    handle.close().await;
+    Ok(0)
+}
+
+async fn counter(config: HostConfig, command: CounterCommand) -> anyhow::Result<u8> {
+    let path = match &command {
+        CounterCommand::Get { path } | CounterCommand::Add { path, .. } => path.clone(),
+    };
+    wazoo::paths::check_node(&path).map_err(|why| anyhow::anyhow!("invalid counter path: {why}"))?;
+    let host = Host::start(config).await?;
+    let mut handle = host.config("config").await?;
+    let failed = |e: RecipeError| anyhow::anyhow!("counter {path}: {e}");
+    let value = match command {
+        CounterCommand::Get { .. } => handle.counter(&path).await.map_err(failed)?,
+        CounterCommand::Add { delta, .. } => handle.add(&path, delta).await.map_err(failed)?,
+    };
+    println!("{value}");
+    handle.close().await;
+    Ok(0)
 }
 
 async fn queue(config: HostConfig, command: QueueCommand) -> anyhow::Result<u8> {

@@ -11,8 +11,8 @@ use wasmtime::component::{types::ComponentItem, Component};
 use wasmtime::Engine;
 
 use crate::bindings::{
-    BARRIER_EXPORT, CUSTOM_EXPORT, ELECTION_EXPORT, LOCK_EXPORT, QUEUE_EXPORT, RWLOCK_EXPORT,
-    SEMAPHORE_EXPORT,
+    BARRIER_EXPORT, CONFIG_EXPORT, CUSTOM_EXPORT, ELECTION_EXPORT, GROUP_EXPORT, LOCK_EXPORT, QUEUE_EXPORT,
+    RWLOCK_EXPORT, SEMAPHORE_EXPORT,
 };
 
 /// The recipe worlds a component can target.
@@ -30,6 +30,10 @@ pub enum World {
     Semaphore,
     /// `wazoo:recipes/queue-recipe`
     Queue,
+    /// `wazoo:recipes/group-recipe`
+    Group,
+    /// `wazoo:recipes/config-recipe`
+    Config,
     /// `wazoo:recipes/custom`
     Custom,
 }
@@ -43,6 +47,8 @@ impl World {
             World::Barrier => "wazoo:recipes/barrier-recipe@0.1.0",
             World::Semaphore => "wazoo:recipes/semaphore-recipe@0.1.0",
             World::Queue => "wazoo:recipes/queue-recipe@0.1.0",
+            World::Group => "wazoo:recipes/group-recipe@0.1.0",
+            World::Config => "wazoo:recipes/config-recipe@0.1.0",
             World::Custom => "wazoo:recipes/custom@0.1.0",
         }
     }
@@ -132,6 +138,8 @@ impl Registry {
                 (BARRIER_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Barrier),
                 (SEMAPHORE_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Semaphore),
                 (QUEUE_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Queue),
+                (GROUP_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Group),
+                (CONFIG_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Config),
                 (CUSTOM_EXPORT, ComponentItem::ComponentFunc(_)) => return Ok(World::Custom),
                 _ => exports.push(name.to_string()),
             }

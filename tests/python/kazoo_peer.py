@@ -1,9 +1,10 @@
-"""A kazoo 2.11 Barrier driven line by line over stdin, so a test can make a real kazoo client and
+"""A kazoo 2.11 Barrier (and Counter) driven line by line over stdin, so a test can make a real kazoo client and
 wazoo share one barrier. Arguments: HOSTS PATH.
 
     create        -> "created"
     remove        -> "removed" | "absent"
     wait <secs>   -> "cleared" | "timeout"
+    add <n> <k>   -> "counted <value>"  (k increments of n on the kazoo Counter at PATH)
     quit
 """
 import sys
@@ -28,6 +29,11 @@ def main():
             print("removed" if barrier.remove() else "absent", flush=True)
         elif words[0] == "wait":
             print("cleared" if barrier.wait(float(words[1])) else "timeout", flush=True)
+        elif words[0] == "add":
+            counter = client.Counter(path)
+            for _ in range(int(words[2])):
+                counter += int(words[1])
+            print("counted %d" % counter.value, flush=True)
         elif words[0] == "quit":
             break
         else:

@@ -314,3 +314,33 @@ async fn cli_queue_put_len_take() {
     let (code, _, _) = output(wazoo().args(["queue", "take", &path, "--timeout", "200ms"])).await;
     assert_eq!(code, 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_config_counter_and_group() {
+    let path = unique("cli-values");
+    let value = format!("{path}/endpoint");
+    assert_eq!(output(wazoo().args(["config", "set", &value, "a:1"])).await.1.trim(), "0");
+    assert_eq!(output(wazoo().args(["config", "get", &value])).await.1.trim(), "a:1");
+    let (code, _, stderr) = output(wazoo().args(["config", "set", &value, "b:2", "--version", "7"])).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no longer at version 7"), "{stderr}");
+    let counter = format!("{path}/hits");
+    assert_eq!(output(wazoo().args(["counter", "add", &counter, "5"])).await.1.trim(), "5");
+    assert_eq!(output(wazoo().args(["counter", "add", &counter, "-2"])).await.1.trim(), "3");
+    assert_eq!(output(wazoo().args(["counter", "get", &counter])).await.1.trim(), "3");
+    let group = format!("{path}/workers");
+    let list = format!("\"$WAZOO_BIN\" group list {group}");
+    let (code, stdout, stderr) = output(
+        wazoo()
+            .env("WAZOO_BIN", wazoo_bin())
+            .args(["group", "join", &group, "w1", "--data", "busy", "--", "sh", "-c", &list]),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "w1 busy");
+    assert_eq!(
+        output(wazoo().args(["group", "list", &group])).await.1.trim(),
+        "",
+        "left when the command ended"
+    );
+}

@@ -219,7 +219,9 @@ impl Guest for Queue {
 /// so the claim's data (the claimer's instance id) decides, not its owner.
 fn owned_claim(claim: &str) -> Result<bool, ZkError> {
     match zk::retrying(|| zk::get_data(claim)) {
-        Ok((data, stat)) => Ok(stat.ephemeral_owner == zk::session_id() && data == zk::instance_id().as_bytes()),
+        Ok((data, stat)) => {
+            Ok(stat.ephemeral_owner == zk::session_id() && data == zk::instance_id().as_bytes())
+        }
         Err(ZkError::NoNode) => Ok(false),
         Err(e) => Err(e),
     }

@@ -1,0 +1,122 @@
+//! Group membership, ZooKeeper "Recipes and Solutions" 1.2: members are ephemeral children
+//! holding their data; a watcher waits on the group's child version.
+
+wit_bindgen::generate!({
+    path: "../../wit",
+    world: "wazoo:recipes/group-recipe@0.1.0",
+    with: {
+        "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
+        "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
+        "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
+        "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
+    },
+});
+
+use std::cell::RefCell;
+
+use exports::wazoo::recipes::group::{Guest, Member, Membership};
+use wazoo_guest::{self as zk, CreateMode, Deadline, EventKind, ZkError};
+
+thread_local! {
+    static JOINED: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+struct Group;
+
+impl Guest for Group {
+    fn join(path: String, name: String, data: Vec<u8>) -> Result<(), ZkError> {
+        zk::check_path(&path)?;
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(ZkError::InvalidArgument(format!("member name {name:?} must be one path component")));
+        }
+        if let Some(node) = JOINED.with(|j| j.borrow().clone()) {
+            return Err(ZkError::InvalidArgument(format!("this handle is already the member {node}")));
+        }
+        let node = zk::join(&path, &name);
+        zk::check_path(&node)?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match zk::create(&node, &data, CreateMode::Ephemeral) {
+                Ok(_) => break,
+                Err(ZkError::NoNode) if attempt == 1 => zk::ensure_parents(&node)?,
+                // Our own create whose reply was lost, or a real clash with another member.
+                Err(ZkError::NodeExists) if attempt > 1 && mine(&node)? => break,
+                Err(ZkError::ConnectionLoss) if attempt <= 20 => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        JOINED.with(|j| *j.borrow_mut() = Some(node));
+        Ok(())
+    }
+
+    fn leave() -> Result<(), ZkError> {
+        let node = JOINED
+            .with(|j| j.borrow_mut().take())
+            .ok_or_else(|| ZkError::InvalidArgument("leave: this handle is not a member".into()))?;
+        zk::delete_retrying(&node)
+    }
+
+    fn members(path: String) -> Result<Membership, ZkError> {
+        zk::check_path(&path)?;
+        membership(&path)
+    }
+
+    fn watch(path: String, known: i32, timeout_ms: Option<u64>) -> Result<Membership, ZkError> {
+        zk::check_path(&path)?;
+        let deadline = Deadline::after_ms(timeout_ms);
+        loop {
+            let (_, stat, watcher) = match zk::retrying(|| zk::get_children_watch(&path)) {
+                Ok(listed) => listed,
+                Err(ZkError::NoNode) if known == -1 => {
+                    // No group yet and none known: wait for it to be created.
+                    let (stat, watcher) = zk::retrying(|| zk::exists_watch(&path))?;
+                    if stat.is_none() {
+                        wait_on(&watcher, deadline)?;
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if stat.cversion != known {
+                return membership(&path);
+            }
+            wait_on(&watcher, deadline)?;
+        }
+    }
+}
+
+/// Whether `node` is this handle's own (a lost-reply retry found it).
+fn mine(node: &str) -> Result<bool, ZkError> {
+    Ok(matches!(zk::retrying(|| zk::exists(node))?, Some(stat) if stat.ephemeral_owner == zk::session_id()))
+}
+
+fn membership(path: &str) -> Result<Membership, ZkError> {
+    let (mut names, stat) = match zk::retrying(|| zk::get_children(path)) {
+        Ok(listed) => listed,
+        Err(ZkError::NoNode) => return Ok(Membership { members: Vec::new(), version: -1 }),
+        Err(e) => return Err(e),
+    };
+    names.sort();
+    let mut members = Vec::with_capacity(names.len());
+    for name in names {
+        match zk::retrying(|| zk::get_data(&zk::join(path, &name))) {
+            Ok((data, _)) => members.push(Member { name, data }),
+            Err(ZkError::NoNode) => {} // left while we read
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Membership { members, version: stat.cversion })
+}
+
+fn wait_on(watcher: &zk::Watcher, deadline: Deadline) -> Result<(), ZkError> {
+    if deadline.expired() {
+        return Err(ZkError::Timeout);
+    }
+    match watcher.wait(deadline.remaining_ms())?.kind {
+        EventKind::SessionExpired | EventKind::SessionClosed => Err(ZkError::SessionExpired),
+        _ => Ok(()),
+    }
+}
+
+export!(Group);
