@@ -476,6 +476,32 @@ impl BarrierHandle {
         let result = self.bindings.wazoo_recipes_barrier().call_wait(&mut self.sandbox.store, path, ms).await;
         Ok(self.sandbox.leave(result).await??)
     }
+
+    /// Enters the double barrier at `path`; blocks until `count` participants are in.
+    pub async fn enter(
+        &mut self,
+        path: &str,
+        count: u32,
+        timeout: Option<Duration>,
+    ) -> Result<(), RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result = self
+            .bindings
+            .wazoo_recipes_double_barrier()
+            .call_enter(&mut self.sandbox.store, path, count, ms)
+            .await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Leaves the double barrier; blocks until every participant has left.
+    pub async fn leave_double(&mut self, timeout: Option<Duration>) -> Result<(), RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result =
+            self.bindings.wazoo_recipes_double_barrier().call_leave(&mut self.sandbox.store, ms).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
 }
 
 /// A handle on one counting semaphore recipe instance.

@@ -151,6 +151,18 @@ enum Command {
         #[command(subcommand)]
         command: CounterCommand,
     },
+    /// Run CMD between entering and leaving the double barrier at PATH with N participants
+    DoubleBarrier {
+        path: String,
+        /// Participants that must enter before anyone proceeds
+        #[arg(long)]
+        count: u32,
+        /// Give up entering (or leaving) after this long (exit status 3)
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
     /// Barrier at PATH (kazoo-compatible): set it up, remove it, or wait until it is down
     Barrier {
         #[command(subcommand)]
@@ -321,6 +333,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Leader { path, watch, recipe } => leader(config, &path, watch, &recipe).await,
         Command::Barrier { command } => barrier(config, command).await,
+        Command::DoubleBarrier { path, count, timeout, command } => {
+            double_barrier(config, &path, count, timeout, &command).await
+        }
         Command::Queue { command } => queue(config, command).await,
         Command::Group { command } => group(config, command).await,
         Command::Config { command } => config_values(config, command).await,
@@ -632,6 +647,42 @@ async fn queue(config: HostConfig, command: QueueCommand) -> anyhow::Result<u8> 
     }
     handle.close().await;
     Ok(0)
+}
+
+async fn double_barrier(
+    config: HostConfig,
+    path: &str,
+    count: u32,
+    timeout: Option<Duration>,
+    command: &[String],
+) -> anyhow::Result<u8> {
+    wazoo::paths::check_node(path).map_err(|why| anyhow::anyhow!("invalid barrier path: {why}"))?;
+    let host = Host::start(config).await?;
+    let mut handle = host.barrier("barrier").await?;
+    match handle.enter(path, count, timeout).await {
+        Ok(()) => {}
+        Err(RecipeError::Zk(ZkError::Timeout)) => {
+            eprintln!("wazoo: fewer than {count} entered {path} within {:?}", timeout.unwrap_or_default());
+            return Ok(EXIT_TIMEOUT);
+        }
+        Err(e) => bail!("entering the double barrier {path}: {e}"),
+    }
+    let status = tokio::process::Command::new(&command[0])
+        .args(&command[1..])
+        .env("WAZOO_BARRIER_PATH", path)
+        .status()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot run {:?}: {e}", command[0]))?;
+    match handle.leave_double(timeout).await {
+        Ok(()) => {}
+        Err(RecipeError::Zk(ZkError::Timeout)) => {
+            eprintln!("wazoo: not everyone left {path} within {:?}", timeout.unwrap_or_default());
+            return Ok(EXIT_TIMEOUT);
+        }
+        Err(e) => bail!("leaving the double barrier {path}: {e}"),
+    }
+    handle.close().await;
+    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)).clamp(0, 255) as u8)
 }
 
 async fn barrier(config: HostConfig, command: BarrierCommand) -> anyhow::Result<u8> {

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use wazoo::{BarrierHandle, Host, RecipeError, ZkError};
+use wazoo_tests::proxy::Proxy;
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -82,4 +83,58 @@ async fn kazoo_barrier_and_wazoo_barrier_are_one_barrier() {
     kazoo.send("remove").await;
     assert_eq!(kazoo.line().await, "absent");
     kazoo.send("quit").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn double_barrier_enters_together_and_a_dead_participant_does_not_block_leaving() {
+    let address = zk().address();
+    let checker = client(&address).await;
+    let path = unique("double");
+    let host = host().await;
+    let mut entering = Vec::new();
+    for _ in 0..3 {
+        let mut p = handle(&host).await;
+        let path = path.clone();
+        entering.push(tokio::spawn(async move {
+            p.enter(&path, 4, None).await.unwrap();
+            p
+        }));
+    }
+    // Three are in and waiting; the barrier is not open.
+    within(LIMIT, "three participants wait", wait_children(&checker, &path, 3)).await;
+    assert!(checker.check_stat(&format!("{path}/ready")).await.unwrap().is_none(), "opened too early");
+    assert!(entering.iter().all(|t| !t.is_finished()), "someone entered before the fourth arrived");
+
+    // The fourth participant reaches ZooKeeper through a proxy; its entry lets everyone in.
+    let proxy = Proxy::start(&address).await;
+    let doomed_host = Host::start(config(&proxy.address(), Duration::from_secs(1))).await.unwrap();
+    let mut doomed = handle(&doomed_host).await;
+    doomed.enter(&path, 4, Some(LIMIT)).await.unwrap();
+    let mut inside = Vec::new();
+    for t in entering {
+        inside.push(within(LIMIT, "everyone enters", t).await.unwrap());
+    }
+
+    // The fourth dies before leaving; the other three still get out.
+    // Process nodes carry a unique prefix, so the fourth is found by its owner, not its name.
+    let mut doomed_node = None;
+    for child in children(&checker, &path).await {
+        let stat = checker.check_stat(&format!("{path}/{child}")).await.unwrap();
+        if stat.map(|s| s.ephemeral_owner) == Some(doomed.live().session_id()) {
+            doomed_node = Some(child);
+        }
+    }
+    let doomed_node = doomed_node.expect("the fourth participant's node");
+    proxy.freeze();
+    within(LIMIT, "the dead participant's node goes", wait_gone(&checker, &format!("{path}/{doomed_node}")))
+        .await;
+    let mut leaving = Vec::new();
+    for mut p in inside {
+        leaving.push(tokio::spawn(async move { p.leave_double(None).await }));
+    }
+    for l in leaving {
+        within(LIMIT, "everyone leaves", l).await.unwrap().unwrap();
+    }
+    assert!(children(&checker, &path).await.is_empty(), "no process node or ready node left");
+    proxy.thaw();
 }

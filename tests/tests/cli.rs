@@ -344,3 +344,24 @@ async fn cli_config_counter_and_group() {
         "left when the command ended"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_double_barrier_runs_command_between_enter_and_leave() {
+    let path = unique("cli-double");
+    let run = |tag: &'static str| {
+        let mut cmd = wazoo();
+        cmd.args(["double-barrier", &path, "--count", "2", "--timeout", "30s", "--", "sh", "-c"]);
+        cmd.arg(format!("echo {tag}; exit 3"));
+        tokio::spawn(async move { output(&mut cmd).await })
+    };
+    let (a, b) = (run("a"), run("b"));
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    assert_eq!((a.0, a.1.trim()), (3, "a"), "{}", a.2);
+    assert_eq!((b.0, b.1.trim()), (3, "b"), "{}", b.2);
+    let (code, _, stderr) =
+        output(wazoo().args(["double-barrier", &path, "--count", "2", "--timeout", "300ms", "--", "true"]))
+            .await;
+    assert_eq!(code, 3, "alone, it cannot enter: {stderr}");
+    let checker = client(&zk().address()).await;
+    assert!(children(&checker, &path).await.is_empty(), "the timed-out entrant left nothing");
+}
