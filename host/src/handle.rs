@@ -124,17 +124,19 @@ impl Drop for Sandbox {
     }
 }
 
-/// Waits until `node` is deleted (or the session ends).
+/// Waits until `node` is deleted (or the session ends), or its data asks its holder to let go.
 async fn watch_deleted(live: &Live, node: &str) -> Lost {
     let mut failures = 0u32;
     loop {
-        match live.client.check_and_watch_stat(node).await {
-            Ok((None, _)) => return Lost::NodeDeleted,
-            Ok((Some(_), watcher)) => {
+        match live.client.get_and_watch_data(node).await {
+            Err(zookeeper_client::Error::NoNode) => return Lost::NodeDeleted,
+            Ok((data, _, _)) if is_revocation(&data) => return Lost::Revoked,
+            Ok((_, _, watcher)) => {
                 let event = watcher.changed().await;
                 match event.event_type {
                     EventType::NodeDeleted => return Lost::NodeDeleted,
                     EventType::Session => return Lost::Session(event.session_state),
+                    // Data changed: look at it again.
                     _ => {}
                 }
             }
@@ -150,6 +152,11 @@ async fn watch_deleted(live: &Live, node: &str) -> Lost {
     }
 }
 
+/// Curator's `__REVOKE__` and the seed's `unlock`.
+fn is_revocation(data: &[u8]) -> bool {
+    data == b"__REVOKE__" || data == b"unlock"
+}
+
 /// Why a held lock (or any handle's claim) was lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lost {
@@ -157,6 +164,9 @@ pub enum Lost {
     Session(SessionState),
     /// Someone deleted the lock node.
     NodeDeleted,
+    /// Someone asked the holder to let go (the node's data was set to `__REVOKE__` or
+    /// `unlock`); the node is still there until the holder releases.
+    Revoked,
 }
 
 impl std::fmt::Display for Lost {
@@ -165,6 +175,7 @@ impl std::fmt::Display for Lost {
             Lost::Session(SessionState::Expired) => f.write_str("ZooKeeper session expired"),
             Lost::Session(state) => write!(f, "ZooKeeper session ended ({state:?})"),
             Lost::NodeDeleted => f.write_str("lock node was deleted"),
+            Lost::Revoked => f.write_str("revoked by another client"),
         }
     }
 }
@@ -299,6 +310,15 @@ impl LockHandle {
         self.sandbox.leave(result).await??;
         self.claimed(None);
         Ok(())
+    }
+
+    /// Asks the holder of `node` to let go; with `grace`, deletes the node after it. True if the
+    /// holder released, false if it was forced.
+    pub async fn revoke(&mut self, node: &str, grace: Option<Duration>) -> Result<bool, RecipeError> {
+        self.sandbox.enter()?;
+        let ms = grace.map(|t| t.as_millis() as u64);
+        let result = self.bindings.wazoo_recipes_lock().call_revoke(&mut self.sandbox.store, node, ms).await;
+        Ok(self.sandbox.leave(result).await??)
     }
 }
 

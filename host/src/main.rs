@@ -17,6 +17,8 @@ use wazoo::{Claim, Host, HostConfig, KeeperConfig, Mode, RecipeError, Registry, 
 const EXIT_TIMEOUT: u8 = 3;
 /// Exit status when the lock was lost while the command ran.
 const EXIT_LOST: u8 = 4;
+/// Exit status when another client revoked the lock and the command was stopped.
+const EXIT_REVOKED: u8 = 5;
 
 #[derive(Parser)]
 #[command(
@@ -167,6 +169,14 @@ enum Command {
     Barrier {
         #[command(subcommand)]
         command: BarrierCommand,
+    },
+    /// Ask the holder of lock NODE to let go (sets `__REVOKE__`); with --grace, delete it after
+    Revoke {
+        /// The holder's node, e.g. as printed in WAZOO_LOCK_NODE
+        node: String,
+        /// Delete the node if the holder has not released within this time
+        #[arg(long, value_parser = parse_duration)]
+        grace: Option<Duration>,
     },
     /// Run a local ZooKeeper (Debian's package) in the foreground until interrupted
     Server {
@@ -340,6 +350,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Group { command } => group(config, command).await,
         Command::Config { command } => config_values(config, command).await,
         Command::Counter { command } => counter(config, command).await,
+        Command::Revoke { node, grace } => revoke(config, &node, grace).await,
         Command::Server { port, data_dir, tick_ms } => server(port, data_dir, tick_ms).await,
         Command::Recipes { command: RecipesCommand::List } => recipes_list(&config),
         Command::Run { component, args } => run_custom(config, &component, &args).await,
@@ -457,6 +468,16 @@ async fn semaphore(
         ("WAZOO_SEMAPHORE_PATH", path.to_string()),
     ];
     hold(handle, RunUnder { command, grace, what: format!("lease of {path}"), env }).await
+}
+
+async fn revoke(config: HostConfig, node: &str, grace: Option<Duration>) -> anyhow::Result<u8> {
+    wazoo::paths::check_node(node).map_err(|why| anyhow::anyhow!("invalid node path: {why}"))?;
+    let host = Host::start(config).await?;
+    let mut handle = host.lock("lock").await?;
+    let released = handle.revoke(node, grace).await.map_err(|e| anyhow::anyhow!("revoking {node}: {e}"))?;
+    println!("{}", if released { "released" } else { "forced" });
+    handle.close().await;
+    Ok(0)
 }
 
 async fn elect(
@@ -756,9 +777,15 @@ async fn hold(mut claim: impl Claim, run: RunUnder<'_>) -> anyhow::Result<u8> {
             }
             reason = &mut lost => {
                 eprintln!("wazoo: {what} lost ({reason}); stopping the command");
+                // Stopping the command is the on-revoke step: the claim is let go after it.
                 stop(&mut child, grace).await;
+                if reason == wazoo::Lost::Revoked {
+                    if let Err(e) = claim.release().await {
+                        eprintln!("wazoo: releasing the revoked {what}: {e}");
+                    }
+                }
                 claim.close().await;
-                return Ok(EXIT_LOST);
+                return Ok(if reason == wazoo::Lost::Revoked { EXIT_REVOKED } else { EXIT_LOST });
             }
             _ = sigterm.recv() => forward(&child, libc::SIGTERM),
             _ = sigint.recv() => forward(&child, libc::SIGINT),

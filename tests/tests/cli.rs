@@ -365,3 +365,18 @@ async fn cli_double_barrier_runs_command_between_enter_and_leave() {
     let checker = client(&zk().address()).await;
     assert!(children(&checker, &path).await.is_empty(), "the timed-out entrant left nothing");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_holder_stops_and_releases_when_revoked() {
+    let checker = client(&zk().address()).await;
+    let path = unique("cli-revoke");
+    let (mut child, pid) = hold_with_cli(&path, &[]).await;
+    let node = format!("{path}/{}", children(&checker, &path).await[0]);
+    let (code, stdout, stderr) = output(wazoo().args(["revoke", &node])).await;
+    assert_eq!((code, stdout.trim()), (0, "released"), "{stderr}");
+    let status = within(LIMIT, "the holder lets go", child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(5), "revoked holders exit with 5");
+    assert!(stderr_of(&mut child).await.contains("revoked"));
+    assert!(!alive(pid), "the command was stopped");
+    assert!(children(&checker, &path).await.is_empty(), "the holder released its node");
+}

@@ -348,3 +348,28 @@ async fn waiting_for_the_lock_does_not_count_against_the_cpu_budget() {
     outcome.expect("a guest blocked on ZooKeeper must not be stopped by its CPU limit");
     waiter.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn revocation_is_seen_by_the_holder_and_forced_after_the_grace_period() {
+    let host = host().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("revoke");
+    let mut holder = host.lock("lock").await.unwrap();
+    let held = holder.acquire(&path, None).await.unwrap();
+    let lost = tokio::spawn(holder.lost());
+    let mut revoker = host.lock("lock").await.unwrap();
+    // Asked to let go, the holder is told so (its node stays until it releases)...
+    assert!(revoker.revoke(&held.node, None).await.unwrap());
+    assert_eq!(within(LIMIT, "the holder learns of the revocation", lost).await.unwrap(), Lost::Revoked);
+    assert_eq!(children(&checker, &path).await.len(), 1);
+    // ...and when it does not let go, the revoker deletes its node after the grace period.
+    let released = revoker.revoke(&held.node, Some(Duration::from_millis(300))).await.unwrap();
+    assert!(!released, "the revocation had to be forced");
+    assert!(children(&checker, &path).await.is_empty(), "forced revocation deleted the node");
+    assert!(revoker.revoke(&held.node, None).await.unwrap(), "revoking a node that is gone is done");
+    // A contender takes the lock at once.
+    let mut next = host.lock("lock").await.unwrap();
+    let taken = next.try_acquire(&path).await.unwrap().expect("the revoked lock is free");
+    assert!(taken.token > held.token);
+    next.release().await.unwrap();
+}

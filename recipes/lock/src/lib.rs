@@ -13,7 +13,7 @@ wit_bindgen::generate!({
 });
 
 use exports::wazoo::recipes::lock::{Guest, Held};
-use wazoo_guest::{self as zk, Deadline, Holding, ZkError};
+use wazoo_guest::{self as zk, Deadline, EventKind, Holding, ZkError};
 
 /// Curator's lock name: the sequence follows it.
 const LOCK_NAME: &str = "lock-";
@@ -46,6 +46,40 @@ impl Guest for Lock {
     fn release() -> Result<(), ZkError> {
         HOLDING.with(|h| h.release_deleting(|held| &held.node))
     }
+
+    fn revoke(node: String, grace_ms: Option<u64>) -> Result<bool, ZkError> {
+        zk::check_path(&node)?;
+        match zk::retrying(|| zk::set_data(&node, REVOKE, None)) {
+            Ok(_) => {}
+            Err(ZkError::NoNode) => return Ok(true),
+            Err(e) => return Err(e),
+        }
+        let Some(grace) = grace_ms else { return Ok(true) };
+        let deadline = Deadline::after_ms(Some(grace));
+        loop {
+            let (stat, watcher) = zk::retrying(|| zk::exists_watch(&node))?;
+            if stat.is_none() {
+                return Ok(true);
+            }
+            match watcher.wait(deadline.remaining_ms()) {
+                Ok(event) if matches!(event.kind, EventKind::SessionExpired | EventKind::SessionClosed) => {
+                    return Err(ZkError::SessionExpired)
+                }
+                Ok(_) => continue,
+                // The grace period is over: take the lock away.
+                Err(ZkError::Timeout) => {
+                    return match zk::delete_retrying(&node) {
+                        Ok(()) => Ok(false),
+                        Err(e) => Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }
+
+/// Curator's revocation message.
+const REVOKE: &[u8] = b"__REVOKE__";
 
 export!(Lock);
