@@ -81,6 +81,16 @@ pub(crate) mod config_recipe {
     });
 }
 
+pub(crate) mod transaction_recipe {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "wazoo:recipes/transaction-recipe",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
+    });
+}
+
 pub(crate) mod custom {
     wasmtime::component::bindgen!({
         path: "../wit",
@@ -101,6 +111,7 @@ pub(crate) use lock_recipe::LockRecipePre;
 pub(crate) use queue_recipe::QueueRecipePre;
 pub(crate) use rwlock_recipe::RwlockRecipePre;
 pub(crate) use semaphore_recipe::SemaphoreRecipePre;
+pub(crate) use transaction_recipe::TransactionRecipePre;
 
 pub use config_recipe::exports::wazoo::recipes::config::Entry;
 pub use election_recipe::exports::wazoo::recipes::election::{LeaderInfo, Leadership};
@@ -110,6 +121,7 @@ pub use lock_recipe::wazoo::zk::types::{EventKind, Stat, WatchEvent, ZkError};
 pub use queue_recipe::exports::wazoo::recipes::queue::Item;
 pub use rwlock_recipe::exports::wazoo::recipes::rwlock::{Held as RwHeld, Mode};
 pub use semaphore_recipe::exports::wazoo::recipes::semaphore::Lease;
+pub use transaction_recipe::exports::wazoo::recipes::two_phase_commit::{Ballot, Mode as TxMode, Outcome};
 
 /// Export names that identify each world, for `wazoo recipes list` and load-time checks.
 pub const LOCK_EXPORT: &str = "wazoo:recipes/lock@0.1.0";
@@ -120,6 +132,7 @@ pub const SEMAPHORE_EXPORT: &str = "wazoo:recipes/semaphore@0.1.0";
 pub const QUEUE_EXPORT: &str = "wazoo:recipes/queue@0.1.0";
 pub const GROUP_EXPORT: &str = "wazoo:recipes/group@0.1.0";
 pub const CONFIG_EXPORT: &str = "wazoo:recipes/config@0.1.0";
+pub const TRANSACTION_EXPORT: &str = "wazoo:recipes/two-phase-commit@0.1.0";
 pub const CUSTOM_EXPORT: &str = "run";
 
 /// Registers every `wazoo:zk` import on `linker`.

@@ -20,7 +20,10 @@ use crate::bindings::lock_recipe::LockRecipe;
 use crate::bindings::queue_recipe::QueueRecipe;
 use crate::bindings::rwlock_recipe::RwlockRecipe;
 use crate::bindings::semaphore_recipe::SemaphoreRecipe;
-use crate::bindings::{Entry, Held, Item, LeaderInfo, Leadership, Lease, Membership, Mode, RwHeld};
+use crate::bindings::transaction_recipe::TransactionRecipe;
+use crate::bindings::{
+    Ballot, Entry, Held, Item, LeaderInfo, Leadership, Lease, Membership, Mode, Outcome, RwHeld, TxMode,
+};
 use crate::error::RecipeError;
 use crate::keeper::Live;
 use crate::ledger::Ledger;
@@ -777,6 +780,66 @@ impl ConfigHandle {
         self.sandbox.enter()?;
         let result =
             self.bindings.wazoo_recipes_counter().call_add(&mut self.sandbox.store, path, delta).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+}
+
+/// A handle on one two-phase commit recipe instance.
+pub struct TransactionHandle {
+    sandbox: Sandbox,
+    bindings: TransactionRecipe,
+    node: Option<String>,
+}
+
+impl HasBindings for TransactionHandle {
+    type Bindings = TransactionRecipe;
+}
+
+handle_basics!(TransactionHandle);
+
+impl TransactionHandle {
+    /// Starts transaction `tx` over `sites` and waits for its outcome.
+    pub async fn coordinate(
+        &mut self,
+        tx: &str,
+        sites: &[String],
+        payload: &[u8],
+        mode: TxMode,
+        timeout: Option<Duration>,
+    ) -> Result<Outcome, RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result = self
+            .bindings
+            .wazoo_recipes_two_phase_commit()
+            .call_coordinate(&mut self.sandbox.store, tx, sites, payload, mode, ms)
+            .await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// The transaction's payload.
+    pub async fn payload(&mut self, tx: &str) -> Result<Vec<u8>, RecipeError> {
+        self.sandbox.enter()?;
+        let result =
+            self.bindings.wazoo_recipes_two_phase_commit().call_payload(&mut self.sandbox.store, tx).await;
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Votes as `site` and waits for the outcome.
+    pub async fn vote(
+        &mut self,
+        tx: &str,
+        site: &str,
+        ballot: Ballot,
+        timeout: Option<Duration>,
+    ) -> Result<Outcome, RecipeError> {
+        self.sandbox.enter()?;
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let result = self
+            .bindings
+            .wazoo_recipes_two_phase_commit()
+            .call_vote(&mut self.sandbox.store, tx, site, ballot, ms)
+            .await;
         Ok(self.sandbox.leave(result).await??)
     }
 }

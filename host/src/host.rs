@@ -11,12 +11,12 @@ use wasmtime::Engine;
 
 use crate::bindings::{
     self, BarrierRecipePre, ConfigRecipePre, CustomPre, ElectionRecipePre, GroupRecipePre, LockRecipePre,
-    QueueRecipePre, RwlockRecipePre, SemaphoreRecipePre,
+    QueueRecipePre, RwlockRecipePre, SemaphoreRecipePre, TransactionRecipePre,
 };
 use crate::faults::Faults;
 use crate::handle::{
     BarrierHandle, ConfigHandle, CustomHandle, ElectionHandle, GroupHandle, LockHandle, QueueHandle,
-    RwLockHandle, Sandbox, SemaphoreHandle,
+    RwLockHandle, Sandbox, SemaphoreHandle, TransactionHandle,
 };
 use crate::keeper::{Keeper, KeeperConfig, Live};
 use crate::ledger::Ledger;
@@ -138,6 +138,11 @@ impl Host {
     /// A new configuration and counter handle.
     pub async fn config(&self, recipe: &str) -> anyhow::Result<ConfigHandle> {
         instantiate!(self, recipe, World::Config, ConfigRecipePre, ConfigHandle)
+    }
+
+    /// A new two-phase commit handle.
+    pub async fn transaction(&self, recipe: &str) -> anyhow::Result<TransactionHandle> {
+        instantiate!(self, recipe, World::Transaction, TransactionRecipePre, TransactionHandle)
     }
 
     /// A new handle on a custom recipe component.

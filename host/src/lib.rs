@@ -23,13 +23,13 @@ mod watch;
 mod znode;
 
 pub use bindings::{
-    Entry, EventKind, Held, Item, LeaderInfo, Leadership, Lease, Member, Membership, Mode, RwHeld, Stat,
-    WatchEvent, ZkError,
+    Ballot, Entry, EventKind, Held, Item, LeaderInfo, Leadership, Lease, Member, Membership, Mode, Outcome,
+    RwHeld, Stat, TxMode, WatchEvent, ZkError,
 };
 pub use error::RecipeError;
 pub use handle::{
     BarrierHandle, Claim, ConfigHandle, CustomHandle, ElectionHandle, GroupHandle, LockHandle, Lost,
-    QueueHandle, RwLockHandle, SemaphoreHandle,
+    QueueHandle, RwLockHandle, SemaphoreHandle, TransactionHandle,
 };
 pub use host::{Host, HostConfig};
 pub use keeper::{KeeperConfig, Live};

@@ -19,6 +19,8 @@ const EXIT_TIMEOUT: u8 = 3;
 const EXIT_LOST: u8 = 4;
 /// Exit status when another client revoked the lock and the command was stopped.
 const EXIT_REVOKED: u8 = 5;
+/// Exit status when a two-phase commit transaction aborted.
+const EXIT_ABORTED: u8 = 6;
 
 #[derive(Parser)]
 #[command(
@@ -165,6 +167,12 @@ enum Command {
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
     },
+    /// Two-phase commit: coordinate a transaction, or vote in one as a site
+    #[command(name = "2pc")]
+    TwoPhaseCommit {
+        #[command(subcommand)]
+        command: TxCommand,
+    },
     /// Barrier at PATH (kazoo-compatible): set it up, remove it, or wait until it is down
     Barrier {
         #[command(subcommand)]
@@ -281,6 +289,36 @@ enum CounterCommand {
 }
 
 #[derive(Subcommand)]
+enum TxCommand {
+    /// Start transaction TX over SITES and print its outcome (exit status 6 if aborted)
+    Coordinate {
+        tx: String,
+        /// Comma-separated site names
+        #[arg(long, value_delimiter = ',', required = true)]
+        sites: Vec<String>,
+        /// The transaction's payload, read by the sites
+        #[arg(long, default_value = "")]
+        payload: String,
+        /// all-to-all (every site watches every vote) or coordinated (only the coordinator does)
+        #[arg(long, default_value = "coordinated", value_parser = parse_tx_mode)]
+        mode: wazoo::TxMode,
+        /// Abort if not every site has voted within this time
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
+    },
+    /// Vote commit or abort in TX as SITE and print the outcome (exit status 6 if aborted)
+    Vote {
+        tx: String,
+        #[arg(long)]
+        site: String,
+        #[arg(value_parser = parse_ballot)]
+        ballot: wazoo::Ballot,
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
+    },
+}
+
+#[derive(Subcommand)]
 enum BarrierCommand {
     /// Put the barrier up (creating missing parents)
     Set { path: String },
@@ -343,6 +381,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Leader { path, watch, recipe } => leader(config, &path, watch, &recipe).await,
         Command::Barrier { command } => barrier(config, command).await,
+        Command::TwoPhaseCommit { command } => two_phase_commit(config, command).await,
         Command::DoubleBarrier { path, count, timeout, command } => {
             double_barrier(config, &path, count, timeout, &command).await
         }
@@ -704,6 +743,49 @@ async fn double_barrier(
     }
     handle.close().await;
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)).clamp(0, 255) as u8)
+}
+
+async fn two_phase_commit(config: HostConfig, command: TxCommand) -> anyhow::Result<u8> {
+    let tx = match &command {
+        TxCommand::Coordinate { tx, .. } | TxCommand::Vote { tx, .. } => tx.clone(),
+    };
+    wazoo::paths::check_node(&tx).map_err(|why| anyhow::anyhow!("invalid transaction path: {why}"))?;
+    let host = Host::start(config).await?;
+    let mut handle = host.transaction("transaction").await?;
+    let outcome = match command {
+        TxCommand::Coordinate { sites, payload, mode, timeout, .. } => {
+            handle.coordinate(&tx, &sites, payload.as_bytes(), mode, timeout).await
+        }
+        TxCommand::Vote { site, ballot, timeout, .. } => handle.vote(&tx, &site, ballot, timeout).await,
+    }
+    .map_err(|e| anyhow::anyhow!("transaction {tx}: {e}"))?;
+    handle.close().await;
+    Ok(match outcome {
+        wazoo::Outcome::Committed => {
+            println!("committed");
+            0
+        }
+        wazoo::Outcome::Aborted => {
+            println!("aborted");
+            EXIT_ABORTED
+        }
+    })
+}
+
+fn parse_tx_mode(text: &str) -> Result<wazoo::TxMode, String> {
+    match text {
+        "all-to-all" => Ok(wazoo::TxMode::AllToAll),
+        "coordinated" => Ok(wazoo::TxMode::Coordinated),
+        _ => Err(format!("expected all-to-all or coordinated, not {text:?}")),
+    }
+}
+
+fn parse_ballot(text: &str) -> Result<wazoo::Ballot, String> {
+    match text {
+        "commit" => Ok(wazoo::Ballot::Commit),
+        "abort" => Ok(wazoo::Ballot::Abort),
+        _ => Err(format!("expected commit or abort, not {text:?}")),
+    }
 }
 
 async fn barrier(config: HostConfig, command: BarrierCommand) -> anyhow::Result<u8> {

@@ -12,7 +12,7 @@ use wasmtime::Engine;
 
 use crate::bindings::{
     BARRIER_EXPORT, CONFIG_EXPORT, CUSTOM_EXPORT, ELECTION_EXPORT, GROUP_EXPORT, LOCK_EXPORT, QUEUE_EXPORT,
-    RWLOCK_EXPORT, SEMAPHORE_EXPORT,
+    RWLOCK_EXPORT, SEMAPHORE_EXPORT, TRANSACTION_EXPORT,
 };
 
 /// The recipe worlds a component can target.
@@ -34,6 +34,8 @@ pub enum World {
     Group,
     /// `wazoo:recipes/config-recipe`
     Config,
+    /// `wazoo:recipes/transaction-recipe`
+    Transaction,
     /// `wazoo:recipes/custom`
     Custom,
 }
@@ -49,6 +51,7 @@ impl World {
             World::Queue => "wazoo:recipes/queue-recipe@0.1.0",
             World::Group => "wazoo:recipes/group-recipe@0.1.0",
             World::Config => "wazoo:recipes/config-recipe@0.1.0",
+            World::Transaction => "wazoo:recipes/transaction-recipe@0.1.0",
             World::Custom => "wazoo:recipes/custom@0.1.0",
         }
     }
@@ -140,6 +143,7 @@ impl Registry {
                 (QUEUE_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Queue),
                 (GROUP_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Group),
                 (CONFIG_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Config),
+                (TRANSACTION_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Transaction),
                 (CUSTOM_EXPORT, ComponentItem::ComponentFunc(_)) => return Ok(World::Custom),
                 _ => exports.push(name.to_string()),
             }

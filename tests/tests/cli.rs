@@ -380,3 +380,25 @@ async fn cli_holder_stops_and_releases_when_revoked() {
     assert!(!alive(pid), "the command was stopped");
     assert!(children(&checker, &path).await.is_empty(), "the holder released its node");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_two_phase_commit() {
+    let checker = client(&zk().address()).await;
+    let tx = unique("cli-2pc");
+    let mut coordinate = wazoo();
+    coordinate.args(["2pc", "coordinate", &tx, "--sites", "a,b", "--mode", "all-to-all", "--timeout", "30s"]);
+    let coordinating = tokio::spawn(async move { output(&mut coordinate).await });
+    wait_children(&checker, &tx, 1).await;
+    let mut a = wazoo();
+    a.args(["2pc", "vote", &tx, "--site", "a", "commit"]);
+    let a = tokio::spawn(async move { output(&mut a).await });
+    let (code, stdout, stderr) = output(wazoo().args(["2pc", "vote", &tx, "--site", "b", "abort"])).await;
+    assert_eq!((code, stdout.trim()), (6, "aborted"), "{stderr}");
+    let (code, stdout, _) = a.await.unwrap();
+    assert_eq!((code, stdout.trim()), (6, "aborted"));
+    let (code, stdout, _) = coordinating.await.unwrap();
+    assert_eq!((code, stdout.trim()), (6, "aborted"));
+    let (code, _, stderr) = output(wazoo().args(["2pc", "vote", &tx, "--site", "z", "commit"])).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("not a site"), "{stderr}");
+}
