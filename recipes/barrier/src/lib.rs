@@ -2,38 +2,19 @@
 //! Wire compatible with kazoo's `Barrier` (a persistent node at the barrier path). And the
 //! double barrier, 1.3.1, with the seed's leave that wakes one process per departure.
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "wazoo:recipes/barrier-recipe@0.1.0",
-    with: {
-        "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
-        "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
-        "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
-        "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
-    },
-});
+wazoo_guest::recipe_world!("wazoo:recipes/barrier-recipe@0.1.0");
 
 use std::cell::RefCell;
 
 use exports::wazoo::recipes::barrier::Guest;
 use exports::wazoo::recipes::double_barrier::Guest as DoubleGuest;
-use wazoo_guest::{self as zk, CreateMode, Deadline, EventKind, Watcher, ZkError};
+use wazoo_guest::{self as zk, CreateMode, Deadline, EventKind, ZkError};
 
 const PROC: &str = "proc-";
 
 thread_local! {
     /// The double barrier this handle entered: its path and our process node.
     static ENTERED: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
-}
-
-fn wait_on(watcher: &Watcher, deadline: Deadline) -> Result<(), ZkError> {
-    if deadline.expired() {
-        return Err(ZkError::Timeout);
-    }
-    match watcher.wait(deadline.remaining_ms())?.kind {
-        EventKind::SessionExpired | EventKind::SessionClosed => Err(ZkError::SessionExpired),
-        _ => Ok(()),
-    }
 }
 
 /// The process nodes under `path`, ordered by sequence.
@@ -67,7 +48,7 @@ impl DoubleGuest for Barrier {
                     Err(e) => Err(e),
                 };
             }
-            wait_on(&watcher, deadline)?;
+            zk::wait_on(&watcher, deadline)?;
         })();
         match entered {
             Ok(()) => {
@@ -109,7 +90,7 @@ impl DoubleGuest for Barrier {
             };
             let (stat, watcher) = zk::retrying(|| zk::exists_watch(&zk::join(&path, &watch)))?;
             if stat.is_some() {
-                wait_on(&watcher, deadline)?;
+                zk::wait_on(&watcher, deadline)?;
             }
         }
         // The last to leave closes the barrier for its next use.

@@ -1,16 +1,7 @@
 //! Configuration and name service (ZooKeeper "Recipes and Solutions" 1.2), and a shared counter:
 //! values are the data of persistent nodes, changed by versioned compare-and-set.
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "wazoo:recipes/config-recipe@0.1.0",
-    with: {
-        "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
-        "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
-        "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
-        "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
-    },
-});
+wazoo_guest::recipe_world!("wazoo:recipes/config-recipe@0.1.0");
 
 use exports::wazoo::recipes::config::{Entry, Guest as Config};
 use exports::wazoo::recipes::counter::Guest as Counter;

@@ -3,16 +3,7 @@
 //! and Curator lacks: observing the leader without contending, resigning, and the seed's
 //! acknowledgement that the leader procedure ran.
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "wazoo:recipes/election-recipe@0.1.0",
-    with: {
-        "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
-        "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
-        "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
-        "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
-    },
-});
+wazoo_guest::recipe_world!("wazoo:recipes/election-recipe@0.1.0");
 
 use std::cell::RefCell;
 

@@ -1,21 +1,12 @@
 //! Group membership, ZooKeeper "Recipes and Solutions" 1.2: members are ephemeral children
 //! holding their data; a watcher waits on the group's child version.
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "wazoo:recipes/group-recipe@0.1.0",
-    with: {
-        "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
-        "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
-        "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
-        "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
-    },
-});
+wazoo_guest::recipe_world!("wazoo:recipes/group-recipe@0.1.0");
 
 use std::cell::RefCell;
 
 use exports::wazoo::recipes::group::{Guest, Member, Membership};
-use wazoo_guest::{self as zk, CreateMode, Deadline, EventKind, ZkError};
+use wazoo_guest::{self as zk, CreateMode, Deadline, ZkError};
 
 thread_local! {
     static JOINED: RefCell<Option<String>> = const { RefCell::new(None) };
@@ -72,7 +63,7 @@ impl Guest for Group {
                     // No group yet and none known: wait for it to be created.
                     let (stat, watcher) = zk::retrying(|| zk::exists_watch(&path))?;
                     if stat.is_none() {
-                        wait_on(&watcher, deadline)?;
+                        zk::wait_on(&watcher, deadline)?;
                     }
                     continue;
                 }
@@ -81,7 +72,7 @@ impl Guest for Group {
             if stat.cversion != known {
                 return membership(&path);
             }
-            wait_on(&watcher, deadline)?;
+            zk::wait_on(&watcher, deadline)?;
         }
     }
 }
@@ -107,16 +98,6 @@ fn membership(path: &str) -> Result<Membership, ZkError> {
         }
     }
     Ok(Membership { members, version: stat.cversion })
-}
-
-fn wait_on(watcher: &zk::Watcher, deadline: Deadline) -> Result<(), ZkError> {
-    if deadline.expired() {
-        return Err(ZkError::Timeout);
-    }
-    match watcher.wait(deadline.remaining_ms())?.kind {
-        EventKind::SessionExpired | EventKind::SessionClosed => Err(ZkError::SessionExpired),
-        _ => Ok(()),
-    }
 }
 
 export!(Group);

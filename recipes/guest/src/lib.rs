@@ -242,6 +242,36 @@ pub fn wait_for_change(path: &str, deadline: Deadline) -> Result<()> {
     }
 }
 
+/// Blocks until `watcher` fires (`session-expired` if the session ended), or the deadline passes
+/// (`timeout`).
+pub fn wait_on(watcher: &Watcher, deadline: Deadline) -> Result<()> {
+    if deadline.expired() {
+        return Err(ZkError::Timeout);
+    }
+    match watcher.wait(deadline.remaining_ms())?.kind {
+        EventKind::SessionExpired | EventKind::SessionClosed => Err(ZkError::SessionExpired),
+        _ => Ok(()),
+    }
+}
+
+/// Generates a recipe's bindings for `world` (e.g. `"wazoo:recipes/lock-recipe@0.1.0"`), reusing
+/// this crate's `wazoo:zk` imports. Recipe crates live in `recipes/NAME`, beside `wit/`.
+#[macro_export]
+macro_rules! recipe_world {
+    ($world:literal) => {
+        wit_bindgen::generate!({
+            path: "../../wit",
+            world: $world,
+            with: {
+                "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
+                "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
+                "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
+                "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
+            },
+        });
+    };
+}
+
 /// Deletes `path`, trying again through connection loss. A node already gone (or gone with an
 /// expired session) counts as deleted.
 pub fn delete_retrying(path: &str) -> Result<()> {

@@ -1,16 +1,7 @@
 //! Exclusive lock, ZooKeeper "Recipes and Solutions" 1.5.1, in Curator's `InterProcessMutex`
 //! wire format (`<path>/_c_<uuid>-lock-<seq>`), so Curator clients and wazoo exclude each other.
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "wazoo:recipes/lock-recipe@0.1.0",
-    with: {
-        "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
-        "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
-        "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
-        "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
-    },
-});
+wazoo_guest::recipe_world!("wazoo:recipes/lock-recipe@0.1.0");
 
 use exports::wazoo::recipes::lock::{Guest, Held};
 use wazoo_guest::{self as zk, Deadline, EventKind, Holding, ZkError};

@@ -7,22 +7,13 @@
 //! a new higher-priority item is never passed over; in a plain queue new items always sort after
 //! the cached ones, so the batch is used up first (one getChildren per batch).
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "wazoo:recipes/queue-recipe@0.1.0",
-    with: {
-        "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
-        "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
-        "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
-        "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
-    },
-});
+wazoo_guest::recipe_world!("wazoo:recipes/queue-recipe@0.1.0");
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use exports::wazoo::recipes::queue::{Guest, Item};
-use wazoo_guest::{self as zk, CreateMode, Deadline, DeleteOp, EventKind, Op, Watcher, ZkError};
+use wazoo_guest::{self as zk, CreateMode, Deadline, DeleteOp, Op, Watcher, ZkError};
 
 const ITEM: &str = "queue-";
 
@@ -76,7 +67,7 @@ fn next_name(path: &str, deadline: Deadline) -> Result<String, ZkError> {
                 // No queue yet: wait for it to appear.
                 let (stat, watcher) = zk::retrying(|| zk::exists_watch(path))?;
                 if stat.is_none() {
-                    wait_on(&watcher, deadline)?;
+                    zk::wait_on(&watcher, deadline)?;
                 }
                 continue;
             }
@@ -86,21 +77,11 @@ fn next_name(path: &str, deadline: Deadline) -> Result<String, ZkError> {
             zk::sorted(children.into_iter().filter(|c| c.starts_with(ITEM)).collect(), &[ITEM]).into();
         if names.is_empty() {
             // Empty: wait for the watch set with this very listing.
-            wait_on(&watcher, deadline)?;
+            zk::wait_on(&watcher, deadline)?;
             continue;
         }
         let prioritised = names.iter().any(|n| is_prioritised(n));
         BATCH.with(|b| *b.borrow_mut() = Some(Batch { path: path.to_string(), names, watcher, prioritised }));
-    }
-}
-
-fn wait_on(watcher: &Watcher, deadline: Deadline) -> Result<(), ZkError> {
-    if deadline.expired() {
-        return Err(ZkError::Timeout);
-    }
-    match watcher.wait(deadline.remaining_ms())?.kind {
-        EventKind::SessionExpired | EventKind::SessionClosed => Err(ZkError::SessionExpired),
-        _ => Ok(()),
     }
 }
 

@@ -2,16 +2,7 @@
 //! `InterProcessReadWriteLock` wire format: `<path>/_c_<uuid>-__READ__<seq>` and
 //! `<path>/_c_<uuid>-__WRIT__<seq>`, ordered together by sequence.
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "wazoo:recipes/rwlock-recipe@0.1.0",
-    with: {
-        "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
-        "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
-        "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
-        "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
-    },
-});
+wazoo_guest::recipe_world!("wazoo:recipes/rwlock-recipe@0.1.0");
 
 use exports::wazoo::recipes::rwlock::{Guest, Held, Mode};
 use wazoo_guest::{self as zk, Deadline, Holding, Turn, ZkError};

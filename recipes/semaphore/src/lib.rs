@@ -2,16 +2,7 @@
 //! sequential `<path>/leases/_c_<uuid>-lease-<seq>`; a waiter holds the mutex `<path>/locks`
 //! while it waits, so only one process watches the leases and each release wakes only it.
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "wazoo:recipes/semaphore-recipe@0.1.0",
-    with: {
-        "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
-        "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
-        "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
-        "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
-    },
-});
+wazoo_guest::recipe_world!("wazoo:recipes/semaphore-recipe@0.1.0");
 
 use std::cell::RefCell;
 

@@ -3,21 +3,12 @@
 //! their own ephemeral vote nodes so a failed site is detected, and the outcome is a single
 //! `decision` node whose first writer decides for everyone.
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "wazoo:recipes/transaction-recipe@0.1.0",
-    with: {
-        "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
-        "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
-        "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
-        "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
-    },
-});
+wazoo_guest::recipe_world!("wazoo:recipes/transaction-recipe@0.1.0");
 
 use std::collections::HashSet;
 
 use exports::wazoo::recipes::two_phase_commit::{Ballot, Guest, Mode, Outcome};
-use wazoo_guest::{self as zk, CreateMode, Deadline, EventKind, Watcher, ZkError};
+use wazoo_guest::{self as zk, CreateMode, Deadline, ZkError};
 
 const SITE: &str = "site-";
 
@@ -90,20 +81,10 @@ fn tally(tx: &str, sites: &[String], deadline: Deadline) -> Result<Outcome, ZkEr
         if commits == sites.len() {
             return Ok(Outcome::Committed);
         }
-        match wait_on(&watcher, deadline) {
+        match zk::wait_on(&watcher, deadline) {
             Err(ZkError::Timeout) => return Ok(Outcome::Aborted),
             other => other?,
         }
-    }
-}
-
-fn wait_on(watcher: &Watcher, deadline: Deadline) -> Result<(), ZkError> {
-    if deadline.expired() {
-        return Err(ZkError::Timeout);
-    }
-    match watcher.wait(deadline.remaining_ms())?.kind {
-        EventKind::SessionExpired | EventKind::SessionClosed => Err(ZkError::SessionExpired),
-        _ => Ok(()),
     }
 }
 
@@ -115,7 +96,7 @@ fn await_decision(tx: &str, deadline: Deadline) -> Result<Outcome, ZkError> {
         if stat.is_some() {
             return decision(tx)?.ok_or(ZkError::NoNode);
         }
-        match wait_on(&watcher, deadline) {
+        match zk::wait_on(&watcher, deadline) {
             Err(ZkError::Timeout) => return decide(tx, Outcome::Aborted),
             other => other?,
         }

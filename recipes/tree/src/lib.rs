@@ -1,16 +1,7 @@
 //! `wazoo run tree PATH [--depth N]`: prints the subtree under PATH, one node a line, with its
 //! data size and, for ephemeral nodes, the owning session. A small example of the `custom` world.
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "wazoo:recipes/custom@0.1.0",
-    with: {
-        "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
-        "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
-        "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
-        "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
-    },
-});
+wazoo_guest::recipe_world!("wazoo:recipes/custom@0.1.0");
 
 use std::fmt::Write as _;
 
