@@ -271,6 +271,16 @@ pub(crate) trait HasBindings {
     type Bindings;
 }
 
+/// Calls an export under the sandbox's rule ([`Sandbox::enter`], then [`Sandbox::leave`]):
+/// `call!(self, interface.call_method(args…))` yields the recipe's own `Result`.
+macro_rules! call {
+    ($self:ident, $iface:ident . $method:ident ( $($arg:expr),* )) => {{
+        $self.sandbox.enter()?;
+        let result = $self.bindings.$iface().$method(&mut $self.sandbox.store, $($arg),*).await;
+        $self.sandbox.leave(result).await?
+    }};
+}
+
 /// A handle on one lock recipe instance.
 pub struct LockHandle {
     sandbox: Sandbox,
@@ -288,19 +298,15 @@ claim!(LockHandle);
 impl LockHandle {
     /// Blocks until the lock at `path` is held, or `timeout` passes.
     pub async fn acquire(&mut self, path: &str, timeout: Option<Duration>) -> Result<Held, RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result = self.bindings.wazoo_recipes_lock().call_acquire(&mut self.sandbox.store, path, ms).await;
-        let held = self.sandbox.leave(result).await??;
+        let held = call!(self, wazoo_recipes_lock.call_acquire(path, ms))?;
         self.claimed(Some(&held.node));
         Ok(held)
     }
 
     /// Takes the lock only if it is free right now.
     pub async fn try_acquire(&mut self, path: &str) -> Result<Option<Held>, RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_lock().call_try_acquire(&mut self.sandbox.store, path).await;
-        let held = self.sandbox.leave(result).await??;
+        let held = call!(self, wazoo_recipes_lock.call_try_acquire(path))?;
         if let Some(h) = &held {
             self.claimed(Some(&h.node));
         }
@@ -308,9 +314,7 @@ impl LockHandle {
     }
 
     pub async fn release(&mut self) -> Result<(), RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_lock().call_release(&mut self.sandbox.store).await;
-        self.sandbox.leave(result).await??;
+        call!(self, wazoo_recipes_lock.call_release())?;
         self.claimed(None);
         Ok(())
     }
@@ -318,10 +322,8 @@ impl LockHandle {
     /// Asks the holder of `node` to let go; with `grace`, deletes the node after it. True if the
     /// holder released, false if it was forced.
     pub async fn revoke(&mut self, node: &str, grace: Option<Duration>) -> Result<bool, RecipeError> {
-        self.sandbox.enter()?;
         let ms = grace.map(|t| t.as_millis() as u64);
-        let result = self.bindings.wazoo_recipes_lock().call_revoke(&mut self.sandbox.store, node, ms).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_lock.call_revoke(node, ms))?)
     }
 }
 
@@ -347,21 +349,15 @@ impl RwLockHandle {
         mode: Mode,
         timeout: Option<Duration>,
     ) -> Result<RwHeld, RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result =
-            self.bindings.wazoo_recipes_rwlock().call_acquire(&mut self.sandbox.store, path, mode, ms).await;
-        let held = self.sandbox.leave(result).await??;
+        let held = call!(self, wazoo_recipes_rwlock.call_acquire(path, mode, ms))?;
         self.claimed(Some(&held.node));
         Ok(held)
     }
 
     /// Takes the lock in `mode` only if that is possible right now.
     pub async fn try_acquire(&mut self, path: &str, mode: Mode) -> Result<Option<RwHeld>, RecipeError> {
-        self.sandbox.enter()?;
-        let result =
-            self.bindings.wazoo_recipes_rwlock().call_try_acquire(&mut self.sandbox.store, path, mode).await;
-        let held = self.sandbox.leave(result).await??;
+        let held = call!(self, wazoo_recipes_rwlock.call_try_acquire(path, mode))?;
         if let Some(h) = &held {
             self.claimed(Some(&h.node));
         }
@@ -369,9 +365,7 @@ impl RwLockHandle {
     }
 
     pub async fn release(&mut self) -> Result<(), RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_rwlock().call_release(&mut self.sandbox.store).await;
-        self.sandbox.leave(result).await??;
+        call!(self, wazoo_recipes_rwlock.call_release())?;
         self.claimed(None);
         Ok(())
     }
@@ -412,38 +406,28 @@ impl ElectionHandle {
         id: &str,
         timeout: Option<Duration>,
     ) -> Result<Leadership, RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result =
-            self.bindings.wazoo_recipes_election().call_campaign(&mut self.sandbox.store, path, id, ms).await;
-        let leadership = self.sandbox.leave(result).await??;
+        let leadership = call!(self, wazoo_recipes_election.call_campaign(path, id, ms))?;
         self.claimed(Some(&leadership.node));
         Ok(leadership)
     }
 
     /// Records that the leader procedure ran, for observers to see.
     pub async fn acknowledge(&mut self, note: &str) -> Result<(), RecipeError> {
-        self.sandbox.enter()?;
-        let result =
-            self.bindings.wazoo_recipes_election().call_acknowledge(&mut self.sandbox.store, note).await;
-        self.sandbox.leave(result).await??;
+        call!(self, wazoo_recipes_election.call_acknowledge(note))?;
         Ok(())
     }
 
     /// Gives up leadership or candidacy.
     pub async fn resign(&mut self) -> Result<(), RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_election().call_resign(&mut self.sandbox.store).await;
-        self.sandbox.leave(result).await??;
+        call!(self, wazoo_recipes_election.call_resign())?;
         self.claimed(None);
         Ok(())
     }
 
     /// The current leader of the election at `path`, without contending.
     pub async fn leader(&mut self, path: &str) -> Result<Option<LeaderInfo>, RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_election().call_leader(&mut self.sandbox.store, path).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_election.call_leader(path))?)
     }
 
     /// Blocks until the leader differs from `known` (a leader node), or `timeout` passes.
@@ -453,14 +437,8 @@ impl ElectionHandle {
         known: Option<&str>,
         timeout: Option<Duration>,
     ) -> Result<Option<LeaderInfo>, RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result = self
-            .bindings
-            .wazoo_recipes_election()
-            .call_observe(&mut self.sandbox.store, path, known, ms)
-            .await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_election.call_observe(path, known, ms))?)
     }
 }
 
@@ -480,24 +458,18 @@ handle_basics!(BarrierHandle);
 impl BarrierHandle {
     /// Puts the barrier at `path` up; false if it was already up.
     pub async fn set(&mut self, path: &str) -> Result<bool, RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_barrier().call_set(&mut self.sandbox.store, path).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_barrier.call_set(path))?)
     }
 
     /// Takes the barrier down; false if it was not up.
     pub async fn remove(&mut self, path: &str) -> Result<bool, RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_barrier().call_remove(&mut self.sandbox.store, path).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_barrier.call_remove(path))?)
     }
 
     /// Blocks until the barrier is down, or `timeout` passes.
     pub async fn wait(&mut self, path: &str, timeout: Option<Duration>) -> Result<(), RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result = self.bindings.wazoo_recipes_barrier().call_wait(&mut self.sandbox.store, path, ms).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_barrier.call_wait(path, ms))?)
     }
 
     /// Enters the double barrier at `path`; blocks until `count` participants are in.
@@ -507,23 +479,14 @@ impl BarrierHandle {
         count: u32,
         timeout: Option<Duration>,
     ) -> Result<(), RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result = self
-            .bindings
-            .wazoo_recipes_double_barrier()
-            .call_enter(&mut self.sandbox.store, path, count, ms)
-            .await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_double_barrier.call_enter(path, count, ms))?)
     }
 
     /// Leaves the double barrier; blocks until every participant has left.
     pub async fn leave_double(&mut self, timeout: Option<Duration>) -> Result<(), RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result =
-            self.bindings.wazoo_recipes_double_barrier().call_leave(&mut self.sandbox.store, ms).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_double_barrier.call_leave(ms))?)
     }
 }
 
@@ -549,27 +512,15 @@ impl SemaphoreHandle {
         max_leases: u32,
         timeout: Option<Duration>,
     ) -> Result<Lease, RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result = self
-            .bindings
-            .wazoo_recipes_semaphore()
-            .call_acquire(&mut self.sandbox.store, path, max_leases, ms)
-            .await;
-        let lease = self.sandbox.leave(result).await??;
+        let lease = call!(self, wazoo_recipes_semaphore.call_acquire(path, max_leases, ms))?;
         self.claimed(Some(&lease.node));
         Ok(lease)
     }
 
     /// Takes a lease only if one is free right now.
     pub async fn try_acquire(&mut self, path: &str, max_leases: u32) -> Result<Option<Lease>, RecipeError> {
-        self.sandbox.enter()?;
-        let result = self
-            .bindings
-            .wazoo_recipes_semaphore()
-            .call_try_acquire(&mut self.sandbox.store, path, max_leases)
-            .await;
-        let lease = self.sandbox.leave(result).await??;
+        let lease = call!(self, wazoo_recipes_semaphore.call_try_acquire(path, max_leases))?;
         if let Some(l) = &lease {
             self.claimed(Some(&l.node));
         }
@@ -577,9 +528,7 @@ impl SemaphoreHandle {
     }
 
     pub async fn release(&mut self) -> Result<(), RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_semaphore().call_release(&mut self.sandbox.store).await;
-        self.sandbox.leave(result).await??;
+        call!(self, wazoo_recipes_semaphore.call_release())?;
         self.claimed(None);
         Ok(())
     }
@@ -607,43 +556,29 @@ impl QueueHandle {
         priority: Option<u8>,
         ephemeral: bool,
     ) -> Result<String, RecipeError> {
-        self.sandbox.enter()?;
-        let result = self
-            .bindings
-            .wazoo_recipes_queue()
-            .call_put(&mut self.sandbox.store, path, data, priority, ephemeral)
-            .await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_queue.call_put(path, data, priority, ephemeral))?)
     }
 
     /// Removes and returns the head item (delete-to-claim), or `timeout`.
     pub async fn take(&mut self, path: &str, timeout: Option<Duration>) -> Result<Item, RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result = self.bindings.wazoo_recipes_queue().call_take(&mut self.sandbox.store, path, ms).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_queue.call_take(path, ms))?)
     }
 
     /// Claims the head unclaimed item without deleting it (two-phase take), or `timeout`.
     pub async fn claim(&mut self, path: &str, timeout: Option<Duration>) -> Result<Item, RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result = self.bindings.wazoo_recipes_queue().call_claim(&mut self.sandbox.store, path, ms).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_queue.call_claim(path, ms))?)
     }
 
     /// Deletes a claimed item and its claim.
     pub async fn ack(&mut self, node: &str) -> Result<(), RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_queue().call_ack(&mut self.sandbox.store, node).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_queue.call_ack(node))?)
     }
 
     /// Items in the queue.
     pub async fn len(&mut self, path: &str) -> Result<u32, RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_queue().call_len(&mut self.sandbox.store, path).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_queue.call_len(path))?)
     }
 }
 
@@ -677,10 +612,7 @@ impl Claim for GroupHandle {
 impl GroupHandle {
     /// Joins the group at `path` as `name` with `data`.
     pub async fn join(&mut self, path: &str, name: &str, data: &[u8]) -> Result<(), RecipeError> {
-        self.sandbox.enter()?;
-        let result =
-            self.bindings.wazoo_recipes_group().call_join(&mut self.sandbox.store, path, name, data).await;
-        self.sandbox.leave(result).await??;
+        call!(self, wazoo_recipes_group.call_join(path, name, data))?;
         let node = if path == "/" { format!("/{name}") } else { format!("{path}/{name}") };
         self.claimed(Some(&node));
         Ok(())
@@ -688,18 +620,14 @@ impl GroupHandle {
 
     /// Leaves the group this handle joined.
     pub async fn leave(&mut self) -> Result<(), RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_group().call_leave(&mut self.sandbox.store).await;
-        self.sandbox.leave(result).await??;
+        call!(self, wazoo_recipes_group.call_leave())?;
         self.claimed(None);
         Ok(())
     }
 
     /// The current members.
     pub async fn members(&mut self, path: &str) -> Result<Membership, RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_group().call_members(&mut self.sandbox.store, path).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_group.call_members(path))?)
     }
 
     /// Blocks until the membership version differs from `known`, or `timeout` passes.
@@ -709,11 +637,8 @@ impl GroupHandle {
         known: i32,
         timeout: Option<Duration>,
     ) -> Result<Membership, RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result =
-            self.bindings.wazoo_recipes_group().call_watch(&mut self.sandbox.store, path, known, ms).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_group.call_watch(path, known, ms))?)
     }
 }
 
@@ -733,9 +658,7 @@ handle_basics!(ConfigHandle);
 impl ConfigHandle {
     /// The value at `path`, or none.
     pub async fn get(&mut self, path: &str) -> Result<Option<Entry>, RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_config().call_get(&mut self.sandbox.store, path).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_config.call_get(path))?)
     }
 
     /// Writes `data` (compare-and-set with `expected_version`); returns the new version.
@@ -745,13 +668,7 @@ impl ConfigHandle {
         data: &[u8],
         expected_version: Option<i32>,
     ) -> Result<i32, RecipeError> {
-        self.sandbox.enter()?;
-        let result = self
-            .bindings
-            .wazoo_recipes_config()
-            .call_set(&mut self.sandbox.store, path, data, expected_version)
-            .await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_config.call_set(path, data, expected_version))?)
     }
 
     /// Blocks until the version differs from `known`, or `timeout` passes.
@@ -761,26 +678,18 @@ impl ConfigHandle {
         known: Option<i32>,
         timeout: Option<Duration>,
     ) -> Result<Option<Entry>, RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result =
-            self.bindings.wazoo_recipes_config().call_watch(&mut self.sandbox.store, path, known, ms).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_config.call_watch(path, known, ms))?)
     }
 
     /// The counter at `path` (0 when absent).
     pub async fn counter(&mut self, path: &str) -> Result<i64, RecipeError> {
-        self.sandbox.enter()?;
-        let result = self.bindings.wazoo_recipes_counter().call_value(&mut self.sandbox.store, path).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_counter.call_value(path))?)
     }
 
     /// Adds `delta` to the counter at `path`; returns the new value.
     pub async fn add(&mut self, path: &str, delta: i64) -> Result<i64, RecipeError> {
-        self.sandbox.enter()?;
-        let result =
-            self.bindings.wazoo_recipes_counter().call_add(&mut self.sandbox.store, path, delta).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_counter.call_add(path, delta))?)
     }
 }
 
@@ -807,22 +716,13 @@ impl TransactionHandle {
         mode: TxMode,
         timeout: Option<Duration>,
     ) -> Result<Outcome, RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result = self
-            .bindings
-            .wazoo_recipes_two_phase_commit()
-            .call_coordinate(&mut self.sandbox.store, tx, sites, payload, mode, ms)
-            .await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_two_phase_commit.call_coordinate(tx, sites, payload, mode, ms))?)
     }
 
     /// The transaction's payload.
     pub async fn payload(&mut self, tx: &str) -> Result<Vec<u8>, RecipeError> {
-        self.sandbox.enter()?;
-        let result =
-            self.bindings.wazoo_recipes_two_phase_commit().call_payload(&mut self.sandbox.store, tx).await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_two_phase_commit.call_payload(tx))?)
     }
 
     /// Votes as `site` and waits for the outcome.
@@ -833,14 +733,8 @@ impl TransactionHandle {
         ballot: Ballot,
         timeout: Option<Duration>,
     ) -> Result<Outcome, RecipeError> {
-        self.sandbox.enter()?;
         let ms = timeout.map(|t| t.as_millis() as u64);
-        let result = self
-            .bindings
-            .wazoo_recipes_two_phase_commit()
-            .call_vote(&mut self.sandbox.store, tx, site, ballot, ms)
-            .await;
-        Ok(self.sandbox.leave(result).await??)
+        Ok(call!(self, wazoo_recipes_two_phase_commit.call_vote(tx, site, ballot, ms))?)
     }
 }
 
