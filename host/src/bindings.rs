@@ -11,95 +11,30 @@ pub(crate) mod lock_recipe {
     });
 }
 
-pub(crate) mod rwlock_recipe {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "wazoo:recipes/rwlock-recipe",
-        imports: { default: async | trappable },
-        exports: { default: async },
-        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
-    });
+/// Bindings for one recipe world, reusing the `wazoo:zk` imports generated for `lock_recipe`.
+macro_rules! recipe_world {
+    ($module:ident, $world:literal) => {
+        pub(crate) mod $module {
+            wasmtime::component::bindgen!({
+                path: "../wit",
+                world: $world,
+                imports: { default: async | trappable },
+                exports: { default: async },
+                with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
+            });
+        }
+    };
 }
 
-pub(crate) mod election_recipe {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "wazoo:recipes/election-recipe",
-        imports: { default: async | trappable },
-        exports: { default: async },
-        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
-    });
-}
-
-pub(crate) mod barrier_recipe {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "wazoo:recipes/barrier-recipe",
-        imports: { default: async | trappable },
-        exports: { default: async },
-        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
-    });
-}
-
-pub(crate) mod semaphore_recipe {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "wazoo:recipes/semaphore-recipe",
-        imports: { default: async | trappable },
-        exports: { default: async },
-        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
-    });
-}
-
-pub(crate) mod queue_recipe {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "wazoo:recipes/queue-recipe",
-        imports: { default: async | trappable },
-        exports: { default: async },
-        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
-    });
-}
-
-pub(crate) mod group_recipe {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "wazoo:recipes/group-recipe",
-        imports: { default: async | trappable },
-        exports: { default: async },
-        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
-    });
-}
-
-pub(crate) mod config_recipe {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "wazoo:recipes/config-recipe",
-        imports: { default: async | trappable },
-        exports: { default: async },
-        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
-    });
-}
-
-pub(crate) mod transaction_recipe {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "wazoo:recipes/transaction-recipe",
-        imports: { default: async | trappable },
-        exports: { default: async },
-        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
-    });
-}
-
-pub(crate) mod custom {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "wazoo:recipes/custom",
-        imports: { default: async | trappable },
-        exports: { default: async },
-        with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
-    });
-}
+recipe_world!(rwlock_recipe, "wazoo:recipes/rwlock-recipe");
+recipe_world!(election_recipe, "wazoo:recipes/election-recipe");
+recipe_world!(barrier_recipe, "wazoo:recipes/barrier-recipe");
+recipe_world!(semaphore_recipe, "wazoo:recipes/semaphore-recipe");
+recipe_world!(queue_recipe, "wazoo:recipes/queue-recipe");
+recipe_world!(group_recipe, "wazoo:recipes/group-recipe");
+recipe_world!(config_recipe, "wazoo:recipes/config-recipe");
+recipe_world!(transaction_recipe, "wazoo:recipes/transaction-recipe");
+recipe_world!(custom, "wazoo:recipes/custom");
 
 pub(crate) use barrier_recipe::BarrierRecipePre;
 pub(crate) use config_recipe::ConfigRecipePre;
