@@ -2,9 +2,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use tokio::sync::Notify;
+
 #[derive(Debug, Default)]
 pub struct Stats {
-    /// Watches armed by guests.
+    /// Watches armed by guests (counted once ZooKeeper has registered them).
     pub watches_armed: AtomicU64,
     /// `watcher.wait` calls that returned a node event: each is one guest woken by ZooKeeper.
     pub watch_wakeups: AtomicU64,
@@ -12,6 +14,7 @@ pub struct Stats {
     pub calls: AtomicU64,
     /// Guest traps (including sandbox limits).
     pub traps: AtomicU64,
+    armed: Notify,
 }
 
 impl Stats {
@@ -23,7 +26,26 @@ impl Stats {
         self.watches_armed.load(Ordering::SeqCst)
     }
 
+    /// Resolves once guests have armed at least `n` watches in all: a test's way to know a
+    /// waiter is really waiting on ZooKeeper, not only queued.
+    pub async fn armed_at_least(&self, n: u64) {
+        loop {
+            let notified = self.armed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.watches_armed() >= n {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn armed(&self) {
+        Self::bump(&self.watches_armed);
+        self.armed.notify_waiters();
     }
 }

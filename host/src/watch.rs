@@ -44,7 +44,7 @@ fn event(e: WatchedEvent) -> WatchEvent {
 
 impl HostState {
     fn arm(&mut self, watcher: OneshotWatcher) -> wasmtime::Result<Resource<WatchSlot>> {
-        Stats::bump(&self.shared.stats.watches_armed);
+        self.shared.stats.armed();
         Ok(self.table.push(WatchSlot::new(watcher))?)
     }
 }

@@ -36,12 +36,7 @@ async fn waiters_block_while_the_barrier_is_up_and_all_go_when_it_is_removed() {
         waiters.push(tokio::spawn(async move { waiter.wait(&path, None).await }));
     }
     // Each waiter holds an exists watch on the barrier before it is removed.
-    within(LIMIT, "waiters armed", async {
-        while host.stats().watches_armed() < armed_before + 5 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
+    within(LIMIT, "waiters armed", host.stats().armed_at_least(armed_before + 5)).await;
     assert!(owner.remove(&path).await.unwrap());
     assert!(!owner.remove(&path).await.unwrap(), "a second remove reports it was not up");
     for w in waiters {

@@ -40,6 +40,7 @@ async fn one_leader_at_a_time_and_resign_hands_over_in_order() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut first = handle(&host).await;
     let first_term = first.campaign(&path, "c0", None).await.unwrap();
+    let armed = host.stats().watches_armed();
     for i in 1..4 {
         let mut candidate = handle(&host).await;
         let (election, tx) = (path.clone(), tx.clone());
@@ -50,6 +51,7 @@ async fn one_leader_at_a_time_and_resign_hands_over_in_order() {
         });
         wait_children(&checker, &path, i + 1).await;
     }
+    within(LIMIT, "candidates arm their watches", host.stats().armed_at_least(armed + 3)).await;
     let before = host.stats().watch_wakeups();
     first.resign().await.unwrap();
     let mut order = Vec::new();

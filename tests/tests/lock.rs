@@ -51,6 +51,7 @@ async fn queue_waiters(host: &Host, path: &str, n: usize) -> (LockHandle, mpsc::
     let checker = client(&zk().address()).await;
     let mut holder = host.lock("lock").await.unwrap();
     holder.acquire(path, None).await.unwrap();
+    let armed = host.stats().watches_armed();
     let (tx, rx) = mpsc::unbounded_channel();
     for i in 0..n {
         let mut waiter = host.lock("lock").await.unwrap();
@@ -63,6 +64,8 @@ async fn queue_waiters(host: &Host, path: &str, n: usize) -> (LockHandle, mpsc::
         });
         wait_children(&checker, path, i + 2).await;
     }
+    // Every waiter watches its predecessor before the holder lets go.
+    within(LIMIT, "waiters arm their watches", host.stats().armed_at_least(armed + n as u64)).await;
     (holder, rx)
 }
 

@@ -90,8 +90,11 @@ async fn a_writer_wakes_only_when_its_predecessor_goes() {
     r1.acquire(&path, Mode::Read, None).await.unwrap();
     let mut r2 = handle(&host).await;
     r2.acquire(&path, Mode::Read, None).await.unwrap();
+    let armed = host.stats().watches_armed();
     let writer = acquire_in_background(handle(&host).await, &path, Mode::Write);
     wait_children(&checker, &path, 3).await;
+    // The writer is waiting on ZooKeeper, not only queued, before anyone releases.
+    within(LIMIT, "the writer arms its watch", host.stats().armed_at_least(armed + 1)).await;
     let before = host.stats().watch_wakeups();
     r1.release().await.unwrap();
     r2.release().await.unwrap();
