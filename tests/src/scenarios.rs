@@ -1,0 +1,734 @@
+//! The chaos scenarios. Each one builds its own sites on a [`Lab`], injects its faults, checks
+//! the invariants as it goes and at the end, and returns a [`Report`]:
+//!
+//! - fencing: a [`Register`] never accepts a lower token, and refuses a write for its token
+//!   only from a writer that no longer holds the lock (else two held it at once);
+//! - at most one holder or leader at any instant (the register's check, and tokens rising);
+//! - every acknowledged queue item consumed exactly once;
+//! - no ephemeral node left by a recipe once the scenario has closed its handles;
+//! - convergence: a new holder within session timeout + ZooKeeper's election time + 1 s;
+//! - every host still serves at the end.
+//!
+//! The same functions run in CI (`tests/tests/chaos.rs`, fixed parameters) and in the soak run
+//! (`chaos-soak`, seeded random parameters).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use wazoo::{Ballot, Host, LockHandle, Lost, Outcome, RecipeError, TxMode, ZkError};
+use zookeeper_client::SessionState;
+
+use crate::chaos::{is_fault, Lab, Register, Report, Rng, Run, Site, Write};
+use crate::proxy::op;
+
+/// How long any single step may take before the scenario counts it as hung.
+const HANG: Duration = Duration::from_secs(30);
+
+/// Awaits `f` within `limit`; past it, records `what` as a violation and gives `None`.
+async fn within<T>(run: &Run, limit: Duration, what: &str, f: impl Future<Output = T>) -> Option<T> {
+    let started = Instant::now();
+    match tokio::time::timeout(limit, f).await {
+        Ok(v) => {
+            run.check(true, String::new);
+            Some(v)
+        }
+        Err(_) => {
+            run.violation(format!("{what}: not within {limit:?} (waited {:?})", started.elapsed()));
+            None
+        }
+    }
+}
+
+/// Checks that nothing ephemeral is left under `path` and that every site still serves.
+async fn epilogue(run: &Run, lab: &Lab, path: &str, sites: &[&Site]) {
+    let left = lab.orphans(path).await;
+    run.check(left.is_empty(), || format!("orphan nodes under {path}: {left:?}"));
+    for site in sites {
+        let serves = site.serves(lab).await;
+        run.check(serves.is_ok(), || format!("host no longer serves: {}", serves.unwrap_err()));
+    }
+}
+
+/// Starts an acquire on a task, so the test can act while it waits.
+fn acquire_on_task(
+    mut lock: LockHandle,
+    path: &str,
+) -> tokio::task::JoinHandle<(LockHandle, Result<wazoo::Held, RecipeError>)> {
+    let path = path.to_string();
+    tokio::spawn(async move {
+        let outcome = lock.acquire(&path, None).await;
+        (lock, outcome)
+    })
+}
+
+/// Waits, by watching, until `dir` has `n` children.
+async fn queued(lab: &Lab, dir: &str, n: usize) {
+    crate::wait_children(&lab.checker, dir, n).await;
+}
+
+/// The holder's session is ended on the server (by a second client taking it over and closing
+/// it): a waiter on another host takes over within the session timeout + 1 s, the old holder
+/// is told, and its late write is fenced off.
+pub async fn holder_session_killed(lab: &Lab) -> Report {
+    let run = Run::start();
+    let path = lab.path("session-killed");
+    let register = Register::new(lab, &format!("{path}-register")).await;
+    let (a, b) = (lab.site("a").await, lab.site("b").await);
+    let mut holder = a.host.lock("lock").await.unwrap();
+    let held = holder.acquire(&path, None).await.unwrap();
+    run.op();
+    let write = register.write(&run, "a", &held.node, held.token).await;
+    run.check(write == Write::Accepted, || format!("the holder's write was {write:?}"));
+    let lost = tokio::spawn(holder.lost());
+    let waiting = acquire_on_task(b.host.lock("lock").await.unwrap(), &path);
+    queued(lab, &path, 2).await;
+
+    run.fault("a's session expired on the server (taken over and closed by a second client)");
+    let killed = Instant::now();
+    a.expire(lab).await;
+    if let Some(joined) = within(&run, lab.convergence(Duration::ZERO), "b takes the lock", waiting).await {
+        let (mut waiter, outcome) = joined.unwrap();
+        let next = outcome.expect("b acquires");
+        run.op();
+        println!("    converged in {:?}", killed.elapsed());
+        run.check(next.token > held.token, || {
+            format!("token did not rise: {} after {}", next.token, held.token)
+        });
+        let write = register.write(&run, "b", &next.node, next.token).await;
+        run.check(write == Write::Accepted, || format!("the new holder's write was {write:?}"));
+        let stale = register.write(&run, "a", &held.node, held.token).await;
+        run.check(stale == Write::Fenced, || format!("the old holder's late write was {stale:?}"));
+        waiter.release().await.unwrap();
+        waiter.close().await;
+    }
+    if let Some(lost) = within(&run, HANG, "a is told it lost the lock", lost).await {
+        let lost = lost.unwrap();
+        run.check(lost == Lost::Session(SessionState::Expired), || format!("a was told {lost:?}"));
+    }
+    holder.close().await;
+    epilogue(&run, lab, &path, &[&a, &b]).await;
+    run.report("holder's session killed")
+}
+
+/// The holder's host stops for twice the session timeout (every byte to and from it held):
+/// a waiter elsewhere takes over in time, the frozen holder's writes are fenced, and once it
+/// runs again it learns its session expired.
+pub async fn host_frozen(lab: &Lab, factor: u32) -> Report {
+    let run = Run::start();
+    let path = lab.path("frozen");
+    let register = Register::new(lab, &format!("{path}-register")).await;
+    let (a, b) = (lab.site("a").await, lab.site("b").await);
+    let mut holder = a.host.lock("lock").await.unwrap();
+    let held = holder.acquire(&path, None).await.unwrap();
+    run.op();
+    let lost = tokio::spawn(holder.lost());
+    let waiting = acquire_on_task(b.host.lock("lock").await.unwrap(), &path);
+    queued(lab, &path, 2).await;
+
+    let frozen_for = lab.session * factor;
+    run.fault(format!("a frozen for {frozen_for:?} ({factor}× the session timeout)"));
+    let frozen = Instant::now();
+    a.freeze();
+    if let Some(joined) = within(&run, lab.convergence(Duration::ZERO), "b takes the lock", waiting).await {
+        let (mut waiter, outcome) = joined.unwrap();
+        let next = outcome.expect("b acquires");
+        run.op();
+        run.check(next.token > held.token, || "token did not rise".into());
+        run.check(register.write(&run, "b", &next.node, next.token).await == Write::Accepted, || {
+            "the new holder's write was refused".into()
+        });
+        // The frozen holder still believes it holds the lock; its write must not land.
+        let stale = register.write(&run, "a", &held.node, held.token).await;
+        run.check(stale == Write::Fenced, || format!("the frozen holder's write was {stale:?}"));
+        if let Some(rest) = frozen_for.checked_sub(frozen.elapsed()) {
+            tokio::time::sleep(rest).await;
+        }
+        a.thaw();
+        run.fault("a thawed");
+        waiter.release().await.unwrap();
+        waiter.close().await;
+    } else {
+        a.thaw();
+    }
+    if let Some(lost) = within(&run, HANG, "a learns its session expired", lost).await {
+        let lost = lost.unwrap();
+        run.check(lost == Lost::Session(SessionState::Expired), || format!("a was told {lost:?}"));
+    }
+    holder.close().await;
+    epilogue(&run, lab, &path, &[&a, &b]).await;
+    run.report("host frozen for 2× the session timeout")
+}
+
+/// The holder's connection drops and stays down for a third of the session timeout: it keeps
+/// the lock, with the same node and token, and is not told it lost anything.
+pub async fn brief_disconnect(lab: &Lab, down: Duration) -> Report {
+    let run = Run::start();
+    let path = lab.path("brief");
+    let register = Register::new(lab, &format!("{path}-register")).await;
+    let (a, b) = (lab.site("a").await, lab.site("b").await);
+    let mut holder = a.host.lock("lock").await.unwrap();
+    let held = holder.acquire(&path, None).await.unwrap();
+    run.op();
+    let session = holder.live().session_id();
+    let mut lost = Box::pin(holder.lost());
+
+    run.fault(format!("a's connection cut and held down for {down:?}"));
+    a.freeze();
+    a.cut();
+    tokio::time::sleep(down).await;
+    a.thaw();
+    run.fault("a's network back");
+
+    let stat = lab.checker.check_stat(&held.node).await.unwrap();
+    run.check(stat.is_some_and(|s| s.czxid == held.token && s.ephemeral_owner == session), || {
+        format!("a's lock node changed or vanished: {stat:?}")
+    });
+    let write = register.write(&run, "a", &held.node, held.token).await;
+    run.check(write == Write::Accepted, || format!("a's write after the blip was {write:?}"));
+    let mut other = b.host.lock("lock").await.unwrap();
+    let taken = other.try_acquire(&path).await.unwrap();
+    run.op();
+    run.check(taken.is_none(), || "b took a lock a still holds".into());
+    run.check(futures_now(&mut lost).is_none(), || "a was told it lost a lock it kept".into());
+    // a's session works again: it releases, and b can take the lock.
+    let released = within(&run, HANG, "a releases after the blip", holder.release()).await;
+    run.check(matches!(released, Some(Ok(()))), || format!("a's release: {released:?}"));
+    run.op();
+    let next = other.try_acquire(&path).await.unwrap();
+    run.check(next.is_some_and(|n| n.token > held.token), || "b could not take the released lock".into());
+    other.close().await;
+    holder.close().await;
+    epilogue(&run, lab, &path, &[&a, &b]).await;
+    run.report("brief disconnect shorter than the session timeout")
+}
+
+/// Polls a future once, without waiting.
+fn futures_now<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    match std::pin::Pin::new(f).poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+/// The reply to a sequential create is lost on the network (the node was made; the client saw
+/// the connection drop): for every sequential recipe, exactly one node results, it is found
+/// and used, and nothing is left once released.
+pub async fn lost_create_reply(lab: &Lab) -> Report {
+    let run = Run::start();
+    let root = lab.path("lost-create");
+    let a = lab.site("a").await;
+    let proxy = &a.proxies[0];
+    let session = a.host.live().await.unwrap().session_id();
+
+    // Lock.
+    let path = format!("{root}/lock");
+    let mut lock = a.host.lock("lock").await.unwrap();
+    run.fault("reply to the lock's create lost");
+    proxy.lose_reply(op::CREATES, 1);
+    let held = within(&run, HANG, "lock acquires through a lost reply", lock.acquire(&path, None)).await;
+    run.op();
+    let nodes = crate::children(&lab.checker, &path).await;
+    run.check(nodes.len() == 1, || format!("lock: {} nodes after one acquire: {nodes:?}", nodes.len()));
+    if let Some(Ok(held)) = &held {
+        let owner = lab.checker.check_stat(&held.node).await.unwrap().map(|s| s.ephemeral_owner);
+        run.check(owner == Some(session), || format!("lock node owned by {owner:?}, not our session"));
+    } else {
+        run.violation(format!("lock acquire: {held:?}"));
+    }
+    lock.release().await.unwrap();
+    lock.close().await;
+
+    // Leader election.
+    let path = format!("{root}/election");
+    let mut candidate = a.host.election("election").await.unwrap();
+    run.fault("reply to the election's create lost");
+    proxy.lose_reply(op::CREATES, 1);
+    let led = within(&run, HANG, "campaign through a lost reply", candidate.campaign(&path, "a", None)).await;
+    run.op();
+    run.check(matches!(led, Some(Ok(_))), || format!("campaign: {led:?}"));
+    let nodes = crate::children(&lab.checker, &path).await;
+    run.check(nodes.len() == 1, || {
+        format!("election: {} proposals after one campaign: {nodes:?}", nodes.len())
+    });
+    candidate.resign().await.unwrap();
+    candidate.close().await;
+
+    // Semaphore.
+    let path = format!("{root}/semaphore");
+    let mut semaphore = a.host.semaphore("semaphore").await.unwrap();
+    proxy.lose_reply(op::CREATES, 1);
+    run.fault("reply to the semaphore's first create lost");
+    let lease = within(&run, HANG, "lease through a lost reply", semaphore.acquire(&path, 2, None)).await;
+    run.op();
+    run.check(matches!(lease, Some(Ok(_))), || format!("semaphore: {lease:?}"));
+    let leases = crate::children(&lab.checker, &format!("{path}/leases")).await;
+    run.check(leases.len() == 1, || {
+        format!("semaphore: {} leases after one acquire: {leases:?}", leases.len())
+    });
+    semaphore.release().await.unwrap();
+    semaphore.close().await;
+
+    // Queue (persistent sequential items: a duplicate would be delivered twice).
+    let path = format!("{root}/queue");
+    let mut queue = a.host.queue("queue").await.unwrap();
+    run.fault("reply to a queue put lost");
+    proxy.lose_reply(op::CREATES, 1);
+    let put = within(&run, HANG, "put through a lost reply", queue.put(&path, b"once", None, false)).await;
+    run.op();
+    run.check(matches!(put, Some(Ok(_))), || format!("put: {put:?}"));
+    let items = queue.len(&path).await.unwrap();
+    run.check(items == 1, || format!("queue: {items} items after one put"));
+    let item = queue.take(&path, Some(Duration::from_secs(5))).await.unwrap();
+    run.op();
+    run.check(item.data == b"once", || "queue: wrong item".into());
+    queue.close().await;
+
+    run.check(proxy.lost_replies() == 4, || format!("{} replies lost, 4 planned", proxy.lost_replies()));
+    epilogue(&run, lab, &root, &[&a]).await;
+    run.report("reply lost after a sequential create")
+}
+
+/// The reply to a set-data is lost: an unconditional config write still succeeds once; a
+/// counter's compare-and-set is never applied twice, and the caller is told the truth.
+pub async fn lost_set_data_reply(lab: &Lab) -> Report {
+    let run = Run::start();
+    let root = lab.path("lost-set");
+    let a = lab.site("a").await;
+    let proxy = &a.proxies[0];
+    let mut config = a.host.config("config").await.unwrap();
+
+    let path = format!("{root}/setting");
+    config.set(&path, b"one", None).await.unwrap();
+    run.fault("reply to a config set lost");
+    proxy.lose_reply(&[op::SET_DATA], 1);
+    let set = within(&run, HANG, "config set through a lost reply", config.set(&path, b"two", None)).await;
+    run.op();
+    run.check(matches!(set, Some(Ok(_))), || format!("config set: {set:?}"));
+    let (data, _) = lab.checker.get_data(&path).await.unwrap();
+    run.check(data == b"two", || format!("config holds {:?}", String::from_utf8_lossy(&data)));
+
+    let path = format!("{root}/counter");
+    config.add(&path, 10).await.unwrap();
+    run.fault("reply to a counter's compare-and-set lost");
+    proxy.lose_reply(&[op::SET_DATA], 1);
+    let added = within(&run, HANG, "counter add through a lost reply", config.add(&path, 5)).await;
+    run.op();
+    let (data, _) = lab.checker.get_data(&path).await.unwrap();
+    let value: i64 = String::from_utf8_lossy(&data).parse().unwrap();
+    run.check(value == 15, || format!("counter is {value} after 10 + 5 with a lost reply"));
+    match added {
+        Some(Ok(v)) => {
+            run.check(v == 15, || format!("add returned {v}"));
+        }
+        Some(Err(RecipeError::Zk(ZkError::ConnectionLoss))) => {
+            // Outcome unknown, said so: the caller reads the counter, as the error asks.
+            run.check(true, String::new);
+        }
+        other => run.violation(format!("counter add: {other:?}")),
+    }
+    run.check(proxy.lost_replies() == 2, || format!("{} replies lost, 2 planned", proxy.lost_replies()));
+    config.close().await;
+    epilogue(&run, lab, &root, &[&a]).await;
+    run.report("reply lost after set-data")
+}
+
+/// The holder releases while its network is down: the delete goes through once the network is
+/// back (within the session), and the waiter takes the lock.
+pub async fn unlock_while_disconnected(lab: &Lab, down: Duration) -> Report {
+    let run = Run::start();
+    let path = lab.path("unlock-offline");
+    let (a, b) = (lab.site("a").await, lab.site("b").await);
+    let mut holder = a.host.lock("lock").await.unwrap();
+    let held = holder.acquire(&path, None).await.unwrap();
+    run.op();
+    let waiting = acquire_on_task(b.host.lock("lock").await.unwrap(), &path);
+    queued(lab, &path, 2).await;
+
+    run.fault(format!("a's network down for {down:?} while it releases"));
+    a.freeze();
+    a.cut();
+    let releasing = tokio::spawn(async move {
+        let outcome = holder.release().await;
+        (holder, outcome)
+    });
+    tokio::time::sleep(down).await;
+    a.thaw();
+    run.fault("a's network back");
+    if let Some(done) = within(&run, HANG, "the release completes", releasing).await {
+        let (holder, outcome) = done.unwrap();
+        run.op();
+        run.check(outcome.is_ok(), || format!("release while disconnected: {outcome:?}"));
+        run.check(!holder.tracks_nodes(), || format!("a still tracks {:?}", holder.ledger()));
+        holder.close().await;
+    }
+    if let Some(joined) = within(&run, lab.convergence(Duration::ZERO), "b takes the lock", waiting).await {
+        let (mut waiter, outcome) = joined.unwrap();
+        let next = outcome.expect("b acquires");
+        run.op();
+        run.check(next.token > held.token, || "token did not rise".into());
+        waiter.release().await.unwrap();
+        waiter.close().await;
+    }
+    epilogue(&run, lab, &path, &[&a, &b]).await;
+    run.report("unlock while disconnected")
+}
+
+/// While a host is disconnected, the node its lock waiter watches is deleted, and a queue item
+/// is created and taken under its blocked consumer: neither waiter hangs once it reconnects.
+pub async fn watched_nodes_change_while_disconnected(lab: &Lab, down: Duration) -> Report {
+    let run = Run::start();
+    let root = lab.path("watch-gap");
+    let (lock_path, queue_path) = (format!("{root}/lock"), format!("{root}/queue"));
+    let (a, b) = (lab.site("a").await, lab.site("b").await);
+    let mut holder = b.host.lock("lock").await.unwrap();
+    let held = holder.acquire(&lock_path, None).await.unwrap();
+    run.op();
+    let armed = a.host.stats().watches_armed();
+    let waiting = acquire_on_task(a.host.lock("lock").await.unwrap(), &lock_path);
+    queued(lab, &lock_path, 2).await;
+    let mut producer = b.host.queue("queue").await.unwrap();
+    producer.put(&queue_path, b"warm-up", None, false).await.unwrap();
+    producer.take(&queue_path, None).await.unwrap();
+    let mut consumer = a.host.queue("queue").await.unwrap();
+    let taking = tokio::spawn(async move {
+        let outcome = consumer.take(&queue_path, None).await;
+        (consumer, outcome)
+    });
+    // Both of a's waiters are parked on ZooKeeper watches.
+    within(&run, HANG, "a's waiters arm their watches", a.host.stats().armed_at_least(armed + 2)).await;
+
+    run.fault(format!("a disconnected for {down:?}"));
+    a.freeze();
+    a.cut();
+    holder.release().await.unwrap();
+    run.fault("a's predecessor released while a is away");
+    let queue_path = format!("{root}/queue");
+    producer.put(&queue_path, b"gone", None, false).await.unwrap();
+    let gone = producer.take(&queue_path, None).await.unwrap();
+    run.check(gone.data == b"gone", || "the item taken during the gap was not the one put".into());
+    run.fault("an item put and taken while a is away");
+    tokio::time::sleep(down).await;
+    a.thaw();
+    run.fault("a reconnected");
+
+    if let Some(joined) = within(&run, HANG, "a's lock waiter acquires", waiting).await {
+        let (mut waiter, outcome) = joined.unwrap();
+        run.op();
+        match outcome {
+            Ok(next) => {
+                run.check(next.token > held.token, || "token did not rise".into());
+                waiter.release().await.unwrap();
+            }
+            Err(e) => run.violation(format!("a's acquire: {e}")),
+        }
+        waiter.close().await;
+    }
+    producer.put(&queue_path, b"after", None, false).await.unwrap();
+    run.op();
+    if let Some(joined) = within(&run, HANG, "a's blocked consumer takes the next item", taking).await {
+        let (consumer, outcome) = joined.unwrap();
+        run.op();
+        match outcome {
+            Ok(item) => run.check(item.data == b"after", || format!("a took {:?}", item.data)),
+            Err(e) => run.check(false, || format!("a's take: {e}")),
+        };
+        consumer.close().await;
+    }
+    holder.close().await;
+    producer.close().await;
+    epilogue(&run, lab, &root, &[&a, &b]).await;
+    run.report("watched node changed during a disconnect")
+}
+
+/// A consumer claims an item and its session dies before it acknowledges: the item goes back
+/// to the queue, and every item is acknowledged exactly once.
+pub async fn queue_consumer_killed(lab: &Lab, items: usize) -> Report {
+    let run = Run::start();
+    let path = lab.path("queue-kill");
+    let (a, b) = (lab.site("producer").await, lab.site("victim").await);
+    let mut producer = a.host.queue("queue").await.unwrap();
+    for i in 0..items {
+        producer.put(&path, format!("item-{i}").as_bytes(), None, false).await.unwrap();
+        run.op();
+    }
+    let mut victim = b.host.queue("queue").await.unwrap();
+    let claimed = victim.claim(&path, Some(Duration::from_secs(5))).await.unwrap();
+    run.op();
+    run.fault(format!("consumer's session killed holding {}", claimed.node));
+    b.expire(lab).await;
+    let late = victim.ack(&claimed.node).await;
+    run.check(late.is_err(), || "a consumer whose session died acknowledged its claim".into());
+    victim.close().await;
+
+    let mut acked: BTreeMap<String, u32> = BTreeMap::new();
+    let mut consumers = Vec::new();
+    for _ in 0..3 {
+        consumers.push(a.host.queue("queue").await.unwrap());
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for mut consumer in consumers {
+        let (path, tx) = (path.clone(), tx.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                match consumer.claim(&path, Some(Duration::from_millis(500))).await {
+                    Ok(item) => {
+                        let acked = consumer.ack(&item.node).await.is_ok();
+                        let _ = tx.send((String::from_utf8_lossy(&item.data).into_owned(), acked));
+                    }
+                    Err(RecipeError::Zk(ZkError::Timeout)) => break,
+                    Err(e) => {
+                        let _ = tx.send((format!("error: {e}"), false));
+                        break;
+                    }
+                }
+            }
+            consumer.close().await;
+        }));
+    }
+    drop(tx);
+    while let Some((item, ok)) = rx.recv().await {
+        run.op();
+        if ok {
+            *acked.entry(item).or_default() += 1;
+        } else {
+            run.violation(format!("consumer failed: {item}"));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    for i in 0..items {
+        let name = format!("item-{i}");
+        let n = acked.get(&name).copied().unwrap_or(0);
+        run.check(n == 1, || format!("{name} acknowledged {n} times"));
+    }
+    run.check(acked.len() == items, || format!("unexpected items: {acked:?}"));
+    let left = producer.len(&path).await.unwrap();
+    run.check(left == 0, || format!("{left} items left"));
+    producer.close().await;
+    epilogue(&run, lab, &path, &[&a, &b]).await;
+    run.report("queue consumer killed after taking an item")
+}
+
+/// The coordinator of a two-phase commit stalls before it sees the votes, and its session is
+/// killed before it decides: the sites decide abort on their own, all alike, and the
+/// coordinator never records a different outcome.
+pub async fn coordinator_killed(lab: &Lab) -> Report {
+    let run = Run::start();
+    let tx = lab.path("tx");
+    let (k, p) = (lab.site("coordinator").await, lab.site("sites").await);
+    let sites = vec!["s1".to_string(), "s2".to_string()];
+    let mut coordinator = k.host.transaction("transaction").await.unwrap();
+    let (tx_path, names) = (tx.clone(), sites.clone());
+    let coordinating = tokio::spawn(async move {
+        let outcome = coordinator
+            .coordinate(&tx_path, &names, b"payload", TxMode::Coordinated, Some(Duration::from_secs(60)))
+            .await;
+        (coordinator, outcome)
+    });
+    // The transaction is open once its site list exists.
+    let meta = format!("{tx}/meta");
+    loop {
+        let (stat, watcher) = lab.checker.check_and_watch_stat(&meta).await.unwrap();
+        if stat.is_some() {
+            break;
+        }
+        watcher.changed().await;
+    }
+    let session = k.session().await;
+    run.fault("coordinator frozen before the votes");
+    k.freeze();
+    let vote_timeout = lab.session * 2;
+    let mut voters = Vec::new();
+    for site in &sites {
+        let mut voter = p.host.transaction("transaction").await.unwrap();
+        let (tx, site) = (tx.clone(), site.clone());
+        voters.push(tokio::spawn(async move {
+            let outcome = voter.vote(&tx, &site, Ballot::Commit, Some(vote_timeout)).await;
+            (voter, outcome)
+        }));
+    }
+    // meta and one vote per site
+    queued(lab, &tx, 1 + sites.len()).await;
+    run.fault("coordinator's session killed between the votes and the decision");
+    k.expire_session(lab, session).await;
+    let mut outcomes = Vec::new();
+    for v in voters {
+        if let Some(joined) = within(&run, vote_timeout + HANG, "a site decides", v).await {
+            let (voter, outcome) = joined.unwrap();
+            run.op();
+            match outcome {
+                Ok(o) => outcomes.push(o),
+                Err(e) => run.violation(format!("a site's vote failed: {e}")),
+            }
+            voter.close().await;
+        }
+    }
+    let (data, _) = lab.checker.get_data(&format!("{tx}/decision")).await.unwrap();
+    let recorded = if data == b"committed" { Outcome::Committed } else { Outcome::Aborted };
+    run.check(outcomes.iter().all(|o| *o == recorded), || {
+        format!("sites decided {outcomes:?}, the record says {recorded:?}")
+    });
+    run.check(recorded == Outcome::Aborted, || "committed without the coordinator's decision".into());
+    if let Some(joined) = within(&run, HANG, "the coordinator returns", coordinating).await {
+        let (coordinator, outcome) = joined.unwrap();
+        run.check(outcome.as_ref().map_or(true, |o| *o == recorded), || {
+            format!("the coordinator says {outcome:?}, the record says {recorded:?}")
+        });
+        coordinator.close().await;
+    }
+    epilogue(&run, lab, &tx, &[&k, &p]).await;
+    run.report("2PC coordinator killed between votes and decision")
+}
+
+/// A double-barrier participant's session expires after it entered: the others still leave.
+pub async fn barrier_participant_expires(lab: &Lab) -> Report {
+    let run = Run::start();
+    let path = lab.path("double-barrier");
+    let (a, b) = (lab.site("a").await, lab.site("b").await);
+    let mut entering = Vec::new();
+    for (i, host) in [&a.host, &a.host, &b.host].into_iter().enumerate() {
+        let mut handle = host.barrier("barrier").await.unwrap();
+        let path = path.clone();
+        entering.push(tokio::spawn(async move {
+            let outcome = handle.enter(&path, 3, Some(HANG)).await;
+            (i, handle, outcome)
+        }));
+    }
+    let mut inside = Vec::new();
+    for e in entering {
+        let (i, handle, outcome) = e.await.unwrap();
+        run.op();
+        run.check(outcome.is_ok(), || format!("participant {i} could not enter: {outcome:?}"));
+        inside.push(handle);
+    }
+    let dead = inside.pop().unwrap();
+    run.fault("participant on b: session expired after entering");
+    b.expire(lab).await;
+    let mut leaving = Vec::new();
+    for mut handle in inside {
+        leaving.push(tokio::spawn(async move {
+            let outcome = handle.leave_double(Some(HANG)).await;
+            (handle, outcome)
+        }));
+    }
+    for l in leaving {
+        if let Some(joined) = within(&run, HANG, "a live participant leaves", l).await {
+            let (handle, outcome) = joined.unwrap();
+            run.op();
+            run.check(outcome.is_ok(), || format!("leaving failed: {outcome:?}"));
+            handle.close().await;
+        }
+    }
+    dead.close().await;
+    epilogue(&run, lab, &path, &[&a, &b]).await;
+    run.report("barrier participant's session expires")
+}
+
+/// Contenders on several hosts take a lock in turn for as long as the workload runs, each
+/// writing the fenced register when it gets the lock and again before it lets go.
+pub struct LockWorkload {
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    pub path: String,
+    pub register: Arc<Register>,
+}
+
+impl LockWorkload {
+    pub async fn start(
+        lab: &Lab,
+        run: &Arc<Run>,
+        sites: &[&Site],
+        per_site: usize,
+        seed: u64,
+    ) -> LockWorkload {
+        let path = lab.path("workload");
+        let register = Arc::new(Register::new(lab, &format!("{path}-register")).await);
+        let (stop, _) = watch::channel(false);
+        let mut tasks = Vec::new();
+        let mut rng = Rng::new(seed);
+        for site in sites {
+            for i in 0..per_site {
+                let name = format!("{}#{i}", site.name);
+                let (host, path, register, run) =
+                    (site.host.clone(), path.clone(), register.clone(), run.clone());
+                let (stop, rng) = (stop.subscribe(), Rng::new(rng.next()));
+                tasks.push(tokio::spawn(contend(name, host, path, register, run, stop, rng)));
+            }
+        }
+        LockWorkload { stop, tasks, path, register }
+    }
+
+    /// Stops every contender (each closes its handle) and waits for them.
+    pub async fn stop(self, run: &Run) {
+        self.stop.send_replace(true);
+        for t in self.tasks {
+            if within(run, HANG * 2, "a contender stops", t).await.is_none() {
+                run.violation("a contender hung");
+            }
+        }
+        let tokens = self.register.accepted();
+        run.check(tokens.windows(2).all(|w| w[0] <= w[1]), || format!("register history fell: {tokens:?}"));
+    }
+}
+
+async fn contend(
+    name: String,
+    host: Host,
+    path: String,
+    register: Arc<Register>,
+    run: Arc<Run>,
+    stop: watch::Receiver<bool>,
+    mut rng: Rng,
+) {
+    let mut handle: Option<LockHandle> = None;
+    while !*stop.borrow() {
+        let mut lock = match handle.take() {
+            Some(lock) if !lock.is_retired() => lock,
+            other => {
+                if let Some(old) = other {
+                    old.close().await;
+                }
+                match host.lock("lock").await {
+                    Ok(lock) => lock,
+                    Err(_) => {
+                        // No session to be had right now (ZooKeeper down): try again shortly.
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    }
+                }
+            }
+        };
+        match lock.acquire(&path, Some(Duration::from_secs(2))).await {
+            Ok(held) => {
+                run.op();
+                register.write(&run, &name, &held.node, held.token).await;
+                tokio::time::sleep(rng.millis(0, 20)).await;
+                register.write(&run, &name, &held.node, held.token).await;
+                match lock.release().await {
+                    Ok(()) => handle = Some(lock),
+                    Err(e) if is_fault(&e) => lock.close().await,
+                    Err(e) => {
+                        run.violation(format!("{name}: release failed: {e}"));
+                        lock.close().await;
+                    }
+                }
+            }
+            Err(RecipeError::Zk(ZkError::Timeout)) => handle = Some(lock),
+            Err(e) if is_fault(&e) => lock.close().await,
+            Err(e) => {
+                run.violation(format!("{name}: acquire failed: {e}"));
+                lock.close().await;
+            }
+        }
+    }
+    if let Some(lock) = handle {
+        lock.close().await;
+    }
+}
