@@ -45,11 +45,14 @@ impl Default for ServerOptions {
     }
 }
 
-/// Ensemble wiring of one member: its id and every member's quorum/election ports.
+/// Ensemble wiring of one member: its id and the quorum/election ports it lists for every member
+/// (its own real ones, and for its peers wherever it should reach them).
 #[derive(Clone, Debug)]
 struct Member {
     id: u32,
     peers: Vec<(u32, u16, u16)>,
+    /// Lists its own line as `0.0.0.0`, see [`Ensemble::start_routed`].
+    wildcard: bool,
 }
 
 /// One running ZooKeeper server process.
@@ -92,8 +95,12 @@ impl ZkServer {
             port = options.port,
         );
         if let Some(m) = &member {
+            // The default, spelled out: with reconfig on, members would adopt the leader's
+            // server list (NEWLEADER, election gossip) and lose their own routes.
+            cfg.push_str("reconfigEnabled=false\n");
             for (id, quorum, election) in &m.peers {
-                cfg.push_str(&format!("server.{id}=127.0.0.1:{quorum}:{election}\n"));
+                let host = if *id == m.id && m.wildcard { "0.0.0.0" } else { "127.0.0.1" };
+                cfg.push_str(&format!("server.{id}={host}:{quorum}:{election}\n"));
             }
             std::fs::write(data_dir.join("myid"), format!("{}\n", m.id))?;
         }
@@ -224,6 +231,19 @@ impl ZkServer {
         Ok(())
     }
 
+    /// Whether the process was started and has not exited; notices (and forgets) an exit.
+    fn running(&mut self) -> bool {
+        let exited = match &self.exited {
+            Some(rx) => !matches!(rx.lock().unwrap().try_recv(), Err(mpsc::TryRecvError::Empty)),
+            None => true,
+        };
+        if exited {
+            self.pid = None;
+            self.exited = None;
+        }
+        self.pid.is_some()
+    }
+
     fn signal(&self, signal: i32) {
         if let Some(pid) = self.pid {
             // SAFETY: plain kill(2) on the PID of the process we started.
@@ -244,6 +264,22 @@ impl Drop for ZkServer {
     }
 }
 
+/// The ports of an ensemble that is not started yet, so that connections between its members
+/// can be routed (through proxies, say) before it starts: see [`Ensemble::start_routed`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnsemblePlan {
+    /// Per member, in order: `(id, quorum port, election port, client port)`, all on 127.0.0.1.
+    /// [`Ensemble::servers`] follows this order.
+    pub members: Vec<(u32, u16, u16, u16)>,
+}
+
+impl EnsemblePlan {
+    /// `(quorum port, election port)` where member `id` really listens for its peers.
+    pub fn peer_ports(&self, id: u32) -> Option<(u16, u16)> {
+        self.members.iter().find(|m| m.0 == id).map(|m| (m.1, m.2))
+    }
+}
+
 /// A 3-member (or larger) ensemble on 127.0.0.1.
 #[derive(Debug)]
 pub struct Ensemble {
@@ -251,15 +287,70 @@ pub struct Ensemble {
 }
 
 impl Ensemble {
+    /// Starts `size` members (ids 1 to `size`), each reaching its peers directly, and waits for
+    /// a quorum.
     pub fn start(size: usize, tick_ms: u32) -> anyhow::Result<Ensemble> {
-        let mut peers = Vec::new();
-        for id in 1..=size as u32 {
-            peers.push((id, free_port()?, free_port()?));
+        let plan = Ensemble::plan(size)?;
+        let direct = plan.clone();
+        Ensemble::start_routed(plan, tick_ms, move |_from, to| direct.peer_ports(to).unwrap_or((0, 0)))
+    }
+
+    /// Picks free ports for `size` members with ids 1 to `size`.
+    pub fn plan(size: usize) -> anyhow::Result<EnsemblePlan> {
+        if size == 0 || size > 255 {
+            bail!("an ensemble needs 1 to 255 members, not {size}");
         }
-        let mut servers = Vec::new();
+        let mut members = Vec::with_capacity(size);
         for id in 1..=size as u32 {
-            let options = ServerOptions { tick_ms, ..ServerOptions::default() };
-            servers.push(ZkServer::prepare(options, Some(Member { id, peers: peers.clone() }))?);
+            members.push((id, free_port()?, free_port()?, free_port()?));
+        }
+        Ok(EnsemblePlan { members })
+    }
+
+    /// Starts the members of `plan` and waits for a quorum. Member `from` reaches peer `to` at
+    /// `route(from, to)`, `(quorum port, election port)` on 127.0.0.1, instead of the ports `to`
+    /// listens on, so every connection between members (election and quorum alike) can go
+    /// through a proxy that the caller controls, one per ordered pair.
+    ///
+    /// ZooKeeper's election handshake would otherwise bypass the routes: a member receiving an
+    /// election connection from a smaller id drops it and connects back to the address that the
+    /// smaller one announced, its own listening address. When some route differs from the real
+    /// ports, each member therefore lists itself as `0.0.0.0`, which ZooKeeper does not announce,
+    /// so the connection back follows the route too; those members listen on all interfaces.
+    ///
+    /// A proxy should retry its upstream connection for a few seconds rather than close the
+    /// accepted one at once when the peer refuses: a follower that finds its new leader not
+    /// listening yet retries a refused connection, but takes an accepted-then-closed one for a
+    /// dead leader and starts another election, which costs `initLimit` ticks or more.
+    pub fn start_routed(
+        plan: EnsemblePlan,
+        tick_ms: u32,
+        route: impl Fn(u32, u32) -> (u16, u16),
+    ) -> anyhow::Result<Ensemble> {
+        check_plan(&plan)?;
+        let mut wiring = Vec::with_capacity(plan.members.len());
+        let mut routed = false;
+        for &(id, quorum, election, _) in &plan.members {
+            let mut peers = Vec::with_capacity(plan.members.len());
+            for &(to, to_quorum, to_election, _) in &plan.members {
+                if to == id {
+                    peers.push((to, quorum, election));
+                    continue;
+                }
+                let (q, e) = route(id, to);
+                if q == 0 || e == 0 {
+                    bail!("route from member {id} to member {to} has a zero port: ({q}, {e})");
+                }
+                routed |= (q, e) != (to_quorum, to_election);
+                peers.push((to, q, e));
+            }
+            wiring.push(Member { id, peers, wildcard: false });
+        }
+        let mut servers = Vec::with_capacity(plan.members.len());
+        for (mut member, &(_, _, _, port)) in wiring.into_iter().zip(&plan.members) {
+            member.wildcard = routed;
+            let options = ServerOptions { port, tick_ms, ..ServerOptions::default() };
+            servers.push(ZkServer::prepare(options, Some(member))?);
         }
         for server in &mut servers {
             server.launch()?;
@@ -267,6 +358,31 @@ impl Ensemble {
         let ensemble = Ensemble { servers };
         ensemble.wait_quorum(Duration::from_secs(60))?;
         Ok(ensemble)
+    }
+
+    /// Kills every member (SIGKILL to all, then waits for each to be gone): the whole ensemble
+    /// down at once. [`Ensemble::start_all`] brings it back.
+    pub fn stop_all(&mut self) {
+        for server in &self.servers {
+            server.thaw();
+            server.signal(libc::SIGKILL);
+        }
+        for server in &mut self.servers {
+            server.kill();
+        }
+    }
+
+    /// Starts again every member that is not running (killed, or exited by itself) with its
+    /// data directory and configuration, then waits for a quorum (a member restarted next to a
+    /// quorum that is still up may not serve yet when this returns).
+    pub fn start_all(&mut self) -> anyhow::Result<()> {
+        for server in &mut self.servers {
+            if !server.running() {
+                server.restart()?;
+            }
+        }
+        self.wait_quorum(Duration::from_secs(60))?;
+        Ok(())
     }
 
     /// Client connect string naming every member.
@@ -330,6 +446,27 @@ fn temp_dir(kind: &str) -> anyhow::Result<PathBuf> {
 fn check_installed() -> anyhow::Result<()> {
     if !Path::new(ZOOKEEPER_JAR).exists() {
         bail!("{ZOOKEEPER_JAR} not found: install Debian's zookeeper package (make setup does)");
+    }
+    Ok(())
+}
+
+fn check_plan(plan: &EnsemblePlan) -> anyhow::Result<()> {
+    if plan.members.is_empty() {
+        bail!("an ensemble plan needs at least one member");
+    }
+    let mut ports = std::collections::HashSet::new();
+    for (i, &(id, quorum, election, client)) in plan.members.iter().enumerate() {
+        if id == 0 || id > 255 {
+            bail!("member ids go from 1 to 255, not {id}");
+        }
+        if plan.members[..i].iter().any(|m| m.0 == id) {
+            bail!("member id {id} appears twice in the plan");
+        }
+        for port in [quorum, election, client] {
+            if port == 0 || !ports.insert(port) {
+                bail!("member {id}: port {port} is zero or used twice in the plan");
+            }
+        }
     }
     Ok(())
 }

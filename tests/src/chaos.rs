@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
-use wazoo::{Host, RecipeError, ZkError};
+use wazoo::server::Ensemble;
+use wazoo::{Host, RecipeError, SandboxLimits, ZkError};
 use zookeeper_client::{Client, MultiWriteError, SessionInfo};
 
 use crate::proxy::Proxy;
@@ -75,12 +76,19 @@ impl Lab {
 
     /// A host whose session reaches only `members` (each through its own proxy).
     pub async fn site_on(&self, name: &str, members: &[String]) -> Site {
+        self.site_with(name, members, SandboxLimits::default()).await
+    }
+
+    /// A host on `members` whose guests run under `limits`.
+    pub async fn site_with(&self, name: &str, members: &[String], limits: SandboxLimits) -> Site {
         let mut proxies = Vec::new();
         for member in members {
             proxies.push(Proxy::start(member).await);
         }
         let address = proxies.iter().map(Proxy::address).collect::<Vec<_>>().join(",");
-        let host = Host::start(crate::config(&address, self.session)).await.expect("starting a chaos site");
+        let mut config = crate::config(&address, self.session);
+        config.limits = limits;
+        let host = Host::start(config).await.expect("starting a chaos site");
         Site { name: name.to_string(), host, proxies }
     }
 
@@ -413,4 +421,130 @@ pub fn is_fault(e: &RecipeError) -> bool {
         RecipeError::Zk(ZkError::ConnectionLoss | ZkError::SessionExpired | ZkError::Timeout)
             | RecipeError::Retired
     )
+}
+
+/// A 3-member ensemble whose members reach each other only through proxies (one per ordered
+/// pair and port), so a test can isolate any member; plus SIGKILL, SIGSTOP and restarts.
+///
+/// The proxies run on a runtime of their own, so the ensemble outlives any one test's runtime.
+pub struct Cluster {
+    ensemble: Mutex<Ensemble>,
+    /// `(from, to)` member indexes, and the proxies for that direction's quorum and election
+    /// connections.
+    links: Vec<(usize, usize, Proxy, Proxy)>,
+    pub members: Vec<String>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Cluster {
+    /// Starts the ensemble (blocking: call it from a plain thread or before any runtime).
+    pub fn start(tick_ms: u32) -> anyhow::Result<Cluster> {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        let plan = Ensemble::plan(3)?;
+        let ids: Vec<u32> = plan.members.iter().map(|m| m.0).collect();
+        let mut links = Vec::new();
+        for (from, _) in ids.iter().enumerate() {
+            for (to, &to_id) in ids.iter().enumerate() {
+                if from == to {
+                    continue;
+                }
+                let (quorum, election) = plan.peer_ports(to_id).unwrap();
+                let (q, e) = runtime.block_on(async {
+                    (
+                        Proxy::raw(&format!("127.0.0.1:{quorum}")).await,
+                        Proxy::raw(&format!("127.0.0.1:{election}")).await,
+                    )
+                });
+                links.push((from, to, q, e));
+            }
+        }
+        let route = |from_id: u32, to_id: u32| {
+            let from = ids.iter().position(|i| *i == from_id).unwrap();
+            let to = ids.iter().position(|i| *i == to_id).unwrap();
+            let (_, _, q, e) = links.iter().find(|l| l.0 == from && l.1 == to).unwrap();
+            (q.port(), e.port())
+        };
+        let ensemble = Ensemble::start_routed(plan, tick_ms, route)?;
+        let members = ensemble.servers.iter().map(|s| s.address()).collect();
+        Ok(Cluster { ensemble: Mutex::new(ensemble), links, members, _runtime: runtime })
+    }
+
+    /// Runs `f` on the ensemble on a blocking thread (server control waits on processes).
+    async fn with<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut Ensemble) -> T + Send + 'static,
+    ) -> T {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || f(&mut me.ensemble.lock().unwrap())).await.unwrap()
+    }
+
+    /// Index of the current leader.
+    pub async fn leader(self: &Arc<Self>) -> Option<usize> {
+        self.with(|e| e.leader()).await
+    }
+
+    /// Waits until a quorum serves again; returns how long that took.
+    pub async fn wait_quorum(self: &Arc<Self>, limit: Duration) -> Result<Duration, String> {
+        let started = Instant::now();
+        self.with(move |e| e.wait_quorum(limit)).await.map_err(|e| format!("{e:#}"))?;
+        Ok(started.elapsed())
+    }
+
+    pub async fn kill(self: &Arc<Self>, member: usize) {
+        self.with(move |e| e.servers[member].kill()).await
+    }
+
+    pub async fn restart(self: &Arc<Self>, member: usize) -> Result<(), String> {
+        self.with(move |e| e.servers[member].restart()).await.map_err(|e| format!("{e:#}"))
+    }
+
+    /// SIGSTOP / SIGCONT.
+    pub async fn freeze(self: &Arc<Self>, member: usize) {
+        self.with(move |e| e.servers[member].freeze()).await
+    }
+
+    pub async fn thaw(self: &Arc<Self>, member: usize) {
+        self.with(move |e| e.servers[member].thaw()).await
+    }
+
+    /// Stops every member (the whole ensemble down).
+    pub async fn stop_all(self: &Arc<Self>) {
+        self.with(|e| e.stop_all()).await
+    }
+
+    pub async fn start_all(self: &Arc<Self>) -> Result<(), String> {
+        self.with(|e| e.start_all()).await.map_err(|e| format!("{e:#}"))
+    }
+
+    /// Cuts `member` off from its peers (every byte held both ways, as in a partition).
+    pub fn isolate(&self, member: usize) {
+        for (from, to, q, e) in &self.links {
+            if *from == member || *to == member {
+                q.freeze();
+                e.freeze();
+            }
+        }
+    }
+
+    /// Ends every partition.
+    pub fn heal(&self) {
+        for (_, _, q, e) in &self.links {
+            q.thaw();
+            e.thaw();
+        }
+    }
+
+    /// Restarts every member that is down and thaws every frozen one: a clean slate for the
+    /// next scenario.
+    pub async fn restore(self: &Arc<Self>) -> Result<(), String> {
+        self.heal();
+        self.with(|e| {
+            for server in &mut e.servers {
+                server.thaw();
+            }
+        })
+        .await;
+        self.start_all().await?;
+        self.wait_quorum(Duration::from_secs(60)).await.map(|_| ())
+    }
 }

@@ -5,7 +5,9 @@
 //! One standalone server is shared by a test binary (started once, on a free port); every test
 //! works under its own unique path. Ensembles are started per test.
 
+pub mod chaos;
 pub mod proxy;
+pub mod scenarios;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -56,22 +58,25 @@ pub fn recipes() -> Vec<String> {
     names
 }
 
-/// The plugins directory, with the recipe components freshly built from this workspace.
+/// The plugins directory, with the recipe components freshly built from this workspace, plus the
+/// test-only guests of `tests/guests/` (`misbehave`: traps, spins or grows on command).
 pub fn plugins() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
             let root = root();
+            let mut components = recipes();
+            components.push("misbehave".to_string());
             let status = Command::new(env!("CARGO"))
                 .current_dir(&root)
                 .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir", "target/guests"])
-                .args(recipes().iter().flat_map(|name| ["-p".to_string(), format!("wazoo-{name}")]))
+                .args(components.iter().flat_map(|name| ["-p".to_string(), format!("wazoo-{name}")]))
                 .status()
                 .expect("running cargo to build the recipes");
             assert!(status.success(), "building the recipe components failed");
             let dir = root.join("target/test-plugins");
             std::fs::create_dir_all(&dir).unwrap();
-            for recipe in recipes() {
+            for recipe in components {
                 let built = root.join(format!("target/guests/wasm32-wasip2/release/wazoo_{recipe}.wasm"));
                 std::fs::copy(&built, dir.join(format!("{recipe}.wasm"))).expect("copying a built recipe");
             }

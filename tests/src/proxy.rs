@@ -86,26 +86,34 @@ impl Proxy {
         let (gate, cut, shared) = (frozen.clone(), epoch.clone(), faults.clone());
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let Ok(server) = TcpStream::connect(upstream).await else { continue };
-                let _ = (client.set_nodelay(true), server.set_nodelay(true));
-                let link = Link {
-                    frozen: gate.subscribe(),
-                    cut: cut.subscribe(),
-                    born: *cut.borrow(),
-                    faults: shared.clone(),
-                    // xids of requests whose reply is to be lost
-                    doomed: Arc::new(Mutex::new(Vec::new())),
-                    closed: Arc::new(watch::channel(false).0),
-                };
-                let (client_read, client_write) = client.into_split();
-                let (server_read, server_write) = server.into_split();
-                if framed {
-                    tokio::spawn(link.clone().requests(client_read, server_write));
-                    tokio::spawn(link.replies(server_read, client_write));
-                } else {
-                    tokio::spawn(link.clone().copy(client_read, server_write));
-                    tokio::spawn(link.copy(server_read, client_write));
-                }
+                let (mut frozen, cut, shared) = (gate.subscribe(), cut.clone(), shared.clone());
+                tokio::spawn(async move {
+                    // A frozen link makes no new connection either; a refused one is tried again
+                    // for a while (a member about to listen), as a real network would let it.
+                    if frozen.wait_for(|f| !*f).await.is_err() {
+                        return;
+                    }
+                    let Some(server) = connect(upstream).await else { return };
+                    let _ = (client.set_nodelay(true), server.set_nodelay(true));
+                    let link = Link {
+                        frozen,
+                        cut: cut.subscribe(),
+                        born: *cut.borrow(),
+                        faults: shared,
+                        // xids of requests whose reply is to be lost
+                        doomed: Arc::new(Mutex::new(Vec::new())),
+                        closed: Arc::new(watch::channel(false).0),
+                    };
+                    let (client_read, client_write) = client.into_split();
+                    let (server_read, server_write) = server.into_split();
+                    if framed {
+                        tokio::spawn(link.clone().requests(client_read, server_write));
+                        tokio::spawn(link.replies(server_read, client_write));
+                    } else {
+                        tokio::spawn(link.clone().copy(client_read, server_write));
+                        tokio::spawn(link.copy(server_read, client_write));
+                    }
+                });
             }
         });
         Proxy { port, frozen, epoch, faults, accept }
@@ -332,6 +340,17 @@ impl Link {
         self.read(from.read_exact(&mut body)).await?;
         Some(body)
     }
+}
+
+/// Connects to `upstream`, trying again for up to 5 s while it refuses.
+async fn connect(upstream: SocketAddr) -> Option<TcpStream> {
+    for _ in 0..100 {
+        match TcpStream::connect(upstream).await {
+            Ok(stream) => return Some(stream),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    None
 }
 
 async fn write_frame(to: &mut (impl AsyncWrite + Unpin), frame: &[u8]) -> std::io::Result<()> {

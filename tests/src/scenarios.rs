@@ -732,3 +732,218 @@ async fn contend(
         lock.close().await;
     }
 }
+
+/// What happens to the ensemble in an [`ensemble_fault`] scenario.
+#[derive(Clone, Copy, Debug)]
+pub enum EnsembleFault {
+    /// SIGKILL the leader; restart it later.
+    LeaderKilled,
+    /// SIGSTOP the leader for this long.
+    LeaderFrozen(Duration),
+    /// Cut the leader off from its peers and from every client for this long.
+    LeaderIsolated(Duration),
+    /// One host reaches only a follower, which is then cut off from the others for this long.
+    MinorityMember(Duration),
+    /// Kill and restart whoever leads, every `every`, for `total`.
+    LeaderRestarts { every: Duration, total: Duration },
+    /// Every member down for this long.
+    AllDown(Duration),
+}
+
+impl EnsembleFault {
+    pub fn name(&self) -> String {
+        match self {
+            EnsembleFault::LeaderKilled => "ZooKeeper leader killed".into(),
+            EnsembleFault::LeaderFrozen(d) => format!("ZooKeeper leader frozen for {d:?}"),
+            EnsembleFault::LeaderIsolated(d) => format!("ZooKeeper leader isolated for {d:?}"),
+            EnsembleFault::MinorityMember(d) => format!("host on a minority member for {d:?}"),
+            EnsembleFault::LeaderRestarts { every, total } => {
+                format!("leader restarted every {every:?} for {total:?}")
+            }
+            EnsembleFault::AllDown(d) => format!("whole ensemble down for {d:?}"),
+        }
+    }
+}
+
+/// Lock contenders on three hosts run through an ensemble fault: the register never sees two
+/// holders, the lock changes hands again within session timeout + election + 1 s of the
+/// fault, nothing is left behind, and every host serves at the end.
+pub async fn ensemble_fault(
+    lab: &Lab,
+    cluster: &Arc<crate::chaos::Cluster>,
+    fault: EnsembleFault,
+    seed: u64,
+) -> Report {
+    let run = Run::start();
+    let name = fault.name();
+    if let Err(e) = cluster.restore().await {
+        run.violation(format!("the ensemble did not come back before the scenario: {e}"));
+        return run.report(&name);
+    }
+    let leader = cluster.leader().await.expect("a leader");
+    let follower = (leader + 1) % lab.members.len();
+    let (a, b) = (lab.site("a").await, lab.site("b").await);
+    // The third host: on every member, or only on the follower to be cut off.
+    let c = match fault {
+        EnsembleFault::MinorityMember(_) => lab.site_on("c", &[lab.members[follower].clone()]).await,
+        _ => lab.site("c").await,
+    };
+    let workload = LockWorkload::start(lab, &run, &[&a, &b, &c], 2, seed).await;
+    // Under way before the fault.
+    let warm = run.progress_after(5, HANG).await;
+    run.check(warm, || "no progress before the fault".into());
+
+    let before = run.ops();
+    let injected = Instant::now();
+    let mut election = Duration::ZERO;
+    match fault {
+        EnsembleFault::LeaderKilled => {
+            run.fault(format!("SIGKILL leader (member {leader})"));
+            cluster.kill(leader).await;
+            election = measure_election(&run, cluster).await;
+        }
+        EnsembleFault::LeaderFrozen(d) => {
+            run.fault(format!("SIGSTOP leader (member {leader})"));
+            cluster.freeze(leader).await;
+            election = measure_election(&run, cluster).await;
+            sleep_until(injected + d).await;
+            cluster.thaw(leader).await;
+            run.fault("SIGCONT old leader");
+        }
+        EnsembleFault::LeaderIsolated(d) => {
+            run.fault(format!("leader (member {leader}) cut off from its peers and clients"));
+            cluster.isolate(leader);
+            for site in [&a, &b, &c] {
+                site.proxies[leader].freeze();
+            }
+            election = measure_election(&run, cluster).await;
+            sleep_until(injected + d).await;
+            cluster.heal();
+            for site in [&a, &b, &c] {
+                site.proxies[leader].thaw();
+            }
+            run.fault("partition healed");
+        }
+        EnsembleFault::MinorityMember(d) => {
+            run.fault(format!("member {follower}, c's only server, cut off from its peers"));
+            cluster.isolate(follower);
+            sleep_until(injected + d).await;
+            cluster.heal();
+            run.fault("partition healed");
+        }
+        EnsembleFault::LeaderRestarts { every, total } => {
+            let mut round = 0;
+            while injected.elapsed() < total {
+                round += 1;
+                let tick = injected + every * round;
+                if let Some(leader) = cluster.leader().await {
+                    run.fault(format!("restart leader (member {leader})"));
+                    cluster.kill(leader).await;
+                    if let Err(e) = cluster.restart(leader).await {
+                        run.violation(format!("member {leader} did not restart: {e}"));
+                    }
+                }
+                sleep_until(tick).await;
+            }
+            election = measure_election(&run, cluster).await;
+        }
+        EnsembleFault::AllDown(d) => {
+            run.fault("every member stopped");
+            cluster.stop_all().await;
+            sleep_until(injected + d).await;
+            if let Err(e) = cluster.start_all().await {
+                run.violation(format!("the ensemble did not restart: {e}"));
+            }
+            run.fault("every member restarted");
+            election = measure_election(&run, cluster).await;
+        }
+    }
+    // Convergence: the lock changes hands again soon after the fault (or after it ended, for
+    // the faults that take the ensemble away for a while).
+    let (from, mark) = match fault {
+        EnsembleFault::LeaderKilled | EnsembleFault::LeaderIsolated(_) | EnsembleFault::LeaderFrozen(_) => {
+            (injected, before)
+        }
+        _ => (Instant::now(), run.ops()),
+    };
+    let bound = lab.convergence(election);
+    let remaining = (from + bound).saturating_duration_since(Instant::now());
+    let moved = run.progress_after(mark, remaining).await;
+    run.check(moved, || format!("no new holder within {bound:?} (election took {election:?})"));
+
+    if let Err(e) = cluster.restore().await {
+        run.violation(format!("the ensemble did not recover: {e}"));
+    }
+    let mark = run.ops();
+    let resumed = run.progress_after(mark, HANG).await;
+    run.check(resumed, || "no progress after the ensemble recovered".into());
+    let path = workload.path.clone();
+    workload.stop(&run).await;
+    epilogue(&run, lab, &path, &[&a, &b, &c]).await;
+    run.report(&name)
+}
+
+/// How long until a quorum serves again (recorded as a check: it must come back).
+async fn measure_election(run: &Run, cluster: &Arc<crate::chaos::Cluster>) -> Duration {
+    match cluster.wait_quorum(HANG).await {
+        Ok(took) => {
+            run.check(true, String::new);
+            run.fault(format!("quorum again after {took:.1?}"));
+            took
+        }
+        Err(e) => {
+            run.violation(format!("no quorum: {e}"));
+            HANG
+        }
+    }
+}
+
+async fn sleep_until(when: Instant) {
+    tokio::time::sleep_until(tokio::time::Instant::from_std(when)).await;
+}
+
+/// A guest spins while it holds a lock node (the test guest `misbehave`, whose node is named as
+/// the lock recipe names its own) until its CPU limit stops it: the host deletes the node at
+/// once, on the session it keeps, and the contender queued behind it takes the lock well before
+/// any session could have expired.
+pub async fn guest_traps_holding_a_lock(lab: &Lab) -> Report {
+    let run = Run::start();
+    let path = lab.path("trap");
+    let limits = wazoo::SandboxLimits { cpu_per_call: Duration::from_secs(2), ..Default::default() };
+    let a = lab.site_with("a", &lab.members, limits).await;
+    let b = lab.site("b").await;
+    let session = a.host.live().await.unwrap().session_id();
+    let mut guest = a.host.custom("misbehave").await.unwrap();
+    let spin = vec!["hold-then-spin".to_string(), path.clone()];
+    let spinning = tokio::spawn(async move {
+        let outcome = guest.run(&spin).await;
+        (guest, outcome)
+    });
+    queued(lab, &path, 1).await;
+    let waiting = acquire_on_task(b.host.lock("lock").await.unwrap(), &path);
+    queued(lab, &path, 2).await;
+    run.fault("a guest holding the lock spins past its CPU limit");
+    if let Some(joined) = within(&run, HANG, "the spinning guest is stopped", spinning).await {
+        let (guest, outcome) = joined.unwrap();
+        let stopped = Instant::now();
+        run.op();
+        run.check(matches!(outcome, Err(RecipeError::Trapped(_))), || {
+            format!("the guest returned {outcome:?}")
+        });
+        run.check(guest.is_retired() && !guest.tracks_nodes(), || "the trapped handle keeps nodes".into());
+        if let Some(joined) =
+            within(&run, lab.session, "b takes the lock before any session expiry", waiting).await
+        {
+            let (mut waiter, outcome) = joined.unwrap();
+            run.op();
+            println!("    lock free {:?} after the trap", stopped.elapsed());
+            run.check(outcome.is_ok(), || format!("b's acquire: {outcome:?}"));
+            let _ = waiter.release().await;
+            waiter.close().await;
+        }
+        let now = a.host.live().await.unwrap().session_id();
+        run.check(now == session, || "the trap cost the host its session".into());
+    }
+    epilogue(&run, lab, &path, &[&a, &b]).await;
+    run.report("a guest traps while holding a lock")
+}

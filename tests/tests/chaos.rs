@@ -4,11 +4,12 @@
 //!
 //! The randomised soak run is `cargo run --release -p wazoo-tests --bin chaos-soak`.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::{Mutex, MutexGuard};
-use wazoo_tests::chaos::Lab;
-use wazoo_tests::scenarios;
+use wazoo_tests::chaos::{Cluster, Lab};
+use wazoo_tests::scenarios::{self, EnsembleFault};
 use wazoo_tests::zk;
 
 /// Session timeout of the chaos sites (the servers' tick is 200 ms: 2 to 20 ticks allowed).
@@ -82,4 +83,62 @@ async fn two_phase_commit_coordinator_killed_between_votes_and_decision() {
 async fn barrier_participant_session_expires() {
     let _turn = turn().await;
     scenarios::barrier_participant_expires(&standalone().await).await.assert_clean();
+}
+
+/// The 3-member ensemble of this binary, its links between members through proxies.
+fn cluster() -> Arc<Cluster> {
+    static CLUSTER: OnceLock<Arc<Cluster>> = OnceLock::new();
+    CLUSTER
+        .get_or_init(|| {
+            let started = std::thread::spawn(|| Cluster::start(200).expect("starting the chaos ensemble"));
+            Arc::new(started.join().unwrap())
+        })
+        .clone()
+}
+
+async fn ensemble(cluster: &Cluster) -> Lab {
+    Lab::new(cluster.members.clone(), SESSION, "/chaos").await
+}
+
+async fn ensemble_fault(fault: EnsembleFault) {
+    let _turn = turn().await;
+    let cluster = cluster();
+    scenarios::ensemble_fault(&ensemble(&cluster).await, &cluster, fault, 7).await.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn zookeeper_leader_killed() {
+    ensemble_fault(EnsembleFault::LeaderKilled).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn zookeeper_leader_frozen() {
+    ensemble_fault(EnsembleFault::LeaderFrozen(SESSION * 2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn zookeeper_leader_isolated() {
+    ensemble_fault(EnsembleFault::LeaderIsolated(SESSION * 2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn host_connected_only_to_a_minority_member() {
+    ensemble_fault(EnsembleFault::MinorityMember(SESSION * 2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn zookeeper_leader_restarted_every_3s_for_a_minute() {
+    let every = Duration::from_secs(3);
+    ensemble_fault(EnsembleFault::LeaderRestarts { every, total: Duration::from_secs(60) }).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn whole_ensemble_down_longer_than_the_session_timeout() {
+    ensemble_fault(EnsembleFault::AllDown(SESSION * 2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_guest_that_traps_holding_a_lock_loses_it_at_once() {
+    let _turn = turn().await;
+    scenarios::guest_traps_holding_a_lock(&standalone().await).await.assert_clean();
 }
