@@ -49,19 +49,27 @@ impl Rng {
 pub struct Lab {
     pub members: Vec<String>,
     pub session: Duration,
-    pub checker: Client,
+    checker: Mutex<Client>,
     root: String,
     next: AtomicU64,
 }
 
 impl Lab {
     pub async fn new(members: Vec<String>, session: Duration, root: &str) -> Lab {
-        let checker = Client::connector()
-            .with_session_timeout(Duration::from_secs(20))
-            .connect(&members.join(","))
-            .await
-            .expect("connecting the chaos checker");
+        let checker = Mutex::new(connect_checker(&members).await);
         Lab { members, session, checker, root: root.to_string(), next: AtomicU64::new(0) }
+    }
+
+    /// The checking client, connected again if its session ended (the whole ensemble down
+    /// for longer than its timeout ends it too).
+    pub async fn checker(&self) -> Client {
+        let current = self.checker.lock().unwrap().clone();
+        if !current.state().is_terminated() {
+            return current;
+        }
+        let fresh = connect_checker(&self.members).await;
+        *self.checker.lock().unwrap() = fresh.clone();
+        fresh
     }
 
     /// A path no other scenario uses.
@@ -104,13 +112,13 @@ impl Lab {
         let mut found = Vec::new();
         let mut stack = vec![path.to_string()];
         while let Some(dir) = stack.pop() {
-            let children = match self.checker.list_children(&dir).await {
+            let children = match self.checker().await.list_children(&dir).await {
                 Ok(children) => children,
                 Err(_) => continue,
             };
             for child in children {
                 let full = if dir == "/" { format!("/{child}") } else { format!("{dir}/{child}") };
-                if let Ok(Some(stat)) = self.checker.check_stat(&full).await {
+                if let Ok(Some(stat)) = self.checker().await.check_stat(&full).await {
                     if stat.ephemeral_owner != 0 {
                         found.push(format!("{full} (ephemeral, session {:#x})", stat.ephemeral_owner));
                     }
@@ -185,7 +193,7 @@ impl Site {
         let options = zookeeper_client::CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all());
         twin.create(&marker, b"", &options).await.expect("marking the session");
         drop(twin);
-        crate::wait_gone(&lab.checker, &marker).await;
+        crate::wait_gone(&lab.checker().await, &marker).await;
         self.thaw();
     }
 
@@ -357,15 +365,16 @@ impl Register {
     pub async fn new(lab: &Lab, path: &str) -> Register {
         let options =
             zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        let checker = lab.checker().await;
         let mut dir = String::new();
         for part in path.trim_start_matches('/').split('/') {
             dir = format!("{dir}/{part}");
-            match lab.checker.create(&dir, b"0", &options).await {
+            match checker.create(&dir, b"0", &options).await {
                 Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
                 Err(e) => panic!("creating {dir}: {e}"),
             }
         }
-        Register { client: lab.checker.clone(), path: path.to_string(), accepted: Mutex::new(Vec::new()) }
+        Register { client: checker, path: path.to_string(), accepted: Mutex::new(Vec::new()) }
     }
 
     /// `holder`, which holds the lock node `node` with fencing `token`, writes.
@@ -411,6 +420,14 @@ impl Register {
     pub fn accepted(&self) -> Vec<i64> {
         self.accepted.lock().unwrap().clone()
     }
+}
+
+async fn connect_checker(members: &[String]) -> Client {
+    Client::connector()
+        .with_session_timeout(Duration::from_secs(20))
+        .connect(&members.join(","))
+        .await
+        .expect("connecting the chaos checker")
 }
 
 /// Whether a recipe error is what a fault may cause (the call can be tried again on a fresh

@@ -163,8 +163,12 @@ pub async fn wait_gone(client: &Client, path: &str) {
 /// The `wazoo` binary built for this test run.
 pub fn wazoo_bin() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    // target/release/deps/<test> -> target/release/wazoo
-    let bin = exe.parent().unwrap().parent().unwrap().join("wazoo");
+    // target/release/deps/<test> (a test) or target/release/<bin> -> target/release/wazoo
+    let mut dir = exe.parent().unwrap();
+    if dir.ends_with("deps") {
+        dir = dir.parent().unwrap();
+    }
+    let bin = dir.join("wazoo");
     assert!(bin.exists(), "{} not built (cargo test builds it for integration tests)", bin.display());
     bin
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
-use wazoo::{Ballot, Host, LockHandle, Lost, Outcome, RecipeError, TxMode, ZkError};
+use wazoo::{Ballot, ElectionHandle, Host, LockHandle, Lost, Outcome, RecipeError, TxMode, ZkError};
 use zookeeper_client::SessionState;
 
 use crate::chaos::{is_fault, Lab, Register, Report, Rng, Run, Site, Write};
@@ -66,7 +66,7 @@ fn acquire_on_task(
 
 /// Waits, by watching, until `dir` has `n` children.
 async fn queued(lab: &Lab, dir: &str, n: usize) {
-    crate::wait_children(&lab.checker, dir, n).await;
+    crate::wait_children(&lab.checker().await, dir, n).await;
 }
 
 /// The holder's session is ended on the server (by a second client taking it over and closing
@@ -182,7 +182,7 @@ pub async fn brief_disconnect(lab: &Lab, down: Duration) -> Report {
     a.thaw();
     run.fault("a's network back");
 
-    let stat = lab.checker.check_stat(&held.node).await.unwrap();
+    let stat = lab.checker().await.check_stat(&held.node).await.unwrap();
     run.check(stat.is_some_and(|s| s.czxid == held.token && s.ephemeral_owner == session), || {
         format!("a's lock node changed or vanished: {stat:?}")
     });
@@ -232,10 +232,10 @@ pub async fn lost_create_reply(lab: &Lab) -> Report {
     proxy.lose_reply(op::CREATES, 1);
     let held = within(&run, HANG, "lock acquires through a lost reply", lock.acquire(&path, None)).await;
     run.op();
-    let nodes = crate::children(&lab.checker, &path).await;
+    let nodes = crate::children(&lab.checker().await, &path).await;
     run.check(nodes.len() == 1, || format!("lock: {} nodes after one acquire: {nodes:?}", nodes.len()));
     if let Some(Ok(held)) = &held {
-        let owner = lab.checker.check_stat(&held.node).await.unwrap().map(|s| s.ephemeral_owner);
+        let owner = lab.checker().await.check_stat(&held.node).await.unwrap().map(|s| s.ephemeral_owner);
         run.check(owner == Some(session), || format!("lock node owned by {owner:?}, not our session"));
     } else {
         run.violation(format!("lock acquire: {held:?}"));
@@ -251,7 +251,7 @@ pub async fn lost_create_reply(lab: &Lab) -> Report {
     let led = within(&run, HANG, "campaign through a lost reply", candidate.campaign(&path, "a", None)).await;
     run.op();
     run.check(matches!(led, Some(Ok(_))), || format!("campaign: {led:?}"));
-    let nodes = crate::children(&lab.checker, &path).await;
+    let nodes = crate::children(&lab.checker().await, &path).await;
     run.check(nodes.len() == 1, || {
         format!("election: {} proposals after one campaign: {nodes:?}", nodes.len())
     });
@@ -266,7 +266,7 @@ pub async fn lost_create_reply(lab: &Lab) -> Report {
     let lease = within(&run, HANG, "lease through a lost reply", semaphore.acquire(&path, 2, None)).await;
     run.op();
     run.check(matches!(lease, Some(Ok(_))), || format!("semaphore: {lease:?}"));
-    let leases = crate::children(&lab.checker, &format!("{path}/leases")).await;
+    let leases = crate::children(&lab.checker().await, &format!("{path}/leases")).await;
     run.check(leases.len() == 1, || {
         format!("semaphore: {} leases after one acquire: {leases:?}", leases.len())
     });
@@ -309,7 +309,7 @@ pub async fn lost_set_data_reply(lab: &Lab) -> Report {
     let set = within(&run, HANG, "config set through a lost reply", config.set(&path, b"two", None)).await;
     run.op();
     run.check(matches!(set, Some(Ok(_))), || format!("config set: {set:?}"));
-    let (data, _) = lab.checker.get_data(&path).await.unwrap();
+    let (data, _) = lab.checker().await.get_data(&path).await.unwrap();
     run.check(data == b"two", || format!("config holds {:?}", String::from_utf8_lossy(&data)));
 
     let path = format!("{root}/counter");
@@ -318,7 +318,7 @@ pub async fn lost_set_data_reply(lab: &Lab) -> Report {
     proxy.lose_reply(&[op::SET_DATA], 1);
     let added = within(&run, HANG, "counter add through a lost reply", config.add(&path, 5)).await;
     run.op();
-    let (data, _) = lab.checker.get_data(&path).await.unwrap();
+    let (data, _) = lab.checker().await.get_data(&path).await.unwrap();
     let value: i64 = String::from_utf8_lossy(&data).parse().unwrap();
     run.check(value == 15, || format!("counter is {value} after 10 + 5 with a lost reply"));
     match added {
@@ -535,7 +535,7 @@ pub async fn coordinator_killed(lab: &Lab) -> Report {
     // The transaction is open once its site list exists.
     let meta = format!("{tx}/meta");
     loop {
-        let (stat, watcher) = lab.checker.check_and_watch_stat(&meta).await.unwrap();
+        let (stat, watcher) = lab.checker().await.check_and_watch_stat(&meta).await.unwrap();
         if stat.is_some() {
             break;
         }
@@ -570,7 +570,7 @@ pub async fn coordinator_killed(lab: &Lab) -> Report {
             voter.close().await;
         }
     }
-    let (data, _) = lab.checker.get_data(&format!("{tx}/decision")).await.unwrap();
+    let (data, _) = lab.checker().await.get_data(&format!("{tx}/decision")).await.unwrap();
     let recorded = if data == b"committed" { Outcome::Committed } else { Outcome::Aborted };
     run.check(outcomes.iter().all(|o| *o == recorded), || {
         format!("sites decided {outcomes:?}, the record says {recorded:?}")
@@ -631,24 +631,81 @@ pub async fn barrier_participant_expires(lab: &Lab) -> Report {
     run.report("barrier participant's session expires")
 }
 
-/// Contenders on several hosts take a lock in turn for as long as the workload runs, each
-/// writing the fenced register when it gets the lock and again before it lets go.
-pub struct LockWorkload {
+/// What a workload contends for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Lock,
+    Election,
+}
+
+/// One contender's handle: a lock or an election candidate.
+enum Contender {
+    Lock(LockHandle),
+    Election(ElectionHandle),
+}
+
+impl Contender {
+    async fn open(host: &Host, kind: Kind) -> anyhow::Result<Contender> {
+        Ok(match kind {
+            Kind::Lock => Contender::Lock(host.lock("lock").await?),
+            Kind::Election => Contender::Election(host.election("election").await?),
+        })
+    }
+
+    /// Takes the lock or leadership: its node and fencing token.
+    async fn take(&mut self, path: &str, name: &str) -> Result<(String, i64), RecipeError> {
+        let limit = Some(Duration::from_secs(2));
+        match self {
+            Contender::Lock(h) => h.acquire(path, limit).await.map(|held| (held.node, held.token)),
+            Contender::Election(h) => h.campaign(path, name, limit).await.map(|led| (led.node, led.token)),
+        }
+    }
+
+    async fn give_back(&mut self) -> Result<(), RecipeError> {
+        match self {
+            Contender::Lock(h) => h.release().await,
+            Contender::Election(h) => h.resign().await,
+        }
+    }
+
+    fn is_retired(&self) -> bool {
+        match self {
+            Contender::Lock(h) => h.is_retired(),
+            Contender::Election(h) => h.is_retired(),
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Contender::Lock(h) => h.close().await,
+            Contender::Election(h) => h.close().await,
+        }
+    }
+}
+
+/// Contenders on several hosts take a lock (or lead an election) in turn for as long as the
+/// workload runs, each writing the fenced register when it gets it and again before it lets
+/// go: at most one holder (leader) at any instant, or the register says so.
+pub struct Workload {
     stop: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     pub path: String,
     pub register: Arc<Register>,
 }
 
-impl LockWorkload {
+impl Workload {
     pub async fn start(
         lab: &Lab,
         run: &Arc<Run>,
+        kind: Kind,
         sites: &[&Site],
         per_site: usize,
         seed: u64,
-    ) -> LockWorkload {
-        let path = lab.path("workload");
+    ) -> Workload {
+        let path = lab.path(match kind {
+            Kind::Lock => "lock-workload",
+            Kind::Election => "election-workload",
+        });
         let register = Arc::new(Register::new(lab, &format!("{path}-register")).await);
         let (stop, _) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -659,10 +716,10 @@ impl LockWorkload {
                 let (host, path, register, run) =
                     (site.host.clone(), path.clone(), register.clone(), run.clone());
                 let (stop, rng) = (stop.subscribe(), Rng::new(rng.next()));
-                tasks.push(tokio::spawn(contend(name, host, path, register, run, stop, rng)));
+                tasks.push(tokio::spawn(contend(kind, name, host, path, register, run, stop, rng)));
             }
         }
-        LockWorkload { stop, tasks, path, register }
+        Workload { stop, tasks, path, register }
     }
 
     /// Stops every contender (each closes its handle) and waits for them.
@@ -678,7 +735,9 @@ impl LockWorkload {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn contend(
+    kind: Kind,
     name: String,
     host: Host,
     path: String,
@@ -687,16 +746,16 @@ async fn contend(
     stop: watch::Receiver<bool>,
     mut rng: Rng,
 ) {
-    let mut handle: Option<LockHandle> = None;
+    let mut handle: Option<Contender> = None;
     while !*stop.borrow() {
-        let mut lock = match handle.take() {
-            Some(lock) if !lock.is_retired() => lock,
+        let mut contender = match handle.take() {
+            Some(c) if !c.is_retired() => c,
             other => {
                 if let Some(old) = other {
                     old.close().await;
                 }
-                match host.lock("lock").await {
-                    Ok(lock) => lock,
+                match Contender::open(&host, kind).await {
+                    Ok(c) => c,
                     Err(_) => {
                         // No session to be had right now (ZooKeeper down): try again shortly.
                         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -705,31 +764,31 @@ async fn contend(
                 }
             }
         };
-        match lock.acquire(&path, Some(Duration::from_secs(2))).await {
-            Ok(held) => {
+        match contender.take(&path, &name).await {
+            Ok((node, token)) => {
                 run.op();
-                register.write(&run, &name, &held.node, held.token).await;
+                register.write(&run, &name, &node, token).await;
                 tokio::time::sleep(rng.millis(0, 20)).await;
-                register.write(&run, &name, &held.node, held.token).await;
-                match lock.release().await {
-                    Ok(()) => handle = Some(lock),
-                    Err(e) if is_fault(&e) => lock.close().await,
+                register.write(&run, &name, &node, token).await;
+                match contender.give_back().await {
+                    Ok(()) => handle = Some(contender),
+                    Err(e) if is_fault(&e) => contender.close().await,
                     Err(e) => {
-                        run.violation(format!("{name}: release failed: {e}"));
-                        lock.close().await;
+                        run.violation(format!("{name}: letting go failed: {e}"));
+                        contender.close().await;
                     }
                 }
             }
-            Err(RecipeError::Zk(ZkError::Timeout)) => handle = Some(lock),
-            Err(e) if is_fault(&e) => lock.close().await,
+            Err(RecipeError::Zk(ZkError::Timeout)) => handle = Some(contender),
+            Err(e) if is_fault(&e) => contender.close().await,
             Err(e) => {
-                run.violation(format!("{name}: acquire failed: {e}"));
-                lock.close().await;
+                run.violation(format!("{name}: taking failed: {e}"));
+                contender.close().await;
             }
         }
     }
-    if let Some(lock) = handle {
-        lock.close().await;
+    if let Some(c) = handle {
+        c.close().await;
     }
 }
 
@@ -765,9 +824,10 @@ impl EnsembleFault {
     }
 }
 
-/// Lock contenders on three hosts run through an ensemble fault: the register never sees two
-/// holders, the lock changes hands again within session timeout + election + 1 s of the
-/// fault, nothing is left behind, and every host serves at the end.
+/// Lock contenders and election candidates on three hosts run through an ensemble fault: the
+/// registers never see two holders or two leaders, the lock or leadership changes hands again
+/// within session timeout + election + 1 s of the fault, nothing is left behind, and every
+/// host serves at the end.
 pub async fn ensemble_fault(
     lab: &Lab,
     cluster: &Arc<crate::chaos::Cluster>,
@@ -788,7 +848,9 @@ pub async fn ensemble_fault(
         EnsembleFault::MinorityMember(_) => lab.site_on("c", &[lab.members[follower].clone()]).await,
         _ => lab.site("c").await,
     };
-    let workload = LockWorkload::start(lab, &run, &[&a, &b, &c], 2, seed).await;
+    // Locks and an election at once, one contender of each per host.
+    let locks = Workload::start(lab, &run, Kind::Lock, &[&a, &b, &c], 1, seed).await;
+    let leaders = Workload::start(lab, &run, Kind::Election, &[&a, &b, &c], 1, seed ^ 1).await;
     // Under way before the fault.
     let warm = run.progress_after(5, HANG).await;
     run.check(warm, || "no progress before the fault".into());
@@ -877,9 +939,11 @@ pub async fn ensemble_fault(
     let mark = run.ops();
     let resumed = run.progress_after(mark, HANG).await;
     run.check(resumed, || "no progress after the ensemble recovered".into());
-    let path = workload.path.clone();
-    workload.stop(&run).await;
-    epilogue(&run, lab, &path, &[&a, &b, &c]).await;
+    let paths = [locks.path.clone(), leaders.path.clone()];
+    locks.stop(&run).await;
+    leaders.stop(&run).await;
+    epilogue(&run, lab, &paths[1], &[]).await;
+    epilogue(&run, lab, &paths[0], &[&a, &b, &c]).await;
     run.report(&name)
 }
 
@@ -946,4 +1010,107 @@ pub async fn guest_traps_holding_a_lock(lab: &Lab) -> Report {
     }
     epilogue(&run, lab, &path, &[&a, &b]).await;
     run.report("a guest traps while holding a lock")
+}
+
+/// One host's replies come back slowly (each held for `delay`) while contenders on it and on
+/// a healthy host take a lock and lead an election: slowness is not a fault the recipes may
+/// turn into two holders, and both hosts keep making progress.
+pub async fn slow_replies(lab: &Lab, delay: Duration, length: Duration) -> Report {
+    let run = Run::start();
+    let (a, b) = (lab.site("a").await, lab.site("b").await);
+    let locks = Workload::start(lab, &run, Kind::Lock, &[&a, &b], 2, delay.as_millis() as u64).await;
+    let leaders = Workload::start(lab, &run, Kind::Election, &[&a, &b], 1, length.as_millis() as u64).await;
+    let warm = run.progress_after(3, HANG).await;
+    run.check(warm, || "no progress before the fault".into());
+    run.fault(format!("every reply to a delayed by {delay:?} for {length:?}"));
+    a.proxies.iter().for_each(|p| p.delay(delay));
+    let mark = run.ops();
+    tokio::time::sleep(length).await;
+    a.proxies.iter().for_each(|p| p.delay(Duration::ZERO));
+    run.fault("delay over");
+    run.check(run.ops() > mark, || "no progress while a was slow".into());
+    let paths = [locks.path.clone(), leaders.path.clone()];
+    locks.stop(&run).await;
+    leaders.stop(&run).await;
+    epilogue(&run, lab, &paths[1], &[]).await;
+    epilogue(&run, lab, &paths[0], &[&a, &b]).await;
+    run.report("slow replies")
+}
+
+/// The `wazoo lock` process itself is stopped (SIGSTOP) for twice the session timeout while
+/// it runs a command under the lock: a contender takes over in time, the stopped holder's
+/// write is fenced, and once resumed `wazoo` notices the loss, stops its command and exits 4.
+pub async fn host_process_frozen(lab: &Lab, factor: u32) -> Report {
+    use tokio::io::AsyncBufReadExt;
+    let run = Run::start();
+    let path = lab.path("process-frozen");
+    let register = Register::new(lab, &format!("{path}-register")).await;
+    let b = lab.site("b").await;
+    let session_ms = lab.session.as_millis().to_string();
+    let mut child = tokio::process::Command::new(crate::wazoo_bin())
+        .env("WAZOO_ZOOKEEPER", lab.members.join(","))
+        .env("WAZOO_PLUGINS", crate::plugins())
+        .env("WAZOO_SESSION_TIMEOUT", format!("{session_ms}ms"))
+        .env_remove("WAZOO_LOG")
+        .args([
+            "lock",
+            &path,
+            "--grace",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            "echo $WAZOO_FENCING_TOKEN $WAZOO_LOCK_NODE; exec sleep 600",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting wazoo lock");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = within(&run, HANG, "wazoo lock runs its command", lines.next_line()).await;
+    let Some(Ok(Some(line))) = first else {
+        run.violation(format!("wazoo lock printed no token: {first:?}"));
+        return run.report("wazoo process frozen for 2× the session timeout");
+    };
+    let mut words = line.split_whitespace();
+    let token: i64 = words.next().and_then(|t| t.parse().ok()).unwrap_or(0);
+    let node = words.next().unwrap_or_default().to_string();
+    run.op();
+    let write = register.write(&run, "wazoo", &node, token).await;
+    run.check(write == Write::Accepted, || format!("the holder's write was {write:?}"));
+    let waiting = acquire_on_task(b.host.lock("lock").await.unwrap(), &path);
+    queued(lab, &path, 2).await;
+
+    let pid = child.id().unwrap() as i32;
+    let frozen_for = lab.session * factor;
+    run.fault(format!("wazoo (pid {pid}) stopped with SIGSTOP for {frozen_for:?}"));
+    let stopped = Instant::now();
+    // SAFETY: kill(2) on the child we started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    if let Some(joined) = within(&run, lab.convergence(Duration::ZERO), "b takes the lock", waiting).await {
+        let (mut waiter, outcome) = joined.unwrap();
+        let next = outcome.expect("b acquires");
+        run.op();
+        run.check(next.token > token, || "token did not rise".into());
+        let stale = register.write(&run, "wazoo", &node, token).await;
+        run.check(stale == Write::Fenced, || format!("the stopped holder's write was {stale:?}"));
+        let write = register.write(&run, "b", &next.node, next.token).await;
+        run.check(write == Write::Accepted, || format!("the new holder's write was {write:?}"));
+        sleep_until(stopped + frozen_for).await;
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        run.fault("wazoo resumed with SIGCONT");
+        if let Some(status) = within(&run, HANG, "wazoo notices the loss and exits", child.wait()).await {
+            let code = status.ok().and_then(|s| s.code());
+            run.check(code == Some(4), || format!("wazoo exited with {code:?}, not 4 (lock lost)"));
+        }
+        waiter.release().await.unwrap();
+        waiter.close().await;
+    } else {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+    }
+    let _ = child.kill().await;
+    epilogue(&run, lab, &path, &[&b]).await;
+    run.report("wazoo process frozen for 2× the session timeout")
 }

@@ -142,3 +142,15 @@ async fn a_guest_that_traps_holding_a_lock_loses_it_at_once() {
     let _turn = turn().await;
     scenarios::guest_traps_holding_a_lock(&standalone().await).await.assert_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slow_replies_do_not_make_two_holders() {
+    let _turn = turn().await;
+    scenarios::slow_replies(&standalone().await, SESSION / 6, SESSION * 2).await.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn wazoo_process_frozen_for_twice_the_session_timeout() {
+    let _turn = turn().await;
+    scenarios::host_process_frozen(&standalone().await, 2).await.assert_clean();
+}
