@@ -9,7 +9,7 @@ GUEST_DIR := target/guests/$(GUEST_TARGET)/release
 # installed as plugins/X.wasm (the test fixture follows the same rule).
 RECIPES := $(filter-out guest,$(notdir $(patsubst %/Cargo.toml,%,$(wildcard recipes/*/Cargo.toml))))
 
-.PHONY: setup recipes build demo test bench clean
+.PHONY: setup recipes build demo test bench soak clean
 
 setup:
 	bash .ci/setup
@@ -32,6 +32,11 @@ test: build
 
 bench: build
 	$(CARGO) bench -p wazoo --bench lock
+
+# The chaos suite's randomised soak run: make soak SOAK="--seed 42 --minutes 30"
+SOAK ?= --minutes 10
+soak: build
+	$(CARGO) run --release -p wazoo-tests --bin chaos-soak -- $(SOAK)
 
 clean:
 	rm -rf target plugins/*.wasm

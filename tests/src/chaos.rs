@@ -216,6 +216,7 @@ impl Site {
 #[derive(Debug, Default)]
 pub struct Run {
     faults: Mutex<Vec<String>>,
+    notes: Mutex<Vec<String>>,
     ops: AtomicU64,
     checks: AtomicU64,
     violations: Mutex<Vec<String>>,
@@ -236,6 +237,12 @@ impl Run {
     pub fn fault(&self, what: impl Into<String>) {
         let line = format!("{:6.2}s {}", self.at(), what.into());
         self.faults.lock().unwrap().push(line);
+    }
+
+    /// Records something seen (a convergence time, say) for the report.
+    pub fn note(&self, what: impl Into<String>) {
+        let line = format!("{:6.2}s {}", self.at(), what.into());
+        self.notes.lock().unwrap().push(line);
     }
 
     /// Counts one recipe operation done (and wakes whoever waits for progress).
@@ -284,6 +291,7 @@ impl Run {
         Report {
             scenario: scenario.to_string(),
             faults: self.faults.lock().unwrap().clone(),
+            notes: self.notes.lock().unwrap().clone(),
             ops: self.ops(),
             checks: self.checks.load(Ordering::SeqCst),
             violations: self.violations.lock().unwrap().clone(),
@@ -297,6 +305,7 @@ impl Run {
 pub struct Report {
     pub scenario: String,
     pub faults: Vec<String>,
+    pub notes: Vec<String>,
     pub ops: u64,
     pub checks: u64,
     pub violations: Vec<String>,
@@ -331,6 +340,9 @@ impl fmt::Display for Report {
         )?;
         for fault in &self.faults {
             writeln!(f, "    fault {fault}")?;
+        }
+        for note in &self.notes {
+            writeln!(f, "    seen  {note}")?;
         }
         for v in &self.violations {
             writeln!(f, "    VIOLATION {v}")?;
@@ -505,6 +517,25 @@ impl Cluster {
         let started = Instant::now();
         self.with(move |e| e.wait_quorum(limit)).await.map_err(|e| format!("{e:#}"))?;
         Ok(started.elapsed())
+    }
+
+    /// Waits until a member other than `old` leads with a majority serving, never asking `old`
+    /// (it may be stopped, or isolated and not yet aware of it); returns how long that took.
+    pub async fn wait_new_leader(self: &Arc<Self>, old: usize, limit: Duration) -> Result<Duration, String> {
+        let started = Instant::now();
+        self.with(move |e| loop {
+            let modes: Vec<Option<String>> =
+                e.servers.iter().enumerate().map(|(i, s)| if i == old { None } else { s.mode() }).collect();
+            let serving = modes.iter().filter(|m| m.is_some()).count();
+            if modes.iter().any(|m| m.as_deref() == Some("leader")) && serving * 2 > e.servers.len() {
+                return Ok(started.elapsed());
+            }
+            if started.elapsed() > limit {
+                return Err(format!("no new leader after {limit:?}: {modes:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        })
+        .await
     }
 
     pub async fn kill(self: &Arc<Self>, member: usize) {

@@ -93,7 +93,7 @@ pub async fn holder_session_killed(lab: &Lab) -> Report {
         let (mut waiter, outcome) = joined.unwrap();
         let next = outcome.expect("b acquires");
         run.op();
-        println!("    converged in {:?}", killed.elapsed());
+        run.note(format!("b holds the lock {:.1?} after the kill", killed.elapsed()));
         run.check(next.token > held.token, || {
             format!("token did not rise: {} after {}", next.token, held.token)
         });
@@ -136,6 +136,7 @@ pub async fn host_frozen(lab: &Lab, factor: u32) -> Report {
         let (mut waiter, outcome) = joined.unwrap();
         let next = outcome.expect("b acquires");
         run.op();
+        run.note(format!("b holds the lock {:.1?} after the freeze", frozen.elapsed()));
         run.check(next.token > held.token, || "token did not rise".into());
         run.check(register.write(&run, "b", &next.node, next.token).await == Write::Accepted, || {
             "the new holder's write was refused".into()
@@ -862,12 +863,12 @@ pub async fn ensemble_fault(
         EnsembleFault::LeaderKilled => {
             run.fault(format!("SIGKILL leader (member {leader})"));
             cluster.kill(leader).await;
-            election = measure_election(&run, cluster).await;
+            election = measure_election(&run, cluster, Some(leader)).await;
         }
         EnsembleFault::LeaderFrozen(d) => {
             run.fault(format!("SIGSTOP leader (member {leader})"));
             cluster.freeze(leader).await;
-            election = measure_election(&run, cluster).await;
+            election = measure_election(&run, cluster, Some(leader)).await;
             sleep_until(injected + d).await;
             cluster.thaw(leader).await;
             run.fault("SIGCONT old leader");
@@ -878,7 +879,7 @@ pub async fn ensemble_fault(
             for site in [&a, &b, &c] {
                 site.proxies[leader].freeze();
             }
-            election = measure_election(&run, cluster).await;
+            election = measure_election(&run, cluster, Some(leader)).await;
             sleep_until(injected + d).await;
             cluster.heal();
             for site in [&a, &b, &c] {
@@ -907,7 +908,7 @@ pub async fn ensemble_fault(
                 }
                 sleep_until(tick).await;
             }
-            election = measure_election(&run, cluster).await;
+            election = measure_election(&run, cluster, None).await;
         }
         EnsembleFault::AllDown(d) => {
             run.fault("every member stopped");
@@ -917,7 +918,7 @@ pub async fn ensemble_fault(
                 run.violation(format!("the ensemble did not restart: {e}"));
             }
             run.fault("every member restarted");
-            election = measure_election(&run, cluster).await;
+            election = measure_election(&run, cluster, None).await;
         }
     }
     // Convergence: the lock changes hands again soon after the fault (or after it ended, for
@@ -947,12 +948,17 @@ pub async fn ensemble_fault(
     run.report(&name)
 }
 
-/// How long until a quorum serves again (recorded as a check: it must come back).
-async fn measure_election(run: &Run, cluster: &Arc<crate::chaos::Cluster>) -> Duration {
-    match cluster.wait_quorum(HANG).await {
+/// How long until a quorum serves again, under a leader other than `old` if given (recorded
+/// as a check: it must come back).
+async fn measure_election(run: &Run, cluster: &Arc<crate::chaos::Cluster>, old: Option<usize>) -> Duration {
+    let waited = match old {
+        Some(old) => cluster.wait_new_leader(old, HANG).await,
+        None => cluster.wait_quorum(HANG).await,
+    };
+    match waited {
         Ok(took) => {
             run.check(true, String::new);
-            run.fault(format!("quorum again after {took:.1?}"));
+            run.note(format!("quorum again after {took:.1?}"));
             took
         }
         Err(e) => {
@@ -1000,7 +1006,7 @@ pub async fn guest_traps_holding_a_lock(lab: &Lab) -> Report {
         {
             let (mut waiter, outcome) = joined.unwrap();
             run.op();
-            println!("    lock free {:?} after the trap", stopped.elapsed());
+            run.note(format!("b holds the lock {:.1?} after the trap", stopped.elapsed()));
             run.check(outcome.is_ok(), || format!("b's acquire: {outcome:?}"));
             let _ = waiter.release().await;
             waiter.close().await;
@@ -1091,6 +1097,7 @@ pub async fn host_process_frozen(lab: &Lab, factor: u32) -> Report {
         let (mut waiter, outcome) = joined.unwrap();
         let next = outcome.expect("b acquires");
         run.op();
+        run.note(format!("b holds the lock {:.1?} after the stop", stopped.elapsed()));
         run.check(next.token > token, || "token did not rise".into());
         let stale = register.write(&run, "wazoo", &node, token).await;
         run.check(stale == Write::Fenced, || format!("the stopped holder's write was {stale:?}"));

@@ -202,6 +202,7 @@ async fn soak(options: &Options, standalone: String, cluster: Arc<Cluster>) -> V
             Err(e) => Report {
                 scenario: SCENARIOS[pick].to_string(),
                 faults: Vec::new(),
+                notes: Vec::new(),
                 ops: 0,
                 checks: 0,
                 violations: vec![format!("the scenario panicked: {e}")],
