@@ -59,6 +59,7 @@ async fn run(address: String, plugins: PathBuf, component: PathBuf, ops: usize) 
         keeper: KeeperConfig { zookeeper: address.clone(), ..KeeperConfig::default() },
         plugins,
         limits,
+        cache: None,
     };
     let host = Host::start(config).await?;
 

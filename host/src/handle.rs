@@ -39,6 +39,8 @@ pub(crate) struct Sandbox {
     retired: bool,
     cleaned: bool,
     shared: Arc<Shared>,
+    /// The component version this instance runs (kept alive as long as the handle).
+    pub(crate) version: Option<Arc<crate::registry::Version>>,
 }
 
 impl Sandbox {
@@ -48,7 +50,7 @@ impl Sandbox {
         ledger: Arc<Ledger>,
         shared: Arc<Shared>,
     ) -> Sandbox {
-        Sandbox { store, live, ledger, retired: false, cleaned: false, shared }
+        Sandbox { store, live, ledger, retired: false, cleaned: false, shared, version: None }
     }
 
     /// Marks a call as begun. If the caller drops the call's future, the mark stays: the
@@ -85,7 +87,7 @@ impl Sandbox {
         }
     }
 
-    async fn clean(&mut self) {
+    pub(crate) async fn clean(&mut self) {
         self.cleaned = true;
         if !self.ledger.is_empty() {
             let n = self.ledger.clean(&self.live.client).await;
@@ -217,6 +219,12 @@ macro_rules! handle_basics {
             /// request whose answer never came).
             pub fn tracks_nodes(&self) -> bool {
                 !self.sandbox.ledger.is_empty()
+            }
+
+            /// The component version this handle runs: it keeps it until it ends, whatever
+            /// replaces the file meanwhile.
+            pub fn version(&self) -> Option<&Arc<crate::registry::Version>> {
+                self.sandbox.version.as_ref()
             }
 
             /// Whether an earlier trap or cancelled call retired this handle.

@@ -1,16 +1,14 @@
 //! The host: one engine, one ZooKeeper session owner, the registry of recipe components, and
 //! the factory of recipe handles.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use anyhow::anyhow;
-use wasmtime::component::{Component, InstancePre, Linker};
+use anyhow::{anyhow, bail};
 use wasmtime::Engine;
 
 use crate::bindings::{
-    self, BarrierRecipePre, ConfigRecipePre, CustomPre, ElectionRecipePre, GroupRecipePre, LockRecipePre,
+    BarrierRecipePre, ConfigRecipePre, CustomPre, ElectionRecipePre, GroupRecipePre, LockRecipePre,
     QueueRecipePre, RwlockRecipePre, SemaphoreRecipePre, TransactionRecipePre,
 };
 use crate::faults::Faults;
@@ -20,7 +18,7 @@ use crate::handle::{
 };
 use crate::keeper::{Keeper, KeeperConfig, Live};
 use crate::ledger::Ledger;
-use crate::registry::{Registry, World};
+use crate::registry::{Lookup, RecipeInfo, Registry, Version, World};
 use crate::sandbox::{self, SandboxLimits};
 use crate::state::{HostState, Shared};
 use crate::stats::Stats;
@@ -31,6 +29,9 @@ pub struct HostConfig {
     pub keeper: KeeperConfig,
     pub plugins: PathBuf,
     pub limits: SandboxLimits,
+    /// Where compiled components are cached (private to the host); `None` compiles every
+    /// component on every start.
+    pub cache: Option<PathBuf>,
 }
 
 /// A wazoo host. Cheap to clone.
@@ -41,24 +42,24 @@ pub struct Host {
 
 struct Inner {
     engine: Engine,
-    linker: Linker<HostState>,
     keeper: Keeper,
     registry: Registry,
     shared: Arc<Shared>,
-    /// Linked components by file and world; a changed file is linked again.
-    pres: Mutex<HashMap<(PathBuf, World), (Component, InstancePre<HostState>)>>,
+    /// One component load at a time.
+    loading: tokio::sync::Mutex<()>,
 }
 
 /// Instantiates `$pre` (a typed pre for one world) in a fresh sandbox as a `$handle`.
 macro_rules! instantiate {
     ($self:ident, $recipe:expr, $world:expr, $pre:ident, $handle:ident) => {{
-        let (path, pre) = $self.pre($recipe, $world)?;
-        let pre = $pre::new(pre)?;
+        let version = $self.version($recipe, $world).await?;
+        let pre = $pre::new(version.pre.clone())?;
         let mut sandbox = $self.sandbox().await?;
         let bindings = pre
             .instantiate_async(&mut sandbox.store)
             .await
-            .map_err(|e| anyhow!("instantiating {} failed: {e:#}", path.display()))?;
+            .map_err(|e| anyhow!("instantiating {} failed: {e:#}", version.path.display()))?;
+        sandbox.version = Some(version);
         Ok($handle::new(sandbox, bindings))
     }};
 }
@@ -67,14 +68,11 @@ impl Host {
     /// Connects to ZooKeeper and prepares the engine.
     pub async fn start(config: HostConfig) -> anyhow::Result<Host> {
         let engine = sandbox::engine(&config.limits)?;
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        bindings::add_to_linker(&mut linker)?;
+        let registry = Registry::new(engine.clone(), config.plugins.clone(), config.cache.clone())?;
         let keeper = Keeper::connect(config.keeper.clone()).await?;
         let shared = Arc::new(Shared { limits: config.limits.clone(), ..Shared::default() });
-        let registry = Registry::new(engine.clone(), config.plugins.clone());
         Ok(Host {
-            inner: Arc::new(Inner { engine, linker, keeper, registry, shared, pres: Mutex::default() }),
+            inner: Arc::new(Inner { engine, keeper, registry, shared, loading: tokio::sync::Mutex::new(()) }),
         })
     }
 
@@ -150,32 +148,77 @@ impl Host {
         instantiate!(self, recipe, World::Custom, CustomPre, CustomHandle)
     }
 
-    /// The linked component for `recipe`, checked against `world`, compiled and linked once.
-    fn pre(&self, recipe: &str, world: World) -> anyhow::Result<(PathBuf, InstancePre<HostState>)> {
+    /// The version of `recipe` that new handles get, checked against `world`. A new or changed
+    /// file is loaded (compiled, or taken from the cache), checked, and instantiated once as a
+    /// trial before it replaces what served; if it fails, what served before goes on serving.
+    pub async fn version(&self, recipe: &str, world: World) -> anyhow::Result<Arc<Version>> {
         let path = self.inner.registry.resolve(recipe);
-        let component = self.checked(&path, world)?;
-        let mut cache = self.inner.pres.lock().unwrap();
-        let key = (path.clone(), world);
-        if let Some((cached, pre)) = cache.get(&key) {
-            if same(cached, &component) {
-                return Ok((path, pre.clone()));
-            }
+        let version = match self.inner.registry.lookup(&path)? {
+            Lookup::Serving(v) | Lookup::Refused { serving: Some(v), .. } => v,
+            Lookup::Refused { serving: None, reason } => bail!("{} was refused: {reason}", path.display()),
+            Lookup::Changed { .. } => self.load(&path).await?,
+        };
+        if version.world != world {
+            bail!("{} implements {}, not {}", path.display(), version.world.name(), world.name());
         }
-        let pre =
-            self.inner.linker.instantiate_pre(&component).map_err(|e| {
-                anyhow!("{} imports something this host does not offer: {e:#}", path.display())
-            })?;
-        cache.insert(key, (component, pre.clone()));
-        Ok((path, pre))
+        Ok(version)
     }
 
-    fn checked(&self, path: &Path, want: World) -> anyhow::Result<Component> {
-        let component = self.inner.registry.component(path)?;
-        match self.inner.registry.world_of(&component) {
-            Ok(world) if world == want => Ok(component),
-            Ok(world) => Err(anyhow!("{} implements {}, not {}", path.display(), world.name(), want.name())),
-            Err(why) => Err(anyhow!("{}: {why}; expected {}", path.display(), want.name())),
+    /// Checks every component in the plugins directory now (new and changed files are loaded
+    /// and swapped in, or refused), rather than when a handle next asks for them.
+    pub async fn reload(&self) -> anyhow::Result<Vec<RecipeInfo>> {
+        let dir = self.inner.registry.dir().to_path_buf();
+        let entries = std::fs::read_dir(&dir).map_err(|e| anyhow!("cannot read {}: {e}", dir.display()))?;
+        for entry in entries {
+            let path = entry?.path();
+            if path.extension().and_then(|e| e.to_str()) == Some("wasm") {
+                if let Ok(Lookup::Changed { .. }) = self.inner.registry.lookup(&path) {
+                    let _ = self.load(&path).await;
+                }
+            }
         }
+        self.inner.registry.list()
+    }
+
+    /// Loads a new or changed file, one load at a time.
+    async fn load(&self, path: &Path) -> anyhow::Result<Arc<Version>> {
+        let _one = self.inner.loading.lock().await;
+        // Another task may have loaded it while this one waited.
+        let serving = match self.inner.registry.lookup(path)? {
+            Lookup::Serving(v) | Lookup::Refused { serving: Some(v), .. } => return Ok(v),
+            Lookup::Refused { serving: None, reason } => bail!("{} was refused: {reason}", path.display()),
+            Lookup::Changed { serving } => serving,
+        };
+        let host = self.clone();
+        let file = path.to_path_buf();
+        let loaded = tokio::task::spawn_blocking(move || host.inner.registry.load(&file)).await?;
+        let checked = match loaded {
+            Ok(v) => match &serving {
+                Some(old) if old.world != v.world => Err(anyhow!(
+                    "it implements {}, but this recipe is a {}",
+                    v.world.name(),
+                    old.world.name()
+                )),
+                _ => self.trial(&v).await.map(|()| v),
+            },
+            Err(e) => Err(e),
+        };
+        match checked {
+            Ok(v) => Ok(self.inner.registry.install(v)),
+            Err(e) => {
+                self.inner.registry.refuse(path, format!("{e:#}"));
+                serving.ok_or_else(|| anyhow!("{}: {e:#}", path.display()))
+            }
+        }
+    }
+
+    /// Instantiates `version` once in a sandbox of its own: a component that traps while it
+    /// starts never serves.
+    async fn trial(&self, version: &Version) -> anyhow::Result<()> {
+        let mut sandbox = self.sandbox().await?;
+        let outcome = version.pre.instantiate_async(&mut sandbox.store).await;
+        sandbox.clean().await;
+        outcome.map(drop).map_err(|e| anyhow!("it fails when instantiated: {e:#}"))
     }
 
     async fn sandbox(&self) -> anyhow::Result<Sandbox> {
@@ -185,8 +228,4 @@ impl Host {
         let store = sandbox::store(&self.inner.engine, state);
         Ok(Sandbox::new(store, live, ledger, self.inner.shared.clone()))
     }
-}
-
-fn same(a: &Component, b: &Component) -> bool {
-    std::ptr::eq(a.image_range().start, b.image_range().start)
 }

@@ -41,6 +41,10 @@ struct Cli {
     /// How long to try to reach ZooKeeper before giving up
     #[arg(long, global = true, env = "WAZOO_CONNECT_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     connect_timeout: Duration,
+    /// Private directory for compiled components [default: $XDG_CACHE_HOME/wazoo/components,
+    /// else ~/.cache/wazoo/components]; `none` compiles on every start
+    #[arg(long, global = true, env = "WAZOO_CACHE")]
+    cache: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -365,6 +369,11 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         },
         plugins: cli.plugins.clone(),
         limits: SandboxLimits::default(),
+        cache: match &cli.cache {
+            Some(dir) if dir.as_os_str() == "none" => None,
+            Some(dir) => Some(dir.clone()),
+            None => wazoo::registry::default_cache_dir(),
+        },
     };
     match cli.command {
         Command::Lock { path, timeout, grace, recipe, command } => {
@@ -908,21 +917,32 @@ async fn server(port: u16, data_dir: Option<PathBuf>, tick_ms: u32) -> anyhow::R
 }
 
 fn recipes_list(config: &HostConfig) -> anyhow::Result<u8> {
-    let registry = Registry::new(wazoo::sandbox::engine(&config.limits)?, config.plugins.clone());
+    use std::io::Write as _;
+    let registry =
+        Registry::new(wazoo::sandbox::engine(&config.limits)?, config.plugins.clone(), config.cache.clone())?;
     let recipes = registry.list()?;
-    if recipes.is_empty() {
-        println!("no components in {} (build them with `make recipes`)", config.plugins.display());
-        return Ok(0);
+    let mut out = std::io::stdout().lock();
+    let printed = (|| -> std::io::Result<()> {
+        if recipes.is_empty() {
+            writeln!(out, "no components in {} (build them with `make recipes`)", config.plugins.display())?;
+            return Ok(());
+        }
+        writeln!(out, "{:<16} {:<34} {:<12} {:>9}  PATH", "NAME", "WORLD", "SHA-256", "BYTES")?;
+        for r in recipes {
+            let (world, hash) = match (&r.serving, &r.refused) {
+                (_, Some(refusal)) => (format!("refused: {}", refusal.reason), "-".to_string()),
+                (Some(v), None) => (v.world.name().to_string(), v.short_hash().to_string()),
+                (None, None) => ("unknown".to_string(), "-".to_string()),
+            };
+            writeln!(out, "{:<16} {:<34} {:<12} {:>9}  {}", r.name, world, hash, r.bytes, r.path.display())?;
+        }
+        Ok(())
+    })();
+    match printed {
+        // A reader that stopped early (`| head`) is not an error.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(0),
     }
-    println!("{:<16} {:<34} {:>9}  PATH", "NAME", "WORLD", "BYTES");
-    for r in recipes {
-        let world = match &r.world {
-            Ok(w) => w.name().to_string(),
-            Err(why) => format!("unusable: {why}"),
-        };
-        println!("{:<16} {:<34} {:>9}  {}", r.name, world, r.bytes, r.path.display());
-    }
-    Ok(0)
 }
 
 async fn run_custom(config: HostConfig, component: &str, args: &[String]) -> anyhow::Result<u8> {

@@ -1,19 +1,47 @@
-//! The registry: recipe components on disk, compiled once per file and checked against the
-//! world they claim to implement.
+//! The registry: recipe components on disk, each validated before it serves, and swapped for a
+//! new version when its file changes.
+//!
+//! A component becomes a [`Version`] only once it has passed every check: it is a component (not
+//! too big, compiled within a time limit), it targets one of the recipe worlds, at a WIT version
+//! this host accepts (same major, or same minor below 1.0), its imports are all offered by the
+//! host, and its exports have the world's types. The host then instantiates it once as a trial
+//! (a component that traps while starting is refused) before it [`Registry::install`]s it.
+//!
+//! New handles use the version serving when they are made; a handle keeps the version it was
+//! made with until it ends, so the old one is dropped with its last handle. A file that fails a
+//! check changes nothing: the version before keeps serving and the failure is kept, with its
+//! reason, for `list` and the log. A removed file stops new handles of its recipe.
+//!
+//! Compiled code is cached on disk, keyed by the file's SHA-256 and the engine's settings, so a
+//! restart does not compile again. The cache directory must be private to the host: what it
+//! holds is native code.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{anyhow, Context as _};
-use wasmtime::component::{types::ComponentItem, Component};
+use sha2::{Digest, Sha256};
+use wasmtime::component::{types::ComponentItem, Component, InstancePre, Linker};
 use wasmtime::Engine;
 
 use crate::bindings::{
-    BARRIER_EXPORT, CONFIG_EXPORT, CUSTOM_EXPORT, ELECTION_EXPORT, GROUP_EXPORT, LOCK_EXPORT, QUEUE_EXPORT,
-    RWLOCK_EXPORT, SEMAPHORE_EXPORT, TRANSACTION_EXPORT,
+    self, BarrierRecipePre, ConfigRecipePre, CustomPre, ElectionRecipePre, GroupRecipePre, LockRecipePre,
+    QueueRecipePre, RwlockRecipePre, SemaphoreRecipePre, TransactionRecipePre, BARRIER_EXPORT, CONFIG_EXPORT,
+    CUSTOM_EXPORT, ELECTION_EXPORT, GROUP_EXPORT, LOCK_EXPORT, QUEUE_EXPORT, RWLOCK_EXPORT, SEMAPHORE_EXPORT,
+    TRANSACTION_EXPORT,
 };
+use crate::state::HostState;
+
+/// The WIT packages this host offers, and their versions.
+pub const PACKAGES: [(&str, &str); 2] = [("wazoo:zk", "0.1.0"), ("wazoo:recipes", "0.1.0")];
+
+/// Largest component file accepted.
+pub const MAX_COMPONENT_BYTES: u64 = 64 << 20;
 
 /// The recipe worlds a component can target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,40 +83,157 @@ impl World {
             World::Custom => "wazoo:recipes/custom@0.1.0",
         }
     }
+
+    /// Checks that `pre`'s exports have this world's types.
+    fn check_exports(self, pre: &InstancePre<HostState>) -> anyhow::Result<()> {
+        let pre = pre.clone();
+        match self {
+            World::Lock => LockRecipePre::new(pre).map(drop),
+            World::RwLock => RwlockRecipePre::new(pre).map(drop),
+            World::Election => ElectionRecipePre::new(pre).map(drop),
+            World::Barrier => BarrierRecipePre::new(pre).map(drop),
+            World::Semaphore => SemaphoreRecipePre::new(pre).map(drop),
+            World::Queue => QueueRecipePre::new(pre).map(drop),
+            World::Group => GroupRecipePre::new(pre).map(drop),
+            World::Config => ConfigRecipePre::new(pre).map(drop),
+            World::Transaction => TransactionRecipePre::new(pre).map(drop),
+            World::Custom => CustomPre::new(pre).map(drop),
+        }
+        .map_err(|e| anyhow!("its exports do not have the types of {}: {e:#}", self.name()))
+    }
 }
 
-/// A component file found in the plugins directory.
+/// A file's size and modification time: a changed stamp means a new version to check.
+type Stamp = (SystemTime, u64);
+
+/// One validated version of a recipe component.
+pub struct Version {
+    /// The file name without `.wasm`.
+    pub name: String,
+    pub path: PathBuf,
+    /// SHA-256 of the file, in hex.
+    pub sha256: String,
+    pub world: World,
+    pub bytes: u64,
+    /// Whether its compiled code came from the on-disk cache (no compile).
+    pub from_cache: bool,
+    /// Time spent compiling it (zero when it came from the cache).
+    pub compile_time: Duration,
+    pub loaded_at: SystemTime,
+    pub(crate) pre: InstancePre<HostState>,
+    stamp: Stamp,
+}
+
+impl std::fmt::Debug for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Version")
+            .field("name", &self.name)
+            .field("sha256", &self.sha256)
+            .field("world", &self.world)
+            .field("from_cache", &self.from_cache)
+            .finish()
+    }
+}
+
+impl Version {
+    /// The first 12 hex digits of the file's SHA-256: enough to tell versions apart in a list.
+    pub fn short_hash(&self) -> &str {
+        &self.sha256[..12]
+    }
+}
+
+/// A file that failed a check, and why.
+#[derive(Clone, Debug)]
+pub struct Refusal {
+    pub reason: String,
+    pub at: SystemTime,
+    stamp: Stamp,
+}
+
+/// What the registry knows of one component file.
 #[derive(Debug)]
 pub struct RecipeInfo {
     pub name: String,
     pub path: PathBuf,
     pub bytes: u64,
-    /// The world it implements, or why it cannot be used.
-    pub world: Result<World, String>,
+    /// The version serving new handles, if any.
+    pub serving: Option<Arc<Version>>,
+    /// The last refusal of this file's current contents, if it was refused.
+    pub refused: Option<Refusal>,
 }
 
-#[derive(Clone)]
-struct Compiled {
-    modified: SystemTime,
-    len: u64,
-    component: Component,
-    compile_time: Duration,
+/// Counters for reports and metrics.
+#[derive(Debug, Default)]
+pub struct RegistryStats {
+    /// Components compiled (not taken from the cache).
+    pub compiles: AtomicU64,
+    /// Components taken from the on-disk cache.
+    pub cache_hits: AtomicU64,
+    /// Versions installed over an earlier one.
+    pub swaps: AtomicU64,
+    /// Files refused.
+    pub refusals: AtomicU64,
 }
 
-/// Compiled components, keyed by file; a changed file is compiled again.
+/// What [`Registry::lookup`] found for a file.
+pub enum Lookup {
+    /// Nothing changed since this version was installed.
+    Serving(Arc<Version>),
+    /// The file is new or changed and not checked yet: load it, then install or refuse it.
+    Changed { serving: Option<Arc<Version>> },
+    /// The file's current contents were refused; the version before (if any) keeps serving.
+    Refused { serving: Option<Arc<Version>>, reason: String },
+}
+
+/// The recipe components of one plugins directory.
 pub struct Registry {
     engine: Engine,
+    linker: Linker<HostState>,
     dir: PathBuf,
-    compiled: Mutex<HashMap<PathBuf, Compiled>>,
+    cache: Option<PathBuf>,
+    compile_limit: Duration,
+    serving: Mutex<HashMap<PathBuf, Arc<Version>>>,
+    refused: Mutex<HashMap<PathBuf, Refusal>>,
+    stats: RegistryStats,
 }
 
 impl Registry {
-    pub fn new(engine: Engine, dir: PathBuf) -> Registry {
-        Registry { engine, dir, compiled: Mutex::new(HashMap::new()) }
+    /// A registry of the components in `dir`, compiled for `engine`, with compiled code cached
+    /// in `cache` (see [`default_cache_dir`]) when given.
+    pub fn new(engine: Engine, dir: PathBuf, cache: Option<PathBuf>) -> anyhow::Result<Registry> {
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        bindings::add_to_linker(&mut linker)?;
+        let cache = cache.and_then(|dir| match private_dir(&dir) {
+            Ok(()) => Some(dir),
+            Err(e) => {
+                tracing::warn!("not caching compiled components in {}: {e:#}", dir.display());
+                None
+            }
+        });
+        Ok(Registry {
+            engine,
+            linker,
+            dir,
+            cache,
+            compile_limit: Duration::from_secs(60),
+            serving: Mutex::default(),
+            refused: Mutex::default(),
+            stats: RegistryStats::default(),
+        })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    pub fn stats(&self) -> &RegistryStats {
+        &self.stats
+    }
+
+    /// How long a compile may take before the file is refused.
+    pub fn set_compile_limit(&mut self, limit: Duration) {
+        self.compile_limit = limit;
     }
 
     /// A recipe by name (`lock` → `<plugins>/lock.wasm`) or by path to a `.wasm` file.
@@ -101,36 +246,128 @@ impl Registry {
         }
     }
 
-    /// The compiled component for `path`, compiling it if the file is new or changed.
-    pub fn component(&self, path: &Path) -> anyhow::Result<Component> {
-        self.compiled(path).map(|c| c.component)
-    }
-
-    /// How long compiling `path` took the last time it was compiled.
-    pub fn compile_time(&self, path: &Path) -> anyhow::Result<Duration> {
-        self.compiled(path).map(|c| c.compile_time)
-    }
-
-    fn compiled(&self, path: &Path) -> anyhow::Result<Compiled> {
-        let meta = std::fs::metadata(path).with_context(|| {
-            format!("recipe component {} not found (build the recipes with `make recipes`)", path.display())
-        })?;
-        let (modified, len) = (meta.modified()?, meta.len());
-        if let Some(c) = self.compiled.lock().unwrap().get(path) {
-            if c.modified == modified && c.len == len {
-                return Ok(c.clone());
+    /// Where `path` stands: one `stat`, no read, when nothing changed.
+    pub fn lookup(&self, path: &Path) -> anyhow::Result<Lookup> {
+        let serving = self.serving.lock().unwrap().get(path).cloned();
+        let stamp = match stamp(path) {
+            Ok(stamp) => stamp,
+            Err(e) => {
+                if serving.is_some() {
+                    self.serving.lock().unwrap().remove(path);
+                    tracing::info!("{} was removed: no new handles of it", path.display());
+                }
+                return Err(e);
+            }
+        };
+        if let Some(v) = &serving {
+            if v.stamp == stamp {
+                return Ok(Lookup::Serving(v.clone()));
             }
         }
-        let started = Instant::now();
-        let component = Component::from_file(&self.engine, path)
-            .map_err(|e| anyhow!("{} is not a valid wasm component: {e:#}", path.display()))?;
-        let compiled = Compiled { modified, len, component, compile_time: started.elapsed() };
-        self.compiled.lock().unwrap().insert(path.to_path_buf(), compiled.clone());
-        Ok(compiled)
+        if let Some(r) = self.refused.lock().unwrap().get(path) {
+            if r.stamp == stamp {
+                return Ok(Lookup::Refused { serving, reason: r.reason.clone() });
+            }
+        }
+        Ok(Lookup::Changed { serving })
+    }
+
+    /// Reads, compiles (or takes from the cache) and checks `path`: a version ready to install.
+    /// Blocking: compiling takes tens of milliseconds to seconds.
+    pub fn load(&self, path: &Path) -> anyhow::Result<Version> {
+        let stamp = stamp(path)?;
+        if stamp.1 > MAX_COMPONENT_BYTES {
+            anyhow::bail!(
+                "{} is {} bytes; components may have at most {MAX_COMPONENT_BYTES}",
+                path.display(),
+                stamp.1
+            );
+        }
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let sha256 = hex(&Sha256::digest(&bytes));
+        let cached = self.cache_file(&sha256);
+        let mut from_cache = false;
+        let mut compile_time = Duration::ZERO;
+        let component = match cached.as_deref().and_then(|file| self.from_cache(file)) {
+            Some(component) => {
+                from_cache = true;
+                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                component
+            }
+            None => {
+                let started = Instant::now();
+                let component = self.compile(path, bytes)?;
+                compile_time = started.elapsed();
+                self.stats.compiles.fetch_add(1, Ordering::Relaxed);
+                if let Some(file) = &cached {
+                    if let Err(e) = store(file, &component) {
+                        tracing::warn!("caching {} failed: {e:#}", path.display());
+                    }
+                }
+                component
+            }
+        };
+        check_versions(&self.engine, &component)?;
+        let world = self.world_of(&component)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| anyhow!("it imports something this host does not offer: {e:#}"))?;
+        world.check_exports(&pre)?;
+        Ok(Version {
+            name: path.file_stem().unwrap_or_default().to_string_lossy().into_owned(),
+            path: path.to_path_buf(),
+            sha256,
+            world,
+            bytes: stamp.1,
+            from_cache,
+            compile_time,
+            loaded_at: SystemTime::now(),
+            pre,
+            stamp,
+        })
+    }
+
+    /// Makes `version` the one new handles of its file get.
+    pub fn install(&self, version: Version) -> Arc<Version> {
+        let version = Arc::new(version);
+        let previous = self.serving.lock().unwrap().insert(version.path.clone(), version.clone());
+        self.refused.lock().unwrap().remove(&version.path);
+        match previous {
+            Some(old) if old.sha256 != version.sha256 => {
+                self.stats.swaps.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    "{}: version {} replaces {} for new handles",
+                    version.name,
+                    version.short_hash(),
+                    old.short_hash()
+                );
+            }
+            Some(_) => {}
+            None => tracing::debug!("{}: version {} loaded", version.name, version.short_hash()),
+        }
+        version
+    }
+
+    /// Records that the current contents of `path` were refused; what served before still does.
+    pub fn refuse(&self, path: &Path, reason: String) {
+        let Ok(stamp) = stamp(path) else { return };
+        let reason = one_line(&reason);
+        self.stats.refusals.fetch_add(1, Ordering::Relaxed);
+        let keeps = if self.serving.lock().unwrap().contains_key(path) {
+            "; the version before keeps serving"
+        } else {
+            ""
+        };
+        tracing::warn!("{} refused: {reason}{keeps}", path.display());
+        self.refused
+            .lock()
+            .unwrap()
+            .insert(path.to_path_buf(), Refusal { reason, at: SystemTime::now(), stamp });
     }
 
     /// Which recipe world `component` exports.
-    pub fn world_of(&self, component: &Component) -> Result<World, String> {
+    pub fn world_of(&self, component: &Component) -> anyhow::Result<World> {
         let ty = component.component_type();
         let mut exports = Vec::new();
         for (name, item) in ty.exports(&self.engine) {
@@ -148,10 +385,11 @@ impl Registry {
                 _ => exports.push(name.to_string()),
             }
         }
-        Err(format!("exports none of the wazoo recipe worlds (it exports: {})", exports.join(", ")))
+        Err(anyhow!("it exports none of the wazoo recipe worlds (it exports: {})", exports.join(", ")))
     }
 
-    /// Every `.wasm` file in the plugins directory, with the world it implements.
+    /// Every `.wasm` file in the plugins directory, each checked (from the cache when it can
+    /// be), and what serves for it. Versions are not installed by listing.
     pub fn list(&self) -> anyhow::Result<Vec<RecipeInfo>> {
         let entries = std::fs::read_dir(&self.dir)
             .map_err(|e| anyhow!("cannot read plugins directory {}: {e}", self.dir.display()))?;
@@ -163,10 +401,193 @@ impl Registry {
             }
             let name = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
             let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-            let world = self.component(&path).map_err(|e| format!("{e:#}")).and_then(|c| self.world_of(&c));
-            found.push(RecipeInfo { name, path, bytes, world });
+            let (serving, refused) = match self.lookup(&path) {
+                Ok(Lookup::Serving(v)) => (Some(v), None),
+                Ok(Lookup::Refused { serving, .. }) => {
+                    (serving, self.refused.lock().unwrap().get(&path).cloned())
+                }
+                Ok(Lookup::Changed { serving }) => match self.load(&path) {
+                    Ok(v) => (Some(Arc::new(v)), None),
+                    Err(e) => {
+                        let reason = one_line(&format!("{e:#}"));
+                        (
+                            serving,
+                            Some(Refusal {
+                                reason,
+                                at: SystemTime::now(),
+                                stamp: (SystemTime::UNIX_EPOCH, 0),
+                            }),
+                        )
+                    }
+                },
+                Err(e) => (
+                    None,
+                    Some(Refusal {
+                        reason: format!("{e:#}"),
+                        at: SystemTime::now(),
+                        stamp: (SystemTime::UNIX_EPOCH, 0),
+                    }),
+                ),
+            };
+            found.push(RecipeInfo { name, path, bytes, serving, refused });
         }
         found.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(found)
+    }
+
+    /// Compiles on a worker thread, refusing a compile that takes longer than the limit (the
+    /// worker is left to finish on its own; its result is dropped).
+    fn compile(&self, path: &Path, bytes: Vec<u8>) -> anyhow::Result<Component> {
+        let engine = self.engine.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("wazoo-compile".into())
+            .spawn(move || {
+                let _ = tx.send(Component::new(&engine, &bytes));
+            })
+            .context("starting a compile worker")?;
+        match rx.recv_timeout(self.compile_limit) {
+            Ok(Ok(component)) => Ok(component),
+            Ok(Err(e)) => Err(anyhow!("{} is not a valid wasm component: {e:#}", path.display())),
+            Err(_) => Err(anyhow!("compiling {} took longer than {:?}", path.display(), self.compile_limit)),
+        }
+    }
+
+    /// `<cache>/<sha256>-<engine settings hash>.cwasm`.
+    fn cache_file(&self, sha256: &str) -> Option<PathBuf> {
+        let dir = self.cache.as_ref()?;
+        let mut h = DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut h);
+        Some(dir.join(format!("{sha256}-{:016x}.cwasm", h.finish())))
+    }
+
+    fn from_cache(&self, file: &Path) -> Option<Component> {
+        if !file.exists() {
+            return None;
+        }
+        // SAFETY: the file is one this registry wrote with `Component::serialize` for an engine
+        // with the same settings (the name says so, and wasmtime checks again), in a directory
+        // private to the host.
+        match unsafe { Component::deserialize_file(&self.engine, file) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!("ignoring cached {}: {e:#}", file.display());
+                let _ = std::fs::remove_file(file);
+                None
+            }
+        }
+    }
+}
+
+/// Refuses a component built against a WIT package version this host does not accept.
+fn check_versions(engine: &Engine, component: &Component) -> anyhow::Result<()> {
+    let ty = component.component_type();
+    let names =
+        ty.imports(engine).map(|(n, _)| n.to_string()).chain(ty.exports(engine).map(|(n, _)| n.to_string()));
+    for name in names {
+        let Some((package, version)) = package_version(&name) else { continue };
+        let Some((_, ours)) = PACKAGES.iter().find(|(p, _)| *p == package) else { continue };
+        if !compatible(version, ours) {
+            anyhow::bail!(
+                "it was built against {package}@{version} ({name}); this host offers {package}@{ours} \
+                 and accepts {}",
+                accepted(ours)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `wazoo:zk/znode@0.1.0` → (`wazoo:zk`, `0.1.0`).
+fn package_version(name: &str) -> Option<(&str, &str)> {
+    let (path, version) = name.split_once('@')?;
+    let package = path.split('/').next()?;
+    Some((package, version))
+}
+
+fn parse(version: &str) -> Option<(u64, u64, u64)> {
+    let core = version.split(['-', '+']).next()?;
+    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+    Some((parts.next()??, parts.next()??, parts.next()??))
+}
+
+/// Semver compatibility as Cargo reads it: same major, and below 1.0 the same minor.
+fn compatible(theirs: &str, ours: &str) -> bool {
+    match (parse(theirs), parse(ours)) {
+        (Some((0, a, _)), Some((0, b, _))) => a == b,
+        (Some((a, _, _)), Some((b, _, _))) => a == b && a != 0,
+        _ => false,
+    }
+}
+
+fn accepted(ours: &str) -> String {
+    match parse(ours) {
+        Some((0, minor, _)) => format!("0.{minor}.x"),
+        Some((major, _, _)) => format!("{major}.x"),
+        None => ours.to_string(),
+    }
+}
+
+fn stamp(path: &Path) -> anyhow::Result<Stamp> {
+    let meta = std::fs::metadata(path).with_context(|| {
+        format!("recipe component {} not found (build the recipes with `make recipes`)", path.display())
+    })?;
+    Ok((meta.modified()?, meta.len()))
+}
+
+/// An error's text on one line (wasmparser's messages span several).
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes `component`'s compiled code to `file` (whole, or not at all).
+fn store(file: &Path, component: &Component) -> anyhow::Result<()> {
+    let bytes = component.serialize().map_err(|e| anyhow!("{e:#}"))?;
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let tmp =
+        file.with_extension(format!("tmp{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, file)?;
+    Ok(())
+}
+
+/// Creates `dir` if needed, readable and writable by this user only.
+fn private_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    let mode = std::fs::metadata(dir)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        anyhow::bail!("{} is open to other users (mode {:o})", dir.display(), mode & 0o777);
+    }
+    Ok(())
+}
+
+/// `$XDG_CACHE_HOME/wazoo/components`, else `~/.cache/wazoo/components`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("wazoo").join("components"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn semver_rules() {
+        assert!(compatible("0.1.0", "0.1.0"));
+        assert!(compatible("0.1.7", "0.1.0"));
+        assert!(!compatible("0.2.0", "0.1.0"));
+        assert!(compatible("1.3.0", "1.0.0"));
+        assert!(!compatible("2.0.0", "1.0.0"));
+        assert!(!compatible("nonsense", "0.1.0"));
+        assert_eq!(package_version("wazoo:zk/znode@0.1.0"), Some(("wazoo:zk", "0.1.0")));
+        assert_eq!(package_version("run"), None);
+        assert_eq!(accepted("0.1.0"), "0.1.x");
     }
 }

@@ -95,6 +95,7 @@ pub fn config(address: &str, session: Duration) -> HostConfig {
         },
         plugins: plugins(),
         limits: SandboxLimits::default(),
+        cache: Some(root().join("target/component-cache")),
     }
 }
 
