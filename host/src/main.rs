@@ -214,6 +214,19 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Run the long-lived host: recipes over gRPC (host/proto/wazoo.proto), the plugins directory
+    /// watched and changed components swapped in, Prometheus metrics
+    Serve {
+        /// gRPC address
+        #[arg(long, default_value = "127.0.0.1:7181")]
+        listen: std::net::SocketAddr,
+        /// Prometheus address (GET /metrics); `off` for none
+        #[arg(long, default_value = "127.0.0.1:9181")]
+        metrics: String,
+        /// How often the plugins directory is checked for changes
+        #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+        watch_every: Duration,
+    },
     /// Start a local ZooKeeper and show two contenders taking turns on a lock
     Demo {
         /// Lock rounds per contender
@@ -403,7 +416,37 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Recipes { command: RecipesCommand::List } => recipes_list(&config),
         Command::Run { component, args } => run_custom(config, &component, &args).await,
         Command::Demo { rounds } => demo(&cli.plugins, rounds).await,
+        Command::Serve { listen, metrics, watch_every } => serve(config, listen, &metrics, watch_every).await,
     }
+}
+
+/// `wazoo serve`: prints `serving gRPC on ADDR` (and the metrics address) once clients can
+/// connect; stops on SIGINT or SIGTERM, closing every client's handles.
+async fn serve(
+    config: HostConfig,
+    listen: std::net::SocketAddr,
+    metrics: &str,
+    watch_every: Duration,
+) -> anyhow::Result<u8> {
+    let metrics = match metrics {
+        "off" | "none" => None,
+        addr => Some(addr.parse().with_context(|| format!("--metrics: not an address: {addr:?}"))?),
+    };
+    let host = Host::start(config).await?;
+    let settings = wazoo::serve::ServeConfig { listen, metrics, watch_every };
+    let ready = |grpc: std::net::SocketAddr, metrics: Option<std::net::SocketAddr>| match metrics {
+        Some(m) => println!("serving gRPC on {grpc}, metrics on http://{m}/metrics"),
+        None => println!("serving gRPC on {grpc}"),
+    };
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        }
+    };
+    wazoo::serve::run(host, settings, ready, shutdown).await?;
+    Ok(0)
 }
 
 /// How `lock`, `rwlock` and later claims run their command.

@@ -1,0 +1,835 @@
+//! `wazoo serve`: a long-running host that serves the recipes over gRPC (`host/proto/wazoo.proto`),
+//! watches its plugins directory and swaps changed components in without dropping the ZooKeeper
+//! session, and exposes Prometheus metrics.
+//!
+//! Every claim a client makes (lock, lease, leadership) is a recipe handle tied to its client
+//! session; a session that ends (its keepalive stream closes, or its TTL passes without a
+//! keepalive) closes its handles, which deletes their nodes.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt as _};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::error::RecipeError;
+use crate::handle::{ElectionHandle, LockHandle, Lost, RwLockHandle, SemaphoreHandle};
+use crate::metrics::Metrics;
+use crate::{Host, Mode, ZkError};
+
+/// The generated gRPC types and services.
+pub mod pb {
+    tonic::include_proto!("wazoo.v1");
+}
+
+use pb::admin_server::{Admin, AdminServer};
+use pb::recipes_server::{Recipes, RecipesServer};
+use pb::sessions_server::{Sessions, SessionsServer};
+
+/// Shortest client-session TTL accepted.
+const MIN_TTL: Duration = Duration::from_millis(500);
+/// How often expired client sessions are looked for.
+const REAP_EVERY: Duration = Duration::from_millis(100);
+/// How long a streaming call blocks in the recipe before it looks whether its client left.
+const STREAM_POLL: Duration = Duration::from_secs(1);
+
+/// How to serve.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// gRPC address.
+    pub listen: SocketAddr,
+    /// Prometheus address (`/metrics`), if any.
+    pub metrics: Option<SocketAddr>,
+    /// How often the plugins directory is checked for new, changed and removed components.
+    pub watch_every: Duration,
+}
+
+/// Serves until `shutdown` resolves. `ready` is called with the bound addresses (gRPC, metrics)
+/// once clients can connect.
+pub async fn run(
+    host: Host,
+    config: ServeConfig,
+    ready: impl FnOnce(SocketAddr, Option<SocketAddr>),
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let state = Arc::new(State {
+        host: host.clone(),
+        sessions: Mutex::default(),
+        next: AtomicU64::new(1),
+        metrics: Arc::new(Metrics::new()),
+    });
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let grpc = listener.local_addr()?;
+    let metrics_addr = match config.metrics {
+        Some(addr) => {
+            let metrics = tokio::net::TcpListener::bind(addr).await?;
+            let bound = metrics.local_addr()?;
+            tokio::spawn(crate::metrics::serve(metrics, state.metrics.clone()));
+            Some(bound)
+        }
+        None => None,
+    };
+    // Check the plugins directory once now, then keep watching it.
+    watch_plugins(&state, &mut HashMap::new()).await;
+    let watcher = tokio::spawn(watcher(state.clone(), config.watch_every));
+    let reaper = tokio::spawn(reaper(state.clone()));
+    ready(grpc, metrics_addr);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let api = Api(state.clone());
+    let served = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(10)))
+        .add_service(SessionsServer::new(api.clone()))
+        .add_service(RecipesServer::new(api.clone()))
+        .add_service(AdminServer::new(api))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await;
+    watcher.abort();
+    reaper.abort();
+    // Every client session ends with the daemon: close what they hold.
+    let sessions: Vec<_> = state.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
+    for session in sessions {
+        session.close().await;
+    }
+    served.map_err(|e| anyhow::anyhow!("gRPC server failed: {e}"))
+}
+
+struct State {
+    host: Host,
+    sessions: Mutex<HashMap<u64, Arc<ClientSession>>>,
+    /// Session and handle ids (one sequence; never reused).
+    next: AtomicU64,
+    metrics: Arc<Metrics>,
+}
+
+/// A claim held for a client.
+enum Held {
+    Lock(LockHandle),
+    RwLock(RwLockHandle),
+    Semaphore(SemaphoreHandle),
+    Election(ElectionHandle),
+}
+
+impl Held {
+    async fn release(&mut self) -> Result<(), RecipeError> {
+        match self {
+            Held::Lock(h) => h.release().await,
+            Held::RwLock(h) => h.release().await,
+            Held::Semaphore(h) => h.release().await,
+            Held::Election(h) => h.resign().await,
+        }
+    }
+
+    fn lost(&self) -> Pin<Box<dyn std::future::Future<Output = Lost> + Send>> {
+        match self {
+            Held::Lock(h) => Box::pin(h.lost()),
+            Held::RwLock(h) => Box::pin(h.lost()),
+            Held::Semaphore(h) => Box::pin(h.lost()),
+            Held::Election(h) => Box::pin(h.lost()),
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Held::Lock(h) => h.close().await,
+            Held::RwLock(h) => h.close().await,
+            Held::Semaphore(h) => h.close().await,
+            Held::Election(h) => h.close().await,
+        }
+    }
+}
+
+struct Entry {
+    held: tokio::sync::Mutex<Option<Held>>,
+    /// Set when the claim is given up on purpose: a Lost stream then ends quietly.
+    released: watch::Sender<bool>,
+}
+
+struct ClientSession {
+    id: u64,
+    name: String,
+    ttl: Duration,
+    deadline: Mutex<Instant>,
+    handles: Mutex<HashMap<u64, Arc<Entry>>>,
+    closed: watch::Sender<bool>,
+}
+
+impl ClientSession {
+    fn alive(&self) -> bool {
+        !*self.closed.borrow()
+    }
+
+    fn touch(&self) {
+        *self.deadline.lock().unwrap() = Instant::now() + self.ttl;
+    }
+
+    /// Closes every handle (deleting their nodes); later calls find the session gone.
+    async fn close(&self) {
+        self.closed.send_replace(true);
+        let entries: Vec<_> = self.handles.lock().unwrap().drain().map(|(_, e)| e).collect();
+        for entry in entries {
+            entry.released.send_replace(true);
+            if let Some(held) = entry.held.lock().await.take() {
+                held.close().await;
+            }
+        }
+    }
+}
+
+impl State {
+    fn session(&self, id: u64) -> Result<Arc<ClientSession>, Status> {
+        match self.sessions.lock().unwrap().get(&id) {
+            Some(s) if s.alive() => Ok(s.clone()),
+            _ => Err(Status::not_found(format!("session: {id} is not open (expired or closed)"))),
+        }
+    }
+
+    async fn end_session(&self, id: u64, why: &str) {
+        let session = self.sessions.lock().unwrap().remove(&id);
+        if let Some(session) = session {
+            tracing::info!(session = id, name = %session.name, "client session ended: {why}");
+            session.close().await;
+        }
+        self.gauges();
+    }
+
+    /// Adds a claim to `session`: its handle id. A session that closed meanwhile gets the
+    /// claim closed at once.
+    async fn keep(&self, session: &ClientSession, held: Held) -> Result<u64, Status> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let entry =
+            Arc::new(Entry { held: tokio::sync::Mutex::new(Some(held)), released: watch::channel(false).0 });
+        session.handles.lock().unwrap().insert(id, entry.clone());
+        if !session.alive() {
+            session.handles.lock().unwrap().remove(&id);
+            if let Some(held) = entry.held.lock().await.take() {
+                held.close().await;
+            }
+            return Err(Status::not_found(format!("session: {} closed while acquiring", session.id)));
+        }
+        self.gauges();
+        Ok(id)
+    }
+
+    fn entry(&self, session: u64, handle: u64) -> Result<(Arc<ClientSession>, Arc<Entry>), Status> {
+        let s = self.session(session)?;
+        let e = s.handles.lock().unwrap().get(&handle).cloned();
+        match e {
+            Some(e) => Ok((s, e)),
+            None => Err(Status::not_found(format!("handle: {handle} is not held by session {session}"))),
+        }
+    }
+
+    fn gauges(&self) {
+        let sessions = self.sessions.lock().unwrap();
+        let handles: usize = sessions.values().map(|s| s.handles.lock().unwrap().len()).sum();
+        self.metrics.gauge("client_sessions", sessions.len() as f64);
+        self.metrics.gauge("live_handles", handles as f64);
+    }
+
+    /// Runs `f`, recording the call's outcome and latency.
+    async fn measured<T>(
+        &self,
+        method: &str,
+        recipe: &str,
+        f: impl std::future::Future<Output = Result<T, Status>>,
+    ) -> Result<Response<T>, Status> {
+        let started = Instant::now();
+        let outcome = f.await;
+        let code = match &outcome {
+            Ok(_) => "ok".to_string(),
+            Err(s) => format!("{:?}", s.code()).to_lowercase(),
+        };
+        self.metrics.call(method, recipe, &code, started.elapsed());
+        outcome.map(Response::new)
+    }
+}
+
+/// Ends client sessions whose TTL passed without a keepalive.
+async fn reaper(state: Arc<State>) {
+    loop {
+        tokio::time::sleep(REAP_EVERY).await;
+        let now = Instant::now();
+        let expired: Vec<u64> = state
+            .sessions
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|s| *s.deadline.lock().unwrap() < now)
+            .map(|s| s.id)
+            .collect();
+        for id in expired {
+            state.end_session(id, "no keepalive within its TTL").await;
+        }
+    }
+}
+
+/// Checks the plugins directory every `every`; counts swaps and refusals per recipe.
+async fn watcher(state: Arc<State>, every: Duration) {
+    let mut seen = HashMap::new();
+    loop {
+        tokio::time::sleep(every).await;
+        watch_plugins(&state, &mut seen).await;
+    }
+}
+
+/// One look at the plugins directory: `seen` maps each recipe to (serving version, refusal).
+async fn watch_plugins(state: &State, seen: &mut HashMap<String, (String, String)>) {
+    let listed = match state.host.reload().await {
+        Ok(listed) => listed,
+        Err(e) => {
+            tracing::warn!("checking the plugins directory: {e:#}");
+            return;
+        }
+    };
+    for r in listed {
+        let version = r.serving.as_ref().map(|v| v.sha256.clone()).unwrap_or_default();
+        let refused = r.refused.as_ref().map(|f| f.reason.clone()).unwrap_or_default();
+        if let Some((before, before_refused)) = seen.get(&r.name) {
+            if !before.is_empty() && !version.is_empty() && *before != version {
+                state.metrics.count("swaps", &r.name, 1);
+            }
+            if !refused.is_empty() && *before_refused != refused {
+                state.metrics.count("refusals", &r.name, 1);
+            }
+        } else if !refused.is_empty() {
+            state.metrics.count("refusals", &r.name, 1);
+        }
+        seen.insert(r.name.clone(), (version, refused));
+    }
+    let stats = state.host.registry().stats();
+    state.metrics.gauge("compiles", stats.compiles.load(Ordering::Relaxed) as f64);
+    state.metrics.gauge("cache_hits", stats.cache_hits.load(Ordering::Relaxed) as f64);
+}
+
+/// A recipe error as a gRPC status (see the proto's header for the mapping).
+fn status(e: RecipeError) -> Status {
+    let text = e.to_string();
+    match e {
+        RecipeError::Zk(z) => {
+            let (code, name) = match z {
+                ZkError::Timeout => (tonic::Code::DeadlineExceeded, "timeout"),
+                ZkError::NoNode => (tonic::Code::NotFound, "no-node"),
+                ZkError::NodeExists => (tonic::Code::AlreadyExists, "node-exists"),
+                ZkError::BadVersion => (tonic::Code::FailedPrecondition, "bad-version"),
+                ZkError::NotEmpty => (tonic::Code::FailedPrecondition, "not-empty"),
+                ZkError::InvalidPath(_) => (tonic::Code::InvalidArgument, "invalid-path"),
+                ZkError::InvalidArgument(_) => (tonic::Code::InvalidArgument, "invalid-argument"),
+                ZkError::ConnectionLoss => (tonic::Code::Unavailable, "connection-loss"),
+                ZkError::SessionExpired => (tonic::Code::Unavailable, "session-expired"),
+                ZkError::NoAuth => (tonic::Code::PermissionDenied, "no-auth"),
+                ZkError::LimitExceeded(_) => (tonic::Code::ResourceExhausted, "limit-exceeded"),
+                ZkError::QuotaExceeded => (tonic::Code::ResourceExhausted, "quota-exceeded"),
+                _ => (tonic::Code::Unknown, "other"),
+            };
+            Status::new(code, format!("{name}: {text}"))
+        }
+        RecipeError::Trapped(_) | RecipeError::Retired => Status::internal(format!("trapped: {text}")),
+    }
+}
+
+/// A handle that could not be made (no such recipe, refused component, ZooKeeper down).
+fn no_handle(e: anyhow::Error) -> Status {
+    Status::failed_precondition(format!("recipe: {e:#}"))
+}
+
+fn millis(ms: Option<u64>) -> Option<Duration> {
+    ms.map(Duration::from_millis)
+}
+
+fn or<'a>(recipe: &'a str, default: &'a str) -> &'a str {
+    if recipe.is_empty() {
+        default
+    } else {
+        recipe
+    }
+}
+
+type Events<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// The gRPC services, over the shared state.
+#[derive(Clone)]
+struct Api(Arc<State>);
+
+impl std::ops::Deref for Api {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.0
+    }
+}
+
+#[tonic::async_trait]
+impl Sessions for Api {
+    async fn open(&self, request: Request<pb::OpenRequest>) -> Result<Response<pb::OpenReply>, Status> {
+        let req = request.into_inner();
+        let ttl = Duration::from_millis(req.ttl_ms).max(MIN_TTL);
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let session = Arc::new(ClientSession {
+            id,
+            name: req.name.clone(),
+            ttl,
+            deadline: Mutex::new(Instant::now() + ttl),
+            handles: Mutex::default(),
+            closed: watch::channel(false).0,
+        });
+        self.sessions.lock().unwrap().insert(id, session);
+        tracing::info!(session = id, name = %req.name, ttl_ms = ttl.as_millis() as u64, "client session opened");
+        self.gauges();
+        Ok(Response::new(pb::OpenReply { session: id, ttl_ms: ttl.as_millis() as u64 }))
+    }
+
+    type KeepAliveStream = Events<pb::KeepAliveReply>;
+
+    async fn keep_alive(
+        &self,
+        request: Request<Streaming<pb::KeepAliveRequest>>,
+    ) -> Result<Response<Self::KeepAliveStream>, Status> {
+        let mut incoming = request.into_inner();
+        let (tx, rx) = mpsc::channel(16);
+        let state = self.0.clone();
+        tokio::spawn(async move {
+            let mut kept = Vec::new();
+            while let Some(Ok(req)) = incoming.next().await {
+                let ttl = match state.session(req.session) {
+                    Ok(s) => {
+                        s.touch();
+                        if !kept.contains(&s.id) {
+                            kept.push(s.id);
+                        }
+                        s.ttl.as_millis() as u64
+                    }
+                    Err(_) => 0,
+                };
+                if tx.send(Ok(pb::KeepAliveReply { session: req.session, ttl_ms: ttl })).await.is_err() {
+                    break;
+                }
+            }
+            // The stream ended: the client is gone (or says it is done).
+            for id in kept {
+                state.end_session(id, "its keepalive stream ended").await;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn close(&self, request: Request<pb::SessionRef>) -> Result<Response<pb::Empty>, Status> {
+        let id = request.into_inner().session;
+        self.session(id)?;
+        self.end_session(id, "closed by the client").await;
+        Ok(Response::new(pb::Empty {}))
+    }
+}
+
+#[tonic::async_trait]
+impl Recipes for Api {
+    async fn acquire(&self, request: Request<pb::AcquireRequest>) -> Result<Response<pb::Claim>, Status> {
+        let req = request.into_inner();
+        let family =
+            pb::Family::try_from(req.family).map_err(|_| Status::invalid_argument("unknown family"))?;
+        let default = match family {
+            pb::Family::Lock => "lock",
+            pb::Family::ReadLock | pb::Family::WriteLock => "rwlock",
+            pb::Family::Semaphore => "semaphore",
+        };
+        let recipe = or(&req.recipe, default).to_string();
+        self.measured("Acquire", &recipe, async {
+            let session = self.session(req.session)?;
+            let timeout = millis(req.timeout_ms);
+            let host = &self.host;
+            let (held, node, token) = match family {
+                pb::Family::Lock => {
+                    let mut h = host.lock(&recipe).await.map_err(no_handle)?;
+                    match h.acquire(&req.path, timeout).await {
+                        Ok(c) => (Held::Lock(h), c.node, c.token),
+                        Err(e) => {
+                            h.close().await;
+                            return Err(status(e));
+                        }
+                    }
+                }
+                pb::Family::ReadLock | pb::Family::WriteLock => {
+                    let mode = if family == pb::Family::ReadLock { Mode::Read } else { Mode::Write };
+                    let mut h = host.rwlock(&recipe).await.map_err(no_handle)?;
+                    match h.acquire(&req.path, mode, timeout).await {
+                        Ok(c) => (Held::RwLock(h), c.node, c.token),
+                        Err(e) => {
+                            h.close().await;
+                            return Err(status(e));
+                        }
+                    }
+                }
+                pb::Family::Semaphore => {
+                    let mut h = host.semaphore(&recipe).await.map_err(no_handle)?;
+                    match h.acquire(&req.path, req.max_leases, timeout).await {
+                        Ok(c) => (Held::Semaphore(h), c.node, c.token),
+                        Err(e) => {
+                            h.close().await;
+                            return Err(status(e));
+                        }
+                    }
+                }
+            };
+            let version = version_of(&held);
+            let handle = self.keep(&session, held).await?;
+            Ok(pb::Claim { handle, node, fencing_token: token, recipe_version: version })
+        })
+        .await
+    }
+
+    async fn release(&self, request: Request<pb::HandleRef>) -> Result<Response<pb::Empty>, Status> {
+        let req = request.into_inner();
+        self.measured("Release", "", async {
+            let (session, entry) = self.entry(req.session, req.handle)?;
+            session.handles.lock().unwrap().remove(&req.handle);
+            entry.released.send_replace(true);
+            let held = entry.held.lock().await.take();
+            self.gauges();
+            let Some(mut held) = held else { return Ok(pb::Empty {}) };
+            let outcome = held.release().await;
+            held.close().await;
+            outcome.map(|()| pb::Empty {}).map_err(status)
+        })
+        .await
+    }
+
+    type LostStream = Events<pb::LostEvent>;
+
+    async fn lost(&self, request: Request<pb::HandleRef>) -> Result<Response<Self::LostStream>, Status> {
+        let req = request.into_inner();
+        let (_, entry) = self.entry(req.session, req.handle)?;
+        let lost = match entry.held.lock().await.as_ref() {
+            Some(held) => held.lost(),
+            None => return Err(Status::not_found(format!("handle: {} was released", req.handle))),
+        };
+        let mut released = entry.released.subscribe();
+        let (tx, rx) = mpsc::channel(1);
+        tokio::spawn(async move {
+            let why = tokio::select! {
+                why = lost => Some(why),
+                _ = async { let _ = released.wait_for(|r| *r).await; } => None,
+                _ = tx.closed() => None,
+            };
+            // A claim given up on purpose deletes its node too: that is no loss.
+            let on_purpose = *released.borrow();
+            if let (Some(why), false) = (why, on_purpose) {
+                let reason = match why {
+                    Lost::Session(_) => "session-expired",
+                    Lost::NodeDeleted => "node-deleted",
+                    Lost::Revoked => "revoked",
+                };
+                let _ = tx.send(Ok(pb::LostEvent { reason: reason.into() })).await;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn campaign(&self, request: Request<pb::CampaignRequest>) -> Result<Response<pb::Claim>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "election").to_string();
+        self.measured("Campaign", &recipe, async {
+            let session = self.session(req.session)?;
+            let mut h = self.host.election(&recipe).await.map_err(no_handle)?;
+            match h.campaign(&req.path, &req.id, millis(req.timeout_ms)).await {
+                Ok(led) => {
+                    let held = Held::Election(h);
+                    let version = version_of(&held);
+                    let handle = self.keep(&session, held).await?;
+                    Ok(pb::Claim {
+                        handle,
+                        node: led.node,
+                        fencing_token: led.token,
+                        recipe_version: version,
+                    })
+                }
+                Err(e) => {
+                    h.close().await;
+                    Err(status(e))
+                }
+            }
+        })
+        .await
+    }
+
+    type ObserveStream = Events<pb::LeaderEvent>;
+
+    async fn observe(
+        &self,
+        request: Request<pb::ObserveRequest>,
+    ) -> Result<Response<Self::ObserveStream>, Status> {
+        let req = request.into_inner();
+        let mut h = self.host.election(or(&req.recipe, "election")).await.map_err(no_handle)?;
+        let first = h.leader(&req.path).await.map_err(status)?;
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            let event = |info: &Option<crate::LeaderInfo>| match info {
+                Some(i) => {
+                    pb::LeaderEvent { leader_id: i.id.clone(), node: i.node.clone(), fencing_token: i.token }
+                }
+                None => pb::LeaderEvent::default(),
+            };
+            let mut known = first.as_ref().map(|i| i.node.clone());
+            if tx.send(Ok(event(&first))).await.is_err() {
+                h.close().await;
+                return;
+            }
+            while !tx.is_closed() {
+                match h.observe(&req.path, known.as_deref(), Some(STREAM_POLL)).await {
+                    Ok(now) => {
+                        let node = now.as_ref().map(|i| i.node.clone());
+                        if node != known {
+                            known = node;
+                            if tx.send(Ok(event(&now))).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                    Err(RecipeError::Zk(ZkError::Timeout)) => {}
+                    Err(e) => {
+                        let _ = tx.send(Err(status(e))).await;
+                        break;
+                    }
+                }
+            }
+            h.close().await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn barrier_set(&self, request: Request<pb::PathRequest>) -> Result<Response<pb::Done>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "barrier").to_string();
+        self.measured("BarrierSet", &recipe, async {
+            let mut h = self.host.barrier(&recipe).await.map_err(no_handle)?;
+            let outcome = h.set(&req.path).await;
+            h.close().await;
+            outcome.map(|changed| pb::Done { changed }).map_err(status)
+        })
+        .await
+    }
+
+    async fn barrier_remove(&self, request: Request<pb::PathRequest>) -> Result<Response<pb::Done>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "barrier").to_string();
+        self.measured("BarrierRemove", &recipe, async {
+            let mut h = self.host.barrier(&recipe).await.map_err(no_handle)?;
+            let outcome = h.remove(&req.path).await;
+            h.close().await;
+            outcome.map(|changed| pb::Done { changed }).map_err(status)
+        })
+        .await
+    }
+
+    async fn barrier_wait(&self, request: Request<pb::WaitRequest>) -> Result<Response<pb::Empty>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "barrier").to_string();
+        self.measured("BarrierWait", &recipe, async {
+            let mut h = self.host.barrier(&recipe).await.map_err(no_handle)?;
+            let outcome = h.wait(&req.path, millis(req.timeout_ms)).await;
+            h.close().await;
+            outcome.map(|()| pb::Empty {}).map_err(status)
+        })
+        .await
+    }
+
+    async fn queue_put(
+        &self,
+        request: Request<pb::QueuePutRequest>,
+    ) -> Result<Response<pb::QueueItem>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "queue").to_string();
+        self.measured("QueuePut", &recipe, async {
+            let priority = match req.priority {
+                Some(p) => {
+                    Some(u8::try_from(p).map_err(|_| Status::invalid_argument("priority is 0 to 255"))?)
+                }
+                None => None,
+            };
+            let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
+            let outcome = h.put(&req.path, &req.data, priority, false).await;
+            h.close().await;
+            outcome.map(|node| pb::QueueItem { node, data: req.data.clone() }).map_err(status)
+        })
+        .await
+    }
+
+    async fn queue_take(&self, request: Request<pb::WaitRequest>) -> Result<Response<pb::QueueItem>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "queue").to_string();
+        self.measured("QueueTake", &recipe, async {
+            let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
+            let outcome = h.take(&req.path, millis(req.timeout_ms)).await;
+            h.close().await;
+            outcome.map(|item| pb::QueueItem { node: item.node, data: item.data }).map_err(status)
+        })
+        .await
+    }
+
+    async fn config_get(
+        &self,
+        request: Request<pb::PathRequest>,
+    ) -> Result<Response<pb::ConfigEntry>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "config").to_string();
+        self.measured("ConfigGet", &recipe, async {
+            let mut h = self.host.config(&recipe).await.map_err(no_handle)?;
+            let outcome = h.get(&req.path).await;
+            h.close().await;
+            outcome.map(entry).map_err(status)
+        })
+        .await
+    }
+
+    async fn config_set(
+        &self,
+        request: Request<pb::ConfigSetRequest>,
+    ) -> Result<Response<pb::ConfigEntry>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "config").to_string();
+        self.measured("ConfigSet", &recipe, async {
+            let mut h = self.host.config(&recipe).await.map_err(no_handle)?;
+            let outcome = h.set(&req.path, &req.data, req.expected_version).await;
+            h.close().await;
+            outcome
+                .map(|version| pb::ConfigEntry { exists: true, data: req.data.clone(), version })
+                .map_err(status)
+        })
+        .await
+    }
+
+    type ConfigWatchStream = Events<pb::ConfigEntry>;
+
+    async fn config_watch(
+        &self,
+        request: Request<pb::PathRequest>,
+    ) -> Result<Response<Self::ConfigWatchStream>, Status> {
+        let req = request.into_inner();
+        let mut h = self.host.config(or(&req.recipe, "config")).await.map_err(no_handle)?;
+        let first = h.get(&req.path).await.map_err(status)?;
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut known = first.as_ref().map(|e| e.version);
+            if tx.send(Ok(entry(first))).await.is_err() {
+                h.close().await;
+                return;
+            }
+            while !tx.is_closed() {
+                match h.watch(&req.path, known, Some(STREAM_POLL)).await {
+                    Ok(now) => {
+                        let version = now.as_ref().map(|e| e.version);
+                        if version != known {
+                            known = version;
+                            if tx.send(Ok(entry(now))).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                    Err(RecipeError::Zk(ZkError::Timeout)) => {}
+                    Err(e) => {
+                        let _ = tx.send(Err(status(e))).await;
+                        break;
+                    }
+                }
+            }
+            h.close().await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn invoke(&self, request: Request<pb::InvokeRequest>) -> Result<Response<pb::InvokeReply>, Status> {
+        let req = request.into_inner();
+        let recipe = req.recipe.clone();
+        self.measured("Invoke", &recipe, async {
+            let args: Vec<String> = if req.args_json.trim().is_empty() {
+                Vec::new()
+            } else {
+                serde_json::from_str(&req.args_json).map_err(|e| {
+                    Status::invalid_argument(format!("args_json must be a JSON array of strings: {e}"))
+                })?
+            };
+            let mut h = self.host.custom(&recipe).await.map_err(no_handle)?;
+            let outcome = h.run(&args).await;
+            h.close().await;
+            let result = match outcome.map_err(status)? {
+                Ok(text) => serde_json::json!({ "ok": text }),
+                Err(text) => serde_json::json!({ "err": text }),
+            };
+            Ok(pb::InvokeReply { result_json: result.to_string() })
+        })
+        .await
+    }
+}
+
+#[tonic::async_trait]
+impl Admin for Api {
+    async fn list_recipes(&self, _: Request<pb::Empty>) -> Result<Response<pb::RecipeList>, Status> {
+        let listed = self.host.registry().list().map_err(|e| Status::internal(format!("{e:#}")))?;
+        Ok(Response::new(recipe_list(listed)))
+    }
+
+    async fn reload(&self, _: Request<pb::Empty>) -> Result<Response<pb::RecipeList>, Status> {
+        let listed = self.host.reload().await.map_err(|e| Status::internal(format!("{e:#}")))?;
+        Ok(Response::new(recipe_list(listed)))
+    }
+
+    async fn health(&self, _: Request<pb::Empty>) -> Result<Response<pb::HealthReply>, Status> {
+        let (status, zookeeper_session) = match self.host.live().await {
+            Ok(live) if live.ended().is_none() => ("serving".to_string(), live.session_id()),
+            Ok(live) => (format!("ZooKeeper session ended ({:?})", live.ended()), live.session_id()),
+            Err(e) => (format!("no ZooKeeper session: {e:#}"), 0),
+        };
+        let (client_sessions, handles) = {
+            let sessions = self.sessions.lock().unwrap();
+            let handles: usize = sessions.values().map(|s| s.handles.lock().unwrap().len()).sum();
+            (sessions.len() as u64, handles as u64)
+        };
+        let stats = self.host.registry().stats();
+        Ok(Response::new(pb::HealthReply {
+            status,
+            zookeeper_session,
+            client_sessions,
+            handles,
+            compiles: stats.compiles.load(Ordering::Relaxed),
+            cache_hits: stats.cache_hits.load(Ordering::Relaxed),
+            swaps: stats.swaps.load(Ordering::Relaxed),
+            refusals: stats.refusals.load(Ordering::Relaxed),
+        }))
+    }
+}
+
+fn version_of(held: &Held) -> String {
+    let version = match held {
+        Held::Lock(h) => h.version(),
+        Held::RwLock(h) => h.version(),
+        Held::Semaphore(h) => h.version(),
+        Held::Election(h) => h.version(),
+    };
+    version.map(|v| v.short_hash().to_string()).unwrap_or_default()
+}
+
+fn entry(found: Option<crate::Entry>) -> pb::ConfigEntry {
+    match found {
+        Some(e) => pb::ConfigEntry { exists: true, data: e.data, version: e.version },
+        None => pb::ConfigEntry::default(),
+    }
+}
+
+fn recipe_list(listed: Vec<crate::RecipeInfo>) -> pb::RecipeList {
+    let recipes = listed
+        .into_iter()
+        .map(|r| pb::Recipe {
+            name: r.name,
+            path: r.path.display().to_string(),
+            bytes: r.bytes,
+            world: r.serving.as_ref().map(|v| v.world.name().to_string()).unwrap_or_default(),
+            version: r.serving.as_ref().map(|v| v.short_hash().to_string()).unwrap_or_default(),
+            from_cache: r.serving.as_ref().is_some_and(|v| v.from_cache),
+            refused: r.refused.map(|f| f.reason).unwrap_or_default(),
+        })
+        .collect();
+    pb::RecipeList { recipes }
+}

@@ -1,0 +1,312 @@
+//! `wazoo serve`, the real daemon process, on a real ZooKeeper: recipes over gRPC, hot swap
+//! under load, refused files, client sessions that die, the compile cache across restarts,
+//! metrics, and the Python example client.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tonic::transport::Channel;
+use wazoo::serve::pb::{
+    admin_client::AdminClient, recipes_client::RecipesClient, sessions_client::SessionsClient,
+    AcquireRequest, Empty, Family, HandleRef, KeepAliveRequest, OpenRequest,
+};
+use wazoo_tests::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// A running `wazoo serve` on a plugins directory and compile cache of this test's own.
+struct Daemon {
+    /// Killed when dropped.
+    _child: Child,
+    grpc: String,
+    metrics: String,
+}
+
+impl Daemon {
+    async fn start(plugins: &Path, cache: &Path) -> Daemon {
+        let mut child = Command::new(wazoo_bin())
+            .env("WAZOO_ZOOKEEPER", zk().address())
+            .env("WAZOO_PLUGINS", plugins)
+            .env("WAZOO_CACHE", cache)
+            .env_remove("WAZOO_LOG")
+            .args(["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--watch-every", "200ms"])
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting wazoo serve");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let line =
+            within(LIMIT, "wazoo serve is ready", lines.next_line()).await.unwrap().expect("a ready line");
+        // "serving gRPC on ADDR, metrics on http://ADDR/metrics"
+        let grpc = line.split_whitespace().nth(3).unwrap().trim_end_matches(',').to_string();
+        let metrics = line.split("http://").nth(1).unwrap().trim_end_matches("/metrics").to_string();
+        Daemon { _child: child, grpc, metrics }
+    }
+
+    async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.grpc)).unwrap().connect().await.unwrap()
+    }
+
+    async fn metrics(&self) -> String {
+        let mut stream = tokio::net::TcpStream::connect(&self.metrics).await.unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut body = String::new();
+        stream.read_to_string(&mut body).await.unwrap();
+        body
+    }
+}
+
+fn private_plugins(name: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("wazoo-serve-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("plugins")).unwrap();
+    for recipe in ["lock", "election", "config"] {
+        std::fs::copy(plugins().join(format!("{recipe}.wasm")), dir.join(format!("plugins/{recipe}.wasm")))
+            .unwrap();
+    }
+    (dir.join("plugins"), dir.join("cache"))
+}
+
+fn deploy(dest: &Path, bytes: &[u8]) {
+    let tmp = dest.with_extension("tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, dest).unwrap();
+}
+
+/// `component` with a custom section appended: the same recipe, a different file and hash.
+fn relabelled(component: &[u8], label: &str) -> Vec<u8> {
+    let mut payload = vec![16u8];
+    payload.extend_from_slice(b"wazoo-test-label");
+    payload.extend_from_slice(label.as_bytes());
+    let mut out = component.to_vec();
+    out.push(0);
+    out.push(payload.len() as u8);
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// A client session kept alive over a KeepAlive stream for as long as the returned sender lives.
+async fn session(channel: &Channel, ttl_ms: u64) -> (u64, tokio::sync::mpsc::Sender<KeepAliveRequest>) {
+    let mut sessions = SessionsClient::new(channel.clone());
+    let id = sessions.open(OpenRequest { ttl_ms, name: "test".into() }).await.unwrap().into_inner().session;
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let mut replies =
+        sessions.keep_alive(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let keeper = tx.clone();
+    tokio::spawn(async move {
+        loop {
+            if keeper.send(KeepAliveRequest { session: id }).await.is_err() {
+                break;
+            }
+            match tokio::time::timeout(Duration::from_millis(ttl_ms / 3), replies.message()).await {
+                Ok(Ok(Some(_))) | Err(_) => {}
+                _ => break,
+            }
+            tokio::time::sleep(Duration::from_millis(ttl_ms / 3)).await;
+        }
+    });
+    (id, tx)
+}
+
+fn acquire(session: u64, path: &str) -> AcquireRequest {
+    AcquireRequest {
+        session,
+        path: path.into(),
+        family: Family::Lock as i32,
+        timeout_ms: Some(60_000),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hot_swap_under_load_through_the_daemon() {
+    let (plugins, cache) = private_plugins("swap");
+    let daemon = Daemon::start(&plugins, &cache).await;
+    let channel = daemon.channel().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("serve-swap");
+
+    // A lock held across the swap.
+    let (held_session, _keep) = session(&channel, 5000).await;
+    let across = unique("serve-held");
+    let mut recipes = RecipesClient::new(channel.clone());
+    let held = recipes.acquire(acquire(held_session, &across)).await.unwrap().into_inner();
+    let v1 = held.recipe_version.clone();
+
+    let busy = Arc::new(AtomicBool::new(false));
+    let last_token = Arc::new(AtomicI64::new(0));
+    let (turns, failures) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let swapped_at: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+    let mut clients = Vec::new();
+    for _ in 0..16 {
+        let channel = daemon.channel().await;
+        let (path, busy, last_token) = (path.clone(), busy.clone(), last_token.clone());
+        let (turns, failures, swapped_at, v1) =
+            (turns.clone(), failures.clone(), swapped_at.clone(), v1.clone());
+        clients.push(tokio::spawn(async move {
+            let (id, _keep) = session(&channel, 5000).await;
+            let mut recipes = RecipesClient::new(channel);
+            let mut late_v1 = 0;
+            let mut saw_v2 = false;
+            for _ in 0..25 {
+                let asked = Instant::now();
+                match recipes.acquire(acquire(id, &path)).await {
+                    Ok(claim) => {
+                        let claim = claim.into_inner();
+                        assert!(!busy.swap(true, Ordering::SeqCst), "two holders at once");
+                        let previous = last_token.swap(claim.fencing_token, Ordering::SeqCst);
+                        assert!(claim.fencing_token > previous, "token fell");
+                        busy.store(false, Ordering::SeqCst);
+                        let swap = *swapped_at.lock().unwrap();
+                        if claim.recipe_version != v1 {
+                            saw_v2 = true;
+                        } else if swap.is_some_and(|t| asked > t + Duration::from_secs(1)) {
+                            late_v1 += 1;
+                        }
+                        if recipes.release(HandleRef { session: id, handle: claim.handle }).await.is_err() {
+                            failures.fetch_add(1, Ordering::SeqCst);
+                        }
+                        turns.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(e) => {
+                        eprintln!("acquire failed: {e}");
+                        failures.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }
+            (late_v1, saw_v2)
+        }));
+    }
+    within(LIMIT, "a quarter of the turns", async {
+        while turns.load(Ordering::SeqCst) < 100 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let v2 = relabelled(&std::fs::read(plugins.join("lock.wasm")).unwrap(), "v2");
+    deploy(&plugins.join("lock.wasm"), &v2);
+    *swapped_at.lock().unwrap() = Some(Instant::now());
+    let (mut late, mut saw) = (0, 0);
+    within(LIMIT, "every client finishes", async {
+        for c in clients {
+            let (l, s) = c.await.unwrap();
+            late += l;
+            saw += s as u32;
+        }
+    })
+    .await;
+    assert_eq!(failures.load(Ordering::SeqCst), 0, "calls failed during the swap");
+    assert_eq!(turns.load(Ordering::SeqCst), 16 * 25);
+    assert_eq!(late, 0, "acquisitions asked for over 1 s after the swap ran the old version");
+    assert!(saw > 0, "no acquisition ran the new version");
+
+    // The lock held across the swap is still held and is released cleanly.
+    assert_eq!(children(&checker, &across).await, vec![held.node.rsplit('/').next().unwrap().to_string()]);
+    recipes.release(HandleRef { session: held_session, handle: held.handle }).await.unwrap();
+    assert!(children(&checker, &across).await.is_empty());
+    assert!(children(&checker, &path).await.is_empty());
+    let metrics = daemon.metrics().await;
+    assert!(metrics.contains("wazoo_calls_total{method=\"Acquire\""), "{metrics}");
+    assert!(metrics.contains("wazoo_recipe_swaps_total{recipe=\"lock\"} 1"), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_broken_file_is_refused_and_the_old_version_serves() {
+    let (plugins, cache) = private_plugins("broken");
+    let daemon = Daemon::start(&plugins, &cache).await;
+    let channel = daemon.channel().await;
+    let (id, _keep) = session(&channel, 5000).await;
+    let mut recipes = RecipesClient::new(channel.clone());
+    let mut admin = AdminClient::new(channel.clone());
+    let path = unique("serve-broken");
+    let v1 = recipes.acquire(acquire(id, &path)).await.unwrap().into_inner();
+    recipes.release(HandleRef { session: id, handle: v1.handle }).await.unwrap();
+
+    deploy(&plugins.join("lock.wasm"), b"not a component");
+    let listed = admin.reload(Empty {}).await.unwrap().into_inner();
+    let lock = listed.recipes.iter().find(|r| r.name == "lock").unwrap();
+    assert!(lock.refused.contains("not a valid wasm component"), "{lock:?}");
+    assert_eq!(lock.version, v1.recipe_version, "the version before keeps serving");
+    let again = recipes.acquire(acquire(id, &path)).await.unwrap().into_inner();
+    assert_eq!(again.recipe_version, v1.recipe_version);
+    recipes.release(HandleRef { session: id, handle: again.handle }).await.unwrap();
+    let health = admin.health(Empty {}).await.unwrap().into_inner();
+    assert_eq!(health.status, "serving");
+    assert!(health.refusals >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_that_stops_keeping_alive_loses_what_it_holds() {
+    let (plugins, cache) = private_plugins("ttl");
+    let daemon = Daemon::start(&plugins, &cache).await;
+    let channel = daemon.channel().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("serve-ttl");
+    // A session kept alive by nobody: its TTL runs out.
+    let mut sessions = SessionsClient::new(channel.clone());
+    let id = sessions
+        .open(OpenRequest { ttl_ms: 1000, name: "silent".into() })
+        .await
+        .unwrap()
+        .into_inner()
+        .session;
+    let mut recipes = RecipesClient::new(channel.clone());
+    let claim = recipes.acquire(acquire(id, &path)).await.unwrap().into_inner();
+    let node = claim.node.clone();
+    within(Duration::from_secs(3), "the node goes with the session's TTL", wait_gone(&checker, &node)).await;
+    let late = recipes.release(HandleRef { session: id, handle: claim.handle }).await;
+    assert_eq!(late.unwrap_err().code(), tonic::Code::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restarted_daemon_compiles_nothing() {
+    let (plugins, cache) = private_plugins("restart");
+    let first = Daemon::start(&plugins, &cache).await;
+    let health = AdminClient::new(first.channel().await).health(Empty {}).await.unwrap().into_inner();
+    assert!(health.compiles >= 3, "a fresh cache: every component compiled ({health:?})");
+    drop(first);
+    let second = Daemon::start(&plugins, &cache).await;
+    let health = AdminClient::new(second.channel().await).health(Empty {}).await.unwrap().into_inner();
+    assert_eq!(health.compiles, 0, "the second start must take every component from the cache ({health:?})");
+    assert!(health.cache_hits >= 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_python_client_takes_a_lock_and_a_sigkill_releases_it() {
+    let (plugins, cache) = private_plugins("python");
+    let daemon = Daemon::start(&plugins, &cache).await;
+    let checker = client(&zk().address()).await;
+    let stubs = root().join("target/python-stubs");
+    let generated = std::process::Command::new("bash")
+        .arg(root().join("tests/python/gen_stubs.sh"))
+        .arg(&stubs)
+        .current_dir(root())
+        .status()
+        .unwrap();
+    assert!(generated.success(), "generating the Python stubs");
+    let path = unique("serve-python");
+    let mut python = Command::new("python3")
+        .arg(root().join("tests/python/wazoo_lock.py"))
+        .args([&daemon.grpc, &path, "--ttl-ms", "2000"])
+        .env("WAZOO_PY_STUBS", &stubs)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(python.stdout.take().unwrap()).lines();
+    let line = within(LIMIT, "the Python client holds the lock", lines.next_line()).await.unwrap().unwrap();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[0], "held", "{line}");
+    let token: i64 = words[1].parse().unwrap();
+    let node = words[2].to_string();
+    let stat = checker.check_stat(&node).await.unwrap().expect("the lock node exists");
+    assert_eq!(stat.czxid, token, "the fencing token is the node's czxid");
+    python.kill().await.unwrap();
+    within(Duration::from_secs(2), "the lock goes within the client's TTL", wait_gone(&checker, &node)).await;
+}
