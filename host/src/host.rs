@@ -80,6 +80,11 @@ impl Host {
         &self.inner.engine
     }
 
+    /// The sandbox limits of every handle.
+    pub fn limits(&self) -> &SandboxLimits {
+        &self.inner.shared.limits
+    }
+
     pub fn registry(&self) -> &Registry {
         &self.inner.registry
     }

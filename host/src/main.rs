@@ -1,5 +1,8 @@
 //! The `wazoo` command line: run commands under a lock, run custom recipes, list recipes, and
-//! start a local ZooKeeper for development.
+//! start a local ZooKeeper for development. With `--server ADDR` the subcommands go through a
+//! `wazoo serve` daemon ([`remote`]) instead of a ZooKeeper session of their own.
+
+mod remote;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -35,12 +38,16 @@ struct Cli {
     /// Directory holding the recipe components (<name>.wasm)
     #[arg(long, global = true, env = "WAZOO_PLUGINS", default_value = "plugins")]
     plugins: PathBuf,
-    /// ZooKeeper session timeout (e.g. 500ms, 10s, 1m)
+    /// ZooKeeper session timeout (e.g. 500ms, 10s, 1m); with --server, the client session's TTL
     #[arg(long, global = true, env = "WAZOO_SESSION_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     session_timeout: Duration,
-    /// How long to try to reach ZooKeeper before giving up
+    /// How long to try to reach ZooKeeper (with --server, the daemon) before giving up
     #[arg(long, global = true, env = "WAZOO_CONNECT_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     connect_timeout: Duration,
+    /// Go through the `wazoo serve` daemon at ADDR (host:port) instead of opening a ZooKeeper
+    /// session; --zookeeper, --plugins and --cache are then the daemon's business
+    #[arg(long, global = true, env = "WAZOO_SERVER", value_name = "ADDR")]
+    server: Option<String>,
     /// Private directory for compiled components [default: $XDG_CACHE_HOME/wazoo/components,
     /// else ~/.cache/wazoo/components]; `none` compiles on every start
     #[arg(long, global = true, env = "WAZOO_CACHE")]
@@ -258,6 +265,16 @@ enum QueueCommand {
     Len { path: String },
 }
 
+impl QueueCommand {
+    fn path(&self) -> &str {
+        match self {
+            QueueCommand::Put { path, .. } | QueueCommand::Take { path, .. } | QueueCommand::Len { path } => {
+                path
+            }
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum GroupCommand {
     /// Be member NAME of the group at PATH while CMD runs (CMD is stopped if membership is lost)
@@ -291,6 +308,16 @@ enum ConfigCommand {
     },
     /// Print the value and version on every change, until interrupted
     Watch { path: String },
+}
+
+impl ConfigCommand {
+    fn path(&self) -> &str {
+        match self {
+            ConfigCommand::Get { path } | ConfigCommand::Set { path, .. } | ConfigCommand::Watch { path } => {
+                path
+            }
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -349,6 +376,16 @@ enum BarrierCommand {
     },
 }
 
+impl BarrierCommand {
+    fn path(&self) -> &str {
+        match self {
+            BarrierCommand::Set { path }
+            | BarrierCommand::Remove { path }
+            | BarrierCommand::Wait { path, .. } => path,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum RecipesCommand {
     /// List components with the world each implements
@@ -374,6 +411,9 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
+    if let Some(server) = &cli.server {
+        return remote::run(server, cli.session_timeout, cli.connect_timeout, cli.command).await;
+    }
     let config = HostConfig {
         keeper: KeeperConfig {
             zookeeper: cli.zookeeper.clone(),
@@ -470,20 +510,15 @@ async fn lock(
     command: &[String],
 ) -> anyhow::Result<u8> {
     // Refuse a bad path before touching ZooKeeper (the host checks it again for the recipe).
-    wazoo::paths::check_node(path).map_err(|why| anyhow::anyhow!("invalid lock path: {why}"))?;
-    let what = match mode {
-        Some(mode) => format!("{} lock at {path}", mode_name(mode)),
-        None => format!("lock at {path}"),
-    };
+    check_path("lock", path)?;
+    let what = lock_what(mode, path);
     let host = Host::start(config).await?;
-    let mut env = vec![("WAZOO_LOCK_PATH", path.to_string())];
     let acquired = match mode {
         None => {
             let mut handle = host.lock(recipe).await?;
             handle.acquire(path, timeout).await.map(|held| (Locked::Exclusive(handle), held.node, held.token))
         }
         Some(mode) => {
-            env.push(("WAZOO_LOCK_MODE", mode_name(mode).to_string()));
             let mut handle = host.rwlock(recipe).await?;
             let held = handle.acquire(path, mode, timeout).await;
             held.map(|held| (Locked::ReadWrite(handle), held.node, held.token))
@@ -491,13 +526,50 @@ async fn lock(
     };
     let (handle, node, token) = match acquired {
         Ok(acquired) => acquired,
-        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(timed_out(path, timeout)),
+        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(timed_out(Waited::Lock, path, timeout)),
         Err(e) => bail!("cannot acquire the {what}: {e}"),
     };
     tracing::info!(%node, token, "lock held");
+    let env = lock_env(mode, path, node, token);
+    hold(handle, RunUnder { command, grace, what, env }).await
+}
+
+/// What `wazoo lock` (no mode) or `wazoo rwlock MODE` holds, for messages.
+fn lock_what(mode: Option<Mode>, path: &str) -> String {
+    match mode {
+        Some(mode) => format!("{} lock at {path}", mode_name(mode)),
+        None => format!("lock at {path}"),
+    }
+}
+
+/// The environment of a command run under a lock.
+fn lock_env(mode: Option<Mode>, path: &str, node: String, token: i64) -> Vec<(&'static str, String)> {
+    let mut env = vec![("WAZOO_LOCK_PATH", path.to_string())];
+    if let Some(mode) = mode {
+        env.push(("WAZOO_LOCK_MODE", mode_name(mode).to_string()));
+    }
     env.push(("WAZOO_FENCING_TOKEN", token.to_string()));
     env.push(("WAZOO_LOCK_NODE", node));
-    hold(handle, RunUnder { command, grace, what, env }).await
+    env
+}
+
+/// The environment of a command run under a semaphore lease.
+fn lease_env(path: &str, node: String, token: i64) -> Vec<(&'static str, String)> {
+    vec![
+        ("WAZOO_FENCING_TOKEN", token.to_string()),
+        ("WAZOO_LEASE_NODE", node),
+        ("WAZOO_SEMAPHORE_PATH", path.to_string()),
+    ]
+}
+
+/// The environment of a command run as leader.
+fn leader_env(path: &str, id: &str, node: String, token: i64) -> Vec<(&'static str, String)> {
+    vec![
+        ("WAZOO_FENCING_TOKEN", token.to_string()),
+        ("WAZOO_LEADER_NODE", node),
+        ("WAZOO_ELECTION_PATH", path.to_string()),
+        ("WAZOO_LEADER_ID", id.to_string()),
+    ]
 }
 
 /// The handle `wazoo lock` or `wazoo rwlock` holds.
@@ -539,30 +611,29 @@ async fn semaphore(
     recipe: &str,
     command: &[String],
 ) -> anyhow::Result<u8> {
-    wazoo::paths::check_node(path).map_err(|why| anyhow::anyhow!("invalid semaphore path: {why}"))?;
-    if leases == 0 {
-        bail!("--leases must be at least 1");
-    }
+    check_leases(path, leases)?;
     let host = Host::start(config).await?;
     let mut handle = host.semaphore(recipe).await?;
     let lease = match handle.acquire(path, leases, timeout).await {
         Ok(lease) => lease,
-        Err(RecipeError::Zk(ZkError::Timeout)) => {
-            eprintln!("wazoo: no lease of {path} free after {:?}", timeout.unwrap_or_default());
-            return Ok(EXIT_TIMEOUT);
-        }
+        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(timed_out(Waited::Lease, path, timeout)),
         Err(e) => bail!("cannot take a lease of {path}: {e}"),
     };
-    let env = vec![
-        ("WAZOO_FENCING_TOKEN", lease.token.to_string()),
-        ("WAZOO_LEASE_NODE", lease.node),
-        ("WAZOO_SEMAPHORE_PATH", path.to_string()),
-    ];
+    let env = lease_env(path, lease.node, lease.token);
     hold(handle, RunUnder { command, grace, what: format!("lease of {path}"), env }).await
 }
 
+/// A semaphore's path and lease count, checked before anything is asked of ZooKeeper.
+fn check_leases(path: &str, leases: u32) -> anyhow::Result<()> {
+    check_path("semaphore", path)?;
+    if leases == 0 {
+        bail!("--leases must be at least 1");
+    }
+    Ok(())
+}
+
 async fn revoke(config: HostConfig, node: &str, grace: Option<Duration>) -> anyhow::Result<u8> {
-    wazoo::paths::check_node(node).map_err(|why| anyhow::anyhow!("invalid node path: {why}"))?;
+    check_path("node", node)?;
     let host = Host::start(config).await?;
     let mut handle = host.lock("lock").await?;
     let released = handle.revoke(node, grace).await.map_err(|e| anyhow::anyhow!("revoking {node}: {e}"))?;
@@ -580,24 +651,16 @@ async fn elect(
     recipe: &str,
     command: &[String],
 ) -> anyhow::Result<u8> {
-    wazoo::paths::check_node(path).map_err(|why| anyhow::anyhow!("invalid election path: {why}"))?;
+    check_path("election", path)?;
     let id = id.unwrap_or_else(default_id);
     let host = Host::start(config).await?;
     let mut handle = host.election(recipe).await?;
     let leadership = match handle.campaign(path, &id, timeout).await {
         Ok(leadership) => leadership,
-        Err(RecipeError::Zk(ZkError::Timeout)) => {
-            eprintln!("wazoo: not leading {path} after {:?}", timeout.unwrap_or_default());
-            return Ok(EXIT_TIMEOUT);
-        }
+        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(timed_out(Waited::Leadership, path, timeout)),
         Err(e) => bail!("cannot campaign in {path}: {e}"),
     };
-    let env = vec![
-        ("WAZOO_FENCING_TOKEN", leadership.token.to_string()),
-        ("WAZOO_LEADER_NODE", leadership.node.clone()),
-        ("WAZOO_ELECTION_PATH", path.to_string()),
-        ("WAZOO_LEADER_ID", id.clone()),
-    ];
+    let env = leader_env(path, &id, leadership.node.clone(), leadership.token);
     // The seed's acknowledgement: observers see that this leader has started its work.
     if let Err(e) = handle.acknowledge(&format!("{id} running {}", command[0])).await {
         eprintln!("wazoo: could not acknowledge leadership of {path}: {e}");
@@ -606,17 +669,14 @@ async fn elect(
 }
 
 async fn leader(config: HostConfig, path: &str, watch: bool, recipe: &str) -> anyhow::Result<u8> {
-    wazoo::paths::check(path).map_err(|why| anyhow::anyhow!("invalid election path: {why}"))?;
+    check_election(path)?;
     let host = Host::start(config).await?;
     let mut handle = host.election(recipe).await?;
     let mut current =
         handle.leader(path).await.map_err(|e| anyhow::anyhow!("reading the leader of {path}: {e}"))?;
     loop {
         match &current {
-            Some(l) => {
-                let ack = l.acknowledged.as_deref().map(|a| format!("  ack: {a}")).unwrap_or_default();
-                println!("{}  token {}  {}{ack}", l.id, l.token, l.node);
-            }
+            Some(l) => print_leader(&l.id, l.token, &l.node, l.acknowledged.as_deref()),
             None => println!("no leader"),
         }
         if !watch {
@@ -630,13 +690,24 @@ async fn leader(config: HostConfig, path: &str, watch: bool, recipe: &str) -> an
     }
 }
 
+/// `wazoo leader` reads any election path, even one of a single component.
+fn check_election(path: &str) -> anyhow::Result<()> {
+    wazoo::paths::check(path).map_err(|why| anyhow::anyhow!("invalid election path: {why}"))
+}
+
+/// One line of `wazoo leader`: `ID  token N  NODE  ack: NOTE`.
+fn print_leader(id: &str, token: i64, node: &str, acknowledged: Option<&str>) {
+    let ack = acknowledged.map(|a| format!("  ack: {a}")).unwrap_or_default();
+    println!("{id}  token {token}  {node}{ack}");
+}
+
 async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> {
     let path = match &command {
         GroupCommand::Join { path, .. } | GroupCommand::List { path } | GroupCommand::Watch { path } => {
             path.clone()
         }
     };
-    wazoo::paths::check_node(&path).map_err(|why| anyhow::anyhow!("invalid group path: {why}"))?;
+    check_path("group", &path)?;
     let host = Host::start(config).await?;
     let mut handle = host.group("group").await?;
     let failed = |e: RecipeError| anyhow::anyhow!("group {path}: {e}");
@@ -666,39 +737,26 @@ async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> 
 }
 
 async fn config_values(config: HostConfig, command: ConfigCommand) -> anyhow::Result<u8> {
-    let path = match &command {
-        ConfigCommand::Get { path } | ConfigCommand::Set { path, .. } | ConfigCommand::Watch { path } => {
-            path.clone()
-        }
-    };
-    wazoo::paths::check_node(&path).map_err(|why| anyhow::anyhow!("invalid config path: {why}"))?;
+    let path = command.path().to_string();
+    check_path("config", &path)?;
     let host = Host::start(config).await?;
     let mut handle = host.config("config").await?;
     let failed = |e: RecipeError| anyhow::anyhow!("config {path}: {e}");
     match command {
         ConfigCommand::Get { .. } => match handle.get(&path).await.map_err(failed)? {
             Some(entry) => println!("{}", String::from_utf8_lossy(&entry.data)),
-            None => {
-                eprintln!("wazoo: no value at {path}");
-                return Ok(1);
-            }
+            None => return Ok(no_value(&path)),
         },
         ConfigCommand::Set { value, version, .. } => match handle.set(&path, value.as_bytes(), version).await
         {
             Ok(version) => println!("{version}"),
-            Err(RecipeError::Zk(ZkError::BadVersion)) => {
-                eprintln!("wazoo: {path} is no longer at version {}", version.unwrap_or(-1));
-                return Ok(1);
-            }
+            Err(RecipeError::Zk(ZkError::BadVersion)) => return Ok(stale_version(&path, version)),
             Err(e) => return Err(failed(e)),
         },
         ConfigCommand::Watch { .. } => {
             let mut now = handle.get(&path).await.map_err(failed)?;
             loop {
-                match &now {
-                    Some(e) => println!("{} {}", e.version, String::from_utf8_lossy(&e.data)),
-                    None => println!("(none)"),
-                }
+                print_entry(now.as_ref().map(|e| (e.version, &e.data[..])));
                 let known = now.as_ref().map(|e| e.version);
                 now = handle.watch(&path, known, None).await.map_err(failed)?;
             }
@@ -708,11 +766,31 @@ async fn config_values(config: HostConfig, command: ConfigCommand) -> anyhow::Re
     Ok(0)
 }
 
+/// `config get` found nothing: exit status 1.
+fn no_value(path: &str) -> u8 {
+    eprintln!("wazoo: no value at {path}");
+    1
+}
+
+/// `config set --version N` found another version: exit status 1.
+fn stale_version(path: &str, version: Option<i32>) -> u8 {
+    eprintln!("wazoo: {path} is no longer at version {}", version.unwrap_or(-1));
+    1
+}
+
+/// One line of `config watch`: `VERSION VALUE`, or `(none)`.
+fn print_entry(entry: Option<(i32, &[u8])>) {
+    match entry {
+        Some((version, data)) => println!("{version} {}", String::from_utf8_lossy(data)),
+        None => println!("(none)"),
+    }
+}
+
 async fn counter(config: HostConfig, command: CounterCommand) -> anyhow::Result<u8> {
     let path = match &command {
         CounterCommand::Get { path } | CounterCommand::Add { path, .. } => path.clone(),
     };
-    wazoo::paths::check_node(&path).map_err(|why| anyhow::anyhow!("invalid counter path: {why}"))?;
+    check_path("counter", &path)?;
     let host = Host::start(config).await?;
     let mut handle = host.config("config").await?;
     let failed = |e: RecipeError| anyhow::anyhow!("counter {path}: {e}");
@@ -726,12 +804,8 @@ async fn counter(config: HostConfig, command: CounterCommand) -> anyhow::Result<
 }
 
 async fn queue(config: HostConfig, command: QueueCommand) -> anyhow::Result<u8> {
-    let path = match &command {
-        QueueCommand::Put { path, .. } | QueueCommand::Take { path, .. } | QueueCommand::Len { path } => {
-            path.clone()
-        }
-    };
-    wazoo::paths::check_node(&path).map_err(|why| anyhow::anyhow!("invalid queue path: {why}"))?;
+    let path = command.path().to_string();
+    check_path("queue", &path)?;
     let host = Host::start(config).await?;
     let mut handle = host.queue("queue").await?;
     let failed = |e: RecipeError| anyhow::anyhow!("queue {path}: {e}");
@@ -743,15 +817,9 @@ async fn queue(config: HostConfig, command: QueueCommand) -> anyhow::Result<u8> 
             println!("{}", handle.put(&path, data.as_bytes(), priority, ephemeral).await.map_err(failed)?);
         }
         QueueCommand::Take { timeout, .. } => match handle.take(&path, timeout).await {
-            Ok(item) => {
-                use std::io::Write;
-                let mut out = std::io::stdout();
-                out.write_all(&item.data)?;
-                out.write_all(b"\n")?;
-            }
+            Ok(item) => print_item(&item.data)?,
             Err(RecipeError::Zk(ZkError::Timeout)) => {
-                eprintln!("wazoo: queue {path} empty after {:?}", timeout.unwrap_or_default());
-                return Ok(EXIT_TIMEOUT);
+                return Ok(timed_out(Waited::QueueItem, &path, timeout))
             }
             Err(e) => return Err(failed(e)),
         },
@@ -761,6 +829,15 @@ async fn queue(config: HostConfig, command: QueueCommand) -> anyhow::Result<u8> 
     Ok(0)
 }
 
+/// A taken queue item's data, as it is, and a newline.
+fn print_item(data: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout();
+    out.write_all(data)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
 async fn double_barrier(
     config: HostConfig,
     path: &str,
@@ -768,7 +845,7 @@ async fn double_barrier(
     timeout: Option<Duration>,
     command: &[String],
 ) -> anyhow::Result<u8> {
-    wazoo::paths::check_node(path).map_err(|why| anyhow::anyhow!("invalid barrier path: {why}"))?;
+    check_path("barrier", path)?;
     let host = Host::start(config).await?;
     let mut handle = host.barrier("barrier").await?;
     match handle.enter(path, count, timeout).await {
@@ -801,7 +878,7 @@ async fn two_phase_commit(config: HostConfig, command: TxCommand) -> anyhow::Res
     let tx = match &command {
         TxCommand::Coordinate { tx, .. } | TxCommand::Vote { tx, .. } => tx.clone(),
     };
-    wazoo::paths::check_node(&tx).map_err(|why| anyhow::anyhow!("invalid transaction path: {why}"))?;
+    check_path("transaction", &tx)?;
     let host = Host::start(config).await?;
     let mut handle = host.transaction("transaction").await?;
     let outcome = match command {
@@ -841,29 +918,20 @@ fn parse_ballot(text: &str) -> Result<wazoo::Ballot, String> {
 }
 
 async fn barrier(config: HostConfig, command: BarrierCommand) -> anyhow::Result<u8> {
-    let path = match &command {
-        BarrierCommand::Set { path }
-        | BarrierCommand::Remove { path }
-        | BarrierCommand::Wait { path, .. } => path.clone(),
-    };
-    wazoo::paths::check_node(&path).map_err(|why| anyhow::anyhow!("invalid barrier path: {why}"))?;
+    let path = command.path().to_string();
+    check_path("barrier", &path)?;
     let host = Host::start(config).await?;
     let mut handle = host.barrier("barrier").await?;
     let failed = |e: RecipeError| anyhow::anyhow!("barrier {path}: {e}");
     match command {
-        BarrierCommand::Set { .. } => {
-            let created = handle.set(&path).await.map_err(failed)?;
-            println!("{}", if created { "set" } else { "already set" });
-        }
+        BarrierCommand::Set { .. } => println!("{}", barrier_set(handle.set(&path).await.map_err(failed)?)),
         BarrierCommand::Remove { .. } => {
-            let removed = handle.remove(&path).await.map_err(failed)?;
-            println!("{}", if removed { "removed" } else { "was not set" });
+            println!("{}", barrier_removed(handle.remove(&path).await.map_err(failed)?))
         }
         BarrierCommand::Wait { timeout, .. } => match handle.wait(&path, timeout).await {
             Ok(()) => println!("down"),
             Err(RecipeError::Zk(ZkError::Timeout)) => {
-                eprintln!("wazoo: barrier {path} still up after {:?}", timeout.unwrap_or_default());
-                return Ok(EXIT_TIMEOUT);
+                return Ok(timed_out(Waited::BarrierDown, &path, timeout))
             }
             Err(e) => return Err(failed(e)),
         },
@@ -871,19 +939,101 @@ async fn barrier(config: HostConfig, command: BarrierCommand) -> anyhow::Result<
     Ok(0)
 }
 
+/// What `barrier set` says, by whether it put the barrier up.
+fn barrier_set(created: bool) -> &'static str {
+    if created {
+        "set"
+    } else {
+        "already set"
+    }
+}
+
+/// What `barrier remove` says, by whether it took the barrier down.
+fn barrier_removed(removed: bool) -> &'static str {
+    if removed {
+        "removed"
+    } else {
+        "was not set"
+    }
+}
+
+/// The path of a recipe's node, checked before anything is asked of ZooKeeper (`kind` names it
+/// in the message).
+fn check_path(kind: &str, path: &str) -> anyhow::Result<()> {
+    wazoo::paths::check_node(path).map_err(|why| anyhow::anyhow!("invalid {kind} path: {why}"))
+}
+
 fn default_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     format!("{}-{}", host.trim(), std::process::id())
 }
 
-fn timed_out(path: &str, timeout: Option<Duration>) -> u8 {
-    eprintln!("wazoo: timed out after {:?} waiting for the lock at {path}", timeout.unwrap_or_default());
+/// What a command waited for when its `--timeout` passed.
+#[derive(Clone, Copy)]
+enum Waited {
+    Lock,
+    Lease,
+    Leadership,
+    QueueItem,
+    BarrierDown,
+}
+
+/// Says that `--timeout` passed while waiting at `path`: exit status 3.
+fn timed_out(waited: Waited, path: &str, timeout: Option<Duration>) -> u8 {
+    let after = timeout.unwrap_or_default();
+    match waited {
+        Waited::Lock => eprintln!("wazoo: timed out after {after:?} waiting for the lock at {path}"),
+        Waited::Lease => eprintln!("wazoo: no lease of {path} free after {after:?}"),
+        Waited::Leadership => eprintln!("wazoo: not leading {path} after {after:?}"),
+        Waited::QueueItem => eprintln!("wazoo: queue {path} empty after {after:?}"),
+        Waited::BarrierDown => eprintln!("wazoo: barrier {path} still up after {after:?}"),
+    }
     EXIT_TIMEOUT
+}
+
+/// Why a claim ended while its command ran.
+struct Ending {
+    /// For the message, e.g. "lock node was deleted".
+    why: String,
+    /// Another client asked for it (exit status 5, and the claim is released), rather than lost.
+    revoked: bool,
+}
+
+impl From<wazoo::Lost> for Ending {
+    fn from(lost: wazoo::Lost) -> Ending {
+        Ending { why: lost.to_string(), revoked: lost == wazoo::Lost::Revoked }
+    }
+}
+
+/// What a command can run under: a recipe handle's claim here, or one held for us by a
+/// `wazoo serve` daemon ([`remote`]).
+trait Holding {
+    /// Resolves when what is held is lost or revoked.
+    fn lost(&self) -> impl std::future::Future<Output = Ending> + Send + 'static;
+    /// Gives up what is held.
+    async fn release(&mut self) -> Result<(), String>;
+    /// Ends the handle (or session) now, deleting whatever nodes it still owns.
+    async fn close(self);
+}
+
+impl<C: Claim> Holding for C {
+    fn lost(&self) -> impl std::future::Future<Output = Ending> + Send + 'static {
+        let lost = Claim::lost(self);
+        async move { Ending::from(lost.await) }
+    }
+
+    async fn release(&mut self) -> Result<(), String> {
+        Claim::release(self).await.map_err(|e| e.to_string())
+    }
+
+    async fn close(self) {
+        Claim::close(self).await
+    }
 }
 
 /// Runs the command while `claim` is held: its exit status when it ends (after releasing), or
 /// SIGTERM/SIGKILL and exit status 4 when the claim is lost first.
-async fn hold(mut claim: impl Claim, run: RunUnder<'_>) -> anyhow::Result<u8> {
+async fn hold(mut claim: impl Holding, run: RunUnder<'_>) -> anyhow::Result<u8> {
     let RunUnder { command, grace, what, env } = run;
     let lost = claim.lost();
     let child = tokio::process::Command::new(&command[0]).args(&command[1..]).envs(env).spawn();
@@ -909,17 +1059,17 @@ async fn hold(mut claim: impl Claim, run: RunUnder<'_>) -> anyhow::Result<u8> {
                 let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
                 return Ok(code.clamp(0, 255) as u8);
             }
-            reason = &mut lost => {
-                eprintln!("wazoo: {what} lost ({reason}); stopping the command");
+            ending = &mut lost => {
+                eprintln!("wazoo: {what} lost ({}); stopping the command", ending.why);
                 // Stopping the command is the on-revoke step: the claim is let go after it.
                 stop(&mut child, grace).await;
-                if reason == wazoo::Lost::Revoked {
+                if ending.revoked {
                     if let Err(e) = claim.release().await {
                         eprintln!("wazoo: releasing the revoked {what}: {e}");
                     }
                 }
                 claim.close().await;
-                return Ok(if reason == wazoo::Lost::Revoked { EXIT_REVOKED } else { EXIT_LOST });
+                return Ok(if ending.revoked { EXIT_REVOKED } else { EXIT_LOST });
             }
             _ = sigterm.recv() => forward(&child, libc::SIGTERM),
             _ = sigint.recv() => forward(&child, libc::SIGINT),
@@ -960,24 +1110,58 @@ async fn server(port: u16, data_dir: Option<PathBuf>, tick_ms: u32) -> anyhow::R
 }
 
 fn recipes_list(config: &HostConfig) -> anyhow::Result<u8> {
-    use std::io::Write as _;
     let registry =
         Registry::new(wazoo::sandbox::engine(&config.limits)?, config.plugins.clone(), config.cache.clone())?;
-    let recipes = registry.list()?;
-    let mut out = std::io::stdout().lock();
-    let printed = (|| -> std::io::Result<()> {
-        if recipes.is_empty() {
-            writeln!(out, "no components in {} (build them with `make recipes`)", config.plugins.display())?;
-            return Ok(());
-        }
-        writeln!(out, "{:<16} {:<34} {:<12} {:>9}  PATH", "NAME", "WORLD", "SHA-256", "BYTES")?;
-        for r in recipes {
+    let rows = registry
+        .list()?
+        .into_iter()
+        .map(|r| {
             let (world, hash) = match (&r.serving, &r.refused) {
                 (_, Some(refusal)) => (format!("refused: {}", refusal.reason), "-".to_string()),
                 (Some(v), None) => (v.world.name().to_string(), v.short_hash().to_string()),
                 (None, None) => ("unknown".to_string(), "-".to_string()),
             };
-            writeln!(out, "{:<16} {:<34} {:<12} {:>9}  {}", r.name, world, hash, r.bytes, r.path.display())?;
+            RecipeRow {
+                name: r.name,
+                world,
+                hash,
+                bytes: r.bytes,
+                path: r.path.display().to_string(),
+                note: None,
+            }
+        })
+        .collect::<Vec<_>>();
+    let empty = format!("no components in {} (build them with `make recipes`)", config.plugins.display());
+    print_recipes(&rows, &empty)
+}
+
+/// One line of `wazoo recipes list`.
+struct RecipeRow {
+    name: String,
+    world: String,
+    hash: String,
+    bytes: u64,
+    path: String,
+    /// After the path, e.g. why a newer file was refused while an older version serves.
+    note: Option<String>,
+}
+
+/// The `wazoo recipes list` table (or `empty` when there are no rows).
+fn print_recipes(rows: &[RecipeRow], empty: &str) -> anyhow::Result<u8> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let printed = (|| -> std::io::Result<()> {
+        if rows.is_empty() {
+            writeln!(out, "{empty}")?;
+            return Ok(());
+        }
+        writeln!(out, "{:<16} {:<34} {:<12} {:>9}  PATH", "NAME", "WORLD", "SHA-256", "BYTES")?;
+        for r in rows {
+            write!(out, "{:<16} {:<34} {:<12} {:>9}  {}", r.name, r.world, r.hash, r.bytes, r.path)?;
+            if let Some(note) = &r.note {
+                write!(out, "  ({note})")?;
+            }
+            writeln!(out)?;
         }
         Ok(())
     })();
@@ -993,16 +1177,22 @@ async fn run_custom(config: HostConfig, component: &str, args: &[String]) -> any
     let mut handle = host.custom(component).await?;
     let outcome = handle.run(args).await;
     handle.close().await;
-    match outcome.context("running the recipe")? {
+    Ok(custom_outcome(component, outcome.context("running the recipe")?))
+}
+
+/// A custom recipe's answer: its `ok` text to stdout (exit status 0), its `err` text to stderr
+/// (exit status 1).
+fn custom_outcome(component: &str, outcome: Result<String, String>) -> u8 {
+    match outcome {
         Ok(out) => {
             if !out.is_empty() {
                 println!("{out}");
             }
-            Ok(0)
+            0
         }
         Err(err) => {
             eprintln!("wazoo: {component}: {err}");
-            Ok(1)
+            1
         }
     }
 }

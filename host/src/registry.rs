@@ -142,6 +142,14 @@ impl Version {
     }
 }
 
+/// The compile worker process and its limits.
+#[derive(Clone, Debug)]
+struct CompileWorker {
+    program: PathBuf,
+    memory: u64,
+    args: Vec<String>,
+}
+
 /// A file that failed a check, and why.
 #[derive(Clone, Debug)]
 pub struct Refusal {
@@ -191,7 +199,9 @@ pub struct Registry {
     linker: Linker<HostState>,
     dir: PathBuf,
     cache: Option<PathBuf>,
-    compile_limit: Duration,
+    /// Milliseconds a compile may take.
+    compile_limit: AtomicU64,
+    worker: Mutex<Option<CompileWorker>>,
     serving: Mutex<HashMap<PathBuf, Arc<Version>>>,
     refused: Mutex<HashMap<PathBuf, Refusal>>,
     stats: RegistryStats,
@@ -216,7 +226,8 @@ impl Registry {
             linker,
             dir,
             cache,
-            compile_limit: Duration::from_secs(60),
+            compile_limit: AtomicU64::new(60_000),
+            worker: Mutex::new(None),
             serving: Mutex::default(),
             refused: Mutex::default(),
             stats: RegistryStats::default(),
@@ -232,8 +243,28 @@ impl Registry {
     }
 
     /// How long a compile may take before the file is refused.
-    pub fn set_compile_limit(&mut self, limit: Duration) {
-        self.compile_limit = limit;
+    pub fn set_compile_limit(&self, limit: Duration) {
+        self.compile_limit.store(limit.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    fn compile_limit(&self) -> Duration {
+        Duration::from_millis(self.compile_limit.load(Ordering::Relaxed))
+    }
+
+    /// Compiles in a child process from now on: `program` (the `wazoo-compile` binary) under a
+    /// limit of `memory` bytes of address space, killed past the compile time limit. Without
+    /// a worker, compiles run on a thread of the host (time-limited only).
+    pub fn use_compile_worker(&self, program: PathBuf, memory: u64, limits: &crate::SandboxLimits) {
+        *self.worker.lock().unwrap() = Some(CompileWorker {
+            program,
+            memory,
+            args: vec![
+                "--memory-bytes".into(),
+                limits.memory_bytes.to_string(),
+                "--stack-bytes".into(),
+                limits.wasm_stack_bytes.to_string(),
+            ],
+        });
     }
 
     /// A recipe by name (`lock` → `<plugins>/lock.wasm`) or by path to a `.wasm` file.
@@ -292,6 +323,13 @@ impl Registry {
             Some(component) => {
                 from_cache = true;
                 self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                component
+            }
+            None if self.worker.lock().unwrap().is_some() => {
+                let started = Instant::now();
+                let component = self.compile_in_worker(path, cached.as_deref())?;
+                compile_time = started.elapsed();
+                self.stats.compiles.fetch_add(1, Ordering::Relaxed);
                 component
             }
             None => {
@@ -446,11 +484,97 @@ impl Registry {
                 let _ = tx.send(Component::new(&engine, &bytes));
             })
             .context("starting a compile worker")?;
-        match rx.recv_timeout(self.compile_limit) {
+        match rx.recv_timeout(self.compile_limit()) {
             Ok(Ok(component)) => Ok(component),
             Ok(Err(e)) => Err(anyhow!("{} is not a valid wasm component: {e:#}", path.display())),
-            Err(_) => Err(anyhow!("compiling {} took longer than {:?}", path.display(), self.compile_limit)),
+            Err(_) => {
+                Err(anyhow!("compiling {} took longer than {:?}", path.display(), self.compile_limit()))
+            }
         }
+    }
+
+    /// Compiles `path` in the worker process into `out` (the cache file, or a temporary file)
+    /// and loads the result.
+    fn compile_in_worker(&self, path: &Path, out: Option<&Path>) -> anyhow::Result<Component> {
+        use std::os::unix::process::CommandExt;
+        let worker = self.worker.lock().unwrap().clone().expect("a compile worker");
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let temporary = std::env::temp_dir().join(format!(
+            "wazoo-compiled-{}-{}.cwasm",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let target = out.map(Path::to_path_buf).unwrap_or_else(|| temporary.clone());
+        let memory = worker.memory;
+        let mut command = std::process::Command::new(&worker.program);
+        command
+            .arg(path)
+            .arg(&target)
+            .args(&worker.args)
+            .env("RUST_BACKTRACE", "0")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                let limit =
+                    libc::rlimit { rlim_cur: memory as libc::rlim_t, rlim_max: memory as libc::rlim_t };
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("starting the compile worker {}", worker.program.display()))?;
+        let deadline = Instant::now() + self.compile_limit();
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break Some(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut stderr = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            use std::io::Read as _;
+            let _ = pipe.read_to_string(&mut stderr);
+        }
+        let outcome = match status {
+            None => Err(anyhow!("compiling {} took longer than {:?}", path.display(), self.compile_limit())),
+            Some(s) if s.success() => {
+                // SAFETY: written just now by our own compile worker, with the same settings.
+                unsafe { Component::deserialize_file(&self.engine, &target) }
+                    .map_err(|e| anyhow!("loading the compiled {}: {e:#}", path.display()))
+            }
+            Some(s) => {
+                let said = stderr.lines().find_map(|l| l.strip_prefix("wazoo-compile: ")).map(str::to_string);
+                match said {
+                    Some(why) => Err(anyhow!("{} is not a valid wasm component: {why}", path.display())),
+                    // An allocation failed (the abort message says so), or the worker was killed.
+                    None if stderr.contains("memory allocation") => Err(anyhow!(
+                        "compiling {} went over its memory limit of {} MiB",
+                        path.display(),
+                        memory >> 20
+                    )),
+                    None => Err(anyhow!(
+                        "the compile worker died compiling {} ({s}; memory limit {} MiB)",
+                        path.display(),
+                        memory >> 20
+                    )),
+                }
+            }
+        };
+        if out.is_none() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        outcome
     }
 
     /// `<cache>/<sha256>-<engine settings hash>.cwasm`.

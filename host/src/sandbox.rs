@@ -54,15 +54,7 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Builds the engine every recipe runs on, and starts its epoch ticker.
 pub fn engine(limits: &SandboxLimits) -> anyhow::Result<Engine> {
-    let mut config = Config::new();
-    config.wasm_component_model(true);
-    config.epoch_interruption(true);
-    // Recipes use synchronous WIT functions only; without the component-model concurrency
-    // machinery a host→guest call costs ~0.25 µs instead of ~1.2 µs.
-    config.concurrency_support(false);
-    config.max_wasm_stack(limits.wasm_stack_bytes);
-    // The async stack holds the guest's stack plus the host frames above it.
-    config.async_stack_size(limits.wasm_stack_bytes + (1 << 20));
+    let mut config = settings(limits);
     let mut pool = PoolingAllocationConfig::default();
     // A Rust wasip2 component has a main module plus small shim modules: a few core instances
     // and tables per component, one memory.
@@ -76,6 +68,27 @@ pub fn engine(limits: &SandboxLimits) -> anyhow::Result<Engine> {
     let engine = Engine::new(&config)?;
     start_epoch_ticker(&engine);
     Ok(engine)
+}
+
+/// An engine that only compiles, for the compile worker: the same code generation settings as
+/// [`engine`] (its output loads there), without the instance pool, whose address-space
+/// reservation would not fit under the worker's memory limit.
+pub fn compile_engine(limits: &SandboxLimits) -> anyhow::Result<Engine> {
+    Ok(Engine::new(&settings(limits))?)
+}
+
+/// What both engines share: everything that shapes compiled code.
+fn settings(limits: &SandboxLimits) -> Config {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    config.epoch_interruption(true);
+    // Recipes use synchronous WIT functions only; without the component-model concurrency
+    // machinery a host→guest call costs ~0.25 µs instead of ~1.2 µs.
+    config.concurrency_support(false);
+    config.max_wasm_stack(limits.wasm_stack_bytes);
+    // The async stack holds the guest's stack plus the host frames above it.
+    config.async_stack_size(limits.wasm_stack_bytes + (1 << 20));
+    config
 }
 
 /// One ticker thread per engine; it ends when the engine is dropped.
@@ -116,4 +129,24 @@ pub(crate) fn store(engine: &Engine, state: HostState) -> Store<HostState> {
         Ok(UpdateDeadline::Yield(1))
     });
     store
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::hash_map::DefaultHasher;
+    use std::hash::{Hash, Hasher};
+
+    use super::*;
+
+    fn fingerprint(engine: &Engine) -> u64 {
+        let mut h = DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut h);
+        h.finish()
+    }
+
+    #[test]
+    fn the_compile_engine_makes_code_the_serving_engine_loads() {
+        let limits = SandboxLimits::default();
+        assert_eq!(fingerprint(&engine(&limits).unwrap()), fingerprint(&compile_engine(&limits).unwrap()));
+    }
 }

@@ -50,6 +50,9 @@ pub struct ServeConfig {
     pub watch_every: Duration,
 }
 
+/// Address space a compile worker may use: a recipe compiles in tens of MiB.
+pub const COMPILE_MEMORY: u64 = 1 << 30;
+
 /// Serves until `shutdown` resolves. `ready` is called with the bound addresses (gRPC, metrics)
 /// once clients can connect.
 pub async fn run(
@@ -64,6 +67,13 @@ pub async fn run(
         next: AtomicU64::new(1),
         metrics: Arc::new(Metrics::new()),
     });
+    // Compile in a worker process when the binary has one beside it (a compile bomb then costs
+    // a refused file, not the daemon).
+    let worker = std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.join("wazoo-compile")));
+    match worker.filter(|w| w.exists()) {
+        Some(w) => host.registry().use_compile_worker(w, COMPILE_MEMORY, host.limits()),
+        None => tracing::warn!("no wazoo-compile beside this binary: components compile in-process"),
+    }
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let grpc = listener.local_addr()?;
     let metrics_addr = match config.metrics {
@@ -82,21 +92,47 @@ pub async fn run(
     ready(grpc, metrics_addr);
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     let api = Api(state.clone());
-    let served = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(Duration::from_secs(10)))
-        .add_service(SessionsServer::new(api.clone()))
-        .add_service(RecipesServer::new(api.clone()))
-        .add_service(AdminServer::new(api))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(Duration::from_secs(10)))
+            .add_service(SessionsServer::new(api.clone()))
+            .add_service(RecipesServer::new(api.clone()))
+            .add_service(AdminServer::new(api))
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stopped.await;
+            }),
+    );
+    let served = tokio::select! {
+        done = &mut server => Some(done),
+        () = shutdown => None,
+    };
     watcher.abort();
     reaper.abort();
-    // Every client session ends with the daemon: close what they hold.
+    // Every client session ends with the daemon: close what they hold. That also ends their
+    // Lost streams; keepalive streams end when their clients see the connection go.
     let sessions: Vec<_> = state.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
     for session in sessions {
         session.close().await;
     }
-    served.map_err(|e| anyhow::anyhow!("gRPC server failed: {e}"))
+    let served = match served {
+        Some(done) => done,
+        None => {
+            let _ = stop.send(());
+            // Streams still open get a moment to finish; then the server is dropped.
+            match tokio::time::timeout(Duration::from_secs(3), &mut server).await {
+                Ok(done) => done,
+                Err(_) => {
+                    server.abort();
+                    Ok(Ok(()))
+                }
+            }
+        }
+    };
+    match served {
+        Ok(result) => result.map_err(|e| anyhow::anyhow!("gRPC server failed: {e}")),
+        Err(e) => Err(anyhow::anyhow!("gRPC server task failed: {e}")),
+    }
 }
 
 struct State {

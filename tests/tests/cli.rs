@@ -15,6 +15,7 @@ fn wazoo() -> Command {
         .env("WAZOO_ZOOKEEPER", zk().address())
         .env("WAZOO_PLUGINS", plugins())
         .env_remove("WAZOO_LOG")
+        .env_remove("WAZOO_SERVER")
         .kill_on_drop(true);
     command
 }

@@ -241,3 +241,61 @@ async fn a_second_start_takes_compiled_code_from_the_cache() {
     lock.acquire(&path, None).await.unwrap();
     lock.release().await.unwrap();
 }
+
+/// A component whose one function is `n` additions in a row: small on disk, costly to compile.
+fn compile_bomb(n: usize) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
+        out.push(id);
+        leb(body.len(), out);
+        out.extend_from_slice(body);
+    }
+    // One i32 local; local.get 0, i32.const 1, i32.add, local.set 0 — n times.
+    let mut body = vec![1, 1, 0x7f];
+    for _ in 0..n {
+        body.extend_from_slice(&[0x20, 0x00, 0x41, 0x01, 0x6a, 0x21, 0x00]);
+    }
+    body.push(0x0b);
+    let mut module = b"\0asm\x01\0\0\0".to_vec();
+    section(1, &[1, 0x60, 0, 0], &mut module);
+    section(3, &[1, 0], &mut module);
+    let mut code = vec![1];
+    leb(body.len(), &mut code);
+    code.extend_from_slice(&body);
+    section(10, &code, &mut module);
+    let mut component = b"\0asm\x0d\0\x01\0".to_vec();
+    section(1, &module, &mut component);
+    component
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_compile_bomb_costs_a_refused_file_not_the_host() {
+    let (plugins, cache) = private_plugins("bomb");
+    let host = host_on(&plugins, &cache).await;
+    let worker = wazoo_bin().with_file_name("wazoo-compile");
+    host.registry().use_compile_worker(worker, 256 << 20, host.limits());
+    host.registry().set_compile_limit(Duration::from_secs(20));
+    std::fs::write(plugins.join("bomb.wasm"), compile_bomb(1_000_000)).unwrap();
+    let refused = host.custom("bomb").await.err().expect("the bomb must be refused");
+    let why = format!("{refused:#}");
+    assert!(why.contains("memory limit") || why.contains("took longer"), "{why}");
+    // The host is untouched: the lock compiles through the same worker and serves.
+    let mut lock = host.lock("lock").await.unwrap();
+    assert!(!lock.version().unwrap().from_cache);
+    let path = unique("after-bomb");
+    lock.acquire(&path, None).await.unwrap();
+    lock.release().await.unwrap();
+    let listed = host.registry().list().unwrap();
+    let bomb = listed.iter().find(|r| r.name == "bomb").unwrap();
+    assert!(bomb.refused.is_some() && bomb.serving.is_none());
+}

@@ -1,0 +1,487 @@
+//! The gRPC daemon (`wazoo serve`), run in-process by `wazoo::serve::run` on 127.0.0.1 against a
+//! ZooKeeper this bench starts (standalone, tick 200 ms), with a scratch plugins directory holding
+//! a copy of `plugins/lock.wasm` and a scratch compile cache. Measured:
+//!
+//! 1. Lock throughput and latency over gRPC. Each client has its own channel (one HTTP/2
+//!    connection) and its own client session, kept alive over a KeepAlive stream; one operation
+//!    is an Acquire (family LOCK, a new recipe handle in the daemon) and its Release, timed by the
+//!    client from sending the Acquire to the Release's reply. Runs with 1, 16 and 64 clients all
+//!    on one lock path (contended: throughput is bounded by the lock's hand-over), and with 16
+//!    clients on a path each (uncontended), after a warm-up. ops/s is the run's operations over
+//!    its wall time.
+//! 2. Swap latency: while one client loops Acquire/Release, a relabelled `lock.wasm` (a custom
+//!    section appended: same code, new hash) is deployed by write + rename; measured is the time
+//!    from the rename to the reply of the first Claim whose `recipe_version` differs. A new
+//!    handle stats its file, so the first Acquire after the rename loads the new version itself
+//!    (or waits for the watcher's load, if that started first): the figure is the load (compile
+//!    or cache read, checks, trial instance) plus less than one operation, not the watcher's
+//!    interval. Once for versions never seen (compiled) and once alternating between two versions
+//!    already in the compile cache.
+//! 3. In-process costs on the daemon's Host: a new lock handle (`Host::lock`: registry lookup, a
+//!    fresh store, instantiation), and the first load of a component (`Host::version` on a new
+//!    Host) with an empty compile cache versus a warm one.
+//!
+//! Run with `cargo bench -p wazoo --bench serve` after `make recipes`. `WAZOO_BENCH_OPS` sets the
+//! operations of the multi-client runs (default 4000; the one-client run does half);
+//! `WAZOO_ZOOKEEPER` uses an existing ZooKeeper instead of starting one.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot, watch, Barrier};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use wazoo::serve::pb::recipes_client::RecipesClient;
+use wazoo::serve::pb::sessions_client::SessionsClient;
+use wazoo::serve::pb::{AcquireRequest, Family, HandleRef, KeepAliveRequest, OpenRequest};
+use wazoo::serve::ServeConfig;
+use wazoo::server::{ServerOptions, ZkServer};
+use wazoo::{Host, HostConfig, KeeperConfig, SandboxLimits, World};
+
+/// The daemon's plugins check, as `wazoo serve --watch-every` defaults to.
+const WATCH_EVERY: Duration = Duration::from_millis(500);
+/// Client session TTL; kept alive every third of it.
+const TTL: Duration = Duration::from_secs(5);
+/// Acquire timeout: far above any wait in a run, so a stuck lock fails the bench.
+const ACQUIRE_TIMEOUT_MS: u64 = 60_000;
+const SWAPS: usize = 10;
+const HANDLES: usize = 1000;
+const FIRST_LOADS: usize = 5;
+const TICK_MS: u32 = 200;
+
+fn main() -> anyhow::Result<()> {
+    let ops: usize = std::env::var("WAZOO_BENCH_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(4000);
+    let plugins = std::env::var_os("WAZOO_PLUGINS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../plugins"));
+    let component = plugins.join("lock.wasm");
+    anyhow::ensure!(component.exists(), "{} missing: run `make recipes` first", component.display());
+
+    // WAZOO_ZOOKEEPER points the bench at an existing ensemble; otherwise it starts a server.
+    let (server, address) = match std::env::var("WAZOO_ZOOKEEPER") {
+        Ok(address) => (None, address),
+        Err(_) => {
+            let server = ZkServer::start(ServerOptions { tick_ms: TICK_MS, ..ServerOptions::default() })?;
+            let address = server.address();
+            (Some(server), address)
+        }
+    };
+    let zookeeper = match &server {
+        Some(s) => {
+            let version = wazoo::server::four_letter(s.port, "srvr")
+                .ok()
+                .and_then(|r| {
+                    r.lines().next().map(|l| l.trim_start_matches("Zookeeper version: ").to_string())
+                })
+                .and_then(|v| v.split(['-', ','].as_ref()).next().map(str::to_string))
+                .unwrap_or_else(|| "?".into());
+            format!("ZooKeeper {version} standalone on 127.0.0.1 (tick {TICK_MS} ms)")
+        }
+        None => format!("ZooKeeper at {address}"),
+    };
+    let scratch = std::env::temp_dir().join(format!("wazoo-bench-serve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(scratch.join("plugins"))?;
+    std::fs::copy(&component, scratch.join("plugins/lock.wasm"))?;
+
+    let started = Instant::now();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let bench = Bench { address, scratch: scratch.clone(), ops, zookeeper };
+    let outcome = runtime.block_on(async move { tokio::spawn(bench.run()).await? });
+    drop(runtime);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&scratch);
+    outcome?;
+    println!();
+    println!("wall time {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+struct Bench {
+    address: String,
+    scratch: PathBuf,
+    ops: usize,
+    zookeeper: String,
+}
+
+impl Bench {
+    fn config(&self, cache: &Path) -> HostConfig {
+        HostConfig {
+            keeper: KeeperConfig { zookeeper: self.address.clone(), ..KeeperConfig::default() },
+            plugins: self.scratch.join("plugins"),
+            limits: SandboxLimits::default(),
+            cache: Some(cache.to_path_buf()),
+        }
+    }
+
+    async fn run(self) -> anyhow::Result<()> {
+        let plugins = self.scratch.join("plugins");
+        let original = std::fs::read(plugins.join("lock.wasm"))?;
+        let host = Host::start(self.config(&self.scratch.join("cache"))).await?;
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let settings = ServeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics: None,
+            watch_every: WATCH_EVERY,
+        };
+        let daemon = tokio::spawn(wazoo::serve::run(
+            host.clone(),
+            settings,
+            move |grpc, _| {
+                let _ = ready_tx.send(grpc);
+            },
+            async {
+                let _ = stop_rx.await;
+            },
+        ));
+        let grpc = ready_rx.await?;
+
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.to_string()))
+            .and_then(|l| l.split(':').nth(1).map(|m| format!(", {}", m.trim())))
+            .unwrap_or_default();
+        // Other work on the machine shows in every figure: say how busy it was.
+        let load = std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|l| l.split_whitespace().next().map(|l| format!(", load average {l} at start")))
+            .unwrap_or_default();
+        println!(
+            "wazoo serve benchmark: `cargo bench -p wazoo --bench serve`; {cores} cores{cpu}{load}; {}; \
+             daemon in-process (`wazoo::serve::run`) on {grpc}, watcher every {} ms; lock.wasm {} bytes",
+            self.zookeeper,
+            WATCH_EVERY.as_millis(),
+            original.len()
+        );
+
+        // Throughput and latency. The warm-up lets ZooKeeper's JIT compiler and the daemon settle.
+        load_run(grpc, 16, 1000, Paths::Shared, "warmup").await?;
+        load_run(grpc, 16, 2000, Paths::Own, "warmup").await?;
+        let runs =
+            [(1, self.ops / 2, Paths::Shared), (16, self.ops, Paths::Shared), (64, self.ops, Paths::Shared)];
+        let mut rows = Vec::new();
+        for (clients, ops, paths) in runs.into_iter().chain([(16, self.ops, Paths::Own)]) {
+            rows.push((clients, paths, load_run(grpc, clients, ops, paths, "run").await?));
+        }
+        println!();
+        println!("| clients | lock paths | ops | ops/s | p50 | p99 |");
+        println!("|---:|---|---:|---:|---:|---:|");
+        for (clients, paths, mut run) in rows {
+            let paths = match paths {
+                Paths::Shared if clients == 1 => "one",
+                Paths::Shared => "one, shared (contended)",
+                Paths::Own => "one per client (uncontended)",
+            };
+            println!(
+                "| {clients} | {paths} | {} | {:.0} | {} | {} |",
+                run.times.len(),
+                run.times.len() as f64 / run.wall.as_secs_f64(),
+                ms(percentile(&mut run.times, 50.0)),
+                ms(percentile(&mut run.times, 99.0))
+            );
+        }
+
+        // Swap latency: versions never seen (each compiled), then two already in the cache.
+        let fresh: Vec<String> = (0..SWAPS).map(|i| format!("fresh-{i:02}")).collect();
+        let seen: Vec<String> = (0..SWAPS).map(|i| fresh[SWAPS - 2 + i % 2].clone()).collect();
+        let (mut fresh_swaps, mut seen_swaps) =
+            swap_latency(&host, grpc, &plugins, &original, &fresh, &seen).await?;
+        println!();
+        println!(
+            "| deployed version | swaps | rename → first Claim of it: p50 | max | compile inside it, mean |"
+        );
+        println!("|---|---:|---:|---:|---:|");
+        for (what, swaps) in [
+            ("never seen (compiled)", &mut fresh_swaps),
+            ("seen before (from the compile cache)", &mut seen_swaps),
+        ] {
+            let load = swaps.iter().map(|s| s.load).sum::<Duration>() / swaps.len() as u32;
+            let mut latencies: Vec<Duration> = swaps.iter().map(|s| s.latency).collect();
+            let max = *latencies.iter().max().unwrap();
+            println!(
+                "| {what} | {} | {} | {} | {} |",
+                latencies.len(),
+                ms(percentile(&mut latencies, 50.0)),
+                ms(max),
+                ms(load)
+            );
+        }
+
+        // New handles on the daemon's Host (idle now: every client has gone).
+        drop(host.lock("lock").await?);
+        let mut handles = Vec::with_capacity(HANDLES);
+        for _ in 0..HANDLES {
+            let started = Instant::now();
+            let handle = host.lock("lock").await?;
+            handles.push(started.elapsed());
+            drop(handle);
+        }
+
+        // First load on a new Host: an empty cache each time, then a warm one.
+        let (mut cold, mut warm) = (Vec::new(), Vec::new());
+        let warm_cache = self.scratch.join("cache-first-0");
+        for i in 0..FIRST_LOADS {
+            cold.push(first_load(self.config(&self.scratch.join(format!("cache-first-{i}"))), false).await?);
+        }
+        for _ in 0..FIRST_LOADS {
+            warm.push(first_load(self.config(&warm_cache), true).await?);
+        }
+        println!();
+        println!("| cost, in-process | runs | p50 | p99 / max |");
+        println!("|---|---:|---:|---:|");
+        println!(
+            "| new lock handle: `host.lock(\"lock\")` (lookup, store, instantiate) | {HANDLES} | {} | {} |",
+            us(percentile(&mut handles, 50.0)),
+            us(percentile(&mut handles, 99.0))
+        );
+        for (what, times) in [("empty cache: compile", &mut cold), ("warm cache: no compile", &mut warm)] {
+            println!(
+                "| first load on a new Host, {what} (`Host::version`) | {} | {} | {} |",
+                times.len(),
+                ms(percentile(times, 50.0)),
+                ms(*times.iter().max().unwrap())
+            );
+        }
+
+        let _ = stop_tx.send(());
+        daemon.await??;
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Paths {
+    /// Every client on one lock path.
+    Shared,
+    /// A lock path per client.
+    Own,
+}
+
+struct Run {
+    /// One acquire+release each, as its client saw it.
+    times: Vec<Duration>,
+    wall: Duration,
+}
+
+/// `ops` acquire+release operations split over `clients` clients, started together.
+async fn load_run(
+    grpc: SocketAddr,
+    clients: usize,
+    ops: usize,
+    paths: Paths,
+    tag: &str,
+) -> anyhow::Result<Run> {
+    let per_client = ops.div_ceil(clients);
+    let base = format!("/bench-serve/{tag}-{clients}-{}", uuid::Uuid::new_v4().simple());
+    let mut connected = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        connected.push(Client::open(grpc).await?);
+    }
+    let start = Arc::new(Barrier::new(clients + 1));
+    let mut tasks = Vec::with_capacity(clients);
+    for (i, mut client) in connected.into_iter().enumerate() {
+        let path = match paths {
+            Paths::Shared => base.clone(),
+            Paths::Own => format!("{base}/{i}"),
+        };
+        let start = start.clone();
+        tasks.push(tokio::spawn(async move {
+            start.wait().await;
+            let mut times = Vec::with_capacity(per_client);
+            for _ in 0..per_client {
+                let started = Instant::now();
+                client.lock_unlock(&path).await?;
+                times.push(started.elapsed());
+            }
+            anyhow::Ok(times)
+        }));
+    }
+    start.wait().await;
+    let started = Instant::now();
+    let mut times = Vec::with_capacity(per_client * clients);
+    for task in tasks {
+        times.extend(task.await??);
+    }
+    Ok(Run { times, wall: started.elapsed() })
+}
+
+struct Swap {
+    /// From the rename to the reply of the first Claim of the new version.
+    latency: Duration,
+    /// Its load as the registry recorded it (compile time; zero from the cache).
+    load: Duration,
+}
+
+/// Deploys each of `fresh`, then each of `seen`, relabelled from `original`, while a client loops
+/// Acquire/Release.
+async fn swap_latency(
+    host: &Host,
+    grpc: SocketAddr,
+    plugins: &Path,
+    original: &[u8],
+    fresh: &[String],
+    seen: &[String],
+) -> anyhow::Result<(Vec<Swap>, Vec<Swap>)> {
+    let mut client = Client::open(grpc).await?;
+    let path = format!("/bench-serve/swap-{}", uuid::Uuid::new_v4().simple());
+    let (claims_tx, mut claims) = watch::channel((Instant::now(), String::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let looping = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let version = client.lock_unlock(&path).await?;
+                claims_tx.send_replace((Instant::now(), version));
+            }
+            anyhow::Ok(())
+        })
+    };
+    claims.wait_for(|(_, v)| !v.is_empty()).await?;
+    let target = plugins.join("lock.wasm");
+    let mut measured = (Vec::new(), Vec::new());
+    for (i, label) in fresh.iter().chain(seen).enumerate() {
+        // Spread the renames over the watcher's period rather than always at the same phase.
+        tokio::time::sleep(Duration::from_millis(200 + (i as u64 * 137) % WATCH_EVERY.as_millis() as u64))
+            .await;
+        let before = claims.borrow_and_update().1.clone();
+        let tmp = target.with_extension("tmp");
+        std::fs::write(&tmp, relabelled(original, label))?;
+        let renamed = Instant::now();
+        std::fs::rename(&tmp, &target)?;
+        let at = tokio::time::timeout(Duration::from_secs(30), claims.wait_for(|(_, v)| *v != before))
+            .await
+            .map_err(|_| anyhow::anyhow!("no Claim of the new version 30 s after deploying {label}"))??
+            .0;
+        let latency = at.saturating_duration_since(renamed);
+        let serving = host.registry().list()?.into_iter().find(|r| r.name == "lock").and_then(|r| r.serving);
+        let serving = serving.ok_or_else(|| anyhow::anyhow!("lock.wasm not serving after {label}"))?;
+        anyhow::ensure!(
+            serving.from_cache == (i >= fresh.len()),
+            "{label}: from the cache {}, expected otherwise",
+            serving.from_cache
+        );
+        let swap = Swap { latency, load: serving.compile_time };
+        if i < fresh.len() {
+            measured.0.push(swap);
+        } else {
+            measured.1.push(swap);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    looping.await??;
+    Ok(measured)
+}
+
+/// `Host::version` of lock.wasm on a new Host whose compile cache is `config.cache`.
+async fn first_load(config: HostConfig, cached: bool) -> anyhow::Result<Duration> {
+    let host = Host::start(config).await?;
+    let started = Instant::now();
+    let version = host.version("lock", World::Lock).await?;
+    let took = started.elapsed();
+    anyhow::ensure!(version.from_cache == cached, "first load: from the cache {}", version.from_cache);
+    Ok(took)
+}
+
+/// A gRPC client of the daemon with a client session of its own, kept alive until dropped.
+struct Client {
+    session: u64,
+    recipes: RecipesClient<Channel>,
+    keepalive: tokio::task::JoinHandle<()>,
+}
+
+impl Client {
+    async fn open(grpc: SocketAddr) -> anyhow::Result<Client> {
+        let channel = Channel::from_shared(format!("http://{grpc}"))?.connect().await?;
+        let mut sessions = SessionsClient::new(channel.clone());
+        let opened =
+            sessions.open(OpenRequest { ttl_ms: TTL.as_millis() as u64, name: "bench".into() }).await?;
+        let session = opened.into_inner().session;
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(KeepAliveRequest { session }).await?;
+        let mut replies = sessions.keep_alive(ReceiverStream::new(rx)).await?.into_inner();
+        // Ends, and with it the stream and the session, when the client is dropped.
+        let keepalive = tokio::spawn(async move {
+            let mut every = tokio::time::interval(TTL / 3);
+            loop {
+                tokio::select! {
+                    _ = every.tick() => {
+                        if tx.send(KeepAliveRequest { session }).await.is_err() {
+                            break;
+                        }
+                    }
+                    reply = replies.message() => match reply {
+                        Ok(Some(r)) if r.ttl_ms > 0 => {}
+                        _ => break,
+                    },
+                }
+            }
+        });
+        Ok(Client { session, recipes: RecipesClient::new(channel), keepalive })
+    }
+
+    /// Acquires the lock at `path` and releases it: the claim's recipe version.
+    async fn lock_unlock(&mut self, path: &str) -> anyhow::Result<String> {
+        let claim = self
+            .recipes
+            .acquire(AcquireRequest {
+                session: self.session,
+                path: path.into(),
+                family: Family::Lock as i32,
+                timeout_ms: Some(ACQUIRE_TIMEOUT_MS),
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        self.recipes.release(HandleRef { session: self.session, handle: claim.handle }).await?;
+        Ok(claim.recipe_version)
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.keepalive.abort();
+    }
+}
+
+/// `component` with a custom section appended: the same recipe, a different file and hash.
+fn relabelled(component: &[u8], label: &str) -> Vec<u8> {
+    let name = b"wazoo-bench-label";
+    let mut payload = vec![name.len() as u8];
+    payload.extend_from_slice(name);
+    payload.extend_from_slice(label.as_bytes());
+    assert!(payload.len() < 128, "one LEB128 byte of section size");
+    let mut out = component.to_vec();
+    out.push(0);
+    out.push(payload.len() as u8);
+    out.extend_from_slice(&payload);
+    out
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort_unstable();
+    let index = ((p / 100.0) * (samples.len() - 1) as f64).round() as usize;
+    samples[index]
+}
+
+fn us(d: Duration) -> String {
+    let micros = d.as_secs_f64() * 1e6;
+    if micros < 10.0 {
+        format!("{micros:.2} µs")
+    } else {
+        format!("{micros:.0} µs")
+    }
+}
+
+fn ms(d: Duration) -> String {
+    let millis = d.as_secs_f64() * 1e3;
+    if millis < 10.0 {
+        format!("{millis:.2} ms")
+    } else {
+        format!("{millis:.1} ms")
+    }
+}

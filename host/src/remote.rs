@@ -1,0 +1,695 @@
+//! `wazoo --server ADDR …`: the subcommands through a `wazoo serve` daemon's gRPC API
+//! (`host/proto/wazoo.proto`) instead of a ZooKeeper session of this process's own.
+//!
+//! A claim (lock, lease, leadership) lives in a client session that a task keeps alive over the
+//! KeepAlive stream; the command runs under it exactly as on the local path ([`super::hold`]):
+//! the same environment, signal forwarding, grace and exit statuses. The daemon's errors carry
+//! the ZooKeeper error's WIT name (`timeout:`, `bad-version:` …), which is mapped back to what
+//! the local path says and does.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status, Streaming};
+use wazoo::serve::pb;
+use wazoo::serve::pb::admin_client::AdminClient;
+use wazoo::serve::pb::recipes_client::RecipesClient;
+use wazoo::serve::pb::sessions_client::SessionsClient;
+use wazoo::Mode;
+
+use super::{
+    barrier_removed, barrier_set, check_election, check_leases, check_path, custom_outcome, default_id, hold,
+    leader_env, lease_env, lock_env, lock_what, no_value, print_entry, print_item, print_leader,
+    print_recipes, stale_version, timed_out, BarrierCommand, Command, ConfigCommand, Ending, Holding,
+    QueueCommand, RecipeRow, RecipesCommand, RunUnder, Waited,
+};
+
+/// The WIT error names the daemon puts before a recipe's error (see the proto's header); the
+/// rest of the message is what the local path would say.
+const ERROR_NAMES: &[&str] = &[
+    "timeout",
+    "no-node",
+    "node-exists",
+    "bad-version",
+    "not-empty",
+    "invalid-path",
+    "invalid-argument",
+    "connection-loss",
+    "session-expired",
+    "no-auth",
+    "limit-exceeded",
+    "quota-exceeded",
+    "other",
+    "trapped",
+];
+
+/// Runs `command` through the daemon at `server`; `ttl` is the client session's TTL for claims.
+pub(crate) async fn run(
+    server: &str,
+    ttl: Duration,
+    connect_timeout: Duration,
+    command: Command,
+) -> anyhow::Result<u8> {
+    if let Some(name) = local_only(&command) {
+        eprintln!("wazoo: {name} does not go through --server yet");
+        return Ok(2);
+    }
+    check(&command)?;
+    let remote = Remote::connect(server, connect_timeout).await?;
+    match command {
+        Command::Lock { path, timeout, grace, recipe, command } => {
+            remote.lock(ttl, None, &path, timeout, grace, &recipe, &command).await
+        }
+        Command::Rwlock { mode, path, timeout, grace, recipe, command } => {
+            remote.lock(ttl, Some(mode), &path, timeout, grace, &recipe, &command).await
+        }
+        Command::Semaphore { path, leases, timeout, grace, recipe, command } => {
+            remote.semaphore(ttl, &path, leases, timeout, grace, &recipe, &command).await
+        }
+        Command::Elect { path, id, timeout, grace, recipe, command } => {
+            remote.elect(ttl, &path, id, timeout, grace, &recipe, &command).await
+        }
+        Command::Leader { path, watch, recipe } => remote.leader(&path, watch, &recipe).await,
+        Command::Queue { command } => remote.queue(command).await,
+        Command::Config { command } => remote.config(command).await,
+        Command::Barrier { command } => remote.barrier(command).await,
+        Command::Run { component, args } => remote.invoke(&component, &args).await,
+        Command::Recipes { command: RecipesCommand::List } => remote.list_recipes().await,
+        _ => unreachable!("local_only lets through only what is handled here"),
+    }
+}
+
+/// The subcommands (and options) the daemon's API has no call for: their name.
+fn local_only(command: &Command) -> Option<&'static str> {
+    match command {
+        Command::Lock { .. }
+        | Command::Rwlock { .. }
+        | Command::Semaphore { .. }
+        | Command::Elect { .. }
+        | Command::Leader { .. }
+        | Command::Config { .. }
+        | Command::Barrier { .. }
+        | Command::Run { .. }
+        | Command::Recipes { command: RecipesCommand::List } => None,
+        Command::Queue { command } => match command {
+            QueueCommand::Put { ephemeral: true, .. } => Some("queue put --ephemeral"),
+            QueueCommand::Put { .. } | QueueCommand::Take { .. } => None,
+            QueueCommand::Len { .. } => Some("queue len"),
+        },
+        Command::Group { .. } => Some("group"),
+        Command::Counter { .. } => Some("counter"),
+        Command::DoubleBarrier { .. } => Some("double-barrier"),
+        Command::TwoPhaseCommit { .. } => Some("2pc"),
+        Command::Revoke { .. } => Some("revoke"),
+        Command::Server { .. } => Some("server"),
+        Command::Serve { .. } => Some("serve"),
+        Command::Demo { .. } => Some("demo"),
+    }
+}
+
+/// Refuses a bad path (or lease count) before the daemon is asked, as the local path does.
+fn check(command: &Command) -> anyhow::Result<()> {
+    match command {
+        Command::Lock { path, .. } | Command::Rwlock { path, .. } => check_path("lock", path),
+        Command::Semaphore { path, leases, .. } => check_leases(path, *leases),
+        Command::Elect { path, .. } => check_path("election", path),
+        Command::Leader { path, .. } => check_election(path),
+        Command::Queue { command } => check_path("queue", command.path()),
+        Command::Config { command } => check_path("config", command.path()),
+        Command::Barrier { command } => check_path("barrier", command.path()),
+        _ => Ok(()),
+    }
+}
+
+/// An error and its sources on one line, each said once (tonic repeats some).
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut said: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let text = e.to_string();
+        if said.last() != Some(&text) {
+            said.push(text);
+        }
+        next = e.source();
+    }
+    said.join(": ")
+}
+
+fn millis(timeout: Option<Duration>) -> Option<u64> {
+    timeout.map(|t| t.as_millis().try_into().unwrap_or(u64::MAX))
+}
+
+/// Whether the daemon answered that `--timeout` passed.
+fn is_timeout(status: &Status) -> bool {
+    status.code() == Code::DeadlineExceeded
+}
+
+/// Whether the daemon answered `bad-version` (a compare-and-set found another version).
+fn is_bad_version(status: &Status) -> bool {
+    status.code() == Code::FailedPrecondition && status.message().starts_with("bad-version:")
+}
+
+/// A connection to the daemon.
+#[derive(Clone)]
+struct Remote {
+    /// As given, for messages.
+    addr: String,
+    channel: Channel,
+}
+
+impl Remote {
+    /// Connects (eagerly, so an unreachable daemon is one clear error).
+    async fn connect(addr: &str, timeout: Duration) -> anyhow::Result<Remote> {
+        let uri = if addr.contains("://") { addr.to_string() } else { format!("http://{addr}") };
+        let endpoint = Endpoint::from_shared(uri)
+            .map_err(|e| anyhow!("--server: not an address: {addr:?} ({e})"))?
+            .connect_timeout(timeout);
+        let channel = match tokio::time::timeout(timeout, endpoint.connect()).await {
+            Ok(Ok(channel)) => channel,
+            Ok(Err(e)) => bail!("cannot reach the wazoo daemon at {addr}: {}", causes(&e)),
+            Err(_) => bail!("cannot reach the wazoo daemon at {addr}: no connection within {timeout:?}"),
+        };
+        Ok(Remote { addr: addr.to_string(), channel })
+    }
+
+    fn recipes(&self) -> RecipesClient<Channel> {
+        RecipesClient::new(self.channel.clone())
+    }
+
+    /// A failed call as an error: the daemon's message as the local path words it (after
+    /// `context`, as there), or that the daemon could no longer be reached.
+    fn failed(&self, context: impl std::fmt::Display, status: Status) -> anyhow::Error {
+        match self.describe(&status) {
+            (text, true) => anyhow!("{context}: {text}"),
+            (text, false) => anyhow!("{text}"),
+        }
+    }
+
+    /// What a failed call says, and whether it goes after a context (as a recipe's error does).
+    fn describe(&self, status: &Status) -> (String, bool) {
+        let message = status.message();
+        // A handle the daemon could not make (no such component, a refused one): said bare, as
+        // on the local path.
+        if let Some(rest) = message.strip_prefix("recipe: ") {
+            return (rest.to_string(), false);
+        }
+        if let Some((name, rest)) = message.split_once(": ") {
+            if ERROR_NAMES.contains(&name) {
+                return (rest.to_string(), true);
+            }
+        }
+        match status.code() {
+            Code::Unavailable | Code::Unknown | Code::Cancelled => {
+                (format!("lost the connection to the wazoo daemon at {}: {message}", self.addr), false)
+            }
+            // What the daemon itself says about a request (a bad argument, an unknown session).
+            Code::InvalidArgument | Code::NotFound | Code::FailedPrecondition | Code::Internal => {
+                (message.to_string(), true)
+            }
+            _ => (format!("unexpected answer from the wazoo daemon at {}: {message}", self.addr), false),
+        }
+    }
+
+    /// Opens a client session kept alive from a task, named `name` in the daemon's logs.
+    async fn session(&self, ttl: Duration, name: String) -> anyhow::Result<Session> {
+        let mut sessions = SessionsClient::new(self.channel.clone());
+        let ttl_ms = ttl.as_millis().try_into().unwrap_or(u64::MAX);
+        let opened = sessions
+            .open(pb::OpenRequest { ttl_ms, name })
+            .await
+            .map_err(|s| self.failed("opening a client session", s))?
+            .into_inner();
+        let (id, ttl) = (opened.session, Duration::from_millis(opened.ttl_ms));
+        let (tx, rx) = mpsc::channel(4);
+        let replies = sessions
+            .keep_alive(ReceiverStream::new(rx))
+            .await
+            .map_err(|s| self.failed("keeping the client session alive", s))?
+            .into_inner();
+        let (ended_tx, ended) = watch::channel(None);
+        let keeper = tokio::spawn(keep_alive(id, ttl, tx, replies, ended_tx, self.addr.clone()));
+        Ok(Session { id, sessions, ended, keeper })
+    }
+
+    /// Follows the loss of `claim` (made in `session`) from now on: what `hold` runs under.
+    async fn follow(&self, session: Session, claim: &pb::Claim, what: &str) -> anyhow::Result<RemoteClaim> {
+        let handle = pb::HandleRef { session: session.id, handle: claim.handle };
+        match self.recipes().lost(handle).await {
+            Ok(lost) => Ok(RemoteClaim {
+                remote: self.clone(),
+                session,
+                handle,
+                lost: std::sync::Mutex::new(Some(lost.into_inner())),
+            }),
+            Err(status) => {
+                session.close().await;
+                Err(self.failed(format!("following the {what}"), status))
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn lock(
+        &self,
+        ttl: Duration,
+        mode: Option<Mode>,
+        path: &str,
+        timeout: Option<Duration>,
+        grace: Duration,
+        recipe: &str,
+        command: &[String],
+    ) -> anyhow::Result<u8> {
+        let what = lock_what(mode, path);
+        let family = match mode {
+            None => pb::Family::Lock,
+            Some(Mode::Read) => pb::Family::ReadLock,
+            Some(Mode::Write) => pb::Family::WriteLock,
+        };
+        let session = self.session(ttl, format!("wazoo {what}")).await?;
+        let request = pb::AcquireRequest {
+            session: session.id,
+            path: path.to_string(),
+            family: family as i32,
+            max_leases: 0,
+            timeout_ms: millis(timeout),
+            recipe: recipe.to_string(),
+        };
+        let claim = match self.recipes().acquire(request).await {
+            Ok(claim) => claim.into_inner(),
+            Err(status) => {
+                session.close().await;
+                if is_timeout(&status) {
+                    return Ok(timed_out(Waited::Lock, path, timeout));
+                }
+                return Err(self.failed(format!("cannot acquire the {what}"), status));
+            }
+        };
+        tracing::info!(node = %claim.node, token = claim.fencing_token, "lock held");
+        let held = self.follow(session, &claim, &what).await?;
+        let env = lock_env(mode, path, claim.node, claim.fencing_token);
+        hold(held, RunUnder { command, grace, what, env }).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn semaphore(
+        &self,
+        ttl: Duration,
+        path: &str,
+        leases: u32,
+        timeout: Option<Duration>,
+        grace: Duration,
+        recipe: &str,
+        command: &[String],
+    ) -> anyhow::Result<u8> {
+        let what = format!("lease of {path}");
+        let session = self.session(ttl, format!("wazoo {what}")).await?;
+        let request = pb::AcquireRequest {
+            session: session.id,
+            path: path.to_string(),
+            family: pb::Family::Semaphore as i32,
+            max_leases: leases,
+            timeout_ms: millis(timeout),
+            recipe: recipe.to_string(),
+        };
+        let claim = match self.recipes().acquire(request).await {
+            Ok(claim) => claim.into_inner(),
+            Err(status) => {
+                session.close().await;
+                if is_timeout(&status) {
+                    return Ok(timed_out(Waited::Lease, path, timeout));
+                }
+                return Err(self.failed(format!("cannot take a lease of {path}"), status));
+            }
+        };
+        let held = self.follow(session, &claim, &what).await?;
+        let env = lease_env(path, claim.node, claim.fencing_token);
+        hold(held, RunUnder { command, grace, what, env }).await
+    }
+
+    /// As the local path, without the leader's acknowledgement (the API has no call for it).
+    #[allow(clippy::too_many_arguments)]
+    async fn elect(
+        &self,
+        ttl: Duration,
+        path: &str,
+        id: Option<String>,
+        timeout: Option<Duration>,
+        grace: Duration,
+        recipe: &str,
+        command: &[String],
+    ) -> anyhow::Result<u8> {
+        let id = id.unwrap_or_else(default_id);
+        let what = format!("leadership of {path}");
+        let session = self.session(ttl, format!("wazoo elect {path} as {id}")).await?;
+        let request = pb::CampaignRequest {
+            session: session.id,
+            path: path.to_string(),
+            id: id.clone(),
+            timeout_ms: millis(timeout),
+            recipe: recipe.to_string(),
+        };
+        let claim = match self.recipes().campaign(request).await {
+            Ok(claim) => claim.into_inner(),
+            Err(status) => {
+                session.close().await;
+                if is_timeout(&status) {
+                    return Ok(timed_out(Waited::Leadership, path, timeout));
+                }
+                return Err(self.failed(format!("cannot campaign in {path}"), status));
+            }
+        };
+        let held = self.follow(session, &claim, &what).await?;
+        let env = leader_env(path, &id, claim.node, claim.fencing_token);
+        hold(held, RunUnder { command, grace, what, env }).await
+    }
+
+    /// As the local path, without acknowledgements (the leader events do not carry them).
+    async fn leader(&self, path: &str, watch: bool, recipe: &str) -> anyhow::Result<u8> {
+        let request = pb::ObserveRequest { path: path.to_string(), recipe: recipe.to_string() };
+        let mut events = self
+            .recipes()
+            .observe(request)
+            .await
+            .map_err(|s| self.failed(format!("reading the leader of {path}"), s))?
+            .into_inner();
+        loop {
+            let event = match events.message().await {
+                Ok(Some(event)) => event,
+                Ok(None) => bail!("the wazoo daemon at {} stopped reporting the leader of {path}", self.addr),
+                Err(status) => return Err(self.failed(format!("watching the leader of {path}"), status)),
+            };
+            let leading = !event.node.is_empty();
+            if leading {
+                print_leader(&event.leader_id, event.fencing_token, &event.node, None);
+            } else {
+                println!("no leader");
+            }
+            if !watch {
+                return Ok(if leading { 0 } else { 1 });
+            }
+        }
+    }
+
+    async fn queue(&self, command: QueueCommand) -> anyhow::Result<u8> {
+        let mut recipes = self.recipes();
+        match command {
+            QueueCommand::Put { path, data, priority, .. } => {
+                let request = pb::QueuePutRequest {
+                    path: path.clone(),
+                    data: data.into_bytes(),
+                    priority: priority.map(u32::from),
+                    recipe: String::new(),
+                };
+                let item =
+                    recipes.queue_put(request).await.map_err(|s| self.failed(format!("queue {path}"), s))?;
+                println!("{}", item.into_inner().node);
+            }
+            QueueCommand::Take { path, timeout } => {
+                let request = pb::WaitRequest {
+                    path: path.clone(),
+                    timeout_ms: millis(timeout),
+                    recipe: String::new(),
+                };
+                match recipes.queue_take(request).await {
+                    Ok(item) => print_item(&item.into_inner().data)?,
+                    Err(status) if is_timeout(&status) => {
+                        return Ok(timed_out(Waited::QueueItem, &path, timeout))
+                    }
+                    Err(status) => return Err(self.failed(format!("queue {path}"), status)),
+                }
+            }
+            QueueCommand::Len { .. } => unreachable!("refused by local_only"),
+        }
+        Ok(0)
+    }
+
+    async fn config(&self, command: ConfigCommand) -> anyhow::Result<u8> {
+        let mut recipes = self.recipes();
+        match command {
+            ConfigCommand::Get { path } => {
+                let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
+                let entry = recipes
+                    .config_get(request)
+                    .await
+                    .map_err(|s| self.failed(format!("config {path}"), s))?
+                    .into_inner();
+                if !entry.exists {
+                    return Ok(no_value(&path));
+                }
+                println!("{}", String::from_utf8_lossy(&entry.data));
+            }
+            ConfigCommand::Set { path, value, version } => {
+                let request = pb::ConfigSetRequest {
+                    path: path.clone(),
+                    data: value.into_bytes(),
+                    expected_version: version,
+                    recipe: String::new(),
+                };
+                match recipes.config_set(request).await {
+                    Ok(entry) => println!("{}", entry.into_inner().version),
+                    Err(status) if is_bad_version(&status) => return Ok(stale_version(&path, version)),
+                    Err(status) => return Err(self.failed(format!("config {path}"), status)),
+                }
+            }
+            ConfigCommand::Watch { path } => {
+                let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
+                let mut entries = recipes
+                    .config_watch(request)
+                    .await
+                    .map_err(|s| self.failed(format!("config {path}"), s))?
+                    .into_inner();
+                loop {
+                    match entries.message().await {
+                        Ok(Some(e)) => print_entry(e.exists.then_some((e.version, &e.data[..]))),
+                        Ok(None) => {
+                            bail!("the wazoo daemon at {} stopped reporting changes of {path}", self.addr)
+                        }
+                        Err(status) => return Err(self.failed(format!("config {path}"), status)),
+                    }
+                }
+            }
+        }
+        Ok(0)
+    }
+
+    async fn barrier(&self, command: BarrierCommand) -> anyhow::Result<u8> {
+        let mut recipes = self.recipes();
+        let request = |path: &str| pb::PathRequest { path: path.to_string(), recipe: String::new() };
+        match command {
+            BarrierCommand::Set { path } => {
+                let done = recipes
+                    .barrier_set(request(&path))
+                    .await
+                    .map_err(|s| self.failed(format!("barrier {path}"), s))?;
+                println!("{}", barrier_set(done.into_inner().changed));
+            }
+            BarrierCommand::Remove { path } => {
+                let done = recipes
+                    .barrier_remove(request(&path))
+                    .await
+                    .map_err(|s| self.failed(format!("barrier {path}"), s))?;
+                println!("{}", barrier_removed(done.into_inner().changed));
+            }
+            BarrierCommand::Wait { path, timeout } => {
+                let request = pb::WaitRequest {
+                    path: path.clone(),
+                    timeout_ms: millis(timeout),
+                    recipe: String::new(),
+                };
+                match recipes.barrier_wait(request).await {
+                    Ok(_) => println!("down"),
+                    Err(status) if is_timeout(&status) => {
+                        return Ok(timed_out(Waited::BarrierDown, &path, timeout))
+                    }
+                    Err(status) => return Err(self.failed(format!("barrier {path}"), status)),
+                }
+            }
+        }
+        Ok(0)
+    }
+
+    /// `wazoo run`: Invoke, the arguments as a JSON array.
+    async fn invoke(&self, component: &str, args: &[String]) -> anyhow::Result<u8> {
+        let request = pb::InvokeRequest {
+            recipe: component.to_string(),
+            args_json: serde_json::to_string(args).expect("strings serialise"),
+        };
+        let reply = self
+            .recipes()
+            .invoke(request)
+            .await
+            .map_err(|s| self.failed("running the recipe", s))?
+            .into_inner();
+        let result: serde_json::Value = serde_json::from_str(&reply.result_json).map_err(|e| {
+            anyhow!("the wazoo daemon at {} answered {:?}: {e}", self.addr, reply.result_json)
+        })?;
+        let text = |key: &str| result.get(key).and_then(|v| v.as_str()).map(str::to_string);
+        let outcome = match (text("ok"), text("err")) {
+            (Some(ok), _) => Ok(ok),
+            (None, Some(err)) => Err(err),
+            (None, None) => bail!("the wazoo daemon at {} answered {:?}", self.addr, reply.result_json),
+        };
+        Ok(custom_outcome(component, outcome))
+    }
+
+    /// `wazoo recipes list`: the daemon's components, and why a newer file was refused while an
+    /// older version serves.
+    async fn list_recipes(&self) -> anyhow::Result<u8> {
+        let listed = AdminClient::new(self.channel.clone())
+            .list_recipes(pb::Empty {})
+            .await
+            .map_err(|s| self.failed("listing recipes", s))?
+            .into_inner();
+        let rows: Vec<RecipeRow> = listed
+            .recipes
+            .into_iter()
+            .map(|r| {
+                let refused = (!r.refused.is_empty()).then(|| format!("refused: {}", r.refused));
+                let serving = !r.world.is_empty();
+                RecipeRow {
+                    name: r.name,
+                    world: match (serving, &refused) {
+                        (true, _) => r.world,
+                        (false, Some(refused)) => refused.clone(),
+                        (false, None) => "unknown".to_string(),
+                    },
+                    hash: if r.version.is_empty() { "-".to_string() } else { r.version },
+                    bytes: r.bytes,
+                    path: r.path,
+                    note: if serving { refused } else { None },
+                }
+            })
+            .collect();
+        let empty = format!("no components in the plugins directory of the wazoo daemon at {}", self.addr);
+        print_recipes(&rows, &empty)
+    }
+}
+
+/// A client session: kept alive by a task while this lives.
+struct Session {
+    id: u64,
+    sessions: SessionsClient<Channel>,
+    /// Why the daemon no longer keeps the session, once it does not.
+    ended: watch::Receiver<Option<String>>,
+    keeper: tokio::task::JoinHandle<()>,
+}
+
+impl Session {
+    /// Closes the session, deleting whatever it still holds.
+    async fn close(mut self) {
+        let _ = self.sessions.close(pb::SessionRef { session: self.id }).await;
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Ends the KeepAlive stream, and with it the session.
+        self.keeper.abort();
+    }
+}
+
+/// Sends a keepalive for `session` every third of its `ttl`; publishes on `ended` why it stopped
+/// being kept: the daemon forgot the session, the stream broke, or no answer came within a TTL.
+async fn keep_alive(
+    session: u64,
+    ttl: Duration,
+    requests: mpsc::Sender<pb::KeepAliveRequest>,
+    mut replies: Streaming<pb::KeepAliveReply>,
+    ended: watch::Sender<Option<String>>,
+    addr: String,
+) {
+    let mut tick = tokio::time::interval((ttl / 3).max(Duration::from_millis(50)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut heard = Instant::now();
+    let why = loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                if heard.elapsed() > ttl {
+                    break format!("no keepalive answer from the wazoo daemon at {addr} within {ttl:?}");
+                }
+                if requests.send(pb::KeepAliveRequest { session }).await.is_err() {
+                    break format!("the keepalive stream to the wazoo daemon at {addr} closed");
+                }
+            }
+            reply = replies.message() => match reply {
+                Ok(Some(reply)) if reply.ttl_ms == 0 => {
+                    break format!("the wazoo daemon at {addr} ended the client session");
+                }
+                Ok(Some(_)) => heard = Instant::now(),
+                Ok(None) => break format!("the wazoo daemon at {addr} ended the keepalive stream"),
+                Err(status) => {
+                    break format!("lost the connection to the wazoo daemon at {addr}: {}", status.message());
+                }
+            },
+        }
+    };
+    ended.send_replace(Some(why));
+}
+
+/// A claim the daemon holds for this process, in a session of its own.
+struct RemoteClaim {
+    remote: Remote,
+    session: Session,
+    handle: pb::HandleRef,
+    /// The Lost stream, opened before the command starts; taken by [`Holding::lost`].
+    lost: std::sync::Mutex<Option<Streaming<pb::LostEvent>>>,
+}
+
+impl Holding for RemoteClaim {
+    fn lost(&self) -> impl std::future::Future<Output = Ending> + Send + 'static {
+        let stream = self.lost.lock().unwrap().take();
+        let mut ended = self.session.ended.clone();
+        let addr = self.remote.addr.clone();
+        async move {
+            let event = async {
+                let Some(mut stream) = stream else { return std::future::pending().await };
+                match stream.message().await {
+                    Ok(Some(event)) => ending(&event.reason),
+                    // The daemon ends the stream quietly when it closes the handle itself.
+                    Ok(None) => lost(format!("the wazoo daemon at {addr} closed the claim")),
+                    Err(status) => lost(format!(
+                        "lost the connection to the wazoo daemon at {addr}: {}",
+                        status.message()
+                    )),
+                }
+            };
+            let session_ended = async {
+                let _ = ended.wait_for(Option::is_some).await;
+                let why = ended.borrow().clone();
+                lost(why.unwrap_or_else(|| "the client session ended".to_string()))
+            };
+            tokio::select! {
+                ending = event => ending,
+                ending = session_ended => ending,
+            }
+        }
+    }
+
+    async fn release(&mut self) -> Result<(), String> {
+        match self.remote.recipes().release(self.handle).await {
+            Ok(_) => Ok(()),
+            Err(status) => Err(self.remote.describe(&status).0),
+        }
+    }
+
+    async fn close(self) {
+        self.session.close().await;
+    }
+}
+
+fn lost(why: String) -> Ending {
+    Ending { why, revoked: false }
+}
+
+/// A LostEvent's reason, worded as the local path words the same loss.
+fn ending(reason: &str) -> Ending {
+    match reason {
+        "session-expired" => wazoo::Lost::Session(zookeeper_client::SessionState::Expired).into(),
+        "node-deleted" => wazoo::Lost::NodeDeleted.into(),
+        "revoked" => wazoo::Lost::Revoked.into(),
+        other => lost(other.to_string()),
+    }
+}

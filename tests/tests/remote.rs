@@ -1,0 +1,454 @@
+//! `wazoo --server ADDR …`: the CLI through a real `wazoo serve` daemon on a real ZooKeeper. The
+//! CLI itself is pointed at a ZooKeeper that does not exist, so everything it does goes through
+//! the daemon.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+use wazoo_tests::*;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A running `wazoo serve` on the shared server and plugins.
+struct Daemon {
+    /// Killed when dropped.
+    _child: Child,
+    grpc: String,
+}
+
+impl Daemon {
+    async fn start() -> Daemon {
+        let mut child = Command::new(wazoo_bin())
+            .env("WAZOO_ZOOKEEPER", zk().address())
+            .env("WAZOO_PLUGINS", plugins())
+            .env("WAZOO_CACHE", root().join("target/component-cache"))
+            .env_remove("WAZOO_LOG")
+            .env_remove("WAZOO_SERVER")
+            .args(["serve", "--listen", "127.0.0.1:0", "--metrics", "off"])
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting wazoo serve");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = within(Duration::from_secs(120), "wazoo serve is ready", lines.next_line())
+            .await
+            .unwrap()
+            .expect("a ready line");
+        // "serving gRPC on ADDR"
+        let grpc = line.split_whitespace().nth(3).expect("an address").to_string();
+        Daemon { _child: child, grpc }
+    }
+
+    /// `wazoo --server ADDR`, with no usable ZooKeeper or plugins of its own.
+    fn wazoo(&self) -> Command {
+        let mut command = wazoo_at(&self.grpc);
+        command.arg("--server").arg(&self.grpc);
+        command
+    }
+}
+
+/// The `wazoo` binary with WAZOO_SERVER=`server` in its environment and a ZooKeeper address
+/// nothing listens on.
+fn wazoo_at(server: &str) -> Command {
+    let mut command = Command::new(wazoo_bin());
+    command
+        .env("WAZOO_SERVER", server)
+        .env("WAZOO_ZOOKEEPER", "127.0.0.1:1")
+        .env("WAZOO_PLUGINS", "/nonexistent")
+        .env("WAZOO_CONNECT_TIMEOUT", "2s")
+        .env_remove("WAZOO_LOG")
+        .kill_on_drop(true);
+    command
+}
+
+/// The plain local CLI on the shared server.
+fn local_wazoo() -> Command {
+    let mut command = Command::new(wazoo_bin());
+    command
+        .env("WAZOO_ZOOKEEPER", zk().address())
+        .env("WAZOO_PLUGINS", plugins())
+        .env_remove("WAZOO_SERVER")
+        .env_remove("WAZOO_LOG")
+        .kill_on_drop(true);
+    command
+}
+
+async fn output(command: &mut Command) -> (i32, String, String) {
+    let out = within(LIMIT, "wazoo finishes", command.output()).await.unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Starts `command` with stdin, stdout and stderr piped; returns it and its stdout's lines.
+fn start(command: &mut Command) -> (Child, Lines<BufReader<ChildStdout>>) {
+    let mut child =
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    (child, lines)
+}
+
+async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>, what: &str) -> String {
+    within(LIMIT, what, lines.next_line()).await.unwrap().unwrap_or_else(|| panic!("{what}: no line"))
+}
+
+/// Lets a command blocked in `read line` go on.
+async fn go_on(child: &mut Child) {
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").await.unwrap();
+    stdin.flush().await.unwrap();
+}
+
+async fn stderr_of(child: &mut Child) -> String {
+    let mut text = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut text).await;
+    }
+    text
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie would still have /proc/PID; wazoo reaps its child before exiting.
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// `lock PATH -- sh -c 'echo started $$; exec sleep 600'` through `daemon`, once the command
+/// runs: the wazoo process, the command's PID and the lock node.
+async fn hold(daemon: &Daemon, path: &str, extra: &[&str]) -> (Child, u32, String) {
+    let (child, mut lines) = start(daemon.wazoo().args(extra).args([
+        "lock",
+        path,
+        "--grace",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        "echo started $$ $WAZOO_LOCK_NODE; exec sleep 600",
+    ]));
+    let line = next_line(&mut lines, "the command starts under the lock").await;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[0], "started", "{line}");
+    (child, words[1].parse().unwrap(), words[2].to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_lock_exports_the_nodes_czxid_as_token_and_releases() {
+    let daemon = Daemon::start().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("remote-lock");
+    let script = "echo \"$WAZOO_FENCING_TOKEN $WAZOO_LOCK_NODE $WAZOO_LOCK_PATH\"; read line; exit 7";
+    let (mut child, mut lines) = start(daemon.wazoo().args(["lock", &path, "--", "sh", "-c", script]));
+    let line = next_line(&mut lines, "the command runs under the lock").await;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let token: i64 = words[0].parse().expect("a numeric fencing token");
+    let node = words[1];
+    assert_eq!(words[2], path);
+    assert!(node.starts_with(&format!("{path}/_c_")) && node.contains("-lock-"), "Curator node name: {node}");
+    let stat = checker.check_stat(node).await.unwrap().expect("the lock node exists while the command runs");
+    assert_eq!(stat.czxid, token, "the fencing token is the lock node's czxid");
+    go_on(&mut child).await;
+    let status = within(LIMIT, "wazoo exits with the command", child.wait()).await.unwrap();
+    assert_eq!(
+        status.code(),
+        Some(7),
+        "wazoo exits with the command's status: {}",
+        stderr_of(&mut child).await
+    );
+    assert!(children(&checker, &path).await.is_empty(), "the lock node is deleted after the command");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_locks_exclude_each_other() {
+    let daemon = Daemon::start().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("remote-exclude");
+    let log = std::env::temp_dir().join(format!("wazoo-remote-exclude-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let (mut a, mut a_lines) = start(daemon.wazoo().env("LOG", &log).args([
+        "lock",
+        &path,
+        "--",
+        "sh",
+        "-c",
+        "echo \"A $WAZOO_FENCING_TOKEN\"; read line; echo A-exit >> \"$LOG\"",
+    ]));
+    let a_line = next_line(&mut a_lines, "A runs under the lock").await;
+    let (mut b, mut b_lines) = start(daemon.wazoo().env("LOG", &log).args([
+        "lock",
+        &path,
+        "--",
+        "sh",
+        "-c",
+        "echo B-enter >> \"$LOG\"; echo \"B $WAZOO_FENCING_TOKEN\"",
+    ]));
+    // B is queued behind A: both nodes are there.
+    within(LIMIT, "B queues behind A", wait_children(&checker, &path, 2)).await;
+    assert!(b.try_wait().unwrap().is_none(), "B waits while A holds the lock");
+    assert!(!log.exists(), "B's command must not run while A holds the lock");
+    go_on(&mut a).await;
+    let status = within(LIMIT, "A finishes", a.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(0), "{}", stderr_of(&mut a).await);
+    let b_line = next_line(&mut b_lines, "B runs once A released").await;
+    let status = within(LIMIT, "B finishes", b.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(0), "{}", stderr_of(&mut b).await);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "A-exit\nB-enter\n", "A left before B entered");
+    let token = |line: &str| line.split_whitespace().nth(1).unwrap().parse::<i64>().unwrap();
+    assert!(token(&b_line) > token(&a_line), "the later holder's token is greater: {a_line} / {b_line}");
+    assert!(children(&checker, &path).await.is_empty());
+    let _ = std::fs::remove_file(&log);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_timeout_exits_3_and_leaves_no_node() {
+    let daemon = Daemon::start().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("remote-timeout");
+    let host = host().await;
+    let mut holder = host.lock("lock").await.unwrap();
+    holder.acquire(&path, None).await.unwrap();
+    let (code, _, stderr) =
+        output(daemon.wazoo().args(["lock", &path, "--timeout", "500ms", "--", "true"])).await;
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(stderr.trim(), format!("wazoo: timed out after 500ms waiting for the lock at {path}"));
+    assert_eq!(children(&checker, &path).await.len(), 1, "only the holder's node remains");
+    holder.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_deleted_lock_node_stops_the_command_with_4() {
+    let daemon = Daemon::start().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("remote-deleted");
+    let (mut child, pid, node) = hold(&daemon, &path, &[]).await;
+    checker.delete(&node, None).await.unwrap();
+    let status = within(LIMIT, "wazoo stops after losing the lock", child.wait()).await.unwrap();
+    let stderr = stderr_of(&mut child).await;
+    assert_eq!(status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("lock node was deleted"), "{stderr}");
+    assert!(!alive(pid), "the command was stopped");
+    assert!(children(&checker, &path).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_revoked_lock_stops_the_command_with_5_and_releases() {
+    let daemon = Daemon::start().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("remote-revoke");
+    let (mut child, pid, node) = hold(&daemon, &path, &[]).await;
+    let (code, stdout, stderr) = output(local_wazoo().args(["revoke", &node])).await;
+    assert_eq!((code, stdout.trim()), (0, "released"), "{stderr}");
+    let status = within(LIMIT, "the holder lets go", child.wait()).await.unwrap();
+    let stderr = stderr_of(&mut child).await;
+    assert_eq!(status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("revoked"), "{stderr}");
+    assert!(!alive(pid), "the command was stopped");
+    assert!(children(&checker, &path).await.is_empty(), "the holder released its node");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_client_frozen_past_its_ttl_stops_the_command_with_4() {
+    let daemon = Daemon::start().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("remote-frozen");
+    let (mut child, pid, node) = hold(&daemon, &path, &["--session-timeout", "1s"]).await;
+    // Freeze wazoo (not its command) until the daemon ends its client session and the node goes.
+    let wazoo_pid = child.id().unwrap() as i32;
+    unsafe { libc::kill(wazoo_pid, libc::SIGSTOP) };
+    within(LIMIT, "the daemon ends the silent session", wait_gone(&checker, &node)).await;
+    assert!(alive(pid), "the command runs on while wazoo is frozen");
+    unsafe { libc::kill(wazoo_pid, libc::SIGCONT) };
+    let status = within(LIMIT, "wazoo stops after its session ended", child.wait()).await.unwrap();
+    let stderr = stderr_of(&mut child).await;
+    assert_eq!(status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains(&format!("lock at {path} lost (")), "{stderr}");
+    assert!(!alive(pid), "the command was stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_rwlock_semaphore_and_election_run_their_commands() {
+    let daemon = Daemon::start().await;
+    let checker = client(&zk().address()).await;
+
+    let path = unique("remote-rw");
+    let script = "echo $WAZOO_LOCK_MODE $WAZOO_LOCK_NODE $WAZOO_FENCING_TOKEN";
+    let (code, stdout, stderr) =
+        output(daemon.wazoo().args(["rwlock", "read", &path, "--", "sh", "-c", script])).await;
+    assert_eq!(code, 0, "{stderr}");
+    let words: Vec<&str> = stdout.split_whitespace().collect();
+    assert_eq!(words[0], "read");
+    assert!(words[1].contains("-__READ__"), "{stdout}");
+    assert!(words[2].parse::<i64>().unwrap() > 0);
+    assert!(children(&checker, &path).await.is_empty());
+
+    let path = unique("remote-sem");
+    let (code, stdout, stderr) = output(daemon.wazoo().args([
+        "semaphore",
+        &path,
+        "--leases",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "echo $WAZOO_LEASE_NODE $WAZOO_SEMAPHORE_PATH",
+    ]))
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with(&format!("{path}/leases/_c_")), "{stdout}");
+    assert!(stdout.trim().ends_with(&format!(" {path}")), "{stdout}");
+    let (code, _, stderr) =
+        output(daemon.wazoo().args(["semaphore", &path, "--leases", "0", "--", "true"])).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("at least 1"), "{stderr}");
+
+    let path = unique("remote-elect");
+    let script =
+        "echo \"$WAZOO_LEADER_ID $WAZOO_FENCING_TOKEN\"; \"$WAZOO_BIN\" leader \"$WAZOO_ELECTION_PATH\"";
+    let (code, stdout, stderr) = output(
+        daemon
+            .wazoo()
+            .env("WAZOO_BIN", wazoo_bin())
+            .args(["elect", &path, "--id", "node-a", "--", "sh", "-c", script]),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("node-a "), "{stdout}");
+    let token = lines[0].split_whitespace().nth(1).unwrap();
+    // The inner `wazoo leader` found WAZOO_SERVER in its environment: it asked the daemon too.
+    assert!(lines[1].starts_with(&format!("node-a  token {token}  {path}/")), "{stdout}");
+    let (code, stdout, _) = output(daemon.wazoo().args(["leader", &path])).await;
+    assert_eq!((code, stdout.trim()), (1, "no leader"));
+    let (code, _, stderr) = output(daemon.wazoo().args(["lock", "relative", "--", "true"])).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("invalid lock path") && stderr.contains("must be absolute"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_config_set_then_get_round_trips() {
+    let daemon = Daemon::start().await;
+    let value = format!("{}/endpoint", unique("remote-config"));
+    // The address from the environment alone (WAZOO_SERVER), no --server.
+    let wazoo = || wazoo_at(&daemon.grpc);
+    assert_eq!(output(wazoo().args(["config", "set", &value, "a:1"])).await.1.trim(), "0");
+    let (code, stdout, stderr) = output(wazoo().args(["config", "get", &value])).await;
+    assert_eq!((code, stdout.trim()), (0, "a:1"), "{stderr}");
+    assert_eq!(output(wazoo().args(["config", "set", &value, "b:2", "--version", "0"])).await.1.trim(), "1");
+    let (code, _, stderr) = output(wazoo().args(["config", "set", &value, "c:3", "--version", "7"])).await;
+    assert_eq!(code, 1);
+    assert_eq!(stderr.trim(), format!("wazoo: {value} is no longer at version 7"));
+    assert_eq!(output(wazoo().args(["config", "get", &value])).await.1.trim(), "b:2");
+    // The same value, read by the local path.
+    assert_eq!(output(local_wazoo().args(["config", "get", &value])).await.1.trim(), "b:2");
+    let (code, _, stderr) = output(wazoo().args(["config", "get", &format!("{value}-missing")])).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no value at"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_queue_barrier_and_custom_recipe() {
+    let daemon = Daemon::start().await;
+    let checker = client(&zk().address()).await;
+
+    let path = unique("remote-queue");
+    for (data, priority) in [("later", "20"), ("sooner", "10")] {
+        let (code, stdout, stderr) =
+            output(daemon.wazoo().args(["queue", "put", &path, data, "--priority", priority])).await;
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.trim().starts_with(&format!("{path}/queue-{priority}")), "{stdout}");
+    }
+    assert_eq!(output(daemon.wazoo().args(["queue", "take", &path])).await.1.trim(), "sooner");
+    assert_eq!(output(daemon.wazoo().args(["queue", "take", &path])).await.1.trim(), "later");
+    let (code, _, stderr) = output(daemon.wazoo().args(["queue", "take", &path, "--timeout", "200ms"])).await;
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(stderr.trim(), format!("wazoo: queue {path} empty after 200ms"));
+
+    let gate = format!("{}/gate", unique("remote-barrier"));
+    assert_eq!(output(daemon.wazoo().args(["barrier", "set", &gate])).await.1.trim(), "set");
+    assert_eq!(output(daemon.wazoo().args(["barrier", "set", &gate])).await.1.trim(), "already set");
+    let (code, _, stderr) =
+        output(daemon.wazoo().args(["barrier", "wait", &gate, "--timeout", "300ms"])).await;
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("still up"), "{stderr}");
+    assert_eq!(output(daemon.wazoo().args(["barrier", "remove", &gate])).await.1.trim(), "removed");
+    assert_eq!(output(daemon.wazoo().args(["barrier", "remove", &gate])).await.1.trim(), "was not set");
+    assert_eq!(output(daemon.wazoo().args(["barrier", "wait", &gate])).await.1.trim(), "down");
+
+    let tree = unique("remote-tree");
+    let opts = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    checker.mkdir(&format!("{tree}/a/b"), &opts).await.unwrap();
+    checker.create(&format!("{tree}/a/data"), b"hello", &opts).await.unwrap();
+    let (code, stdout, stderr) = output(daemon.wazoo().args(["run", "tree", &tree])).await;
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert!(lines[0].starts_with(&tree));
+    assert!(lines[3].contains("data") && lines[3].contains("[5 bytes"), "{stdout}");
+    let (code, _, stderr) = output(daemon.wazoo().args(["run", "tree", &format!("{tree}/missing")])).await;
+    assert_eq!(code, 1);
+    assert!(stderr.starts_with("wazoo: tree: ") && stderr.contains("no such node"), "{stderr}");
+    let (code, _, stderr) = output(daemon.wazoo().args(["run", "no-such-component"])).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("not found"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_recipes_list_shows_lock() {
+    let daemon = Daemon::start().await;
+    let (code, stdout, stderr) = output(daemon.wazoo().args(["recipes", "list"])).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("NAME "), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("lock ") && l.contains("wazoo:recipes/lock-recipe@0.1.0")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("tree ") && l.contains("wazoo:recipes/custom@0.1.0")),
+        "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_subcommands_without_a_daemon_call_exit_2() {
+    // Refused before any connection: nothing listens at this address.
+    let free = wazoo::server::free_port().unwrap();
+    let nowhere = format!("127.0.0.1:{free}");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["counter", "get", "/t/x"], "counter"),
+        (vec!["group", "list", "/t/x"], "group"),
+        (vec!["double-barrier", "/t/x", "--count", "2", "--", "true"], "double-barrier"),
+        (vec!["2pc", "vote", "/t/x", "--site", "a", "commit"], "2pc"),
+        (vec!["revoke", "/t/x/n"], "revoke"),
+        (vec!["server"], "server"),
+        (vec!["serve"], "serve"),
+        (vec!["demo"], "demo"),
+        (vec!["queue", "len", "/t/x"], "queue len"),
+        (vec!["queue", "put", "/t/x", "d", "--ephemeral"], "queue put --ephemeral"),
+    ];
+    for (args, name) in cases {
+        let (code, stdout, stderr) =
+            output(wazoo_at(&nowhere).arg("--server").arg(&nowhere).args(&args)).await;
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(stderr, format!("wazoo: {name} does not go through --server yet\n"), "{args:?}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_unreachable_daemon_exits_1_naming_it() {
+    let free = wazoo::server::free_port().unwrap();
+    let nowhere = format!("127.0.0.1:{free}");
+    for args in [vec!["lock", "/t/x", "--", "true"], vec!["config", "get", "/t/x"], vec!["recipes", "list"]] {
+        let (code, _, stderr) = output(wazoo_at(&nowhere).arg("--server").arg(&nowhere).args(&args)).await;
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("wazoo: cannot reach the wazoo daemon at {nowhere}")),
+            "{stderr}"
+        );
+    }
+}
