@@ -15,8 +15,10 @@
 //!    handle stats its file, so the first Acquire after the rename loads the new version itself
 //!    (or waits for the watcher's load, if that started first): the figure is the load (compile
 //!    or cache read, checks, trial instance) plus less than one operation, not the watcher's
-//!    interval. Once for versions never seen (compiled) and once alternating between two versions
-//!    already in the compile cache.
+//!    interval. Three series: versions never seen, compiled on a thread of the daemon (as this
+//!    in-process daemon has no `wazoo-compile` beside its executable); alternating between two
+//!    versions already in the compile cache; versions never seen, compiled by the
+//!    `wazoo-compile` worker process, as the installed `wazoo serve` does.
 //! 3. In-process costs on the daemon's Host: a new lock handle (`Host::lock`: registry lookup, a
 //!    fresh store, instantiation), and the first load of a component (`Host::version` on a new
 //!    Host) with an empty compile cache versus a warm one.
@@ -86,6 +88,8 @@ fn main() -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(scratch.join("plugins"))?;
     std::fs::copy(&component, scratch.join("plugins/lock.wasm"))?;
+    // What the swaps relabel (not a `.wasm`: the daemon does not serve it).
+    std::fs::copy(&component, scratch.join("plugins/lock.wasm.original"))?;
 
     let started = Instant::now();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -118,8 +122,7 @@ impl Bench {
     }
 
     async fn run(self) -> anyhow::Result<()> {
-        let plugins = self.scratch.join("plugins");
-        let original = std::fs::read(plugins.join("lock.wasm"))?;
+        let bytes = std::fs::metadata(self.scratch.join("plugins/lock.wasm"))?.len();
         let host = Host::start(self.config(&self.scratch.join("cache"))).await?;
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -156,7 +159,7 @@ impl Bench {
              daemon in-process (`wazoo::serve::run`) on {grpc}, watcher every {} ms; lock.wasm {} bytes",
             self.zookeeper,
             WATCH_EVERY.as_millis(),
-            original.len()
+            bytes
         );
 
         // Throughput and latency. The warm-up lets ZooKeeper's JIT compiler and the daemon settle.
@@ -186,21 +189,28 @@ impl Bench {
             );
         }
 
-        // Swap latency: versions never seen (each compiled), then two already in the cache.
+        // Swap latency: versions never seen (compiled on a thread of the daemon, as this in-process
+        // daemon does), two already in the cache, then new ones compiled by the `wazoo-compile`
+        // worker process (what the installed `wazoo serve` does, the worker being beside it).
         let fresh: Vec<String> = (0..SWAPS).map(|i| format!("fresh-{i:02}")).collect();
         let seen: Vec<String> = (0..SWAPS).map(|i| fresh[SWAPS - 2 + i % 2].clone()).collect();
-        let (mut fresh_swaps, mut seen_swaps) =
-            swap_latency(&host, grpc, &plugins, &original, &fresh, &seen).await?;
+        let worker: Vec<String> = (0..SWAPS).map(|i| format!("worker-{i:02}")).collect();
+        let mut phases = Vec::new();
+        phases.push(("never seen, compiled in-process", swap_latency(&host, grpc, &fresh, false).await?));
+        phases.push(("seen before, from the compile cache", swap_latency(&host, grpc, &seen, true).await?));
+        let program = PathBuf::from(env!("CARGO_BIN_EXE_wazoo-compile"));
+        host.registry().use_compile_worker(program, wazoo::serve::COMPILE_MEMORY, host.limits());
+        phases.push((
+            "never seen, compiled by the `wazoo-compile` worker",
+            swap_latency(&host, grpc, &worker, false).await?,
+        ));
         println!();
         println!(
             "| deployed version | swaps | rename → first Claim of it: p50 | max | compile inside it, mean |"
         );
         println!("|---|---:|---:|---:|---:|");
-        for (what, swaps) in [
-            ("never seen (compiled)", &mut fresh_swaps),
-            ("seen before (from the compile cache)", &mut seen_swaps),
-        ] {
-            let load = swaps.iter().map(|s| s.load).sum::<Duration>() / swaps.len() as u32;
+        for (what, swaps) in phases {
+            let compile = swaps.iter().map(|s| s.compile).sum::<Duration>() / swaps.len() as u32;
             let mut latencies: Vec<Duration> = swaps.iter().map(|s| s.latency).collect();
             let max = *latencies.iter().max().unwrap();
             println!(
@@ -208,7 +218,7 @@ impl Bench {
                 latencies.len(),
                 ms(percentile(&mut latencies, 50.0)),
                 ms(max),
-                ms(load)
+                ms(compile)
             );
         }
 
@@ -313,20 +323,20 @@ async fn load_run(
 struct Swap {
     /// From the rename to the reply of the first Claim of the new version.
     latency: Duration,
-    /// Its load as the registry recorded it (compile time; zero from the cache).
-    load: Duration,
+    /// The new version's compile as the registry recorded it (zero from the cache).
+    compile: Duration,
 }
 
-/// Deploys each of `fresh`, then each of `seen`, relabelled from `original`, while a client loops
-/// Acquire/Release.
+/// Deploys lock.wasm relabelled with each of `labels` in turn while a client loops
+/// Acquire/Release; `cached`: whether each should come from the compile cache.
 async fn swap_latency(
     host: &Host,
     grpc: SocketAddr,
-    plugins: &Path,
-    original: &[u8],
-    fresh: &[String],
-    seen: &[String],
-) -> anyhow::Result<(Vec<Swap>, Vec<Swap>)> {
+    labels: &[String],
+    cached: bool,
+) -> anyhow::Result<Vec<Swap>> {
+    let target = host.registry().dir().join("lock.wasm");
+    let original = std::fs::read(target.with_file_name("lock.wasm.original"))?;
     let mut client = Client::open(grpc).await?;
     let path = format!("/bench-serve/swap-{}", uuid::Uuid::new_v4().simple());
     let (claims_tx, mut claims) = watch::channel((Instant::now(), String::new()));
@@ -342,15 +352,14 @@ async fn swap_latency(
         })
     };
     claims.wait_for(|(_, v)| !v.is_empty()).await?;
-    let target = plugins.join("lock.wasm");
-    let mut measured = (Vec::new(), Vec::new());
-    for (i, label) in fresh.iter().chain(seen).enumerate() {
+    let mut swaps = Vec::new();
+    for (i, label) in labels.iter().enumerate() {
         // Spread the renames over the watcher's period rather than always at the same phase.
-        tokio::time::sleep(Duration::from_millis(200 + (i as u64 * 137) % WATCH_EVERY.as_millis() as u64))
-            .await;
+        let pause = 200 + (i as u64 * 137) % WATCH_EVERY.as_millis() as u64;
+        tokio::time::sleep(Duration::from_millis(pause)).await;
         let before = claims.borrow_and_update().1.clone();
         let tmp = target.with_extension("tmp");
-        std::fs::write(&tmp, relabelled(original, label))?;
+        std::fs::write(&tmp, relabelled(&original, label))?;
         let renamed = Instant::now();
         std::fs::rename(&tmp, &target)?;
         let at = tokio::time::timeout(Duration::from_secs(30), claims.wait_for(|(_, v)| *v != before))
@@ -360,21 +369,12 @@ async fn swap_latency(
         let latency = at.saturating_duration_since(renamed);
         let serving = host.registry().list()?.into_iter().find(|r| r.name == "lock").and_then(|r| r.serving);
         let serving = serving.ok_or_else(|| anyhow::anyhow!("lock.wasm not serving after {label}"))?;
-        anyhow::ensure!(
-            serving.from_cache == (i >= fresh.len()),
-            "{label}: from the cache {}, expected otherwise",
-            serving.from_cache
-        );
-        let swap = Swap { latency, load: serving.compile_time };
-        if i < fresh.len() {
-            measured.0.push(swap);
-        } else {
-            measured.1.push(swap);
-        }
+        anyhow::ensure!(serving.from_cache == cached, "{label}: from the cache {}", serving.from_cache);
+        swaps.push(Swap { latency, compile: serving.compile_time });
     }
     stop.store(true, Ordering::Relaxed);
     looping.await??;
-    Ok(measured)
+    Ok(swaps)
 }
 
 /// `Host::version` of lock.wasm on a new Host whose compile cache is `config.cache`.
