@@ -6,6 +6,7 @@
 //! works under its own unique path. Ensembles are started per test.
 
 pub mod chaos;
+pub mod components;
 pub mod proxy;
 pub mod scenarios;
 

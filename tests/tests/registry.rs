@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use wazoo::registry::World;
 use wazoo::Host;
+use wazoo_tests::components::{compile_bomb, deploy, relabelled, traps_at_start};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -28,35 +29,6 @@ async fn host_on(plugins: &Path, cache: &Path) -> Host {
     settings.plugins = plugins.to_path_buf();
     settings.cache = Some(cache.to_path_buf());
     Host::start(settings).await.unwrap()
-}
-
-/// Replaces `dest` the way a deployment does: write beside it, then rename over it.
-fn deploy(dest: &Path, bytes: &[u8]) {
-    let tmp = dest.with_extension("tmp");
-    std::fs::write(&tmp, bytes).unwrap();
-    std::fs::rename(&tmp, dest).unwrap();
-}
-
-/// `component` with a custom section appended: the same recipe, a different file and hash.
-fn relabelled(component: &[u8], label: &str) -> Vec<u8> {
-    let name = b"wazoo-test-label";
-    let mut payload = vec![name.len() as u8];
-    payload.extend_from_slice(name);
-    payload.extend_from_slice(label.as_bytes());
-    let mut out = component.to_vec();
-    out.push(0); // custom section id
-    let mut size = payload.len();
-    loop {
-        let byte = (size & 0x7f) as u8;
-        size >>= 7;
-        if size == 0 {
-            out.push(byte);
-            break;
-        }
-        out.push(byte | 0x80);
-    }
-    out.extend_from_slice(&payload);
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -180,6 +152,7 @@ async fn a_file_that_fails_a_check_changes_nothing() {
             "barrier-recipe",
         ),
         ("another WIT version", major, "0.2.0"),
+        ("a trap while it starts", traps_at_start(&good), "fails when instantiated"),
     ];
     let checker = client(&zk().address()).await;
     let path = unique("refused");
@@ -240,42 +213,6 @@ async fn a_second_start_takes_compiled_code_from_the_cache() {
     let path = unique("cached");
     lock.acquire(&path, None).await.unwrap();
     lock.release().await.unwrap();
-}
-
-/// A component whose one function is `n` additions in a row: small on disk, costly to compile.
-fn compile_bomb(n: usize) -> Vec<u8> {
-    fn leb(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
-        out.push(id);
-        leb(body.len(), out);
-        out.extend_from_slice(body);
-    }
-    // One i32 local; local.get 0, i32.const 1, i32.add, local.set 0 — n times.
-    let mut body = vec![1, 1, 0x7f];
-    for _ in 0..n {
-        body.extend_from_slice(&[0x20, 0x00, 0x41, 0x01, 0x6a, 0x21, 0x00]);
-    }
-    body.push(0x0b);
-    let mut module = b"\0asm\x01\0\0\0".to_vec();
-    section(1, &[1, 0x60, 0, 0], &mut module);
-    section(3, &[1, 0], &mut module);
-    let mut code = vec![1];
-    leb(body.len(), &mut code);
-    code.extend_from_slice(&body);
-    section(10, &code, &mut module);
-    let mut component = b"\0asm\x0d\0\x01\0".to_vec();
-    section(1, &module, &mut component);
-    component
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

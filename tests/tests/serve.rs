@@ -15,6 +15,7 @@ use wazoo::serve::pb::{
     admin_client::AdminClient, recipes_client::RecipesClient, sessions_client::SessionsClient,
     AcquireRequest, Empty, Family, HandleRef, KeepAliveRequest, OpenRequest,
 };
+use wazoo_tests::components::{deploy, relabelled, traps_at_start};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -70,24 +71,6 @@ fn private_plugins(name: &str) -> (PathBuf, PathBuf) {
             .unwrap();
     }
     (dir.join("plugins"), dir.join("cache"))
-}
-
-fn deploy(dest: &Path, bytes: &[u8]) {
-    let tmp = dest.with_extension("tmp");
-    std::fs::write(&tmp, bytes).unwrap();
-    std::fs::rename(&tmp, dest).unwrap();
-}
-
-/// `component` with a custom section appended: the same recipe, a different file and hash.
-fn relabelled(component: &[u8], label: &str) -> Vec<u8> {
-    let mut payload = vec![16u8];
-    payload.extend_from_slice(b"wazoo-test-label");
-    payload.extend_from_slice(label.as_bytes());
-    let mut out = component.to_vec();
-    out.push(0);
-    out.push(payload.len() as u8);
-    out.extend_from_slice(&payload);
-    out
 }
 
 /// A client session kept alive over a KeepAlive stream for as long as the returned sender lives.
@@ -227,17 +210,34 @@ async fn a_broken_file_is_refused_and_the_old_version_serves() {
     let v1 = recipes.acquire(acquire(id, &path)).await.unwrap().into_inner();
     recipes.release(HandleRef { session: id, handle: v1.handle }).await.unwrap();
 
-    deploy(&plugins.join("lock.wasm"), b"not a component");
-    let listed = admin.reload(Empty {}).await.unwrap().into_inner();
-    let lock = listed.recipes.iter().find(|r| r.name == "lock").unwrap();
-    assert!(lock.refused.contains("not a valid wasm component"), "{lock:?}");
-    assert_eq!(lock.version, v1.recipe_version, "the version before keeps serving");
-    let again = recipes.acquire(acquire(id, &path)).await.unwrap().into_inner();
-    assert_eq!(again.recipe_version, v1.recipe_version);
-    recipes.release(HandleRef { session: id, handle: again.handle }).await.unwrap();
+    let good = std::fs::read(plugins.join("lock.wasm")).unwrap();
+    let mut major = good.clone();
+    for i in 0..major.len().saturating_sub(6) {
+        if &major[i..i + 6] == b"@0.1.0" {
+            major[i..i + 6].copy_from_slice(b"@0.2.0");
+        }
+    }
+    let broken: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("not wasm", b"not a component".to_vec(), "not a valid wasm component"),
+        ("another world", std::fs::read(plugins.join("election.wasm")).unwrap(), "election-recipe"),
+        ("another major WIT version", major, "0.2.0"),
+        ("a trap while it starts", traps_at_start(&good), "fails when instantiated"),
+    ];
+    for (what, bytes, reason) in broken {
+        deploy(&plugins.join("lock.wasm"), &bytes);
+        let listed = admin.reload(Empty {}).await.unwrap().into_inner();
+        let lock = listed.recipes.iter().find(|r| r.name == "lock").unwrap();
+        assert!(lock.refused.contains(reason), "{what}: {lock:?}");
+        assert_eq!(lock.version, v1.recipe_version, "{what}: the version before keeps serving");
+        let again = recipes.acquire(acquire(id, &path)).await.unwrap().into_inner();
+        assert_eq!(again.recipe_version, v1.recipe_version, "{what}");
+        recipes.release(HandleRef { session: id, handle: again.handle }).await.unwrap();
+    }
     let health = admin.health(Empty {}).await.unwrap().into_inner();
     assert_eq!(health.status, "serving");
-    assert!(health.refusals >= 1);
+    assert!(health.refusals >= 4, "{health:?}");
+    let metrics = daemon.metrics().await;
+    assert!(metrics.contains("wazoo_recipe_refusals_total{recipe=\"lock\"}"), "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
