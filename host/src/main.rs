@@ -295,6 +295,16 @@ enum GroupCommand {
     Watch { path: String },
 }
 
+impl GroupCommand {
+    fn path(&self) -> &str {
+        match self {
+            GroupCommand::Join { path, .. } | GroupCommand::List { path } | GroupCommand::Watch { path } => {
+                path
+            }
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum ConfigCommand {
     /// Print the value (exit status 1 if there is none)
@@ -332,6 +342,14 @@ enum CounterCommand {
     },
 }
 
+impl CounterCommand {
+    fn path(&self) -> &str {
+        match self {
+            CounterCommand::Get { path } | CounterCommand::Add { path, .. } => path,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum TxCommand {
     /// Start transaction TX over SITES and print its outcome (exit status 6 if aborted)
@@ -360,6 +378,14 @@ enum TxCommand {
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<Duration>,
     },
+}
+
+impl TxCommand {
+    fn tx(&self) -> &str {
+        match self {
+            TxCommand::Coordinate { tx, .. } | TxCommand::Vote { tx, .. } => tx,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -702,18 +728,14 @@ fn print_leader(id: &str, token: i64, node: &str, acknowledged: Option<&str>) {
 }
 
 async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> {
-    let path = match &command {
-        GroupCommand::Join { path, .. } | GroupCommand::List { path } | GroupCommand::Watch { path } => {
-            path.clone()
-        }
-    };
+    let path = command.path().to_string();
     check_path("group", &path)?;
     let host = Host::start(config).await?;
     let mut handle = host.group("group").await?;
     let failed = |e: RecipeError| anyhow::anyhow!("group {path}: {e}");
     let print = |m: &wazoo::Membership| {
         for member in &m.members {
-            println!("{} {}", member.name, String::from_utf8_lossy(&member.data));
+            print_member(&member.name, &member.data);
         }
     };
     match command {
@@ -734,6 +756,11 @@ async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> 
         }
     }
     Ok(0)
+}
+
+/// One line of `group list` and `group watch`: `NAME DATA`.
+fn print_member(name: &str, data: &[u8]) {
+    println!("{name} {}", String::from_utf8_lossy(data));
 }
 
 async fn config_values(config: HostConfig, command: ConfigCommand) -> anyhow::Result<u8> {
@@ -787,9 +814,7 @@ fn print_entry(entry: Option<(i32, &[u8])>) {
 }
 
 async fn counter(config: HostConfig, command: CounterCommand) -> anyhow::Result<u8> {
-    let path = match &command {
-        CounterCommand::Get { path } | CounterCommand::Add { path, .. } => path.clone(),
-    };
+    let path = command.path().to_string();
     check_path("counter", &path)?;
     let host = Host::start(config).await?;
     let mut handle = host.config("config").await?;
@@ -850,34 +875,44 @@ async fn double_barrier(
     let mut handle = host.barrier("barrier").await?;
     match handle.enter(path, count, timeout).await {
         Ok(()) => {}
-        Err(RecipeError::Zk(ZkError::Timeout)) => {
-            eprintln!("wazoo: fewer than {count} entered {path} within {:?}", timeout.unwrap_or_default());
-            return Ok(EXIT_TIMEOUT);
-        }
+        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(few_entered(path, count, timeout)),
         Err(e) => bail!("entering the double barrier {path}: {e}"),
     }
+    let status = run_between(path, command).await?;
+    match handle.leave_double(timeout).await {
+        Ok(()) => {}
+        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(few_left(path, timeout)),
+        Err(e) => bail!("leaving the double barrier {path}: {e}"),
+    }
+    handle.close().await;
+    Ok(status)
+}
+
+/// Runs a double barrier's command once inside: its exit status.
+async fn run_between(path: &str, command: &[String]) -> anyhow::Result<u8> {
     let status = tokio::process::Command::new(&command[0])
         .args(&command[1..])
         .env("WAZOO_BARRIER_PATH", path)
         .status()
         .await
         .map_err(|e| anyhow::anyhow!("cannot run {:?}: {e}", command[0]))?;
-    match handle.leave_double(timeout).await {
-        Ok(()) => {}
-        Err(RecipeError::Zk(ZkError::Timeout)) => {
-            eprintln!("wazoo: not everyone left {path} within {:?}", timeout.unwrap_or_default());
-            return Ok(EXIT_TIMEOUT);
-        }
-        Err(e) => bail!("leaving the double barrier {path}: {e}"),
-    }
-    handle.close().await;
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)).clamp(0, 255) as u8)
 }
 
+/// Entering a double barrier timed out: exit status 3.
+fn few_entered(path: &str, count: u32, timeout: Option<Duration>) -> u8 {
+    eprintln!("wazoo: fewer than {count} entered {path} within {:?}", timeout.unwrap_or_default());
+    EXIT_TIMEOUT
+}
+
+/// Leaving a double barrier timed out: exit status 3.
+fn few_left(path: &str, timeout: Option<Duration>) -> u8 {
+    eprintln!("wazoo: not everyone left {path} within {:?}", timeout.unwrap_or_default());
+    EXIT_TIMEOUT
+}
+
 async fn two_phase_commit(config: HostConfig, command: TxCommand) -> anyhow::Result<u8> {
-    let tx = match &command {
-        TxCommand::Coordinate { tx, .. } | TxCommand::Vote { tx, .. } => tx.clone(),
-    };
+    let tx = command.tx().to_string();
     check_path("transaction", &tx)?;
     let host = Host::start(config).await?;
     let mut handle = host.transaction("transaction").await?;
@@ -889,16 +924,18 @@ async fn two_phase_commit(config: HostConfig, command: TxCommand) -> anyhow::Res
     }
     .map_err(|e| anyhow::anyhow!("transaction {tx}: {e}"))?;
     handle.close().await;
-    Ok(match outcome {
-        wazoo::Outcome::Committed => {
-            println!("committed");
-            0
-        }
-        wazoo::Outcome::Aborted => {
-            println!("aborted");
-            EXIT_ABORTED
-        }
-    })
+    Ok(tx_outcome(matches!(outcome, wazoo::Outcome::Committed)))
+}
+
+/// Prints a transaction's outcome: exit status 0 if committed, 6 if aborted.
+fn tx_outcome(committed: bool) -> u8 {
+    if committed {
+        println!("committed");
+        0
+    } else {
+        println!("aborted");
+        EXIT_ABORTED
+    }
 }
 
 fn parse_tx_mode(text: &str) -> Result<wazoo::TxMode, String> {

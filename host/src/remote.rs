@@ -1,9 +1,9 @@
 //! `wazoo --server ADDR …`: the subcommands through a `wazoo serve` daemon's gRPC API
 //! (`host/proto/wazoo.proto`) instead of a ZooKeeper session of this process's own.
 //!
-//! A claim (lock, lease, leadership) lives in a client session that a task keeps alive over the
-//! KeepAlive stream; the command runs under it exactly as on the local path ([`super::hold`]):
-//! the same environment, signal forwarding, grace and exit statuses. The daemon's errors carry
+//! A claim (lock, lease, leadership, group membership) lives in a client session that a task
+//! keeps alive over the KeepAlive stream; the command runs under it exactly as on the local path
+//! ([`super::hold`]): the same environment, signal forwarding, grace and exit statuses. The daemon's errors carry
 //! the ZooKeeper error's WIT name (`timeout:`, `bad-version:` …), which is mapped back to what
 //! the local path says and does.
 
@@ -21,10 +21,11 @@ use wazoo::serve::pb::sessions_client::SessionsClient;
 use wazoo::Mode;
 
 use super::{
-    barrier_removed, barrier_set, check_election, check_leases, check_path, custom_outcome, default_id, hold,
-    leader_env, lease_env, lock_env, lock_what, no_value, print_entry, print_item, print_leader,
-    print_recipes, stale_version, timed_out, BarrierCommand, Command, ConfigCommand, Ending, Holding,
-    QueueCommand, RecipeRow, RecipesCommand, RunUnder, Waited,
+    barrier_removed, barrier_set, check_election, check_leases, check_path, custom_outcome, default_id,
+    few_entered, few_left, hold, leader_env, lease_env, lock_env, lock_what, no_value, print_entry,
+    print_item, print_leader, print_member, print_recipes, run_between, stale_version, timed_out, tx_outcome,
+    BarrierCommand, Command, ConfigCommand, CounterCommand, Ending, GroupCommand, Holding, QueueCommand,
+    RecipeRow, RecipesCommand, RunUnder, TxCommand, Waited,
 };
 
 /// The WIT error names the daemon puts before a recipe's error (see the proto's header); the
@@ -76,6 +77,13 @@ pub(crate) async fn run(
         Command::Queue { command } => remote.queue(command).await,
         Command::Config { command } => remote.config(command).await,
         Command::Barrier { command } => remote.barrier(command).await,
+        Command::Revoke { node, grace } => remote.revoke(&node, grace).await,
+        Command::Counter { command } => remote.counter(command).await,
+        Command::Group { command } => remote.group(ttl, command).await,
+        Command::DoubleBarrier { path, count, timeout, command } => {
+            remote.double_barrier(ttl, &path, count, timeout, &command).await
+        }
+        Command::TwoPhaseCommit { command } => remote.two_phase_commit(command).await,
         Command::Run { component, args } => remote.invoke(&component, &args).await,
         Command::Recipes { command: RecipesCommand::List } => remote.list_recipes().await,
         _ => unreachable!("local_only lets through only what is handled here"),
@@ -92,18 +100,17 @@ fn local_only(command: &Command) -> Option<&'static str> {
         | Command::Leader { .. }
         | Command::Config { .. }
         | Command::Barrier { .. }
+        | Command::Revoke { .. }
+        | Command::Counter { .. }
+        | Command::Group { .. }
+        | Command::DoubleBarrier { .. }
+        | Command::TwoPhaseCommit { .. }
         | Command::Run { .. }
         | Command::Recipes { command: RecipesCommand::List } => None,
         Command::Queue { command } => match command {
             QueueCommand::Put { ephemeral: true, .. } => Some("queue put --ephemeral"),
-            QueueCommand::Put { .. } | QueueCommand::Take { .. } => None,
-            QueueCommand::Len { .. } => Some("queue len"),
+            QueueCommand::Put { .. } | QueueCommand::Take { .. } | QueueCommand::Len { .. } => None,
         },
-        Command::Group { .. } => Some("group"),
-        Command::Counter { .. } => Some("counter"),
-        Command::DoubleBarrier { .. } => Some("double-barrier"),
-        Command::TwoPhaseCommit { .. } => Some("2pc"),
-        Command::Revoke { .. } => Some("revoke"),
         Command::Server { .. } => Some("server"),
         Command::Serve { .. } => Some("serve"),
         Command::Demo { .. } => Some("demo"),
@@ -120,6 +127,11 @@ fn check(command: &Command) -> anyhow::Result<()> {
         Command::Queue { command } => check_path("queue", command.path()),
         Command::Config { command } => check_path("config", command.path()),
         Command::Barrier { command } => check_path("barrier", command.path()),
+        Command::Revoke { node, .. } => check_path("node", node),
+        Command::Counter { command } => check_path("counter", command.path()),
+        Command::Group { command } => check_path("group", command.path()),
+        Command::DoubleBarrier { path, .. } => check_path("barrier", path),
+        Command::TwoPhaseCommit { command } => check_path("transaction", command.tx()),
         _ => Ok(()),
     }
 }
@@ -421,7 +433,12 @@ impl Remote {
                     Err(status) => return Err(self.failed(format!("queue {path}"), status)),
                 }
             }
-            QueueCommand::Len { .. } => unreachable!("refused by local_only"),
+            QueueCommand::Len { path } => {
+                let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
+                let length =
+                    recipes.queue_len(request).await.map_err(|s| self.failed(format!("queue {path}"), s))?;
+                println!("{}", length.into_inner().items);
+            }
         }
         Ok(0)
     }
@@ -509,6 +526,189 @@ impl Remote {
             }
         }
         Ok(0)
+    }
+
+    /// `wazoo revoke`: Revoke, with the standard lock recipe as on the local path.
+    async fn revoke(&self, node: &str, grace: Option<Duration>) -> anyhow::Result<u8> {
+        let request =
+            pb::RevokeRequest { node: node.to_string(), grace_ms: millis(grace), recipe: String::new() };
+        let reply = self
+            .recipes()
+            .revoke(request)
+            .await
+            .map_err(|s| self.failed(format!("revoking {node}"), s))?
+            .into_inner();
+        println!("{}", if reply.released { "released" } else { "forced" });
+        Ok(0)
+    }
+
+    async fn counter(&self, command: CounterCommand) -> anyhow::Result<u8> {
+        let mut recipes = self.recipes();
+        let path = command.path().to_string();
+        let value = match command {
+            CounterCommand::Get { .. } => {
+                recipes.counter_get(pb::PathRequest { path: path.clone(), recipe: String::new() }).await
+            }
+            CounterCommand::Add { delta, .. } => {
+                let request = pb::CounterAddRequest { path: path.clone(), delta, recipe: String::new() };
+                recipes.counter_add(request).await
+            }
+        }
+        .map_err(|s| self.failed(format!("counter {path}"), s))?;
+        println!("{}", value.into_inner().value);
+        Ok(0)
+    }
+
+    /// `group join` holds the membership in a client session of its own, as `lock` holds a lock.
+    async fn group(&self, ttl: Duration, command: GroupCommand) -> anyhow::Result<u8> {
+        let mut recipes = self.recipes();
+        let path = command.path().to_string();
+        let print = |m: &pb::Membership| {
+            for member in &m.members {
+                print_member(&member.name, &member.data);
+            }
+        };
+        match command {
+            GroupCommand::Join { name, data, grace, command, .. } => {
+                let what = format!("membership of {path} as {name}");
+                let session = self.session(ttl, format!("wazoo group join {path} as {name}")).await?;
+                let request = pb::GroupJoinRequest {
+                    session: session.id,
+                    path: path.clone(),
+                    name: name.clone(),
+                    data: data.into_bytes(),
+                    recipe: String::new(),
+                };
+                let claim = match recipes.group_join(request).await {
+                    Ok(claim) => claim.into_inner(),
+                    Err(status) => {
+                        session.close().await;
+                        return Err(self.failed(format!("group {path}"), status));
+                    }
+                };
+                let held = self.follow(session, &claim, &what).await?;
+                let env = vec![("WAZOO_GROUP_PATH", path.clone()), ("WAZOO_MEMBER", name)];
+                hold(held, RunUnder { command: &command, grace, what, env }).await
+            }
+            GroupCommand::List { .. } => {
+                let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
+                let members = recipes
+                    .group_members(request)
+                    .await
+                    .map_err(|s| self.failed(format!("group {path}"), s))?
+                    .into_inner();
+                print(&members);
+                Ok(0)
+            }
+            GroupCommand::Watch { .. } => {
+                let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
+                let mut changes = recipes
+                    .group_watch(request)
+                    .await
+                    .map_err(|s| self.failed(format!("group {path}"), s))?
+                    .into_inner();
+                loop {
+                    match changes.message().await {
+                        Ok(Some(members)) => {
+                            print(&members);
+                            println!("--");
+                        }
+                        Ok(None) => {
+                            bail!("the wazoo daemon at {} stopped reporting changes of {path}", self.addr)
+                        }
+                        Err(status) => return Err(self.failed(format!("group {path}"), status)),
+                    }
+                }
+            }
+        }
+    }
+
+    /// `double-barrier`: the participant's node lives in a client session of this process's own
+    /// from entering to leaving.
+    async fn double_barrier(
+        &self,
+        ttl: Duration,
+        path: &str,
+        count: u32,
+        timeout: Option<Duration>,
+        command: &[String],
+    ) -> anyhow::Result<u8> {
+        let session = self.session(ttl, format!("wazoo double-barrier {path}")).await?;
+        let request = pb::DoubleBarrierEnterRequest {
+            session: session.id,
+            path: path.to_string(),
+            count,
+            timeout_ms: millis(timeout),
+            recipe: String::new(),
+        };
+        let entered = match self.recipes().double_barrier_enter(request).await {
+            Ok(entered) => entered.into_inner(),
+            Err(status) => {
+                session.close().await;
+                if is_timeout(&status) {
+                    return Ok(few_entered(path, count, timeout));
+                }
+                return Err(self.failed(format!("entering the double barrier {path}"), status));
+            }
+        };
+        let status = match run_between(path, command).await {
+            Ok(status) => status,
+            Err(e) => {
+                session.close().await;
+                return Err(e);
+            }
+        };
+        let request = pb::DoubleBarrierLeaveRequest {
+            session: session.id,
+            handle: entered.handle,
+            timeout_ms: millis(timeout),
+        };
+        let left = self.recipes().double_barrier_leave(request).await;
+        session.close().await;
+        match left {
+            Ok(_) => Ok(status),
+            Err(status) if is_timeout(&status) => Ok(few_left(path, timeout)),
+            Err(status) => Err(self.failed(format!("leaving the double barrier {path}"), status)),
+        }
+    }
+
+    /// `2pc coordinate|vote`: the vote node lives for the daemon's call.
+    async fn two_phase_commit(&self, command: TxCommand) -> anyhow::Result<u8> {
+        let mut recipes = self.recipes();
+        let tx = command.tx().to_string();
+        let outcome = match command {
+            TxCommand::Coordinate { sites, payload, mode, timeout, .. } => {
+                let mode = match mode {
+                    wazoo::TxMode::Coordinated => pb::TxMode::Coordinated,
+                    wazoo::TxMode::AllToAll => pb::TxMode::AllToAll,
+                };
+                let request = pb::TxCoordinateRequest {
+                    tx: tx.clone(),
+                    sites,
+                    payload: payload.into_bytes(),
+                    mode: mode as i32,
+                    timeout_ms: millis(timeout),
+                    recipe: String::new(),
+                };
+                recipes.tx_coordinate(request).await
+            }
+            TxCommand::Vote { site, ballot, timeout, .. } => {
+                let ballot = match ballot {
+                    wazoo::Ballot::Commit => pb::Ballot::Commit,
+                    wazoo::Ballot::Abort => pb::Ballot::Abort,
+                };
+                let request = pb::TxVoteRequest {
+                    tx: tx.clone(),
+                    site,
+                    ballot: ballot as i32,
+                    timeout_ms: millis(timeout),
+                    recipe: String::new(),
+                };
+                recipes.tx_vote(request).await
+            }
+        }
+        .map_err(|s| self.failed(format!("transaction {tx}"), s))?;
+        Ok(tx_outcome(outcome.into_inner().committed))
     }
 
     /// `wazoo run`: Invoke, the arguments as a JSON array.

@@ -2,9 +2,10 @@
 //! watches its plugins directory and swaps changed components in without dropping the ZooKeeper
 //! session, and exposes Prometheus metrics.
 //!
-//! Every claim a client makes (lock, lease, leadership) is a recipe handle tied to its client
-//! session; a session that ends (its keepalive stream closes, or its TTL passes without a
-//! keepalive) closes its handles, which deletes their nodes.
+//! Every claim a client makes (lock, lease, leadership, group membership, queue claim, double
+//! barrier participation) is a recipe handle tied to its client session; a session that ends
+//! (its keepalive stream closes, or its TTL passes without a keepalive) closes its handles,
+//! which deletes their nodes.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -19,9 +20,11 @@ use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::error::RecipeError;
-use crate::handle::{ElectionHandle, LockHandle, Lost, RwLockHandle, SemaphoreHandle};
+use crate::handle::{
+    BarrierHandle, ElectionHandle, GroupHandle, LockHandle, Lost, QueueHandle, RwLockHandle, SemaphoreHandle,
+};
 use crate::metrics::Metrics;
-use crate::{Host, Mode, ZkError};
+use crate::{Ballot, Host, Mode, Outcome, TxMode, ZkError};
 
 /// The generated gRPC types and services.
 pub mod pb {
@@ -149,6 +152,11 @@ enum Held {
     RwLock(RwLockHandle),
     Semaphore(SemaphoreHandle),
     Election(ElectionHandle),
+    Group(GroupHandle),
+    /// A claimed queue item: the handle owns the claim node; the item's node, for the ack.
+    QueueClaim(QueueHandle, String),
+    /// A participant in a double barrier: the handle owns its node.
+    DoubleBarrier(BarrierHandle),
 }
 
 impl Held {
@@ -158,6 +166,10 @@ impl Held {
             Held::RwLock(h) => h.release().await,
             Held::Semaphore(h) => h.release().await,
             Held::Election(h) => h.resign().await,
+            Held::Group(h) => h.leave().await,
+            // Closing the handle deletes the claim (the item goes back to the queue) or the
+            // participant's node.
+            Held::QueueClaim(..) | Held::DoubleBarrier(_) => Ok(()),
         }
     }
 
@@ -167,6 +179,9 @@ impl Held {
             Held::RwLock(h) => Box::pin(h.lost()),
             Held::Semaphore(h) => Box::pin(h.lost()),
             Held::Election(h) => Box::pin(h.lost()),
+            Held::Group(h) => Box::pin(h.lost()),
+            Held::QueueClaim(h, _) => Box::pin(h.lost()),
+            Held::DoubleBarrier(h) => Box::pin(h.lost()),
         }
     }
 
@@ -176,6 +191,9 @@ impl Held {
             Held::RwLock(h) => h.close().await,
             Held::Semaphore(h) => h.close().await,
             Held::Election(h) => h.close().await,
+            Held::Group(h) => h.close().await,
+            Held::QueueClaim(h, _) => h.close().await,
+            Held::DoubleBarrier(h) => h.close().await,
         }
     }
 }
@@ -259,6 +277,28 @@ impl State {
             Some(e) => Ok((s, e)),
             None => Err(Status::not_found(format!("handle: {handle} is not held by session {session}"))),
         }
+    }
+
+    /// Takes `handle` out of `session` if `fits` its claim: the claim, to be ended by the caller.
+    /// A handle of another kind stays held (FAILED_PRECONDITION, message `handle:`).
+    async fn take_held(&self, session: u64, handle: u64, fits: fn(&Held) -> bool) -> Result<Held, Status> {
+        let (s, entry) = self.entry(session, handle)?;
+        let mut slot = entry.held.lock().await;
+        match slot.as_ref() {
+            Some(held) if fits(held) => {}
+            Some(_) => {
+                return Err(Status::failed_precondition(format!(
+                    "handle: {handle} holds another kind of claim"
+                )))
+            }
+            None => return Err(Status::not_found(format!("handle: {handle} was released"))),
+        }
+        s.handles.lock().unwrap().remove(&handle);
+        entry.released.send_replace(true);
+        let held = slot.take();
+        drop(slot);
+        self.gauges();
+        held.ok_or_else(|| Status::not_found(format!("handle: {handle} was released")))
     }
 
     fn gauges(&self) {
@@ -776,6 +816,273 @@ impl Recipes for Api {
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
+    async fn revoke(&self, request: Request<pb::RevokeRequest>) -> Result<Response<pb::RevokeReply>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "lock").to_string();
+        self.measured("Revoke", &recipe, async {
+            let mut h = self.host.lock(&recipe).await.map_err(no_handle)?;
+            let outcome = h.revoke(&req.node, millis(req.grace_ms)).await;
+            h.close().await;
+            outcome.map(|released| pb::RevokeReply { released }).map_err(status)
+        })
+        .await
+    }
+
+    async fn queue_len(
+        &self,
+        request: Request<pb::PathRequest>,
+    ) -> Result<Response<pb::QueueLength>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "queue").to_string();
+        self.measured("QueueLen", &recipe, async {
+            let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
+            let outcome = h.len(&req.path).await;
+            h.close().await;
+            outcome.map(|items| pb::QueueLength { items }).map_err(status)
+        })
+        .await
+    }
+
+    async fn queue_claim(
+        &self,
+        request: Request<pb::QueueClaimRequest>,
+    ) -> Result<Response<pb::QueueClaimed>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "queue").to_string();
+        self.measured("QueueClaim", &recipe, async {
+            let session = self.session(req.session)?;
+            let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
+            match h.claim(&req.path, millis(req.timeout_ms)).await {
+                Ok(item) => {
+                    let claimed = pb::QueueItem { node: item.node.clone(), data: item.data };
+                    let handle = self.keep(&session, Held::QueueClaim(h, item.node)).await?;
+                    Ok(pb::QueueClaimed { handle, item: Some(claimed) })
+                }
+                Err(e) => {
+                    h.close().await;
+                    Err(status(e))
+                }
+            }
+        })
+        .await
+    }
+
+    async fn queue_ack(&self, request: Request<pb::HandleRef>) -> Result<Response<pb::Empty>, Status> {
+        let req = request.into_inner();
+        self.measured("QueueAck", "", async {
+            let held = self.take_held(req.session, req.handle, |h| matches!(h, Held::QueueClaim(..))).await?;
+            let Held::QueueClaim(mut h, node) = held else {
+                held.close().await;
+                return Err(Status::internal("handle: not a queue claim"));
+            };
+            let outcome = h.ack(&node).await;
+            h.close().await;
+            outcome.map(|()| pb::Empty {}).map_err(status)
+        })
+        .await
+    }
+
+    async fn counter_get(
+        &self,
+        request: Request<pb::PathRequest>,
+    ) -> Result<Response<pb::CounterValue>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "config").to_string();
+        self.measured("CounterGet", &recipe, async {
+            let mut h = self.host.config(&recipe).await.map_err(no_handle)?;
+            let outcome = h.counter(&req.path).await;
+            h.close().await;
+            outcome.map(|value| pb::CounterValue { value }).map_err(status)
+        })
+        .await
+    }
+
+    async fn counter_add(
+        &self,
+        request: Request<pb::CounterAddRequest>,
+    ) -> Result<Response<pb::CounterValue>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "config").to_string();
+        self.measured("CounterAdd", &recipe, async {
+            let mut h = self.host.config(&recipe).await.map_err(no_handle)?;
+            let outcome = h.add(&req.path, req.delta).await;
+            h.close().await;
+            outcome.map(|value| pb::CounterValue { value }).map_err(status)
+        })
+        .await
+    }
+
+    async fn group_join(
+        &self,
+        request: Request<pb::GroupJoinRequest>,
+    ) -> Result<Response<pb::Claim>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "group").to_string();
+        self.measured("GroupJoin", &recipe, async {
+            let session = self.session(req.session)?;
+            let mut h = self.host.group(&recipe).await.map_err(no_handle)?;
+            match h.join(&req.path, &req.name, &req.data).await {
+                Ok(()) => {
+                    let node = if req.path == "/" {
+                        format!("/{}", req.name)
+                    } else {
+                        format!("{}/{}", req.path, req.name)
+                    };
+                    let held = Held::Group(h);
+                    let version = version_of(&held);
+                    let handle = self.keep(&session, held).await?;
+                    Ok(pb::Claim { handle, node, fencing_token: 0, recipe_version: version })
+                }
+                Err(e) => {
+                    h.close().await;
+                    Err(status(e))
+                }
+            }
+        })
+        .await
+    }
+
+    async fn group_members(
+        &self,
+        request: Request<pb::PathRequest>,
+    ) -> Result<Response<pb::Membership>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "group").to_string();
+        self.measured("GroupMembers", &recipe, async {
+            let mut h = self.host.group(&recipe).await.map_err(no_handle)?;
+            let outcome = h.members(&req.path).await;
+            h.close().await;
+            outcome.map(membership).map_err(status)
+        })
+        .await
+    }
+
+    type GroupWatchStream = Events<pb::Membership>;
+
+    async fn group_watch(
+        &self,
+        request: Request<pb::PathRequest>,
+    ) -> Result<Response<Self::GroupWatchStream>, Status> {
+        let req = request.into_inner();
+        let mut h = self.host.group(or(&req.recipe, "group")).await.map_err(no_handle)?;
+        let first = match h.members(&req.path).await {
+            Ok(first) => first,
+            Err(e) => {
+                h.close().await;
+                return Err(status(e));
+            }
+        };
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut known = first.version;
+            if tx.send(Ok(membership(first))).await.is_err() {
+                h.close().await;
+                return;
+            }
+            while !tx.is_closed() {
+                match h.watch(&req.path, known, Some(STREAM_POLL)).await {
+                    Ok(now) => {
+                        if now.version != known {
+                            known = now.version;
+                            if tx.send(Ok(membership(now))).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                    Err(RecipeError::Zk(ZkError::Timeout)) => {}
+                    Err(e) => {
+                        let _ = tx.send(Err(status(e))).await;
+                        break;
+                    }
+                }
+            }
+            h.close().await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn double_barrier_enter(
+        &self,
+        request: Request<pb::DoubleBarrierEnterRequest>,
+    ) -> Result<Response<pb::Entered>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "barrier").to_string();
+        self.measured("DoubleBarrierEnter", &recipe, async {
+            let session = self.session(req.session)?;
+            let mut h = self.host.barrier(&recipe).await.map_err(no_handle)?;
+            match h.enter(&req.path, req.count, millis(req.timeout_ms)).await {
+                Ok(()) => {
+                    let held = Held::DoubleBarrier(h);
+                    let recipe_version = version_of(&held);
+                    let handle = self.keep(&session, held).await?;
+                    Ok(pb::Entered { handle, recipe_version })
+                }
+                Err(e) => {
+                    h.close().await;
+                    Err(status(e))
+                }
+            }
+        })
+        .await
+    }
+
+    async fn double_barrier_leave(
+        &self,
+        request: Request<pb::DoubleBarrierLeaveRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let req = request.into_inner();
+        self.measured("DoubleBarrierLeave", "", async {
+            let held =
+                self.take_held(req.session, req.handle, |h| matches!(h, Held::DoubleBarrier(_))).await?;
+            let Held::DoubleBarrier(mut h) = held else {
+                held.close().await;
+                return Err(Status::internal("handle: not a double barrier"));
+            };
+            let outcome = h.leave_double(millis(req.timeout_ms)).await;
+            h.close().await;
+            outcome.map(|()| pb::Empty {}).map_err(status)
+        })
+        .await
+    }
+
+    async fn tx_coordinate(
+        &self,
+        request: Request<pb::TxCoordinateRequest>,
+    ) -> Result<Response<pb::TxOutcome>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "transaction").to_string();
+        self.measured("TxCoordinate", &recipe, async {
+            let mode = match pb::TxMode::try_from(req.mode) {
+                Ok(pb::TxMode::Coordinated) => TxMode::Coordinated,
+                Ok(pb::TxMode::AllToAll) => TxMode::AllToAll,
+                Err(_) => return Err(Status::invalid_argument("unknown transaction mode")),
+            };
+            let mut h = self.host.transaction(&recipe).await.map_err(no_handle)?;
+            let outcome = h.coordinate(&req.tx, &req.sites, &req.payload, mode, millis(req.timeout_ms)).await;
+            h.close().await;
+            outcome.map(tx_outcome).map_err(status)
+        })
+        .await
+    }
+
+    async fn tx_vote(&self, request: Request<pb::TxVoteRequest>) -> Result<Response<pb::TxOutcome>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, "transaction").to_string();
+        self.measured("TxVote", &recipe, async {
+            let ballot = match pb::Ballot::try_from(req.ballot) {
+                Ok(pb::Ballot::Commit) => Ballot::Commit,
+                Ok(pb::Ballot::Abort) => Ballot::Abort,
+                Err(_) => return Err(Status::invalid_argument("unknown ballot")),
+            };
+            // The vote node is the handle's: it lives for this call only.
+            let mut h = self.host.transaction(&recipe).await.map_err(no_handle)?;
+            let outcome = h.vote(&req.tx, &req.site, ballot, millis(req.timeout_ms)).await;
+            h.close().await;
+            outcome.map(tx_outcome).map_err(status)
+        })
+        .await
+    }
+
     async fn invoke(&self, request: Request<pb::InvokeRequest>) -> Result<Response<pb::InvokeReply>, Status> {
         let req = request.into_inner();
         let recipe = req.recipe.clone();
@@ -843,6 +1150,9 @@ fn version_of(held: &Held) -> String {
         Held::RwLock(h) => h.version(),
         Held::Semaphore(h) => h.version(),
         Held::Election(h) => h.version(),
+        Held::Group(h) => h.version(),
+        Held::QueueClaim(h, _) => h.version(),
+        Held::DoubleBarrier(h) => h.version(),
     };
     version.map(|v| v.short_hash().to_string()).unwrap_or_default()
 }
@@ -852,6 +1162,15 @@ fn entry(found: Option<crate::Entry>) -> pb::ConfigEntry {
         Some(e) => pb::ConfigEntry { exists: true, data: e.data, version: e.version },
         None => pb::ConfigEntry::default(),
     }
+}
+
+fn membership(m: crate::Membership) -> pb::Membership {
+    let members = m.members.into_iter().map(|m| pb::Member { name: m.name, data: m.data }).collect();
+    pb::Membership { members, version: m.version }
+}
+
+fn tx_outcome(outcome: Outcome) -> pb::TxOutcome {
+    pb::TxOutcome { committed: matches!(outcome, Outcome::Committed) }
 }
 
 fn recipe_list(listed: Vec<crate::RecipeInfo>) -> pb::RecipeList {

@@ -418,15 +418,9 @@ async fn remote_subcommands_without_a_daemon_call_exit_2() {
     let free = wazoo::server::free_port().unwrap();
     let nowhere = format!("127.0.0.1:{free}");
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["counter", "get", "/t/x"], "counter"),
-        (vec!["group", "list", "/t/x"], "group"),
-        (vec!["double-barrier", "/t/x", "--count", "2", "--", "true"], "double-barrier"),
-        (vec!["2pc", "vote", "/t/x", "--site", "a", "commit"], "2pc"),
-        (vec!["revoke", "/t/x/n"], "revoke"),
         (vec!["server"], "server"),
         (vec!["serve"], "serve"),
         (vec!["demo"], "demo"),
-        (vec!["queue", "len", "/t/x"], "queue len"),
         (vec!["queue", "put", "/t/x", "d", "--ephemeral"], "queue put --ephemeral"),
     ];
     for (args, name) in cases {
@@ -451,4 +445,214 @@ async fn remote_unreachable_daemon_exits_1_naming_it() {
             "{stderr}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_revoke_releases_or_forces() {
+    let daemon = Daemon::start().await;
+    let checker = client(&zk().address()).await;
+    // A holder through the daemon lets go when asked: exit 5, its node gone.
+    let path = unique("remote-revoke-asked");
+    let (mut child, pid, node) = hold(&daemon, &path, &[]).await;
+    let (code, stdout, stderr) = output(daemon.wazoo().args(["revoke", &node])).await;
+    assert_eq!((code, stdout.trim()), (0, "released"), "{stderr}");
+    let status = within(LIMIT, "the holder lets go", child.wait()).await.unwrap();
+    let stderr = stderr_of(&mut child).await;
+    assert_eq!(status.code(), Some(5), "{stderr}");
+    assert!(!alive(pid), "the command was stopped");
+    assert!(children(&checker, &path).await.is_empty(), "the holder released its node");
+    // A holder that does not listen: deleted after the grace.
+    let path = unique("remote-revoke-forced");
+    let host = host().await;
+    let mut deaf = host.lock("lock").await.unwrap();
+    let held = deaf.acquire(&path, None).await.unwrap();
+    let (code, stdout, stderr) =
+        output(daemon.wazoo().args(["revoke", &held.node, "--grace", "300ms"])).await;
+    assert_eq!((code, stdout.trim()), (0, "forced"), "{stderr}");
+    assert!(children(&checker, &path).await.is_empty(), "the forced node is deleted");
+    deaf.close().await;
+    let (code, _, stderr) = output(daemon.wazoo().args(["revoke", "relative"])).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("invalid node path"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_queue_len_and_counter_from_8_concurrent_clients() {
+    let daemon = Daemon::start().await;
+    let path = unique("remote-len");
+    assert_eq!(output(daemon.wazoo().args(["queue", "len", &path])).await.1.trim(), "0");
+    for data in ["a", "b", "c"] {
+        assert_eq!(output(daemon.wazoo().args(["queue", "put", &path, data])).await.0, 0);
+    }
+    let (code, stdout, stderr) = output(daemon.wazoo().args(["queue", "len", &path])).await;
+    assert_eq!((code, stdout.trim()), (0, "3"), "{stderr}");
+    assert_eq!(output(daemon.wazoo().args(["queue", "take", &path])).await.1.trim(), "a");
+    assert_eq!(output(daemon.wazoo().args(["queue", "len", &path])).await.1.trim(), "2");
+
+    let counter = format!("{}/hits", unique("remote-counter"));
+    assert_eq!(output(daemon.wazoo().args(["counter", "get", &counter])).await.1.trim(), "0");
+    let (clients, adds) = (8, 4);
+    let mut running = Vec::new();
+    for _ in 0..clients {
+        let mut commands: Vec<Command> = (0..adds)
+            .map(|_| {
+                let mut c = daemon.wazoo();
+                c.args(["counter", "add", &counter, "1"]);
+                c
+            })
+            .collect();
+        running.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for c in &mut commands {
+                let (code, stdout, stderr) = output(c).await;
+                assert_eq!(code, 0, "{stderr}");
+                seen.push(stdout.trim().parse::<i64>().unwrap());
+            }
+            seen
+        }));
+    }
+    let mut values = Vec::new();
+    for r in running {
+        values.extend(r.await.unwrap());
+    }
+    values.sort();
+    let total = clients * adds;
+    assert_eq!(values, (1..=total).collect::<Vec<i64>>(), "every add saw its own new value");
+    let (code, stdout, stderr) = output(daemon.wazoo().args(["counter", "get", &counter])).await;
+    assert_eq!((code, stdout.trim()), (0, total.to_string().as_str()), "{stderr}");
+    assert_eq!(output(daemon.wazoo().args(["counter", "add", &counter, "-2"])).await.1.trim(), "30");
+    // The same counter, read by the local path.
+    assert_eq!(output(local_wazoo().args(["counter", "get", &counter])).await.1.trim(), "30");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_group_join_list_and_watch() {
+    let daemon = Daemon::start().await;
+    let checker = client(&zk().address()).await;
+    let group = format!("{}/workers", unique("remote-group"));
+    let (mut member, mut lines) = start(daemon.wazoo().args([
+        "group",
+        "join",
+        &group,
+        "w1",
+        "--data",
+        "busy",
+        "--",
+        "sh",
+        "-c",
+        "echo joined $WAZOO_GROUP_PATH $WAZOO_MEMBER; read line",
+    ]));
+    assert_eq!(next_line(&mut lines, "the member runs").await, format!("joined {group} w1"));
+    let (mut watch, mut watched) = start(daemon.wazoo().args(["group", "watch", &group]));
+    assert_eq!(next_line(&mut watched, "the members now").await, "w1 busy");
+    assert_eq!(next_line(&mut watched, "the end of the list").await, "--");
+    let (code, stdout, stderr) = output(daemon.wazoo().args(["group", "list", &group])).await;
+    assert_eq!((code, stdout.trim()), (0, "w1 busy"), "{stderr}");
+    let (code, _, stderr) = output(daemon.wazoo().args(["group", "join", &group, "w1", "--", "true"])).await;
+    assert_eq!(code, 1, "the name is taken");
+    assert!(stderr.contains(&format!("group {group}: ")), "{stderr}");
+    go_on(&mut member).await;
+    let status = within(LIMIT, "the member's command ends", member.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(0), "{}", stderr_of(&mut member).await);
+    assert_eq!(next_line(&mut watched, "w1 leaves").await, "--");
+    assert!(children(&checker, &group).await.is_empty(), "left when the command ended");
+    assert_eq!(output(daemon.wazoo().args(["group", "list", &group])).await.1.trim(), "");
+    watch.kill().await.unwrap();
+
+    // A member whose node is deleted loses its membership: exit 4.
+    let (mut member, mut lines) = start(daemon.wazoo().args([
+        "group",
+        "join",
+        &group,
+        "w2",
+        "--grace",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        "echo started $$; exec sleep 600",
+    ]));
+    let line = next_line(&mut lines, "w2 runs").await;
+    let pid: u32 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    checker.delete(&format!("{group}/w2"), None).await.unwrap();
+    let status = within(LIMIT, "w2 stops", member.wait()).await.unwrap();
+    let stderr = stderr_of(&mut member).await;
+    assert_eq!(status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains(&format!("membership of {group} as w2 lost")), "{stderr}");
+    assert!(!alive(pid), "the command was stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_double_barrier_of_3_processes() {
+    let daemon = Daemon::start().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("remote-double");
+    let log = std::env::temp_dir().join(format!("wazoo-remote-double-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let run = |tag: &'static str| {
+        let mut cmd = daemon.wazoo();
+        cmd.env("LOG", &log);
+        cmd.args(["double-barrier", &path, "--count", "3", "--timeout", "30s", "--", "sh", "-c"]);
+        cmd.arg(format!("echo {tag} >> \"$LOG\"; echo {tag} $WAZOO_BARRIER_PATH; exit 7"));
+        tokio::spawn(async move { output(&mut cmd).await })
+    };
+    let (a, b) = (run("a"), run("b"));
+    within(LIMIT, "two enter", wait_children(&checker, &path, 2)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!log.exists(), "nobody proceeds before the third enters");
+    assert!(!a.is_finished() && !b.is_finished());
+    let c = run("c");
+    for (tag, entrant) in [("a", a), ("b", b), ("c", c)] {
+        let (code, stdout, stderr) = entrant.await.unwrap();
+        assert_eq!((code, stdout.trim()), (7, format!("{tag} {path}").as_str()), "{stderr}");
+    }
+    let mut logged: Vec<String> = std::fs::read_to_string(&log).unwrap().lines().map(String::from).collect();
+    logged.sort();
+    assert_eq!(logged, ["a", "b", "c"]);
+    let _ = std::fs::remove_file(&log);
+    let (code, _, stderr) = output(daemon.wazoo().args([
+        "double-barrier",
+        &path,
+        "--count",
+        "2",
+        "--timeout",
+        "300ms",
+        "--",
+        "true",
+    ]))
+    .await;
+    assert_eq!(code, 3, "alone, it cannot enter: {stderr}");
+    assert_eq!(stderr.trim(), format!("wazoo: fewer than 2 entered {path} within 300ms"));
+    assert!(children(&checker, &path).await.is_empty(), "every participant's node is gone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_two_phase_commit_commits_and_aborts() {
+    let daemon = Daemon::start().await;
+    let checker = client(&zk().address()).await;
+    for (b_votes, expected, code) in [("commit", "committed", 0), ("abort", "aborted", 6)] {
+        let tx = unique("remote-2pc");
+        let mut coordinate = daemon.wazoo();
+        coordinate.args(["2pc", "coordinate", &tx, "--sites", "a,b", "--payload", "p", "--timeout", "30s"]);
+        let coordinating = tokio::spawn(async move { output(&mut coordinate).await });
+        within(LIMIT, "the transaction starts", wait_children(&checker, &tx, 1)).await;
+        let mut a = daemon.wazoo();
+        a.args(["2pc", "vote", &tx, "--site", "a", "commit", "--timeout", "30s"]);
+        let a = tokio::spawn(async move { output(&mut a).await });
+        let b = output(daemon.wazoo().args(["2pc", "vote", &tx, "--site", "b", b_votes, "--timeout", "30s"]))
+            .await;
+        assert_eq!((b.0, b.1.trim()), (code, expected), "b: {}", b.2);
+        let a = a.await.unwrap();
+        assert_eq!((a.0, a.1.trim()), (code, expected), "a: {}", a.2);
+        let c = coordinating.await.unwrap();
+        assert_eq!((c.0, c.1.trim()), (code, expected), "coordinator: {}", c.2);
+        assert!(
+            !children(&checker, &tx).await.iter().any(|c| c.starts_with("site-")),
+            "the vote nodes went with their calls"
+        );
+    }
+    let tx = unique("remote-2pc-none");
+    let (code, _, stderr) = output(daemon.wazoo().args(["2pc", "vote", &tx, "--site", "z", "commit"])).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains(&format!("transaction {tx}: ")), "{stderr}");
 }

@@ -13,7 +13,8 @@ use tokio::process::{Child, Command};
 use tonic::transport::Channel;
 use wazoo::serve::pb::{
     admin_client::AdminClient, recipes_client::RecipesClient, sessions_client::SessionsClient,
-    AcquireRequest, Empty, Family, HandleRef, KeepAliveRequest, OpenRequest,
+    AcquireRequest, Empty, Family, GroupJoinRequest, HandleRef, KeepAliveRequest, OpenRequest, PathRequest,
+    QueueClaimRequest, QueuePutRequest, WaitRequest,
 };
 use wazoo_tests::components::{deploy, relabelled, traps_at_start};
 use wazoo_tests::*;
@@ -309,4 +310,120 @@ async fn the_python_client_takes_a_lock_and_a_sigkill_releases_it() {
     assert_eq!(stat.czxid, token, "the fencing token is the node's czxid");
     python.kill().await.unwrap();
     within(Duration::from_secs(2), "the lock goes within the client's TTL", wait_gone(&checker, &node)).await;
+}
+
+/// A daemon on every standard recipe (the shared plugins and compile cache).
+async fn every_recipe() -> Daemon {
+    Daemon::start(&plugins(), &root().join("target/component-cache")).await
+}
+
+/// A session that nobody keeps alive: it ends when its TTL passes.
+async fn silent_session(channel: &Channel, ttl_ms: u64) -> u64 {
+    let mut sessions = SessionsClient::new(channel.clone());
+    sessions.open(OpenRequest { ttl_ms, name: "silent".into() }).await.unwrap().into_inner().session
+}
+
+fn names(m: &wazoo::serve::pb::Membership) -> Vec<String> {
+    m.members.iter().map(|m| m.name.clone()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_group_member_whose_session_ends_leaves_the_group() {
+    let daemon = every_recipe().await;
+    let channel = daemon.channel().await;
+    let checker = client(&zk().address()).await;
+    let group = format!("{}/members", unique("serve-group"));
+    let mut recipes = RecipesClient::new(channel.clone());
+    let join = |session: u64, name: &str| GroupJoinRequest {
+        session,
+        path: group.clone(),
+        name: name.into(),
+        data: format!("data of {name}").into_bytes(),
+        recipe: String::new(),
+    };
+    let (kept, _keep) = session(&channel, 5000).await;
+    let silent = silent_session(&channel, 1000).await;
+    let a = recipes.group_join(join(silent, "a")).await.unwrap().into_inner();
+    assert_eq!(a.node, format!("{group}/a"));
+    let b = recipes.group_join(join(kept, "b")).await.unwrap().into_inner();
+    let taken = recipes.group_join(join(kept, "b")).await.unwrap_err();
+    assert_eq!(taken.code(), tonic::Code::AlreadyExists, "{taken:?}");
+    assert!(taken.message().starts_with("node-exists:"), "{taken:?}");
+    let path = || PathRequest { path: group.clone(), recipe: String::new() };
+    let now = recipes.group_members(path()).await.unwrap().into_inner();
+    assert_eq!(names(&now), ["a", "b"]);
+    assert_eq!(now.members[0].data, b"data of a");
+    let mut watch = recipes.group_watch(path()).await.unwrap().into_inner();
+    let first = within(LIMIT, "the members now", watch.message()).await.unwrap().unwrap();
+    assert_eq!(names(&first), ["a", "b"]);
+    // a's session is kept alive by nobody: a leaves with it.
+    let after = within(Duration::from_secs(5), "a leaves with its session", watch.message()).await.unwrap();
+    assert_eq!(names(&after.unwrap()), ["b"]);
+    assert_eq!(names(&recipes.group_members(path()).await.unwrap().into_inner()), ["b"]);
+    assert_eq!(children(&checker, &group).await, ["b"]);
+    let late = recipes.release(HandleRef { session: silent, handle: a.handle }).await.unwrap_err();
+    assert_eq!(late.code(), tonic::Code::NotFound);
+    // Release leaves.
+    recipes.release(HandleRef { session: kept, handle: b.handle }).await.unwrap();
+    let empty = within(LIMIT, "b leaves", watch.message()).await.unwrap().unwrap();
+    assert!(empty.members.is_empty(), "{empty:?}");
+    assert!(children(&checker, &group).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queue_claim_not_acked_goes_back_and_is_taken_once() {
+    let daemon = every_recipe().await;
+    let channel = daemon.channel().await;
+    let checker = client(&zk().address()).await;
+    let queue = unique("serve-claim");
+    let mut recipes = RecipesClient::new(channel.clone());
+    for data in ["one", "two"] {
+        let put = QueuePutRequest { path: queue.clone(), data: data.into(), ..Default::default() };
+        recipes.queue_put(put).await.unwrap();
+    }
+    let claim = |session: u64, timeout_ms: u64| QueueClaimRequest {
+        session,
+        path: queue.clone(),
+        timeout_ms: Some(timeout_ms),
+        recipe: String::new(),
+    };
+    let len = |recipes: &mut RecipesClient<Channel>| {
+        let request = PathRequest { path: queue.clone(), recipe: String::new() };
+        let mut recipes = recipes.clone();
+        async move { recipes.queue_len(request).await.unwrap().into_inner().items }
+    };
+    // A consumer that claims "one" and goes silent before acking.
+    let silent = silent_session(&channel, 1000).await;
+    let lost = recipes.queue_claim(claim(silent, 5000)).await.unwrap().into_inner();
+    let lost_item = lost.item.unwrap();
+    assert_eq!(lost_item.data, b"one");
+    assert_eq!(children(&checker, &format!("{queue}-claims")).await.len(), 1, "the claim node");
+    // Another consumer gets "two" while "one" is claimed.
+    let (kept, _keep) = session(&channel, 5000).await;
+    let second = recipes.queue_claim(claim(kept, 5000)).await.unwrap().into_inner();
+    assert_eq!(second.item.as_ref().unwrap().data, b"two");
+    recipes.queue_ack(HandleRef { session: kept, handle: second.handle }).await.unwrap();
+    assert_eq!(len(&mut recipes).await, 1, "\"two\" is gone, \"one\" is still claimed");
+    // Once the silent session ends, "one" is claimable again: taken exactly once.
+    let again =
+        within(Duration::from_secs(10), "the item comes back", recipes.queue_claim(claim(kept, 5000)))
+            .await
+            .unwrap()
+            .into_inner();
+    let item = again.item.unwrap();
+    assert_eq!((item.data.as_slice(), &item.node), (b"one".as_slice(), &lost_item.node));
+    let late = recipes.queue_ack(HandleRef { session: silent, handle: lost.handle }).await.unwrap_err();
+    assert_eq!(late.code(), tonic::Code::NotFound, "the silent consumer's claim is over");
+    recipes.queue_ack(HandleRef { session: kept, handle: again.handle }).await.unwrap();
+    assert_eq!(len(&mut recipes).await, 0);
+    let none = recipes.queue_claim(claim(kept, 300)).await.unwrap_err();
+    assert_eq!(none.code(), tonic::Code::DeadlineExceeded, "nothing else is left: {none:?}");
+    let take = WaitRequest { path: queue.clone(), timeout_ms: Some(200), recipe: String::new() };
+    assert_eq!(recipes.queue_take(take).await.unwrap_err().code(), tonic::Code::DeadlineExceeded);
+    assert!(children(&checker, &format!("{queue}-claims")).await.is_empty(), "no claim is left");
+    // An ack of a handle that is not a queue claim is refused and leaves the claim held.
+    let lock = recipes.acquire(acquire(kept, &unique("serve-claim-lock"))).await.unwrap().into_inner();
+    let wrong = recipes.queue_ack(HandleRef { session: kept, handle: lock.handle }).await.unwrap_err();
+    assert_eq!(wrong.code(), tonic::Code::FailedPrecondition, "{wrong:?}");
+    recipes.release(HandleRef { session: kept, handle: lock.handle }).await.unwrap();
 }
