@@ -154,3 +154,28 @@ async fn ephemeral_items_vanish_with_their_producer_and_empty_takes_time_out() {
     assert_eq!(consumer.len(&path).await.unwrap(), 1, "the ephemeral item went with its producer");
     assert_eq!(consumer.take(&path, None).await.unwrap().data, b"durable");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claimer_waits_quietly_while_every_item_is_claimed() {
+    let host = host().await;
+    let path = unique("all-claimed");
+    let mut producer = handle(&host).await;
+    producer.put(&path, b"only", None, false).await.unwrap();
+    let mut first = handle(&host).await;
+    let held = first.claim(&path, Some(Duration::from_secs(5))).await.unwrap();
+
+    // Every item is claimed: a second claimer times out, having waited, not spun.
+    let mut second = handle(&host).await;
+    let calls = host.stats().calls.load(Ordering::SeqCst);
+    let timed_out = second.claim(&path, Some(Duration::from_secs(1))).await;
+    assert!(matches!(timed_out, Err(RecipeError::Zk(ZkError::Timeout))), "{timed_out:?}");
+    let made = host.stats().calls.load(Ordering::SeqCst) - calls;
+    assert!(made < 100, "{made} host calls in one second of waiting: the claimer spun");
+
+    // The first claimer goes without acking: the waiting claimer gets the item.
+    let waiting = tokio::spawn(async move { second.claim(&path, Some(LIMIT)).await });
+    first.close().await;
+    let item = within(LIMIT, "the freed item is claimed", waiting).await.unwrap().unwrap();
+    assert_eq!(item.node, held.node);
+    assert_eq!(item.data, b"only");
+}

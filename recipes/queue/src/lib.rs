@@ -10,7 +10,7 @@
 wazoo_guest::recipe_world!("wazoo:recipes/queue-recipe@0.1.0");
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 use exports::wazoo::recipes::queue::{Guest, Item};
 use wazoo_guest::{self as zk, CreateMode, Deadline, DeleteOp, Op, Watcher, ZkError};
@@ -139,8 +139,17 @@ impl Guest for Queue {
         zk::check_path(&path)?;
         let deadline = Deadline::after_ms(timeout_ms);
         let claims = claims_dir(&path);
+        // Items found claimed by others since the last wait: meeting one again means a whole
+        // pass found nothing to claim, so wait for a claim to go (or time to pass) rather than
+        // list again at once.
+        let mut taken: HashSet<String> = HashSet::new();
         loop {
             let name = next_name(&path, deadline)?;
+            if !taken.insert(name.clone()) {
+                wait_for_claims(&claims, deadline)?;
+                taken.clear();
+                continue;
+            }
             let node = zk::join(&path, &name);
             let claim = zk::join(&claims, &name);
             let me = zk::instance_id();
@@ -198,6 +207,27 @@ impl Guest for Queue {
 
 /// Whether the claim node exists and is this instance's: handles on one host share a session,
 /// so the claim's data (the claimer's instance id) decides, not its owner.
+/// Every item is claimed: waits until a claim is deleted or made (its claimer acked, or died),
+/// at most `CLAIMED_WAIT_MS` at a time, since a new item does not touch the claims directory.
+fn wait_for_claims(claims: &str, deadline: Deadline) -> Result<(), ZkError> {
+    let (_, _, watcher) = match zk::retrying(|| zk::get_children_watch(claims)) {
+        Ok(listed) => listed,
+        Err(ZkError::NoNode) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let slice = match deadline.remaining_ms() {
+        Some(ms) => ms.min(CLAIMED_WAIT_MS),
+        None => CLAIMED_WAIT_MS,
+    };
+    match zk::wait_on(&watcher, Deadline::after_ms(Some(slice))) {
+        Err(ZkError::Timeout) if !deadline.expired() => Ok(()),
+        other => other,
+    }
+}
+
+/// How long a claimer waits on the claims before it looks at the items again.
+const CLAIMED_WAIT_MS: u64 = 250;
+
 fn owned_claim(claim: &str) -> Result<bool, ZkError> {
     match zk::retrying(|| zk::get_data(claim)) {
         Ok((data, stat)) => {
