@@ -7,6 +7,9 @@
 //! `WAZOO_BENCH_OPS` sets the operations per side (default 6000); `WAZOO_ZOOKEEPER` uses an
 //! existing ZooKeeper instead of starting one.
 
+mod common;
+
+use common::{ms, percentile, us};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -172,23 +175,4 @@ async fn native_lock(client: &Client, dir: &str, options: LockOptions<'_>) -> an
     // Already deleted: skip the drop's second, background delete.
     std::mem::forget(lock);
     Ok(())
-}
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort_unstable();
-    let index = ((p / 100.0) * (samples.len() - 1) as f64).round() as usize;
-    samples[index]
-}
-
-fn us(d: Duration) -> String {
-    let micros = d.as_secs_f64() * 1e6;
-    if micros < 10.0 {
-        format!("{micros:.2} µs")
-    } else {
-        format!("{micros:.0} µs")
-    }
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }

@@ -27,6 +27,9 @@
 //! operations of the multi-client runs (default 4000; the one-client run does half);
 //! `WAZOO_ZOOKEEPER` uses an existing ZooKeeper instead of starting one.
 
+mod common;
+
+use common::{ms, percentile, us};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -460,28 +463,4 @@ fn relabelled(component: &[u8], label: &str) -> Vec<u8> {
     out.push(payload.len() as u8);
     out.extend_from_slice(&payload);
     out
-}
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort_unstable();
-    let index = ((p / 100.0) * (samples.len() - 1) as f64).round() as usize;
-    samples[index]
-}
-
-fn us(d: Duration) -> String {
-    let micros = d.as_secs_f64() * 1e6;
-    if micros < 10.0 {
-        format!("{micros:.2} µs")
-    } else {
-        format!("{micros:.0} µs")
-    }
-}
-
-fn ms(d: Duration) -> String {
-    let millis = d.as_secs_f64() * 1e3;
-    if millis < 10.0 {
-        format!("{millis:.2} ms")
-    } else {
-        format!("{millis:.1} ms")
-    }
 }

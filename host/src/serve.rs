@@ -35,6 +35,63 @@ use pb::admin_server::{Admin, AdminServer};
 use pb::recipes_server::{Recipes, RecipesServer};
 use pb::sessions_server::{Sessions, SessionsServer};
 
+/// One call on a fresh handle of `$recipe` (made by `Host::$make`) that ends with the call:
+/// measured, with its error mapped to a gRPC status.
+macro_rules! once {
+    ($self:ident, $method:literal, $recipe:expr, $make:ident, |$h:ident| $call:expr, $reply:expr) => {{
+        let recipe = $recipe.to_string();
+        $self
+            .measured($method, &recipe, async {
+                let mut $h = $self.host.$make(&recipe).await.map_err(no_handle)?;
+                let outcome = $call.await;
+                $h.close().await;
+                outcome.map($reply).map_err(status)
+            })
+            .await
+    }};
+}
+
+/// A stream over a fresh handle (bound to `$h`): what `first` finds, then every change `next`
+/// reports (blocking up to [`STREAM_POLL`], told the `key` of what was last sent), until the
+/// client goes or the recipe fails; then the handle ends.
+macro_rules! follow {
+    ($h:ident = $open:expr, first: $first:expr, key: $key:expr, event: $event:expr,
+     next: |$known:ident| $next:expr) => {{
+        let mut $h = $open.await.map_err(no_handle)?;
+        let first = match $first.await {
+            Ok(first) => first,
+            Err(e) => {
+                $h.close().await;
+                return Err(status(e));
+            }
+        };
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            let (key, event) = ($key, $event);
+            let mut $known = key(&first);
+            let mut open = tx.send(Ok(event(first))).await.is_ok();
+            while open && !tx.is_closed() {
+                match $next.await {
+                    Ok(now) => {
+                        let seen = key(&now);
+                        if seen != $known {
+                            $known = seen;
+                            open = tx.send(Ok(event(now))).await.is_ok();
+                        }
+                    }
+                    Err(RecipeError::Zk(ZkError::Timeout)) => {}
+                    Err(e) => {
+                        let _ = tx.send(Err(status(e))).await;
+                        break;
+                    }
+                }
+            }
+            $h.close().await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }};
+}
+
 /// Shortest client-session TTL accepted.
 const MIN_TTL: Duration = Duration::from_millis(500);
 /// How often expired client sessions are looked for.
@@ -638,78 +695,47 @@ impl Recipes for Api {
         request: Request<pb::ObserveRequest>,
     ) -> Result<Response<Self::ObserveStream>, Status> {
         let req = request.into_inner();
-        let mut h = self.host.election(or(&req.recipe, "election")).await.map_err(no_handle)?;
-        let first = h.leader(&req.path).await.map_err(status)?;
-        let (tx, rx) = mpsc::channel(16);
-        tokio::spawn(async move {
-            let event = |info: &Option<crate::LeaderInfo>| match info {
-                Some(i) => {
-                    pb::LeaderEvent { leader_id: i.id.clone(), node: i.node.clone(), fencing_token: i.token }
-                }
+        follow!(
+            h = self.host.election(or(&req.recipe, "election")),
+            first: h.leader(&req.path),
+            key: |info: &Option<crate::LeaderInfo>| info.as_ref().map(|i| i.node.clone()),
+            event: |info: Option<crate::LeaderInfo>| match info {
+                Some(i) => pb::LeaderEvent { leader_id: i.id, node: i.node, fencing_token: i.token },
                 None => pb::LeaderEvent::default(),
-            };
-            let mut known = first.as_ref().map(|i| i.node.clone());
-            if tx.send(Ok(event(&first))).await.is_err() {
-                h.close().await;
-                return;
-            }
-            while !tx.is_closed() {
-                match h.observe(&req.path, known.as_deref(), Some(STREAM_POLL)).await {
-                    Ok(now) => {
-                        let node = now.as_ref().map(|i| i.node.clone());
-                        if node != known {
-                            known = node;
-                            if tx.send(Ok(event(&now))).await.is_err() {
-                                break;
-                            }
-                        }
-                    }
-                    Err(RecipeError::Zk(ZkError::Timeout)) => {}
-                    Err(e) => {
-                        let _ = tx.send(Err(status(e))).await;
-                        break;
-                    }
-                }
-            }
-            h.close().await;
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+            },
+            next: |known| h.observe(&req.path, known.as_deref(), Some(STREAM_POLL))
+        )
     }
 
     async fn barrier_set(&self, request: Request<pb::PathRequest>) -> Result<Response<pb::Done>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "barrier").to_string();
-        self.measured("BarrierSet", &recipe, async {
-            let mut h = self.host.barrier(&recipe).await.map_err(no_handle)?;
-            let outcome = h.set(&req.path).await;
-            h.close().await;
-            outcome.map(|changed| pb::Done { changed }).map_err(status)
+        once!(self, "BarrierSet", or(&req.recipe, "barrier"), barrier, |h| h.set(&req.path), |changed| {
+            pb::Done { changed }
         })
-        .await
     }
 
     async fn barrier_remove(&self, request: Request<pb::PathRequest>) -> Result<Response<pb::Done>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "barrier").to_string();
-        self.measured("BarrierRemove", &recipe, async {
-            let mut h = self.host.barrier(&recipe).await.map_err(no_handle)?;
-            let outcome = h.remove(&req.path).await;
-            h.close().await;
-            outcome.map(|changed| pb::Done { changed }).map_err(status)
-        })
-        .await
+        once!(
+            self,
+            "BarrierRemove",
+            or(&req.recipe, "barrier"),
+            barrier,
+            |h| h.remove(&req.path),
+            |changed| pb::Done { changed }
+        )
     }
 
     async fn barrier_wait(&self, request: Request<pb::WaitRequest>) -> Result<Response<pb::Empty>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "barrier").to_string();
-        self.measured("BarrierWait", &recipe, async {
-            let mut h = self.host.barrier(&recipe).await.map_err(no_handle)?;
-            let outcome = h.wait(&req.path, millis(req.timeout_ms)).await;
-            h.close().await;
-            outcome.map(|()| pb::Empty {}).map_err(status)
-        })
-        .await
+        once!(
+            self,
+            "BarrierWait",
+            or(&req.recipe, "barrier"),
+            barrier,
+            |h| h.wait(&req.path, millis(req.timeout_ms)),
+            |()| pb::Empty {}
+        )
     }
 
     async fn queue_put(
@@ -735,14 +761,14 @@ impl Recipes for Api {
 
     async fn queue_take(&self, request: Request<pb::WaitRequest>) -> Result<Response<pb::QueueItem>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "queue").to_string();
-        self.measured("QueueTake", &recipe, async {
-            let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
-            let outcome = h.take(&req.path, millis(req.timeout_ms)).await;
-            h.close().await;
-            outcome.map(|item| pb::QueueItem { node: item.node, data: item.data }).map_err(status)
-        })
-        .await
+        once!(
+            self,
+            "QueueTake",
+            or(&req.recipe, "queue"),
+            queue,
+            |h| h.take(&req.path, millis(req.timeout_ms)),
+            |item| pb::QueueItem { node: item.node, data: item.data }
+        )
     }
 
     async fn config_get(
@@ -750,14 +776,7 @@ impl Recipes for Api {
         request: Request<pb::PathRequest>,
     ) -> Result<Response<pb::ConfigEntry>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "config").to_string();
-        self.measured("ConfigGet", &recipe, async {
-            let mut h = self.host.config(&recipe).await.map_err(no_handle)?;
-            let outcome = h.get(&req.path).await;
-            h.close().await;
-            outcome.map(entry).map_err(status)
-        })
-        .await
+        once!(self, "ConfigGet", or(&req.recipe, "config"), config, |h| h.get(&req.path), entry)
     }
 
     async fn config_set(
@@ -765,16 +784,14 @@ impl Recipes for Api {
         request: Request<pb::ConfigSetRequest>,
     ) -> Result<Response<pb::ConfigEntry>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "config").to_string();
-        self.measured("ConfigSet", &recipe, async {
-            let mut h = self.host.config(&recipe).await.map_err(no_handle)?;
-            let outcome = h.set(&req.path, &req.data, req.expected_version).await;
-            h.close().await;
-            outcome
-                .map(|version| pb::ConfigEntry { exists: true, data: req.data.clone(), version })
-                .map_err(status)
-        })
-        .await
+        once!(
+            self,
+            "ConfigSet",
+            or(&req.recipe, "config"),
+            config,
+            |h| h.set(&req.path, &req.data, req.expected_version),
+            |version| pb::ConfigEntry { exists: true, data: req.data.clone(), version }
+        )
     }
 
     type ConfigWatchStream = Events<pb::ConfigEntry>;
@@ -784,48 +801,25 @@ impl Recipes for Api {
         request: Request<pb::PathRequest>,
     ) -> Result<Response<Self::ConfigWatchStream>, Status> {
         let req = request.into_inner();
-        let mut h = self.host.config(or(&req.recipe, "config")).await.map_err(no_handle)?;
-        let first = h.get(&req.path).await.map_err(status)?;
-        let (tx, rx) = mpsc::channel(16);
-        tokio::spawn(async move {
-            let mut known = first.as_ref().map(|e| e.version);
-            if tx.send(Ok(entry(first))).await.is_err() {
-                h.close().await;
-                return;
-            }
-            while !tx.is_closed() {
-                match h.watch(&req.path, known, Some(STREAM_POLL)).await {
-                    Ok(now) => {
-                        let version = now.as_ref().map(|e| e.version);
-                        if version != known {
-                            known = version;
-                            if tx.send(Ok(entry(now))).await.is_err() {
-                                break;
-                            }
-                        }
-                    }
-                    Err(RecipeError::Zk(ZkError::Timeout)) => {}
-                    Err(e) => {
-                        let _ = tx.send(Err(status(e))).await;
-                        break;
-                    }
-                }
-            }
-            h.close().await;
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        follow!(
+            h = self.host.config(or(&req.recipe, "config")),
+            first: h.get(&req.path),
+            key: |found: &Option<crate::Entry>| found.as_ref().map(|e| e.version),
+            event: entry,
+            next: |known| h.watch(&req.path, known, Some(STREAM_POLL))
+        )
     }
 
     async fn revoke(&self, request: Request<pb::RevokeRequest>) -> Result<Response<pb::RevokeReply>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "lock").to_string();
-        self.measured("Revoke", &recipe, async {
-            let mut h = self.host.lock(&recipe).await.map_err(no_handle)?;
-            let outcome = h.revoke(&req.node, millis(req.grace_ms)).await;
-            h.close().await;
-            outcome.map(|released| pb::RevokeReply { released }).map_err(status)
-        })
-        .await
+        once!(
+            self,
+            "Revoke",
+            or(&req.recipe, "lock"),
+            lock,
+            |h| h.revoke(&req.node, millis(req.grace_ms)),
+            |released| pb::RevokeReply { released }
+        )
     }
 
     async fn queue_len(
@@ -833,14 +827,9 @@ impl Recipes for Api {
         request: Request<pb::PathRequest>,
     ) -> Result<Response<pb::QueueLength>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "queue").to_string();
-        self.measured("QueueLen", &recipe, async {
-            let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
-            let outcome = h.len(&req.path).await;
-            h.close().await;
-            outcome.map(|items| pb::QueueLength { items }).map_err(status)
+        once!(self, "QueueLen", or(&req.recipe, "queue"), queue, |h| h.len(&req.path), |items| {
+            pb::QueueLength { items }
         })
-        .await
     }
 
     async fn queue_claim(
@@ -887,14 +876,9 @@ impl Recipes for Api {
         request: Request<pb::PathRequest>,
     ) -> Result<Response<pb::CounterValue>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "config").to_string();
-        self.measured("CounterGet", &recipe, async {
-            let mut h = self.host.config(&recipe).await.map_err(no_handle)?;
-            let outcome = h.counter(&req.path).await;
-            h.close().await;
-            outcome.map(|value| pb::CounterValue { value }).map_err(status)
+        once!(self, "CounterGet", or(&req.recipe, "config"), config, |h| h.counter(&req.path), |value| {
+            pb::CounterValue { value }
         })
-        .await
     }
 
     async fn counter_add(
@@ -902,14 +886,14 @@ impl Recipes for Api {
         request: Request<pb::CounterAddRequest>,
     ) -> Result<Response<pb::CounterValue>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "config").to_string();
-        self.measured("CounterAdd", &recipe, async {
-            let mut h = self.host.config(&recipe).await.map_err(no_handle)?;
-            let outcome = h.add(&req.path, req.delta).await;
-            h.close().await;
-            outcome.map(|value| pb::CounterValue { value }).map_err(status)
-        })
-        .await
+        once!(
+            self,
+            "CounterAdd",
+            or(&req.recipe, "config"),
+            config,
+            |h| h.add(&req.path, req.delta),
+            |value| pb::CounterValue { value }
+        )
     }
 
     async fn group_join(
@@ -947,14 +931,7 @@ impl Recipes for Api {
         request: Request<pb::PathRequest>,
     ) -> Result<Response<pb::Membership>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "group").to_string();
-        self.measured("GroupMembers", &recipe, async {
-            let mut h = self.host.group(&recipe).await.map_err(no_handle)?;
-            let outcome = h.members(&req.path).await;
-            h.close().await;
-            outcome.map(membership).map_err(status)
-        })
-        .await
+        once!(self, "GroupMembers", or(&req.recipe, "group"), group, |h| h.members(&req.path), membership)
     }
 
     type GroupWatchStream = Events<pb::Membership>;
@@ -964,41 +941,13 @@ impl Recipes for Api {
         request: Request<pb::PathRequest>,
     ) -> Result<Response<Self::GroupWatchStream>, Status> {
         let req = request.into_inner();
-        let mut h = self.host.group(or(&req.recipe, "group")).await.map_err(no_handle)?;
-        let first = match h.members(&req.path).await {
-            Ok(first) => first,
-            Err(e) => {
-                h.close().await;
-                return Err(status(e));
-            }
-        };
-        let (tx, rx) = mpsc::channel(16);
-        tokio::spawn(async move {
-            let mut known = first.version;
-            if tx.send(Ok(membership(first))).await.is_err() {
-                h.close().await;
-                return;
-            }
-            while !tx.is_closed() {
-                match h.watch(&req.path, known, Some(STREAM_POLL)).await {
-                    Ok(now) => {
-                        if now.version != known {
-                            known = now.version;
-                            if tx.send(Ok(membership(now))).await.is_err() {
-                                break;
-                            }
-                        }
-                    }
-                    Err(RecipeError::Zk(ZkError::Timeout)) => {}
-                    Err(e) => {
-                        let _ = tx.send(Err(status(e))).await;
-                        break;
-                    }
-                }
-            }
-            h.close().await;
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        follow!(
+            h = self.host.group(or(&req.recipe, "group")),
+            first: h.members(&req.path),
+            key: |m: &crate::Membership| m.version,
+            event: membership,
+            next: |known| h.watch(&req.path, known, Some(STREAM_POLL))
+        )
     }
 
     async fn double_barrier_enter(

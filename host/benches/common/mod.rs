@@ -1,0 +1,28 @@
+//! What the benchmarks share: percentiles and how durations are printed.
+
+use std::time::Duration;
+
+/// The `p`th percentile of `samples` (sorted in place).
+pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort_unstable();
+    let index = ((p / 100.0) * (samples.len() - 1) as f64).round() as usize;
+    samples[index]
+}
+
+pub fn us(d: Duration) -> String {
+    let micros = d.as_secs_f64() * 1e6;
+    if micros < 10.0 {
+        format!("{micros:.2} µs")
+    } else {
+        format!("{micros:.0} µs")
+    }
+}
+
+pub fn ms(d: Duration) -> String {
+    let millis = d.as_secs_f64() * 1e3;
+    if millis < 10.0 {
+        format!("{millis:.2} ms")
+    } else {
+        format!("{millis:.1} ms")
+    }
+}
