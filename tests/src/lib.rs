@@ -7,6 +7,7 @@
 
 pub mod chaos;
 pub mod components;
+pub mod daemon;
 pub mod proxy;
 pub mod scenarios;
 

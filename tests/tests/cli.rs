@@ -4,35 +4,16 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
+use wazoo_tests::daemon::{cli, output};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn wazoo() -> Command {
-    let mut command = Command::new(wazoo_bin());
-    command
-        .env("WAZOO_ZOOKEEPER", zk().address())
-        .env("WAZOO_PLUGINS", plugins())
-        .env_remove("WAZOO_LOG")
-        .env_remove("WAZOO_SERVER")
-        .kill_on_drop(true);
-    command
-}
-
-async fn output(command: &mut Command) -> (i32, String, String) {
-    let out = within(LIMIT, "wazoo finishes", command.output()).await.unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// Starts `wazoo lock PATH -- sh -c 'echo started $$; exec sleep 600'` and waits for the
 /// command to start; returns the child and the command's PID.
 async fn hold_with_cli(path: &str, extra: &[&str]) -> (Child, u32) {
-    let mut child = wazoo()
+    let mut child = cli()
         .args(extra)
         .args(["lock", path, "--grace", "5s", "--", "sh", "-c", "echo started $$; exec sleep 600"])
         .stdout(Stdio::piped())
@@ -63,7 +44,7 @@ async fn stderr_of(child: &mut Child) -> String {
 async fn cli_runs_command_under_lock_with_token_and_its_exit_status() {
     let checker = client(&zk().address()).await;
     let path = unique("cli-run");
-    let (code, stdout, _) = output(wazoo().args([
+    let (code, stdout, _) = output(cli().args([
         "lock",
         &path,
         "--",
@@ -88,7 +69,7 @@ async fn cli_timeout_exits_3_and_leaves_no_node() {
     let host = host().await;
     let mut holder = host.lock("lock").await.unwrap();
     holder.acquire(&path, None).await.unwrap();
-    let (code, _, stderr) = output(wazoo().args(["lock", &path, "--timeout", "500ms", "--", "true"])).await;
+    let (code, _, stderr) = output(cli().args(["lock", &path, "--timeout", "500ms", "--", "true"])).await;
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("timed out"), "{stderr}");
     assert_eq!(children(&checker, &path).await.len(), 1, "only the holder's node remains");
@@ -152,7 +133,7 @@ async fn cli_refuses_bad_input_clearly() {
         (vec!["run", "/nonexistent.wasm"], "not found"),
     ];
     for (args, message) in cases {
-        let (code, _, stderr) = output(wazoo().args(&args)).await;
+        let (code, _, stderr) = output(cli().args(&args)).await;
         assert_ne!(code, 0, "{args:?} must fail");
         assert!(stderr.contains(message), "{args:?}: stderr {stderr:?} does not say {message:?}");
         assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
@@ -163,7 +144,7 @@ async fn cli_refuses_bad_input_clearly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_lock_with_a_non_lock_component_is_refused() {
-    let (code, _, stderr) = output(wazoo().args(["lock", "/t/x", "--recipe", "tree", "--", "true"])).await;
+    let (code, _, stderr) = output(cli().args(["lock", "/t/x", "--recipe", "tree", "--", "true"])).await;
     assert_eq!(code, 1);
     assert!(
         stderr.contains("wazoo:recipes/custom") && stderr.contains("not wazoo:recipes/lock-recipe"),
@@ -178,7 +159,7 @@ async fn cli_runs_a_custom_recipe() {
     let opts = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     checker.mkdir(&format!("{path}/a/b"), &opts).await.unwrap();
     checker.create(&format!("{path}/a/data"), b"hello", &opts).await.unwrap();
-    let (code, stdout, stderr) = output(wazoo().args(["run", "tree", &path])).await;
+    let (code, stdout, stderr) = output(cli().args(["run", "tree", &path])).await;
     assert_eq!(code, 0, "{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{stdout}");
@@ -186,14 +167,14 @@ async fn cli_runs_a_custom_recipe() {
     assert!(lines[1].trim_start().starts_with("a "));
     assert!(lines[2].trim_start().starts_with("b "));
     assert!(lines[3].contains("data") && lines[3].contains("[5 bytes"), "{stdout}");
-    let (code, _, stderr) = output(wazoo().args(["run", "tree", &format!("{path}/missing")])).await;
+    let (code, _, stderr) = output(cli().args(["run", "tree", &format!("{path}/missing")])).await;
     assert_eq!(code, 1);
     assert!(stderr.contains("no such node"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_lists_recipes_with_their_worlds() {
-    let (code, stdout, _) = output(wazoo().args(["recipes", "list"])).await;
+    let (code, stdout, _) = output(cli().args(["recipes", "list"])).await;
     assert_eq!(code, 0);
     assert!(
         stdout.lines().any(|l| l.starts_with("lock ") && l.contains("wazoo:recipes/lock-recipe@0.1.0")),
@@ -209,7 +190,7 @@ async fn cli_lists_recipes_with_their_worlds() {
 async fn cli_rwlock_runs_command_in_the_mode_asked() {
     let checker = client(&zk().address()).await;
     let path = unique("cli-rw");
-    let (code, stdout, stderr) = output(wazoo().args([
+    let (code, stdout, stderr) = output(cli().args([
         "rwlock",
         "read",
         &path,
@@ -224,7 +205,7 @@ async fn cli_rwlock_runs_command_in_the_mode_asked() {
     assert_eq!(words.next(), Some("read"));
     assert!(words.next().unwrap().contains("-__READ__"), "{stdout}");
     assert!(children(&checker, &path).await.is_empty());
-    let (code, _, stderr) = output(wazoo().args(["rwlock", "sideways", &path, "--", "true"])).await;
+    let (code, _, stderr) = output(cli().args(["rwlock", "sideways", &path, "--", "true"])).await;
     assert_eq!(code, 2, "a bad mode is a usage error");
     assert!(stderr.contains("expected read or write"), "{stderr}");
 }
@@ -235,7 +216,7 @@ async fn cli_elect_runs_command_as_leader_and_leader_shows_it() {
     let script =
         "echo \"$WAZOO_LEADER_ID $WAZOO_FENCING_TOKEN\"; \"$WAZOO_BIN\" leader \"$WAZOO_ELECTION_PATH\"";
     let (code, stdout, stderr) = output(
-        wazoo()
+        cli()
             .env("WAZOO_BIN", wazoo_bin())
             .args(["elect", &path, "--id", "node-a", "--", "sh", "-c", script]),
     )
@@ -246,18 +227,18 @@ async fn cli_elect_runs_command_as_leader_and_leader_shows_it() {
     let token = lines[0].split_whitespace().nth(1).unwrap();
     assert!(lines[1].starts_with("node-a  token ") && lines[1].contains(token), "{stdout}");
     assert!(lines[1].contains("ack: node-a running sh"), "the leader acknowledged: {stdout}");
-    let (code, stdout, _) = output(wazoo().args(["leader", &path])).await;
+    let (code, stdout, _) = output(cli().args(["leader", &path])).await;
     assert_eq!((code, stdout.trim()), (1, "no leader"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_barrier_set_wait_remove() {
     let path = format!("{}/gate", unique("cli-barrier"));
-    assert_eq!(output(wazoo().args(["barrier", "set", &path])).await.1.trim(), "set");
-    assert_eq!(output(wazoo().args(["barrier", "set", &path])).await.1.trim(), "already set");
-    let (code, _, stderr) = output(wazoo().args(["barrier", "wait", &path, "--timeout", "300ms"])).await;
+    assert_eq!(output(cli().args(["barrier", "set", &path])).await.1.trim(), "set");
+    assert_eq!(output(cli().args(["barrier", "set", &path])).await.1.trim(), "already set");
+    let (code, _, stderr) = output(cli().args(["barrier", "wait", &path, "--timeout", "300ms"])).await;
     assert_eq!(code, 3, "{stderr}");
-    let waiting = wazoo().args(["barrier", "wait", &path]).output();
+    let waiting = cli().args(["barrier", "wait", &path]).output();
     let waiting = tokio::spawn(waiting);
     let checker = client(&zk().address()).await;
     // The waiter's exists watch is on the server before the barrier comes down.
@@ -272,7 +253,7 @@ async fn cli_barrier_set_wait_remove() {
         }
     })
     .await;
-    let (code, stdout, _) = output(wazoo().args(["barrier", "remove", &path])).await;
+    let (code, stdout, _) = output(cli().args(["barrier", "remove", &path])).await;
     assert_eq!((code, stdout.trim()), (0, "removed"));
     let out = within(LIMIT, "the CLI waiter returns", waiting).await.unwrap().unwrap();
     assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).trim()), (Some(0), "down"));
@@ -282,20 +263,12 @@ async fn cli_barrier_set_wait_remove() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_semaphore_runs_command_under_a_lease() {
     let path = unique("cli-sem");
-    let (code, stdout, stderr) = output(wazoo().args([
-        "semaphore",
-        &path,
-        "--leases",
-        "3",
-        "--",
-        "sh",
-        "-c",
-        "echo $WAZOO_LEASE_NODE",
-    ]))
-    .await;
+    let (code, stdout, stderr) =
+        output(cli().args(["semaphore", &path, "--leases", "3", "--", "sh", "-c", "echo $WAZOO_LEASE_NODE"]))
+            .await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.trim().starts_with(&format!("{path}/leases/_c_")), "{stdout}");
-    let (code, _, stderr) = output(wazoo().args(["semaphore", &path, "--leases", "0", "--", "true"])).await;
+    let (code, _, stderr) = output(cli().args(["semaphore", &path, "--leases", "0", "--", "true"])).await;
     assert_eq!(code, 1);
     assert!(stderr.contains("at least 1"), "{stderr}");
 }
@@ -305,14 +278,14 @@ async fn cli_queue_put_len_take() {
     let path = unique("cli-queue");
     for (data, priority) in [("later", "20"), ("sooner", "10")] {
         let (code, stdout, stderr) =
-            output(wazoo().args(["queue", "put", &path, data, "--priority", priority])).await;
+            output(cli().args(["queue", "put", &path, data, "--priority", priority])).await;
         assert_eq!(code, 0, "{stderr}");
         assert!(stdout.trim().starts_with(&format!("{path}/queue-{priority}")), "{stdout}");
     }
-    assert_eq!(output(wazoo().args(["queue", "len", &path])).await.1.trim(), "2");
-    assert_eq!(output(wazoo().args(["queue", "take", &path])).await.1.trim(), "sooner");
-    assert_eq!(output(wazoo().args(["queue", "take", &path])).await.1.trim(), "later");
-    let (code, _, _) = output(wazoo().args(["queue", "take", &path, "--timeout", "200ms"])).await;
+    assert_eq!(output(cli().args(["queue", "len", &path])).await.1.trim(), "2");
+    assert_eq!(output(cli().args(["queue", "take", &path])).await.1.trim(), "sooner");
+    assert_eq!(output(cli().args(["queue", "take", &path])).await.1.trim(), "later");
+    let (code, _, _) = output(cli().args(["queue", "take", &path, "--timeout", "200ms"])).await;
     assert_eq!(code, 3);
 }
 
@@ -320,19 +293,19 @@ async fn cli_queue_put_len_take() {
 async fn cli_config_counter_and_group() {
     let path = unique("cli-values");
     let value = format!("{path}/endpoint");
-    assert_eq!(output(wazoo().args(["config", "set", &value, "a:1"])).await.1.trim(), "0");
-    assert_eq!(output(wazoo().args(["config", "get", &value])).await.1.trim(), "a:1");
-    let (code, _, stderr) = output(wazoo().args(["config", "set", &value, "b:2", "--version", "7"])).await;
+    assert_eq!(output(cli().args(["config", "set", &value, "a:1"])).await.1.trim(), "0");
+    assert_eq!(output(cli().args(["config", "get", &value])).await.1.trim(), "a:1");
+    let (code, _, stderr) = output(cli().args(["config", "set", &value, "b:2", "--version", "7"])).await;
     assert_eq!(code, 1);
     assert!(stderr.contains("no longer at version 7"), "{stderr}");
     let counter = format!("{path}/hits");
-    assert_eq!(output(wazoo().args(["counter", "add", &counter, "5"])).await.1.trim(), "5");
-    assert_eq!(output(wazoo().args(["counter", "add", &counter, "-2"])).await.1.trim(), "3");
-    assert_eq!(output(wazoo().args(["counter", "get", &counter])).await.1.trim(), "3");
+    assert_eq!(output(cli().args(["counter", "add", &counter, "5"])).await.1.trim(), "5");
+    assert_eq!(output(cli().args(["counter", "add", &counter, "-2"])).await.1.trim(), "3");
+    assert_eq!(output(cli().args(["counter", "get", &counter])).await.1.trim(), "3");
     let group = format!("{path}/workers");
     let list = format!("\"$WAZOO_BIN\" group list {group}");
     let (code, stdout, stderr) = output(
-        wazoo()
+        cli()
             .env("WAZOO_BIN", wazoo_bin())
             .args(["group", "join", &group, "w1", "--data", "busy", "--", "sh", "-c", &list]),
     )
@@ -340,7 +313,7 @@ async fn cli_config_counter_and_group() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(stdout.trim(), "w1 busy");
     assert_eq!(
-        output(wazoo().args(["group", "list", &group])).await.1.trim(),
+        output(cli().args(["group", "list", &group])).await.1.trim(),
         "",
         "left when the command ended"
     );
@@ -350,7 +323,7 @@ async fn cli_config_counter_and_group() {
 async fn cli_double_barrier_runs_command_between_enter_and_leave() {
     let path = unique("cli-double");
     let run = |tag: &'static str| {
-        let mut cmd = wazoo();
+        let mut cmd = cli();
         cmd.args(["double-barrier", &path, "--count", "2", "--timeout", "30s", "--", "sh", "-c"]);
         cmd.arg(format!("echo {tag}; exit 3"));
         tokio::spawn(async move { output(&mut cmd).await })
@@ -360,7 +333,7 @@ async fn cli_double_barrier_runs_command_between_enter_and_leave() {
     assert_eq!((a.0, a.1.trim()), (3, "a"), "{}", a.2);
     assert_eq!((b.0, b.1.trim()), (3, "b"), "{}", b.2);
     let (code, _, stderr) =
-        output(wazoo().args(["double-barrier", &path, "--count", "2", "--timeout", "300ms", "--", "true"]))
+        output(cli().args(["double-barrier", &path, "--count", "2", "--timeout", "300ms", "--", "true"]))
             .await;
     assert_eq!(code, 3, "alone, it cannot enter: {stderr}");
     let checker = client(&zk().address()).await;
@@ -373,7 +346,7 @@ async fn cli_holder_stops_and_releases_when_revoked() {
     let path = unique("cli-revoke");
     let (mut child, pid) = hold_with_cli(&path, &[]).await;
     let node = format!("{path}/{}", children(&checker, &path).await[0]);
-    let (code, stdout, stderr) = output(wazoo().args(["revoke", &node])).await;
+    let (code, stdout, stderr) = output(cli().args(["revoke", &node])).await;
     assert_eq!((code, stdout.trim()), (0, "released"), "{stderr}");
     let status = within(LIMIT, "the holder lets go", child.wait()).await.unwrap();
     assert_eq!(status.code(), Some(5), "revoked holders exit with 5");
@@ -386,20 +359,20 @@ async fn cli_holder_stops_and_releases_when_revoked() {
 async fn cli_two_phase_commit() {
     let checker = client(&zk().address()).await;
     let tx = unique("cli-2pc");
-    let mut coordinate = wazoo();
+    let mut coordinate = cli();
     coordinate.args(["2pc", "coordinate", &tx, "--sites", "a,b", "--mode", "all-to-all", "--timeout", "30s"]);
     let coordinating = tokio::spawn(async move { output(&mut coordinate).await });
     wait_children(&checker, &tx, 1).await;
-    let mut a = wazoo();
+    let mut a = cli();
     a.args(["2pc", "vote", &tx, "--site", "a", "commit"]);
     let a = tokio::spawn(async move { output(&mut a).await });
-    let (code, stdout, stderr) = output(wazoo().args(["2pc", "vote", &tx, "--site", "b", "abort"])).await;
+    let (code, stdout, stderr) = output(cli().args(["2pc", "vote", &tx, "--site", "b", "abort"])).await;
     assert_eq!((code, stdout.trim()), (6, "aborted"), "{stderr}");
     let (code, stdout, _) = a.await.unwrap();
     assert_eq!((code, stdout.trim()), (6, "aborted"));
     let (code, stdout, _) = coordinating.await.unwrap();
     assert_eq!((code, stdout.trim()), (6, "aborted"));
-    let (code, _, stderr) = output(wazoo().args(["2pc", "vote", &tx, "--site", "z", "commit"])).await;
+    let (code, _, stderr) = output(cli().args(["2pc", "vote", &tx, "--site", "z", "commit"])).await;
     assert_eq!(code, 1);
     assert!(stderr.contains("not a site"), "{stderr}");
 }

@@ -8,41 +8,23 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
+use wazoo_tests::daemon::{cli, output, Daemon};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// A running `wazoo serve` on the shared server and plugins.
-struct Daemon {
-    /// Killed when dropped.
-    _child: Child,
-    grpc: String,
+/// A daemon on the shared server and plugins.
+async fn daemon() -> Daemon {
+    Daemon::start(&plugins(), &root().join("target/component-cache")).await
 }
 
-impl Daemon {
-    async fn start() -> Daemon {
-        let mut child = Command::new(wazoo_bin())
-            .env("WAZOO_ZOOKEEPER", zk().address())
-            .env("WAZOO_PLUGINS", plugins())
-            .env("WAZOO_CACHE", root().join("target/component-cache"))
-            .env_remove("WAZOO_LOG")
-            .env_remove("WAZOO_SERVER")
-            .args(["serve", "--listen", "127.0.0.1:0", "--metrics", "off"])
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting wazoo serve");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = within(Duration::from_secs(120), "wazoo serve is ready", lines.next_line())
-            .await
-            .unwrap()
-            .expect("a ready line");
-        // "serving gRPC on ADDR"
-        let grpc = line.split_whitespace().nth(3).expect("an address").to_string();
-        Daemon { _child: child, grpc }
-    }
+/// `wazoo --server ADDR` for a daemon.
+trait Through {
+    /// The CLI through this daemon, with no usable ZooKeeper or plugins of its own.
+    fn wazoo(&self) -> Command;
+}
 
-    /// `wazoo --server ADDR`, with no usable ZooKeeper or plugins of its own.
+impl Through for Daemon {
     fn wazoo(&self) -> Command {
         let mut command = wazoo_at(&self.grpc);
         command.arg("--server").arg(&self.grpc);
@@ -62,27 +44,6 @@ fn wazoo_at(server: &str) -> Command {
         .env_remove("WAZOO_LOG")
         .kill_on_drop(true);
     command
-}
-
-/// The plain local CLI on the shared server.
-fn local_wazoo() -> Command {
-    let mut command = Command::new(wazoo_bin());
-    command
-        .env("WAZOO_ZOOKEEPER", zk().address())
-        .env("WAZOO_PLUGINS", plugins())
-        .env_remove("WAZOO_SERVER")
-        .env_remove("WAZOO_LOG")
-        .kill_on_drop(true);
-    command
-}
-
-async fn output(command: &mut Command) -> (i32, String, String) {
-    let out = within(LIMIT, "wazoo finishes", command.output()).await.unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// Starts `command` with stdin, stdout and stderr piped; returns it and its stdout's lines.
@@ -138,7 +99,7 @@ async fn hold(daemon: &Daemon, path: &str, extra: &[&str]) -> (Child, u32, Strin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_lock_exports_the_nodes_czxid_as_token_and_releases() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let checker = client(&zk().address()).await;
     let path = unique("remote-lock");
     let script = "echo \"$WAZOO_FENCING_TOKEN $WAZOO_LOCK_NODE $WAZOO_LOCK_PATH\"; read line; exit 7";
@@ -164,7 +125,7 @@ async fn remote_lock_exports_the_nodes_czxid_as_token_and_releases() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_locks_exclude_each_other() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let checker = client(&zk().address()).await;
     let path = unique("remote-exclude");
     let log = std::env::temp_dir().join(format!("wazoo-remote-exclude-{}.log", std::process::id()));
@@ -205,7 +166,7 @@ async fn remote_locks_exclude_each_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_timeout_exits_3_and_leaves_no_node() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let checker = client(&zk().address()).await;
     let path = unique("remote-timeout");
     let host = host().await;
@@ -221,7 +182,7 @@ async fn remote_timeout_exits_3_and_leaves_no_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_deleted_lock_node_stops_the_command_with_4() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let checker = client(&zk().address()).await;
     let path = unique("remote-deleted");
     let (mut child, pid, node) = hold(&daemon, &path, &[]).await;
@@ -236,11 +197,11 @@ async fn remote_deleted_lock_node_stops_the_command_with_4() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_revoked_lock_stops_the_command_with_5_and_releases() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let checker = client(&zk().address()).await;
     let path = unique("remote-revoke");
     let (mut child, pid, node) = hold(&daemon, &path, &[]).await;
-    let (code, stdout, stderr) = output(local_wazoo().args(["revoke", &node])).await;
+    let (code, stdout, stderr) = output(cli().args(["revoke", &node])).await;
     assert_eq!((code, stdout.trim()), (0, "released"), "{stderr}");
     let status = within(LIMIT, "the holder lets go", child.wait()).await.unwrap();
     let stderr = stderr_of(&mut child).await;
@@ -252,7 +213,7 @@ async fn remote_revoked_lock_stops_the_command_with_5_and_releases() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_client_frozen_past_its_ttl_stops_the_command_with_4() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let checker = client(&zk().address()).await;
     let path = unique("remote-frozen");
     let (mut child, pid, node) = hold(&daemon, &path, &["--session-timeout", "1s"]).await;
@@ -271,7 +232,7 @@ async fn remote_client_frozen_past_its_ttl_stops_the_command_with_4() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_rwlock_semaphore_and_election_run_their_commands() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let checker = client(&zk().address()).await;
 
     let path = unique("remote-rw");
@@ -330,7 +291,7 @@ async fn remote_rwlock_semaphore_and_election_run_their_commands() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_config_set_then_get_round_trips() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let value = format!("{}/endpoint", unique("remote-config"));
     // The address from the environment alone (WAZOO_SERVER), no --server.
     let wazoo = || wazoo_at(&daemon.grpc);
@@ -343,7 +304,7 @@ async fn remote_config_set_then_get_round_trips() {
     assert_eq!(stderr.trim(), format!("wazoo: {value} is no longer at version 7"));
     assert_eq!(output(wazoo().args(["config", "get", &value])).await.1.trim(), "b:2");
     // The same value, read by the local path.
-    assert_eq!(output(local_wazoo().args(["config", "get", &value])).await.1.trim(), "b:2");
+    assert_eq!(output(cli().args(["config", "get", &value])).await.1.trim(), "b:2");
     let (code, _, stderr) = output(wazoo().args(["config", "get", &format!("{value}-missing")])).await;
     assert_eq!(code, 1);
     assert!(stderr.contains("no value at"), "{stderr}");
@@ -351,7 +312,7 @@ async fn remote_config_set_then_get_round_trips() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_queue_barrier_and_custom_recipe() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let checker = client(&zk().address()).await;
 
     let path = unique("remote-queue");
@@ -398,7 +359,7 @@ async fn remote_queue_barrier_and_custom_recipe() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_recipes_list_shows_lock() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let (code, stdout, stderr) = output(daemon.wazoo().args(["recipes", "list"])).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.starts_with("NAME "), "{stdout}");
@@ -449,7 +410,7 @@ async fn remote_unreachable_daemon_exits_1_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_revoke_releases_or_forces() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let checker = client(&zk().address()).await;
     // A holder through the daemon lets go when asked: exit 5, its node gone.
     let path = unique("remote-revoke-asked");
@@ -478,7 +439,7 @@ async fn remote_revoke_releases_or_forces() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_queue_len_and_counter_from_8_concurrent_clients() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let path = unique("remote-len");
     assert_eq!(output(daemon.wazoo().args(["queue", "len", &path])).await.1.trim(), "0");
     for data in ["a", "b", "c"] {
@@ -522,12 +483,12 @@ async fn remote_queue_len_and_counter_from_8_concurrent_clients() {
     assert_eq!((code, stdout.trim()), (0, total.to_string().as_str()), "{stderr}");
     assert_eq!(output(daemon.wazoo().args(["counter", "add", &counter, "-2"])).await.1.trim(), "30");
     // The same counter, read by the local path.
-    assert_eq!(output(local_wazoo().args(["counter", "get", &counter])).await.1.trim(), "30");
+    assert_eq!(output(cli().args(["counter", "get", &counter])).await.1.trim(), "30");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_group_join_list_and_watch() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let checker = client(&zk().address()).await;
     let group = format!("{}/workers", unique("remote-group"));
     let (mut member, mut lines) = start(daemon.wazoo().args([
@@ -584,7 +545,7 @@ async fn remote_group_join_list_and_watch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_double_barrier_of_3_processes() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let checker = client(&zk().address()).await;
     let path = unique("remote-double");
     let log = std::env::temp_dir().join(format!("wazoo-remote-double-{}.log", std::process::id()));
@@ -628,7 +589,7 @@ async fn remote_double_barrier_of_3_processes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_two_phase_commit_commits_and_aborts() {
-    let daemon = Daemon::start().await;
+    let daemon = daemon().await;
     let checker = client(&zk().address()).await;
     for (b_votes, expected, code) in [("commit", "committed", 0), ("abort", "aborted", 6)] {
         let tx = unique("remote-2pc");

@@ -2,14 +2,14 @@
 //! under load, refused files, client sessions that die, the compile cache across restarts,
 //! metrics, and the Python example client.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
 use tonic::transport::Channel;
 use wazoo::serve::pb::{
     admin_client::AdminClient, recipes_client::RecipesClient, sessions_client::SessionsClient,
@@ -17,51 +17,10 @@ use wazoo::serve::pb::{
     QueueClaimRequest, QueuePutRequest, WaitRequest,
 };
 use wazoo_tests::components::{deploy, relabelled, traps_at_start};
+use wazoo_tests::daemon::Daemon;
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// A running `wazoo serve` on a plugins directory and compile cache of this test's own.
-struct Daemon {
-    /// Killed when dropped.
-    _child: Child,
-    grpc: String,
-    metrics: String,
-}
-
-impl Daemon {
-    async fn start(plugins: &Path, cache: &Path) -> Daemon {
-        let mut child = Command::new(wazoo_bin())
-            .env("WAZOO_ZOOKEEPER", zk().address())
-            .env("WAZOO_PLUGINS", plugins)
-            .env("WAZOO_CACHE", cache)
-            .env_remove("WAZOO_LOG")
-            .args(["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--watch-every", "200ms"])
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting wazoo serve");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line =
-            within(LIMIT, "wazoo serve is ready", lines.next_line()).await.unwrap().expect("a ready line");
-        // "serving gRPC on ADDR, metrics on http://ADDR/metrics"
-        let grpc = line.split_whitespace().nth(3).unwrap().trim_end_matches(',').to_string();
-        let metrics = line.split("http://").nth(1).unwrap().trim_end_matches("/metrics").to_string();
-        Daemon { _child: child, grpc, metrics }
-    }
-
-    async fn channel(&self) -> Channel {
-        Channel::from_shared(format!("http://{}", self.grpc)).unwrap().connect().await.unwrap()
-    }
-
-    async fn metrics(&self) -> String {
-        let mut stream = tokio::net::TcpStream::connect(&self.metrics).await.unwrap();
-        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
-        let mut body = String::new();
-        stream.read_to_string(&mut body).await.unwrap();
-        body
-    }
-}
 
 fn private_plugins(name: &str) -> (PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!("wazoo-serve-{name}-{}", std::process::id()));

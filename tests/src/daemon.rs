@@ -1,0 +1,81 @@
+//! The `wazoo` CLI and a `wazoo serve` daemon as real processes, for the tests that drive them.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tonic::transport::Channel;
+
+use crate::{plugins, wazoo_bin, within, zk};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The local `wazoo` CLI on the shared server and the freshly built plugins.
+pub fn cli() -> Command {
+    let mut command = Command::new(wazoo_bin());
+    command
+        .env("WAZOO_ZOOKEEPER", zk().address())
+        .env("WAZOO_PLUGINS", plugins())
+        .env_remove("WAZOO_LOG")
+        .env_remove("WAZOO_SERVER")
+        .kill_on_drop(true);
+    command
+}
+
+/// Runs `command` to its end: exit status, stdout, stderr.
+pub async fn output(command: &mut Command) -> (i32, String, String) {
+    let out = within(LIMIT, "wazoo finishes", command.output()).await.unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A running `wazoo serve` on the shared server, killed when dropped.
+pub struct Daemon {
+    _child: Child,
+    /// The gRPC address.
+    pub grpc: String,
+    metrics: String,
+}
+
+impl Daemon {
+    /// Starts the daemon on `plugins` with the compile cache `cache`, on free ports, watching
+    /// the directory every 200 ms; returns once it serves.
+    pub async fn start(plugins: &Path, cache: &Path) -> Daemon {
+        let mut child = Command::new(wazoo_bin())
+            .env("WAZOO_ZOOKEEPER", zk().address())
+            .env("WAZOO_PLUGINS", plugins)
+            .env("WAZOO_CACHE", cache)
+            .env_remove("WAZOO_LOG")
+            .env_remove("WAZOO_SERVER")
+            .args(["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--watch-every", "200ms"])
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting wazoo serve");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let line =
+            within(LIMIT, "wazoo serve is ready", lines.next_line()).await.unwrap().expect("a ready line");
+        // "serving gRPC on ADDR, metrics on http://ADDR/metrics"
+        let grpc = line.split_whitespace().nth(3).unwrap().trim_end_matches(',').to_string();
+        let metrics = line.split("http://").nth(1).unwrap().trim_end_matches("/metrics").to_string();
+        Daemon { _child: child, grpc, metrics }
+    }
+
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.grpc)).unwrap().connect().await.unwrap()
+    }
+
+    /// The Prometheus text the daemon serves.
+    pub async fn metrics(&self) -> String {
+        let mut stream = tokio::net::TcpStream::connect(&self.metrics).await.unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut body = String::new();
+        stream.read_to_string(&mut body).await.unwrap();
+        body
+    }
+}
