@@ -319,7 +319,7 @@ impl Registry {
         let cached = self.cache_file(&sha256);
         let mut from_cache = false;
         let mut compile_time = Duration::ZERO;
-        let component = match cached.as_deref().and_then(|file| self.from_cache(file)) {
+        let component = match cached.as_deref().and_then(|file| self.load_cached(file)) {
             Some(component) => {
                 from_cache = true;
                 self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
@@ -585,7 +585,7 @@ impl Registry {
         Some(dir.join(format!("{sha256}-{:016x}.cwasm", h.finish())))
     }
 
-    fn from_cache(&self, file: &Path) -> Option<Component> {
+    fn load_cached(&self, file: &Path) -> Option<Component> {
         if !file.exists() {
             return None;
         }

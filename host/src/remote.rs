@@ -263,6 +263,37 @@ impl Remote {
         }
     }
 
+    /// Runs `command` under the claim `reply` brought, as the local path does. A refused claim
+    /// closes the session first: a timeout is exit status 3, anything else an error `doing`.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_under(
+        &self,
+        session: Session,
+        reply: Result<tonic::Response<pb::Claim>, tonic::Status>,
+        waited: Waited,
+        path: &str,
+        timeout: Option<Duration>,
+        doing: String,
+        what: String,
+        env: impl FnOnce(pb::Claim) -> Vec<(&'static str, String)>,
+        command: &[String],
+        grace: Duration,
+    ) -> anyhow::Result<u8> {
+        let claim = match reply {
+            Ok(claim) => claim.into_inner(),
+            Err(status) => {
+                session.close().await;
+                if is_timeout(&status) {
+                    return Ok(timed_out(waited, path, timeout));
+                }
+                return Err(self.failed(doing, status));
+            }
+        };
+        tracing::info!(node = %claim.node, token = claim.fencing_token, "{what} held");
+        let held = self.follow(session, &claim, &what).await?;
+        hold(held, RunUnder { command, grace, what, env: env(claim) }).await
+    }
+
     #[allow(clippy::too_many_arguments)]
     async fn lock(
         &self,
@@ -289,20 +320,10 @@ impl Remote {
             timeout_ms: millis(timeout),
             recipe: recipe.to_string(),
         };
-        let claim = match self.recipes().acquire(request).await {
-            Ok(claim) => claim.into_inner(),
-            Err(status) => {
-                session.close().await;
-                if is_timeout(&status) {
-                    return Ok(timed_out(Waited::Lock, path, timeout));
-                }
-                return Err(self.failed(format!("cannot acquire the {what}"), status));
-            }
-        };
-        tracing::info!(node = %claim.node, token = claim.fencing_token, "lock held");
-        let held = self.follow(session, &claim, &what).await?;
-        let env = lock_env(mode, path, claim.node, claim.fencing_token);
-        hold(held, RunUnder { command, grace, what, env }).await
+        let reply = self.recipes().acquire(request).await;
+        let doing = format!("cannot acquire the {what}");
+        let env = |claim: pb::Claim| lock_env(mode, path, claim.node, claim.fencing_token);
+        self.run_under(session, reply, Waited::Lock, path, timeout, doing, what, env, command, grace).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -326,19 +347,10 @@ impl Remote {
             timeout_ms: millis(timeout),
             recipe: recipe.to_string(),
         };
-        let claim = match self.recipes().acquire(request).await {
-            Ok(claim) => claim.into_inner(),
-            Err(status) => {
-                session.close().await;
-                if is_timeout(&status) {
-                    return Ok(timed_out(Waited::Lease, path, timeout));
-                }
-                return Err(self.failed(format!("cannot take a lease of {path}"), status));
-            }
-        };
-        let held = self.follow(session, &claim, &what).await?;
-        let env = lease_env(path, claim.node, claim.fencing_token);
-        hold(held, RunUnder { command, grace, what, env }).await
+        let reply = self.recipes().acquire(request).await;
+        let doing = format!("cannot take a lease of {path}");
+        let env = |claim: pb::Claim| lease_env(path, claim.node, claim.fencing_token);
+        self.run_under(session, reply, Waited::Lease, path, timeout, doing, what, env, command, grace).await
     }
 
     /// As the local path, without the leader's acknowledgement (the API has no call for it).
@@ -363,19 +375,11 @@ impl Remote {
             timeout_ms: millis(timeout),
             recipe: recipe.to_string(),
         };
-        let claim = match self.recipes().campaign(request).await {
-            Ok(claim) => claim.into_inner(),
-            Err(status) => {
-                session.close().await;
-                if is_timeout(&status) {
-                    return Ok(timed_out(Waited::Leadership, path, timeout));
-                }
-                return Err(self.failed(format!("cannot campaign in {path}"), status));
-            }
-        };
-        let held = self.follow(session, &claim, &what).await?;
-        let env = leader_env(path, &id, claim.node, claim.fencing_token);
-        hold(held, RunUnder { command, grace, what, env }).await
+        let reply = self.recipes().campaign(request).await;
+        let doing = format!("cannot campaign in {path}");
+        let env = |claim: pb::Claim| leader_env(path, &id, claim.node, claim.fencing_token);
+        self.run_under(session, reply, Waited::Leadership, path, timeout, doing, what, env, command, grace)
+            .await
     }
 
     /// As the local path, without acknowledgements (the leader events do not carry them).
