@@ -13,8 +13,8 @@ use crate::bindings::{
 };
 use crate::faults::Faults;
 use crate::handle::{
-    BarrierHandle, ConfigHandle, CustomHandle, ElectionHandle, GroupHandle, LockHandle, QueueHandle,
-    RwLockHandle, Sandbox, SemaphoreHandle, TransactionHandle,
+    BarrierHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle,
+    QueueHandle, RwLockHandle, Sandbox, SemaphoreHandle, TransactionHandle,
 };
 use crate::keeper::{Keeper, KeeperConfig, Live};
 use crate::ledger::Ledger;
@@ -153,20 +153,39 @@ impl Host {
         instantiate!(self, recipe, World::Custom, CustomPre, CustomHandle)
     }
 
+    /// A new handle on `recipe`, whatever world it implements, whose exports are called by name
+    /// with JSON arguments.
+    pub async fn dynamic(&self, recipe: &str) -> anyhow::Result<DynamicHandle> {
+        let version = self.serving(recipe).await?;
+        let mut sandbox = self.sandbox().await?;
+        let instance = version
+            .pre
+            .instantiate_async(&mut sandbox.store)
+            .await
+            .map_err(|e| anyhow!("instantiating {} failed: {e:#}", version.path.display()))?;
+        sandbox.version = Some(version);
+        Ok(DynamicHandle::new(sandbox, instance))
+    }
+
     /// The version of `recipe` that new handles get, checked against `world`. A new or changed
     /// file is loaded (compiled, or taken from the cache), checked, and instantiated once as a
     /// trial before it replaces what served; if it fails, what served before goes on serving.
     pub async fn version(&self, recipe: &str, world: World) -> anyhow::Result<Arc<Version>> {
+        let version = self.serving(recipe).await?;
+        if version.world != world {
+            bail!("{} implements {}, not {}", version.path.display(), version.world.name(), world.name());
+        }
+        Ok(version)
+    }
+
+    /// The version of `recipe` that new handles get, whatever its world.
+    pub async fn serving(&self, recipe: &str) -> anyhow::Result<Arc<Version>> {
         let path = self.inner.registry.resolve(recipe);
-        let version = match self.inner.registry.lookup(&path)? {
+        Ok(match self.inner.registry.lookup(&path)? {
             Lookup::Serving(v) | Lookup::Refused { serving: Some(v), .. } => v,
             Lookup::Refused { serving: None, reason } => bail!("{} was refused: {reason}", path.display()),
             Lookup::Changed { .. } => self.load(&path).await?,
-        };
-        if version.world != world {
-            bail!("{} implements {}, not {}", path.display(), version.world.name(), world.name());
-        }
-        Ok(version)
+        })
     }
 
     /// Checks every component in the plugins directory now (new and changed files are loaded

@@ -6,6 +6,7 @@
 //! [`ledger`] deletes what a handle leaves behind.
 
 mod bindings;
+pub mod dynamic;
 pub mod error;
 pub mod faults;
 mod handle;
@@ -30,8 +31,8 @@ pub use bindings::{
 };
 pub use error::RecipeError;
 pub use handle::{
-    BarrierHandle, Claim, ConfigHandle, CustomHandle, ElectionHandle, GroupHandle, LockHandle, Lost,
-    QueueHandle, RwLockHandle, SemaphoreHandle, TransactionHandle,
+    BarrierHandle, Claim, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle,
+    Lost, QueueHandle, RwLockHandle, SemaphoreHandle, TransactionHandle,
 };
 pub use host::{Host, HostConfig};
 pub use keeper::{KeeperConfig, Live};

@@ -221,6 +221,19 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Call any exported function of any recipe (FUNCTION like lock.acquire; see `recipes
+    /// functions`) with ARGS, a JSON array or object; prints the result as JSON. Exit status 1
+    /// if the result is {"err": …}. Without --server the instance ends with the call, deleting
+    /// its ephemeral nodes
+    Call {
+        /// A name in the plugins directory or a .wasm path
+        recipe: String,
+        /// lock.acquire, wazoo:recipes/lock@0.1.0#acquire, or a bare name only one export has
+        function: String,
+        /// Arguments: a JSON array (positional) or object (by parameter name)
+        #[arg(default_value = "[]")]
+        args: String,
+    },
     /// Run the long-lived host: recipes over gRPC (host/proto/wazoo.proto), the plugins directory
     /// watched and changed components swapped in, Prometheus metrics
     Serve {
@@ -230,8 +243,9 @@ enum Command {
         /// Prometheus address (GET /metrics); `off` for none
         #[arg(long, default_value = "127.0.0.1:9181")]
         metrics: String,
-        /// How often the plugins directory is checked for changes
-        #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+        /// The plugins directory is watched (inotify); it is also looked at this often, in case
+        /// a change event was missed
+        #[arg(long, default_value = "5s", value_parser = parse_duration)]
         watch_every: Duration,
     },
     /// Start a local ZooKeeper and show two contenders taking turns on a lock
@@ -416,6 +430,11 @@ impl BarrierCommand {
 enum RecipesCommand {
     /// List components with the world each implements
     List,
+    /// The functions RECIPE exports, with their WIT types, as `wazoo call` names them
+    Functions {
+        /// A name in the plugins directory or a .wasm path
+        recipe: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -480,6 +499,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Revoke { node, grace } => revoke(config, &node, grace).await,
         Command::Server { port, data_dir, tick_ms } => server(port, data_dir, tick_ms).await,
         Command::Recipes { command: RecipesCommand::List } => recipes_list(&config),
+        Command::Recipes { command: RecipesCommand::Functions { recipe } } => {
+            recipe_functions(&config, &recipe)
+        }
+        Command::Call { recipe, function, args } => call(config, &recipe, &function, &args).await,
         Command::Run { component, args } => run_custom(config, &component, &args).await,
         Command::Demo { rounds } => demo(&cli.plugins, rounds).await,
         Command::Serve { listen, metrics, watch_every } => serve(config, listen, &metrics, watch_every).await,
@@ -1215,6 +1238,38 @@ async fn run_custom(config: HostConfig, component: &str, args: &[String]) -> any
     let outcome = handle.run(args).await;
     handle.close().await;
     Ok(custom_outcome(component, outcome.context("running the recipe")?))
+}
+
+/// `wazoo recipes functions`: one signature per line.
+fn recipe_functions(config: &HostConfig, recipe: &str) -> anyhow::Result<u8> {
+    let registry =
+        Registry::new(wazoo::sandbox::engine(&config.limits)?, config.plugins.clone(), config.cache.clone())?;
+    let path = registry.resolve(recipe);
+    let version = registry.load(&path)?;
+    for f in version.functions() {
+        println!("{f}");
+    }
+    Ok(0)
+}
+
+/// `wazoo call`: one call on a fresh instance.
+async fn call(config: HostConfig, recipe: &str, function: &str, args: &str) -> anyhow::Result<u8> {
+    let args: serde_json::Value =
+        serde_json::from_str(args).map_err(|e| anyhow::anyhow!("ARGS is not JSON: {e}"))?;
+    let host = Host::start(config).await?;
+    let mut handle = host.dynamic(recipe).await?;
+    let outcome = handle.call(function, &args).await;
+    handle.close().await;
+    Ok(print_call_result(&outcome.context("calling the recipe")?))
+}
+
+/// Prints a call's JSON result; exit status 1 when it is `{"err": …}`.
+pub(crate) fn print_call_result(result: &serde_json::Value) -> u8 {
+    println!("{result}");
+    match result.as_object() {
+        Some(o) if o.len() == 1 && o.contains_key("err") => 1,
+        _ => 0,
+    }
 }
 
 /// A custom recipe's answer: its `ok` text to stdout (exit status 0), its `err` text to stderr

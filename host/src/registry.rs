@@ -124,6 +124,14 @@ pub struct Version {
     stamp: Stamp,
 }
 
+impl Version {
+    /// The functions this version exports, with their WIT signatures (for the generic invoke).
+    pub fn functions(&self) -> Vec<String> {
+        let component = self.pre.component();
+        crate::dynamic::exports(component.engine(), component).iter().map(|e| e.signature()).collect()
+    }
+}
+
 impl std::fmt::Debug for Version {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Version")

@@ -55,7 +55,7 @@ pub(crate) async fn run(
     command: Command,
 ) -> anyhow::Result<u8> {
     if let Some(name) = local_only(&command) {
-        eprintln!("wazoo: {name} does not go through --server yet");
+        eprintln!("wazoo: {name} does not go through --server");
         return Ok(2);
     }
     check(&command)?;
@@ -74,7 +74,7 @@ pub(crate) async fn run(
             remote.elect(ttl, &path, id, timeout, grace, &recipe, &command).await
         }
         Command::Leader { path, watch, recipe } => remote.leader(&path, watch, &recipe).await,
-        Command::Queue { command } => remote.queue(command).await,
+        Command::Queue { command } => remote.queue(ttl, command).await,
         Command::Config { command } => remote.config(command).await,
         Command::Barrier { command } => remote.barrier(command).await,
         Command::Revoke { node, grace } => remote.revoke(&node, grace).await,
@@ -86,6 +86,8 @@ pub(crate) async fn run(
         Command::TwoPhaseCommit { command } => remote.two_phase_commit(command).await,
         Command::Run { component, args } => remote.invoke(&component, &args).await,
         Command::Recipes { command: RecipesCommand::List } => remote.list_recipes().await,
+        Command::Recipes { command: RecipesCommand::Functions { recipe } } => remote.functions(&recipe).await,
+        Command::Call { recipe, function, args } => remote.call(&recipe, &function, &args).await,
         _ => unreachable!("local_only lets through only what is handled here"),
     }
 }
@@ -106,11 +108,9 @@ fn local_only(command: &Command) -> Option<&'static str> {
         | Command::DoubleBarrier { .. }
         | Command::TwoPhaseCommit { .. }
         | Command::Run { .. }
-        | Command::Recipes { command: RecipesCommand::List } => None,
-        Command::Queue { command } => match command {
-            QueueCommand::Put { ephemeral: true, .. } => Some("queue put --ephemeral"),
-            QueueCommand::Put { .. } | QueueCommand::Take { .. } | QueueCommand::Len { .. } => None,
-        },
+        | Command::Call { .. }
+        | Command::Recipes { .. } => None,
+        Command::Queue { .. } => None,
         Command::Server { .. } => Some("server"),
         Command::Serve { .. } => Some("serve"),
         Command::Demo { .. } => Some("demo"),
@@ -376,13 +376,21 @@ impl Remote {
             recipe: recipe.to_string(),
         };
         let reply = self.recipes().campaign(request).await;
+        if let Ok(claim) = &reply {
+            // The seed's acknowledgement: observers see that this leader has started its work.
+            let note = format!("{id} running {}", command[0]);
+            let ack = pb::AcknowledgeRequest { session: session.id, handle: claim.get_ref().handle, note };
+            if let Err(s) = self.recipes().acknowledge(ack).await {
+                eprintln!("wazoo: could not acknowledge leadership of {path}: {}", s.message());
+            }
+        }
         let doing = format!("cannot campaign in {path}");
         let env = |claim: pb::Claim| leader_env(path, &id, claim.node, claim.fencing_token);
         self.run_under(session, reply, Waited::Leadership, path, timeout, doing, what, env, command, grace)
             .await
     }
 
-    /// As the local path, without acknowledgements (the leader events do not carry them).
+    /// As the local path.
     async fn leader(&self, path: &str, watch: bool, recipe: &str) -> anyhow::Result<u8> {
         let request = pb::ObserveRequest { path: path.to_string(), recipe: recipe.to_string() };
         let mut events = self
@@ -399,7 +407,12 @@ impl Remote {
             };
             let leading = !event.node.is_empty();
             if leading {
-                print_leader(&event.leader_id, event.fencing_token, &event.node, None);
+                print_leader(
+                    &event.leader_id,
+                    event.fencing_token,
+                    &event.node,
+                    event.acknowledged.as_deref(),
+                );
             } else {
                 println!("no leader");
             }
@@ -409,19 +422,32 @@ impl Remote {
         }
     }
 
-    async fn queue(&self, command: QueueCommand) -> anyhow::Result<u8> {
+    async fn queue(&self, ttl: Duration, command: QueueCommand) -> anyhow::Result<u8> {
         let mut recipes = self.recipes();
         match command {
-            QueueCommand::Put { path, data, priority, .. } => {
+            QueueCommand::Put { path, data, priority, ephemeral } => {
+                // An ephemeral item lives in a client session, which ends with this command.
+                let session = match ephemeral {
+                    true => {
+                        eprintln!("wazoo: note: an ephemeral item lives only as long as this command");
+                        Some(self.session(ttl, format!("wazoo queue put --ephemeral {path}")).await?)
+                    }
+                    false => None,
+                };
                 let request = pb::QueuePutRequest {
                     path: path.clone(),
                     data: data.into_bytes(),
                     priority: priority.map(u32::from),
                     recipe: String::new(),
+                    ephemeral,
+                    session: session.as_ref().map_or(0, |s| s.id),
                 };
                 let item =
                     recipes.queue_put(request).await.map_err(|s| self.failed(format!("queue {path}"), s))?;
                 println!("{}", item.into_inner().node);
+                if let Some(session) = session {
+                    session.close().await;
+                }
             }
             QueueCommand::Take { path, timeout } => {
                 let request = pb::WaitRequest {
@@ -720,6 +746,7 @@ impl Remote {
         let request = pb::InvokeRequest {
             recipe: component.to_string(),
             args_json: serde_json::to_string(args).expect("strings serialise"),
+            ..Default::default()
         };
         let reply = self
             .recipes()
@@ -737,6 +764,46 @@ impl Remote {
             (None, None) => bail!("the wazoo daemon at {} answered {:?}", self.addr, reply.result_json),
         };
         Ok(custom_outcome(component, outcome))
+    }
+
+    /// `wazoo call`: Invoke by function name, on a fresh instance that ends with the call.
+    async fn call(&self, recipe: &str, function: &str, args: &str) -> anyhow::Result<u8> {
+        serde_json::from_str::<serde_json::Value>(args).map_err(|e| anyhow!("ARGS is not JSON: {e}"))?;
+        let request = pb::InvokeRequest {
+            recipe: recipe.to_string(),
+            function: function.to_string(),
+            args_json: args.to_string(),
+            ..Default::default()
+        };
+        let reply = self
+            .recipes()
+            .invoke(request)
+            .await
+            .map_err(|s| self.failed(format!("calling {function}"), s))?
+            .into_inner();
+        let result: serde_json::Value = serde_json::from_str(&reply.result_json).map_err(|e| {
+            anyhow!("the wazoo daemon at {} answered {:?}: {e}", self.addr, reply.result_json)
+        })?;
+        Ok(crate::print_call_result(&result))
+    }
+
+    /// `wazoo recipes functions`: what the daemon's version of `recipe` exports.
+    async fn functions(&self, recipe: &str) -> anyhow::Result<u8> {
+        let listed = AdminClient::new(self.channel.clone())
+            .list_recipes(pb::Empty {})
+            .await
+            .map_err(|s| self.failed("listing recipes", s))?
+            .into_inner();
+        let Some(found) = listed.recipes.into_iter().find(|r| r.name == recipe) else {
+            bail!("the wazoo daemon at {} has no recipe {recipe:?}", self.addr);
+        };
+        if found.world.is_empty() {
+            bail!("{recipe} is not serving: {}", found.refused);
+        }
+        for f in found.functions {
+            println!("{f}");
+        }
+        Ok(0)
     }
 
     /// `wazoo recipes list`: the daemon's components, and why a newer file was refused while an

@@ -21,7 +21,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::error::RecipeError;
 use crate::handle::{
-    BarrierHandle, ElectionHandle, GroupHandle, LockHandle, Lost, QueueHandle, RwLockHandle, SemaphoreHandle,
+    BarrierHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle, Lost, QueueHandle, RwLockHandle,
+    SemaphoreHandle,
 };
 use crate::metrics::Metrics;
 use crate::{Ballot, Host, Mode, Outcome, TxMode, ZkError};
@@ -146,8 +147,9 @@ pub async fn run(
         None => None,
     };
     // Check the plugins directory once now, then keep watching it.
-    watch_plugins(&state, &mut HashMap::new()).await;
-    let watcher = tokio::spawn(watcher(state.clone(), config.watch_every));
+    let mut seen = HashMap::new();
+    watch_plugins(&state, &mut seen).await;
+    let watcher = tokio::spawn(watcher(state.clone(), seen, config.watch_every));
     let reaper = tokio::spawn(reaper(state.clone()));
     ready(grpc, metrics_addr);
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
@@ -214,6 +216,10 @@ enum Held {
     QueueClaim(QueueHandle, String),
     /// A participant in a double barrier: the handle owns its node.
     DoubleBarrier(BarrierHandle),
+    /// An instance kept by a generic Invoke, with whatever it owns.
+    Dynamic(DynamicHandle),
+    /// The producer of an ephemeral queue item: the handle owns the item's node.
+    QueueItem(QueueHandle),
 }
 
 impl Held {
@@ -226,7 +232,7 @@ impl Held {
             Held::Group(h) => h.leave().await,
             // Closing the handle deletes the claim (the item goes back to the queue) or the
             // participant's node.
-            Held::QueueClaim(..) | Held::DoubleBarrier(_) => Ok(()),
+            Held::QueueClaim(..) | Held::DoubleBarrier(_) | Held::Dynamic(_) | Held::QueueItem(_) => Ok(()),
         }
     }
 
@@ -239,6 +245,8 @@ impl Held {
             Held::Group(h) => Box::pin(h.lost()),
             Held::QueueClaim(h, _) => Box::pin(h.lost()),
             Held::DoubleBarrier(h) => Box::pin(h.lost()),
+            Held::Dynamic(h) => Box::pin(h.lost()),
+            Held::QueueItem(h) => Box::pin(h.lost()),
         }
     }
 
@@ -251,6 +259,8 @@ impl Held {
             Held::Group(h) => h.close().await,
             Held::QueueClaim(h, _) => h.close().await,
             Held::DoubleBarrier(h) => h.close().await,
+            Held::Dynamic(h) => h.close().await,
+            Held::QueueItem(h) => h.close().await,
         }
     }
 }
@@ -402,14 +412,44 @@ async fn reaper(state: Arc<State>) {
     }
 }
 
-/// Checks the plugins directory every `every`; counts swaps and refusals per recipe.
-async fn watcher(state: Arc<State>, every: Duration) {
-    let mut seen = HashMap::new();
+/// Watches the plugins directory (inotify, through `notify`) and looks at it once changes have
+/// settled for [`SETTLE`], so a file still being written is not taken for a broken one; it also
+/// looks every `every` whatever happens, in case an event was missed (or watching failed).
+/// Counts swaps and refusals per recipe.
+async fn watcher(state: Arc<State>, mut seen: HashMap<String, (String, String)>, every: Duration) {
+    let (tx, mut changes) = mpsc::unbounded_channel::<()>();
+    let dir = state.host.registry().dir().to_path_buf();
+    let watching = (|| -> notify::Result<notify::RecommendedWatcher> {
+        use notify::Watcher as _;
+        let mut w = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if event.is_ok_and(|e| !e.kind.is_access()) {
+                let _ = tx.send(());
+            }
+        })?;
+        w.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+        Ok(w)
+    })();
+    let _watching = match watching {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!("cannot watch {} ({e}); looking every {every:?} instead", dir.display());
+            None
+        }
+    };
     loop {
-        tokio::time::sleep(every).await;
+        tokio::select! {
+            Some(()) = changes.recv() => {
+                // Let a burst of writes settle.
+                while let Ok(Some(())) = tokio::time::timeout(SETTLE, changes.recv()).await {}
+            }
+            () = tokio::time::sleep(every) => {}
+        }
         watch_plugins(&state, &mut seen).await;
     }
 }
+
+/// How long the plugins directory must be quiet after a change before it is looked at.
+const SETTLE: Duration = Duration::from_millis(50);
 
 /// One look at the plugins directory: `seen` maps each recipe to (serving version, refusal).
 async fn watch_plugins(state: &State, seen: &mut HashMap<String, (String, String)>) {
@@ -698,13 +738,45 @@ impl Recipes for Api {
         follow!(
             h = self.host.election(or(&req.recipe, "election")),
             first: h.leader(&req.path),
-            key: |info: &Option<crate::LeaderInfo>| info.as_ref().map(|i| i.node.clone()),
+            key: |info: &Option<crate::LeaderInfo>| info.as_ref().map(|i| (i.node.clone(), i.acknowledged.clone())),
             event: |info: Option<crate::LeaderInfo>| match info {
-                Some(i) => pb::LeaderEvent { leader_id: i.id, node: i.node, fencing_token: i.token },
+                Some(i) => pb::LeaderEvent {
+                    leader_id: i.id,
+                    node: i.node,
+                    fencing_token: i.token,
+                    acknowledged: i.acknowledged,
+                },
                 None => pb::LeaderEvent::default(),
             },
-            next: |known| h.observe(&req.path, known.as_deref(), Some(STREAM_POLL))
+            // A change of leader wakes `observe`; an acknowledgement does not, so each quiet
+            // poll looks at the leader again.
+            next: |known| async {
+                let node = known.as_ref().map(|(node, _)| node.as_str());
+                match h.observe(&req.path, node, Some(STREAM_POLL)).await {
+                    Err(RecipeError::Zk(ZkError::Timeout)) => h.leader(&req.path).await,
+                    other => other,
+                }
+            }
         )
+    }
+
+    async fn acknowledge(
+        &self,
+        request: Request<pb::AcknowledgeRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let req = request.into_inner();
+        self.measured("Acknowledge", "", async {
+            let (_, entry) = self.entry(req.session, req.handle)?;
+            let mut slot = entry.held.lock().await;
+            let Some(Held::Election(h)) = slot.as_mut() else {
+                return Err(Status::failed_precondition(format!(
+                    "handle: {} holds no leadership",
+                    req.handle
+                )));
+            };
+            h.acknowledge(&req.note).await.map(|()| pb::Empty {}).map_err(status)
+        })
+        .await
     }
 
     async fn barrier_set(&self, request: Request<pb::PathRequest>) -> Result<Response<pb::Done>, Status> {
@@ -751,10 +823,20 @@ impl Recipes for Api {
                 }
                 None => None,
             };
+            let session = if req.ephemeral { Some(self.session(req.session)?) } else { None };
             let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
-            let outcome = h.put(&req.path, &req.data, priority, false).await;
-            h.close().await;
-            outcome.map(|node| pb::QueueItem { node, data: req.data.clone() }).map_err(status)
+            let outcome = h.put(&req.path, &req.data, priority, req.ephemeral).await;
+            let node = match (outcome, session) {
+                (Ok(node), Some(session)) => {
+                    let handle = self.keep(&session, Held::QueueItem(h)).await?;
+                    return Ok(pb::QueueItem { node, data: req.data.clone(), handle });
+                }
+                (outcome, _) => {
+                    h.close().await;
+                    outcome.map_err(status)?
+                }
+            };
+            Ok(pb::QueueItem { node, data: req.data.clone(), handle: 0 })
         })
         .await
     }
@@ -767,7 +849,7 @@ impl Recipes for Api {
             or(&req.recipe, "queue"),
             queue,
             |h| h.take(&req.path, millis(req.timeout_ms)),
-            |item| pb::QueueItem { node: item.node, data: item.data }
+            |item| pb::QueueItem { node: item.node, data: item.data, handle: 0 }
         )
     }
 
@@ -843,7 +925,7 @@ impl Recipes for Api {
             let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
             match h.claim(&req.path, millis(req.timeout_ms)).await {
                 Ok(item) => {
-                    let claimed = pb::QueueItem { node: item.node.clone(), data: item.data };
+                    let claimed = pb::QueueItem { node: item.node.clone(), data: item.data, handle: 0 };
                     let handle = self.keep(&session, Held::QueueClaim(h, item.node)).await?;
                     Ok(pb::QueueClaimed { handle, item: Some(claimed) })
                 }
@@ -1036,21 +1118,60 @@ impl Recipes for Api {
         let req = request.into_inner();
         let recipe = req.recipe.clone();
         self.measured("Invoke", &recipe, async {
-            let args: Vec<String> = if req.args_json.trim().is_empty() {
-                Vec::new()
+            let args: serde_json::Value = if req.args_json.trim().is_empty() {
+                serde_json::Value::Null
             } else {
-                serde_json::from_str(&req.args_json).map_err(|e| {
-                    Status::invalid_argument(format!("args_json must be a JSON array of strings: {e}"))
-                })?
+                serde_json::from_str(&req.args_json)
+                    .map_err(|e| Status::invalid_argument(format!("args_json is not JSON: {e}")))?
             };
-            let mut h = self.host.custom(&recipe).await.map_err(no_handle)?;
-            let outcome = h.run(&args).await;
-            h.close().await;
-            let result = match outcome.map_err(status)? {
-                Ok(text) => serde_json::json!({ "ok": text }),
-                Err(text) => serde_json::json!({ "err": text }),
+            if req.handle != 0 {
+                // A call on a kept instance.
+                let (_, entry) = self.entry(req.session, req.handle)?;
+                let mut slot = entry.held.lock().await;
+                let Some(Held::Dynamic(h)) = slot.as_mut() else {
+                    return Err(Status::failed_precondition(format!(
+                        "handle: {} was not kept by Invoke",
+                        req.handle
+                    )));
+                };
+                let result = h.call(&req.function, &args).await.map_err(status)?;
+                return Ok(pb::InvokeReply { result_json: result.to_string(), handle: req.handle });
+            }
+            if req.function.is_empty() {
+                // A custom recipe's `run`, its arguments a list of strings.
+                let args: Vec<String> = if args.is_null() {
+                    Vec::new()
+                } else {
+                    serde_json::from_value(args).map_err(|e| {
+                        Status::invalid_argument(format!("args_json must be a JSON array of strings: {e}"))
+                    })?
+                };
+                let mut h = self.host.custom(&recipe).await.map_err(no_handle)?;
+                let outcome = h.run(&args).await;
+                h.close().await;
+                let result = match outcome.map_err(status)? {
+                    Ok(text) => serde_json::json!({ "ok": text }),
+                    Err(text) => serde_json::json!({ "err": text }),
+                };
+                return Ok(pb::InvokeReply { result_json: result.to_string(), handle: 0 });
+            }
+            let session = if req.keep { Some(self.session(req.session)?) } else { None };
+            let mut h = self.host.dynamic(&recipe).await.map_err(no_handle)?;
+            let result = match h.call(&req.function, &args).await {
+                Ok(result) => result,
+                Err(e) => {
+                    h.close().await;
+                    return Err(status(e));
+                }
             };
-            Ok(pb::InvokeReply { result_json: result.to_string() })
+            let handle = match session {
+                Some(session) => self.keep(&session, Held::Dynamic(h)).await?,
+                None => {
+                    h.close().await;
+                    0
+                }
+            };
+            Ok(pb::InvokeReply { result_json: result.to_string(), handle })
         })
         .await
     }
@@ -1102,6 +1223,8 @@ fn version_of(held: &Held) -> String {
         Held::Group(h) => h.version(),
         Held::QueueClaim(h, _) => h.version(),
         Held::DoubleBarrier(h) => h.version(),
+        Held::Dynamic(h) => h.version(),
+        Held::QueueItem(h) => h.version(),
     };
     version.map(|v| v.short_hash().to_string()).unwrap_or_default()
 }
@@ -1133,6 +1256,7 @@ fn recipe_list(listed: Vec<crate::RecipeInfo>) -> pb::RecipeList {
             version: r.serving.as_ref().map(|v| v.short_hash().to_string()).unwrap_or_default(),
             from_cache: r.serving.as_ref().is_some_and(|v| v.from_cache),
             refused: r.refused.map(|f| f.reason).unwrap_or_default(),
+            functions: r.serving.as_ref().map(|v| v.functions()).unwrap_or_default(),
         })
         .collect();
     pb::RecipeList { recipes }

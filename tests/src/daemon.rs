@@ -43,8 +43,9 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Starts the daemon on `plugins` with the compile cache `cache`, on free ports, watching
-    /// the directory every 200 ms; returns once it serves.
+    /// Starts the daemon on `plugins` with the compile cache `cache`, on free ports; returns once
+    /// it serves. Its fallback look at the directory is hourly, so the tests see swaps only
+    /// through its change events.
     pub async fn start(plugins: &Path, cache: &Path) -> Daemon {
         let mut child = Command::new(wazoo_bin())
             .env("WAZOO_ZOOKEEPER", zk().address())
@@ -52,7 +53,7 @@ impl Daemon {
             .env("WAZOO_CACHE", cache)
             .env_remove("WAZOO_LOG")
             .env_remove("WAZOO_SERVER")
-            .args(["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--watch-every", "200ms"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--watch-every", "1h"])
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()

@@ -282,6 +282,7 @@ async fn remote_rwlock_semaphore_and_election_run_their_commands() {
     let token = lines[0].split_whitespace().nth(1).unwrap();
     // The inner `wazoo leader` found WAZOO_SERVER in its environment: it asked the daemon too.
     assert!(lines[1].starts_with(&format!("node-a  token {token}  {path}/")), "{stdout}");
+    assert!(lines[1].ends_with("ack: node-a running sh"), "the leader acknowledged: {stdout}");
     let (code, stdout, _) = output(daemon.wazoo().args(["leader", &path])).await;
     assert_eq!((code, stdout.trim()), (1, "no leader"));
     let (code, _, stderr) = output(daemon.wazoo().args(["lock", "relative", "--", "true"])).await;
@@ -327,6 +328,16 @@ async fn remote_queue_barrier_and_custom_recipe() {
     let (code, _, stderr) = output(daemon.wazoo().args(["queue", "take", &path, "--timeout", "200ms"])).await;
     assert_eq!(code, 3, "{stderr}");
     assert_eq!(stderr.trim(), format!("wazoo: queue {path} empty after 200ms"));
+    // An ephemeral item lives in a client session that ends with the command.
+    let (code, stdout, stderr) =
+        output(daemon.wazoo().args(["queue", "put", &path, "brief", "--ephemeral"])).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("lives only as long as this command"), "{stderr}");
+    let brief = stdout.trim().to_string();
+    assert!(brief.starts_with(&format!("{path}/queue-")), "{stdout}");
+    within(Duration::from_secs(10), "the ephemeral item goes with the command", wait_gone(&checker, &brief))
+        .await;
+    assert_eq!(output(daemon.wazoo().args(["queue", "len", &path])).await.1.trim(), "0");
 
     let gate = format!("{}/gate", unique("remote-barrier"));
     assert_eq!(output(daemon.wazoo().args(["barrier", "set", &gate])).await.1.trim(), "set");
@@ -355,6 +366,33 @@ async fn remote_queue_barrier_and_custom_recipe() {
     let (code, _, stderr) = output(daemon.wazoo().args(["run", "no-such-component"])).await;
     assert_eq!(code, 1);
     assert!(stderr.contains("not found"), "{stderr}");
+
+    // Any export of any recipe, by name, with JSON: through the daemon and locally alike.
+    let counter = unique("remote-call");
+    for wazoo in [daemon.wazoo(), cli()] {
+        let mut wazoo = wazoo;
+        let (code, stdout, stderr) =
+            output(wazoo.args(["call", "config", "counter.add", &format!("[\"{counter}\", 5]")])).await;
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.trim() == r#"{"ok":5}"# || stdout.trim() == r#"{"ok":10}"#, "{stdout}");
+    }
+    let (code, stdout, _) =
+        output(daemon.wazoo().args(["call", "config", "value", &format!("[\"{counter}\"]")])).await;
+    assert_eq!((code, stdout.trim()), (0, r#"{"ok":10}"#));
+    let (code, stdout, _) = output(daemon.wazoo().args(["call", "config", "get", r#"["relative"]"#])).await;
+    assert_eq!(code, 1, "a recipe's err exits 1");
+    assert!(stdout.starts_with(r#"{"err":{"invalid-path":"#), "{stdout}");
+    let (code, stdout, stderr) = output(daemon.wazoo().args(["recipes", "functions", "queue"])).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("queue.put(path: string, data: list<u8>, priority: option<u8>, ephemeral: bool) -> result<string, zk-error>")),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout,
+        output(cli().args(["recipes", "functions", "queue"])).await.1,
+        "local and remote agree"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -378,17 +416,13 @@ async fn remote_subcommands_without_a_daemon_call_exit_2() {
     // Refused before any connection: nothing listens at this address.
     let free = wazoo::server::free_port().unwrap();
     let nowhere = format!("127.0.0.1:{free}");
-    let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["server"], "server"),
-        (vec!["serve"], "serve"),
-        (vec!["demo"], "demo"),
-        (vec!["queue", "put", "/t/x", "d", "--ephemeral"], "queue put --ephemeral"),
-    ];
+    let cases: Vec<(Vec<&str>, &str)> =
+        vec![(vec!["server"], "server"), (vec!["serve"], "serve"), (vec!["demo"], "demo")];
     for (args, name) in cases {
         let (code, stdout, stderr) =
             output(wazoo_at(&nowhere).arg("--server").arg(&nowhere).args(&args)).await;
         assert_eq!(code, 2, "{args:?}: {stderr}");
-        assert_eq!(stderr, format!("wazoo: {name} does not go through --server yet\n"), "{args:?}");
+        assert_eq!(stderr, format!("wazoo: {name} does not go through --server\n"), "{args:?}");
         assert!(stdout.is_empty(), "{args:?}: {stdout}");
     }
 }

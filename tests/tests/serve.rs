@@ -13,10 +13,10 @@ use tokio::process::Command;
 use tonic::transport::Channel;
 use wazoo::serve::pb::{
     admin_client::AdminClient, recipes_client::RecipesClient, sessions_client::SessionsClient,
-    AcquireRequest, Empty, Family, GroupJoinRequest, HandleRef, KeepAliveRequest, OpenRequest, PathRequest,
-    QueueClaimRequest, QueuePutRequest, WaitRequest,
+    AcquireRequest, Empty, Family, GroupJoinRequest, HandleRef, InvokeRequest, KeepAliveRequest, OpenRequest,
+    PathRequest, QueueClaimRequest, QueuePutRequest, WaitRequest,
 };
-use wazoo_tests::components::{deploy, relabelled, traps_at_start};
+use wazoo_tests::components::{deploy, retagged, traps_at_start, LOCK_TAG_V1};
 use wazoo_tests::daemon::Daemon;
 use wazoo_tests::*;
 
@@ -81,6 +81,11 @@ async fn hot_swap_under_load_through_the_daemon() {
     let held = recipes.acquire(acquire(held_session, &across)).await.unwrap().into_inner();
     let v1 = held.recipe_version.clone();
 
+    let tag_of = |node: String| {
+        let checker = checker.clone();
+        async move { checker.get_data(&node).await.unwrap().0 }
+    };
+    assert_eq!(tag_of(held.node.clone()).await, LOCK_TAG_V1, "v1 writes its tag");
     let busy = Arc::new(AtomicBool::new(false));
     let last_token = Arc::new(AtomicI64::new(0));
     let (turns, failures) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -91,6 +96,7 @@ async fn hot_swap_under_load_through_the_daemon() {
         let (path, busy, last_token) = (path.clone(), busy.clone(), last_token.clone());
         let (turns, failures, swapped_at, v1) =
             (turns.clone(), failures.clone(), swapped_at.clone(), v1.clone());
+        let checker = checker.clone();
         clients.push(tokio::spawn(async move {
             let (id, _keep) = session(&channel, 5000).await;
             let mut recipes = RecipesClient::new(channel);
@@ -104,8 +110,13 @@ async fn hot_swap_under_load_through_the_daemon() {
                         assert!(!busy.swap(true, Ordering::SeqCst), "two holders at once");
                         let previous = last_token.swap(claim.fencing_token, Ordering::SeqCst);
                         assert!(claim.fencing_token > previous, "token fell");
+                        // The node shows which build holds it: v1's tag, or v2's.
+                        let tag = checker.get_data(&claim.node).await.unwrap().0;
                         busy.store(false, Ordering::SeqCst);
                         let swap = *swapped_at.lock().unwrap();
+                        let expected: &[u8] =
+                            if claim.recipe_version == v1 { LOCK_TAG_V1 } else { b"wazoo lock recipe v2" };
+                        assert_eq!(tag, expected, "node data of version {}", claim.recipe_version);
                         if claim.recipe_version != v1 {
                             saw_v2 = true;
                         } else if swap.is_some_and(|t| asked > t + Duration::from_secs(1)) {
@@ -131,7 +142,9 @@ async fn hot_swap_under_load_through_the_daemon() {
         }
     })
     .await;
-    let v2 = relabelled(&std::fs::read(plugins.join("lock.wasm")).unwrap(), "v2");
+    // v2 is the same recipe writing `v2` into its lock nodes.
+    let v2 =
+        retagged(&std::fs::read(plugins.join("lock.wasm")).unwrap(), LOCK_TAG_V1, b"wazoo lock recipe v2");
     deploy(&plugins.join("lock.wasm"), &v2);
     *swapped_at.lock().unwrap() = Some(Instant::now());
     let (mut late, mut saw) = (0, 0);
@@ -150,6 +163,7 @@ async fn hot_swap_under_load_through_the_daemon() {
 
     // The lock held across the swap is still held and is released cleanly.
     assert_eq!(children(&checker, &across).await, vec![held.node.rsplit('/').next().unwrap().to_string()]);
+    assert_eq!(tag_of(held.node.clone()).await, LOCK_TAG_V1, "the lock held across the swap stays v1's");
     recipes.release(HandleRef { session: held_session, handle: held.handle }).await.unwrap();
     assert!(children(&checker, &across).await.is_empty());
     assert!(children(&checker, &path).await.is_empty());
@@ -385,4 +399,125 @@ async fn a_queue_claim_not_acked_goes_back_and_is_taken_once() {
     let wrong = recipes.queue_ack(HandleRef { session: kept, handle: lock.handle }).await.unwrap_err();
     assert_eq!(wrong.code(), tonic::Code::FailedPrecondition, "{wrong:?}");
     recipes.release(HandleRef { session: kept, handle: lock.handle }).await.unwrap();
+}
+
+/// Invoke on a fresh instance (no session): the result as JSON.
+async fn invoke(
+    recipes: &mut RecipesClient<Channel>,
+    recipe: &str,
+    function: &str,
+    args: serde_json::Value,
+) -> serde_json::Value {
+    let request = InvokeRequest {
+        recipe: recipe.into(),
+        function: function.into(),
+        args_json: args.to_string(),
+        ..Default::default()
+    };
+    let reply = recipes.invoke(request).await.unwrap().into_inner();
+    assert_eq!(reply.handle, 0, "nothing kept");
+    serde_json::from_str(&reply.result_json).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn generic_invoke_calls_any_export_with_json_and_keeps_claims_in_the_session() {
+    let daemon = every_recipe().await;
+    let channel = daemon.channel().await;
+    let checker = client(&zk().address()).await;
+    let mut recipes = RecipesClient::new(channel.clone());
+    let mut admin = AdminClient::new(channel.clone());
+    let path = unique("serve-invoke");
+
+    // The functions are listed with their types, as Invoke names them.
+    let listed = admin.list_recipes(Empty {}).await.unwrap().into_inner();
+    let lock = listed.recipes.iter().find(|r| r.name == "lock").unwrap();
+    assert!(
+        lock.functions.iter().any(|f| f == "lock.acquire(path: string, timeout-ms: option<u64>) -> result<record{node: string, token: s64}, zk-error>"),
+        "{:?}",
+        lock.functions
+    );
+
+    // A lock taken by Invoke and kept in the session stays held after the call.
+    let (id, _keep) = session(&channel, 5000).await;
+    let request = InvokeRequest {
+        recipe: "lock".into(),
+        function: "lock.acquire".into(),
+        args_json: serde_json::json!([path, 10_000]).to_string(),
+        session: id,
+        keep: true,
+        ..Default::default()
+    };
+    let kept = recipes.invoke(request).await.unwrap().into_inner();
+    assert_ne!(kept.handle, 0);
+    let held: serde_json::Value = serde_json::from_str(&kept.result_json).unwrap();
+    let node = held["ok"]["node"].as_str().unwrap().to_string();
+    let token = held["ok"]["token"].as_i64().unwrap();
+    let (_, stat) = checker.get_data(&node).await.unwrap();
+    assert_eq!(stat.czxid, token, "the token is the node's czxid");
+    // Someone else, by name and with snake_case keys, finds it taken.
+    let other = invoke(&mut recipes, "lock", "try-acquire", serde_json::json!({ "path": path })).await;
+    assert_eq!(other, serde_json::json!({ "ok": null }));
+    // A recipe's own error is a result, not a status.
+    let bad_path = invoke(&mut recipes, "lock", "lock.acquire", serde_json::json!(["no-slash", 0])).await;
+    assert!(bad_path["err"]["invalid-path"].is_string(), "{bad_path}");
+    // Bad arguments are refused by the host before the recipe runs.
+    let refused = recipes
+        .invoke(InvokeRequest {
+            recipe: "lock".into(),
+            function: "lock.acquire".into(),
+            args_json: "[1]".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    assert!(refused.message().contains("argument path: expected a string"), "{refused:?}");
+    let unknown = recipes
+        .invoke(InvokeRequest { recipe: "lock".into(), function: "lock.steal".into(), ..Default::default() })
+        .await
+        .unwrap_err();
+    assert!(unknown.message().contains("lock.acquire, lock.try-acquire"), "{unknown:?}");
+
+    // Lost tells the holder when its node goes.
+    let mut lost = recipes.lost(HandleRef { session: id, handle: kept.handle }).await.unwrap().into_inner();
+    checker.delete(&node, None).await.unwrap();
+    let event = within(LIMIT, "the Lost event", lost.message()).await.unwrap().unwrap();
+    assert_eq!(event.reason, "node-deleted");
+    // Calls go on on the kept handle: acquire again, release through Invoke, then end it.
+    let again = InvokeRequest {
+        function: "lock.release".into(),
+        session: id,
+        handle: kept.handle,
+        ..Default::default()
+    };
+    let released = recipes.invoke(again).await.unwrap().into_inner();
+    assert_eq!(released.handle, kept.handle);
+    recipes.release(HandleRef { session: id, handle: kept.handle }).await.unwrap();
+
+    // Structured values both ways: bytes as text, options, records.
+    let cfg = format!("{path}-cfg");
+    let set =
+        invoke(&mut recipes, "config", "config.set", serde_json::json!({ "path": cfg, "data": "hello" }))
+            .await;
+    assert_eq!(set, serde_json::json!({ "ok": 0 }));
+    let got = invoke(&mut recipes, "config", "config.get", serde_json::json!([cfg])).await;
+    assert_eq!(got, serde_json::json!({ "ok": { "data": "hello", "version": 0 } }));
+    let cas = invoke(&mut recipes, "config", "set", serde_json::json!([cfg, [104, 105], 7])).await;
+    assert_eq!(cas, serde_json::json!({ "err": "bad-version" }));
+
+    // A kept claim whose session nobody keeps alive goes with it.
+    let silent = silent_session(&channel, 1000).await;
+    let request = InvokeRequest {
+        recipe: "lock".into(),
+        function: "acquire".into(),
+        args_json: serde_json::json!([path]).to_string(),
+        session: silent,
+        keep: true,
+        ..Default::default()
+    };
+    let orphan = recipes.invoke(request).await.unwrap().into_inner();
+    let orphan: serde_json::Value = serde_json::from_str(&orphan.result_json).unwrap();
+    let orphan_node = orphan["ok"]["node"].as_str().unwrap().to_string();
+    within(Duration::from_secs(5), "the lock goes with its session", wait_gone(&checker, &orphan_node)).await;
+    assert!(children(&checker, &path).await.is_empty());
 }

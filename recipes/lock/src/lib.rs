@@ -9,6 +9,10 @@ use wazoo_guest::{self as zk, Deadline, EventKind, Holding, ZkError};
 /// Curator's lock name: the sequence follows it.
 const LOCK_NAME: &str = "lock-";
 
+/// The lock node's data: which recipe build holds it (Curator writes the client's address
+/// there and reads nothing back, so any data interoperates). A swap test rewrites the `v1`.
+const RECIPE_TAG: &[u8] = b"wazoo lock recipe v1";
+
 thread_local! {
     static HOLDING: Holding<String, Held> = const { Holding::new() };
 }
@@ -24,7 +28,7 @@ impl Guest for Lock {
         // 3. if ours is the lowest, the lock is ours; 4. otherwise watch only the node just
         // before ours and go back to 2.
         let deadline = Deadline::after_ms(timeout_ms);
-        let mine = zk::contend(&path, LOCK_NAME, &[], &[LOCK_NAME], deadline, zk::exclusive)?;
+        let mine = zk::contend(&path, LOCK_NAME, RECIPE_TAG, &[LOCK_NAME], deadline, zk::exclusive)?;
         let held = Held { node: mine.path, token: mine.stat.czxid };
         HOLDING.with(|h| h.hold(path, held.clone()));
         Ok(held)
