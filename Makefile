@@ -18,6 +18,10 @@ recipes: setup
 	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests $(foreach r,$(RECIPES),-p wazoo-$(r))
 	mkdir -p plugins
 	$(foreach r,$(RECIPES),cp $(GUEST_DIR)/wazoo_$(r).wasm plugins/$(r).wasm;)
+	# The recipes in other languages: plugins/semaphore-py.wasm (componentize-py) and
+	# plugins/election-js.wasm (componentize-js).
+	bash plugins/python/build.sh
+	bash plugins/js/build.sh
 
 build: recipes
 	$(CARGO) build --release -p wazoo

@@ -3,6 +3,7 @@
 //! `wazoo serve` daemon ([`remote`]) instead of a ZooKeeper session of their own.
 
 mod remote;
+mod scaffold;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -221,6 +222,11 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Start a recipe of your own: a buildable template in Rust, Python or JavaScript
+    New {
+        #[command(subcommand)]
+        command: NewCommand,
+    },
     /// Call any exported function of any recipe (FUNCTION like lock.acquire; see `recipes
     /// functions`) with ARGS, a JSON array or object; prints the result as JSON. Exit status 1
     /// if the result is {"err": …}. Without --server the instance ends with the call, deleting
@@ -427,6 +433,21 @@ impl BarrierCommand {
 }
 
 #[derive(Subcommand)]
+enum NewCommand {
+    /// Write a recipe template (world wazoo:recipes/custom: waits for a znode and prints its
+    /// data) into DIR, with its build script and a copy of the WIT
+    Recipe {
+        /// The recipe's name: the plugin is NAME.wasm
+        name: String,
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: scaffold::Lang,
+        /// Where to write it [default: ./NAME]
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
 enum RecipesCommand {
     /// List components with the world each implements
     List,
@@ -456,6 +477,18 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
+    // Scaffolding asks neither ZooKeeper nor a daemon.
+    if let Command::New { command: NewCommand::Recipe { name, lang, dir } } = &cli.command {
+        let dir = dir.clone().unwrap_or_else(|| PathBuf::from(name));
+        let written = scaffold::new_recipe(name, *lang, &dir)?;
+        println!(
+            "wrote {} files into {}; see {}",
+            written.len(),
+            dir.display(),
+            dir.join("README.md").display()
+        );
+        return Ok(0);
+    }
     if let Some(server) = &cli.server {
         return remote::run(server, cli.session_timeout, cli.connect_timeout, cli.command).await;
     }
@@ -503,6 +536,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             recipe_functions(&config, &recipe)
         }
         Command::Call { recipe, function, args } => call(config, &recipe, &function, &args).await,
+        Command::New { .. } => unreachable!("handled before a session is opened"),
         Command::Run { component, args } => run_custom(config, &component, &args).await,
         Command::Demo { rounds } => demo(&cli.plugins, rounds).await,
         Command::Serve { listen, metrics, watch_every } => serve(config, listen, &metrics, watch_every).await,

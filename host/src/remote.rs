@@ -114,6 +114,7 @@ fn local_only(command: &Command) -> Option<&'static str> {
         Command::Server { .. } => Some("server"),
         Command::Serve { .. } => Some("serve"),
         Command::Demo { .. } => Some("demo"),
+        Command::New { .. } => Some("new"),
     }
 }
 

@@ -41,13 +41,17 @@ impl SandboxLimits {
     pub(crate) fn store_limits(&self) -> StoreLimits {
         StoreLimitsBuilder::new()
             .memory_size(self.memory_bytes)
-            .instances(16)
+            .instances(CORE_INSTANCES_PER_COMPONENT as usize)
             .tables(16)
             .memories(4)
             .trap_on_grow_failure(true)
             .build()
     }
 }
+
+/// Core instances one component may link (the store's limit; the pool holds this many per
+/// instance slot).
+const CORE_INSTANCES_PER_COMPONENT: u32 = 24;
 
 /// How often the epoch advances; the CPU clock is checked at this granularity.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -56,10 +60,11 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 pub fn engine(limits: &SandboxLimits) -> anyhow::Result<Engine> {
     let mut config = settings(limits);
     let mut pool = PoolingAllocationConfig::default();
-    // A Rust wasip2 component has a main module plus small shim modules: a few core instances
-    // and tables per component, one memory.
+    // A Rust wasip2 component has a main module plus small shim modules (3 core instances);
+    // an interpreted one (componentize-py, componentize-js) links a dozen or so (14 for a
+    // Python recipe), still with one memory.
     pool.total_component_instances(limits.max_instances);
-    pool.total_core_instances(limits.max_instances * 4);
+    pool.total_core_instances(limits.max_instances * CORE_INSTANCES_PER_COMPONENT);
     pool.total_memories(limits.max_instances);
     pool.total_tables(limits.max_instances * 4);
     pool.total_stacks(limits.max_instances);

@@ -82,9 +82,103 @@ pub fn plugins() -> PathBuf {
                 let built = root.join(format!("target/guests/wasm32-wasip2/release/wazoo_{recipe}.wasm"));
                 std::fs::copy(&built, dir.join(format!("{recipe}.wasm"))).expect("copying a built recipe");
             }
+            for recipe in LANGUAGE_RECIPES {
+                build_language_recipe(recipe, &dir);
+            }
             dir
         })
         .clone()
+}
+
+/// A recipe written in another language: its plugin name, the script that builds it (given the
+/// output path), and the sources it is built from.
+pub struct LanguageRecipe {
+    pub name: &'static str,
+    pub script: &'static str,
+    pub sources: &'static [&'static str],
+}
+
+/// The recipes in Python (componentize-py) and JavaScript (componentize-js) under `plugins/`.
+pub const LANGUAGE_RECIPES: &[LanguageRecipe] = &[
+    LanguageRecipe {
+        name: "semaphore-py",
+        script: "plugins/python/build.sh",
+        sources: &[
+            "plugins/python/semaphore",
+            "plugins/python/wazoo_guest",
+            "plugins/python/build.sh",
+            "wit",
+        ],
+    },
+    LanguageRecipe {
+        name: "election-js",
+        script: "plugins/js/build.sh",
+        sources: &[
+            "plugins/js/election",
+            "plugins/js/wazoo-guest.js",
+            "plugins/js/build.mjs",
+            "plugins/js/package.json",
+            "wit",
+        ],
+    },
+];
+
+/// Builds `recipe` into `dir` unless a build newer than all of its sources is there already
+/// (these builds take seconds, and every test binary shares them).
+fn build_language_recipe(recipe: &LanguageRecipe, dir: &Path) {
+    let root = root();
+    let out = dir.join(format!("{}.wasm", recipe.name));
+    let built_at = std::fs::metadata(&out).and_then(|m| m.modified()).ok();
+    let newest = recipe.sources.iter().filter_map(|s| newest_mtime(&root.join(s))).max();
+    if let (Some(built), Some(newest)) = (built_at, newest) {
+        if built >= newest {
+            return;
+        }
+    }
+    let status = Command::new("bash")
+        .current_dir(&root)
+        .arg(root.join(recipe.script))
+        .arg(&out)
+        .status()
+        .unwrap_or_else(|e| panic!("running {}: {e}", recipe.script));
+    assert!(status.success(), "{} failed to build {} (run `make setup`?)", recipe.script, recipe.name);
+}
+
+/// The newest modification time of `path` or anything under it.
+fn newest_mtime(path: &Path) -> Option<std::time::SystemTime> {
+    let meta = std::fs::metadata(path).ok()?;
+    let own = meta.modified().ok();
+    if !meta.is_dir() {
+        return own;
+    }
+    std::fs::read_dir(path)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name() != "node_modules" && e.file_name() != "__pycache__")
+        .filter_map(|e| newest_mtime(&e.path()))
+        .chain(own)
+        .max()
+}
+
+/// Test functions over implementations: `implementations!(rust: "semaphore", python:
+/// "semaphore-py"; [test_a, test_b])` makes modules `rust` and `python`, each with a
+/// `#[tokio::test]` per test that calls `test_a(recipe)`, so every implementation is checked by
+/// the same assertions.
+#[macro_export]
+macro_rules! implementations {
+    ($($lang:ident: $recipe:literal),+ ; $tests:tt) => {
+        $( $crate::implementations!(@one $lang, $recipe, $tests); )+
+    };
+    (@one $lang:ident, $recipe:literal, [$($test:ident),+ $(,)?]) => {
+        mod $lang {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test($recipe).await
+                }
+            )+
+        }
+    };
 }
 
 /// Host settings for `address`, with a session timeout of `session`.

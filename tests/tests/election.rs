@@ -1,5 +1,6 @@
 //! Leader election against a real ZooKeeper, under repeated session loss, and against Curator's
-//! LeaderLatch on the same path.
+//! LeaderLatch on the same path: every test runs on the Rust recipe and on the JavaScript one
+//! (`plugins/js/election`), and the two contend in one election.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,8 +12,15 @@ use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-async fn handle(host: &Host) -> ElectionHandle {
-    host.election("election").await.unwrap()
+wazoo_tests::implementations!(rust: "election", javascript: "election-js"; [
+    one_leader_at_a_time_and_resign_hands_over_in_order,
+    observers_see_the_leader_and_its_acknowledgement_without_contending,
+    never_two_leaders_across_twenty_session_kills,
+    curator_leader_latch_and_wazoo_elect_one_leader_both_ways,
+]);
+
+async fn handle(host: &Host, recipe: &str) -> ElectionHandle {
+    host.election(recipe).await.unwrap()
 }
 
 /// A register that accepts a write only with a token at least as high as the last one: what a
@@ -32,17 +40,26 @@ impl Register {
     }
 }
 
+async fn one_leader_at_a_time_and_resign_hands_over_in_order(recipe: &str) {
+    hand_over_in_order(&[recipe; 4]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn one_leader_at_a_time_and_resign_hands_over_in_order() {
+async fn rust_and_javascript_candidates_hand_over_in_one_election() {
+    hand_over_in_order(&["election-js", "election", "election-js", "election"]).await;
+}
+
+/// Candidate i runs `recipes[i]`; the first leads, the others queue and lead in turn.
+async fn hand_over_in_order(recipes: &[&str]) {
     let host = host().await;
     let checker = client(&zk().address()).await;
     let path = unique("elect-order");
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut first = handle(&host).await;
+    let mut first = handle(&host, recipes[0]).await;
     let first_term = first.campaign(&path, "c0", None).await.unwrap();
     let armed = host.stats().watches_armed();
     for i in 1..4 {
-        let mut candidate = handle(&host).await;
+        let mut candidate = handle(&host, recipes[i]).await;
         let (election, tx) = (path.clone(), tx.clone());
         tokio::spawn(async move {
             let term = candidate.campaign(&election, &format!("c{i}"), None).await.unwrap();
@@ -69,15 +86,14 @@ async fn one_leader_at_a_time_and_resign_hands_over_in_order() {
     assert_eq!(host.stats().watch_wakeups() - before, 3, "each resignation wakes exactly one candidate");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn observers_see_the_leader_and_its_acknowledgement_without_contending() {
+async fn observers_see_the_leader_and_its_acknowledgement_without_contending(recipe: &str) {
     let host = host().await;
     let checker = client(&zk().address()).await;
     let path = unique("elect-observe");
-    let mut observer = handle(&host).await;
+    let mut observer = handle(&host, recipe).await;
     assert!(observer.leader(&path).await.unwrap().is_none(), "no leader before any candidate");
 
-    let mut alpha = handle(&host).await;
+    let mut alpha = handle(&host, recipe).await;
     let watching = {
         let path = path.clone();
         tokio::spawn(async move {
@@ -94,7 +110,7 @@ async fn observers_see_the_leader_and_its_acknowledgement_without_contending() {
     let now = observer.leader(&path).await.unwrap().unwrap();
     assert_eq!(now.acknowledged.as_deref(), Some("alpha is serving"));
 
-    let mut beta = handle(&host).await;
+    let mut beta = handle(&host, recipe).await;
     let beta_path = path.clone();
     let beta_campaign = tokio::spawn(async move {
         beta.campaign(&beta_path, "beta", None).await.unwrap();
@@ -115,8 +131,7 @@ async fn observers_see_the_leader_and_its_acknowledgement_without_contending() {
     beta.resign().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn never_two_leaders_across_twenty_session_kills() {
+async fn never_two_leaders_across_twenty_session_kills(recipe: &str) {
     const KILLS: usize = 20;
     let address = zk().address();
     let checker = client(&address).await;
@@ -131,10 +146,11 @@ async fn never_two_leaders_across_twenty_session_kills() {
         proxies.push(proxy);
         let (path, register, elected_tx) = (path.clone(), register.clone(), elected_tx.clone());
         let (zombie_tx, zombie_rx) = mpsc::unbounded_channel::<bool>();
+        let recipe = recipe.to_string();
         refused_zombies.push(zombie_rx);
         tokio::spawn(async move {
             loop {
-                let Ok(mut candidate) = host.election("election").await else { continue };
+                let Ok(mut candidate) = host.election(&recipe).await else { continue };
                 let term = match candidate.campaign(&path, &format!("p{i}"), None).await {
                     Ok(term) => term,
                     Err(_) => continue, // the session went while campaigning: join again
@@ -177,8 +193,7 @@ async fn never_two_leaders_across_twenty_session_kills() {
     within(LIMIT, "three candidates, no orphans", wait_children(&checker, &path, 3)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn curator_leader_latch_and_wazoo_elect_one_leader_both_ways() {
+async fn curator_leader_latch_and_wazoo_elect_one_leader_both_ways(recipe: &str) {
     let address = zk().address();
     let checker = client(&address).await;
     let path = unique("elect-curator");
@@ -188,9 +203,9 @@ async fn curator_leader_latch_and_wazoo_elect_one_leader_both_ways() {
     let mut curator = Curator::start(&address, &path, "latch:curator-1").await;
     curator.send("await 10000").await;
     assert_eq!(curator.line().await, "leader");
-    let mut observer = handle(&host).await;
+    let mut observer = handle(&host, recipe).await;
     assert_eq!(observer.leader(&path).await.unwrap().unwrap().id, "curator-1");
-    let mut candidate = handle(&host).await;
+    let mut candidate = handle(&host, recipe).await;
     let lock_path = path.clone();
     let campaign = tokio::spawn(async move {
         let term = candidate.campaign(&lock_path, "wazoo", None).await.unwrap();

@@ -1,5 +1,6 @@
 //! The counting semaphore recipe against a real ZooKeeper, and against Curator's
-//! InterProcessSemaphoreV2 on the same path.
+//! InterProcessSemaphoreV2 on the same path: every test runs on the Rust recipe and on the
+//! Python one (`plugins/python/semaphore`), and the two share one semaphore.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -10,22 +11,39 @@ use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-async fn handle(host: &Host) -> SemaphoreHandle {
-    host.semaphore("semaphore").await.unwrap()
+wazoo_tests::implementations!(rust: "semaphore", python: "semaphore-py"; [
+    never_more_holders_than_leases,
+    full_semaphore_times_out_cleanly_and_bad_counts_are_refused,
+    curator_semaphore_and_wazoo_share_the_leases_both_ways,
+]);
+
+async fn handle(host: &Host, recipe: &str) -> SemaphoreHandle {
+    host.semaphore(recipe).await.unwrap()
+}
+
+async fn never_more_holders_than_leases(recipe: &str) {
+    mixed_holders(&[recipe; 6]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn never_more_holders_than_leases() {
+async fn rust_and_python_share_one_semaphore() {
+    mixed_holders(&["semaphore", "semaphore-py", "semaphore", "semaphore-py", "semaphore", "semaphore-py"])
+        .await;
+}
+
+/// One worker per recipe named, each taking one of 2 leases 4 times: never more than 2 holders.
+async fn mixed_holders(recipes: &[&str]) {
     let host = host().await;
     let checker = client(&zk().address()).await;
     let path = unique("sem");
     let holding = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
     let mut workers = Vec::new();
-    for _ in 0..6 {
+    for recipe in recipes {
         let (host, path, holding, most) = (host.clone(), path.clone(), holding.clone(), most.clone());
+        let recipe = recipe.to_string();
         workers.push(tokio::spawn(async move {
-            let mut sem = host.semaphore("semaphore").await.unwrap();
+            let mut sem = host.semaphore(&recipe).await.unwrap();
             for _ in 0..4 {
                 sem.acquire(&path, 2, None).await.unwrap();
                 let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
@@ -49,13 +67,12 @@ async fn never_more_holders_than_leases() {
     assert!(children(&checker, &format!("{path}/locks")).await.is_empty(), "no mutex node left behind");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn full_semaphore_times_out_cleanly_and_bad_counts_are_refused() {
+async fn full_semaphore_times_out_cleanly_and_bad_counts_are_refused(recipe: &str) {
     let host = host().await;
     let checker = client(&zk().address()).await;
     let path = unique("sem-full");
-    let mut a = handle(&host).await;
-    let mut b = handle(&host).await;
+    let mut a = handle(&host, recipe).await;
+    let mut b = handle(&host, recipe).await;
     a.acquire(&path, 1, None).await.unwrap();
     assert!(b.try_acquire(&path, 1).await.unwrap().is_none());
     let waited = b.acquire(&path, 1, Some(Duration::from_millis(300))).await;
@@ -69,8 +86,7 @@ async fn full_semaphore_times_out_cleanly_and_bad_counts_are_refused() {
     b.release().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn curator_semaphore_and_wazoo_share_the_leases_both_ways() {
+async fn curator_semaphore_and_wazoo_share_the_leases_both_ways(recipe: &str) {
     let address = zk().address();
     let checker = client(&address).await;
     let path = unique("sem-curator");
@@ -78,7 +94,7 @@ async fn curator_semaphore_and_wazoo_share_the_leases_both_ways() {
     let mut curator = Curator::start(&address, &path, "semaphore:2").await;
     curator.send("acquire 5000").await;
     assert_eq!(curator.line().await, "leased");
-    let mut first = handle(&host).await;
+    let mut first = handle(&host, recipe).await;
     let lease = first.acquire(&path, 2, Some(LIMIT)).await.unwrap();
     let name = lease.node.rsplit('/').next().unwrap();
     assert!(
@@ -87,7 +103,7 @@ async fn curator_semaphore_and_wazoo_share_the_leases_both_ways() {
         lease.node
     );
     // Both leases taken, one each: a wazoo waiter waits until Curator returns its lease.
-    let mut second = handle(&host).await;
+    let mut second = handle(&host, recipe).await;
     assert!(second.try_acquire(&path, 2).await.unwrap().is_none());
     let sem_path = path.clone();
     let waiting = tokio::spawn(async move {

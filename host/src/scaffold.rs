@@ -1,0 +1,109 @@
+//! `wazoo new recipe NAME --lang rust|python|js`: a buildable recipe to start from, in the
+//! language a team knows. Each template implements the `custom` world (a `run` export that
+//! `wazoo run` calls) with a small real recipe, carries its own copy of the WIT contract, and,
+//! for Python and JavaScript, the guest-side convenience layer.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _};
+
+/// A recipe language `wazoo new recipe` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    Rust,
+    Python,
+    Js,
+}
+
+const WIT: &[(&str, &str)] = &[
+    ("wit/recipes.wit", include_str!("../../wit/recipes.wit")),
+    ("wit/deps/zk/zk.wit", include_str!("../../wit/deps/zk/zk.wit")),
+];
+
+const RUST: &[(&str, &str)] = &[
+    ("Cargo.toml", include_str!("../templates/rust/Cargo.toml")),
+    ("src/lib.rs", include_str!("../templates/rust/src/lib.rs")),
+    ("build.sh", include_str!("../templates/rust/build.sh")),
+];
+
+const PYTHON: &[(&str, &str)] = &[
+    ("app.py", include_str!("../templates/python/app.py")),
+    ("build.sh", include_str!("../templates/python/build.sh")),
+    ("wazoo_guest/__init__.py", include_str!("../../plugins/python/wazoo_guest/__init__.py")),
+    ("wazoo_guest/errors.py", include_str!("../../plugins/python/wazoo_guest/errors.py")),
+];
+
+const JS: &[(&str, &str)] = &[
+    ("recipe.js", include_str!("../templates/js/recipe.js")),
+    ("package.json", include_str!("../templates/js/package.json")),
+    ("build.mjs", include_str!("../templates/js/build.mjs")),
+    ("wazoo-guest.js", include_str!("../../plugins/js/wazoo-guest.js")),
+];
+
+/// Writes the template for `lang` into `dir` (which must not exist yet, or be empty), with
+/// `name` filled in; returns the files written.
+pub fn new_recipe(name: &str, lang: Lang, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    check_name(name)?;
+    if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
+        bail!("{} exists and is not empty", dir.display());
+    }
+    let files = match lang {
+        Lang::Rust => RUST,
+        Lang::Python => PYTHON,
+        Lang::Js => JS,
+    };
+    let readme = readme(name, lang);
+    let mut written = Vec::new();
+    for (path, text) in WIT.iter().chain(files).copied().chain([("README.md", readme.as_str())]) {
+        let file = dir.join(path);
+        std::fs::create_dir_all(file.parent().expect("a file has a parent"))?;
+        std::fs::write(&file, text.replace("{{name}}", name))
+            .with_context(|| format!("writing {}", file.display()))?;
+        if path.ends_with(".sh") {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755))?;
+        }
+        written.push(file);
+    }
+    Ok(written)
+}
+
+/// A recipe name: the plugin's file name and the crate or package name.
+fn check_name(name: &str) -> anyhow::Result<()> {
+    let ok = name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-');
+    if !ok {
+        bail!("recipe name {name:?}: use lowercase letters, digits and inner dashes (e.g. wait-for), at most 64");
+    }
+    Ok(())
+}
+
+fn readme(name: &str, lang: Lang) -> String {
+    let (what, build, edit) = match lang {
+        Lang::Rust => (
+            "Rust, with wit-bindgen",
+            "rustup target add wasm32-wasip2   # once\n./build.sh",
+            "`src/lib.rs`",
+        ),
+        Lang::Python => (
+            "Python, with componentize-py 0.25",
+            "python3 -m pip install 'componentize-py==0.25.1'   # once\n./build.sh",
+            "`app.py` (`wazoo_guest/` is the guest-side layer: typed errors, the protected create, the predecessor watch)",
+        ),
+        Lang::Js => (
+            "JavaScript, with componentize-js 0.23",
+            "npm install   # once\nnode build.mjs",
+            "`recipe.js` (`wazoo-guest.js` is the guest-side layer: typed errors, the protected create, the predecessor watch)",
+        ),
+    };
+    format!(
+        "# {name}\n\nA wazoo recipe in {what}, for world `wazoo:recipes/custom@0.1.0` (`wit/`, a copy of the \
+         contract). As generated it waits until a znode exists and prints its data.\n\n\
+         ```sh\n{build}\ncp {name}.wasm /path/to/plugins/\nwazoo run {name} /some/path --timeout-ms 5000\n```\n\n\
+         Edit {edit}. To implement a standard family instead (a lock, an election…), change the world to \
+         one of `wit/recipes.wit` and export its interface; `wazoo recipes list` then shows the world the \
+         host sees.\n"
+    )
+}

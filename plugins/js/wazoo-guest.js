@@ -1,0 +1,540 @@
+// The guest side of wazoo for JavaScript recipes: the JS counterpart of recipes/guest (Rust).
+//
+// It wraps the `wazoo:zk` imports that componentize-js generates in the helpers every ZooKeeper
+// recipe needs and that are easy to get subtly wrong: typed errors, sorting sequential children
+// the way Curator does, creating a sequential node so that a lost reply can be recovered (the
+// "protected" create), watching only the predecessor, deadlines, and deleting through
+// connection loss.
+//
+// How WIT maps to JavaScript here (componentize-js 0.23 / jco conventions):
+// - `result<T, zk-error>` from an import returns T or throws; the wrappers below throw a
+//   `ZkError`. An export that throws a `ZkError` returns its `err` (the glue reads the error's own
+//   `payload` property); see `exportRecipe`.
+// - `option<T>` is T or `undefined`; `s64`/`u64` are BigInt (`u64` arguments also accept a
+//   whole Number); `list<u8>` is a Uint8Array; tuples are arrays; enums are their kebab-case
+//   names as strings; variants are `{ tag, val }`.
+// - Resources (the `watcher`) are released with `[Symbol.dispose]()`; the glue's
+//   FinalizationRegistry does not drop a watcher once `wait` was called on it, so `dispose` here
+//   is called explicitly (`finally`) wherever a watcher goes out of use.
+// - A blocking host call blocks the whole guest (the host awaits ZooKeeper meanwhile). Waiting
+//   without a host call (the back-off between retries) uses `setTimeout`, so helpers that may
+//   back off are `async`; exports may be async functions: componentize-js runs the event loop
+//   until their promise settles.
+
+import {
+  create as zkCreate,
+  delete as zkDelete,
+  exists as zkExists,
+  getData as zkGetData,
+  getChildren as zkGetChildren,
+  setData as zkSetData,
+  multi as zkMulti,
+  sync as zkSync,
+  listEphemerals as zkListEphemerals,
+  checkPath as zkCheckPath,
+} from 'wazoo:zk/znode@0.1.0';
+import {
+  existsWatch as zkExistsWatch,
+  getDataWatch as zkGetDataWatch,
+  getChildrenWatch as zkGetChildrenWatch,
+} from 'wazoo:zk/watch@0.1.0';
+import { info as zkInfo, uniqueId as zkUniqueId } from 'wazoo:zk/session@0.1.0';
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/**
+ * The WIT `zk-error` variant as a JavaScript error. `tag` is the case name (`'no-node'`,
+ * `'connection-loss'`, `'invalid-argument'`…) and `detail` the text of the cases that carry one.
+ * Throwing it from an export returns `err(payload)` to the host.
+ */
+export class ZkError extends Error {
+  constructor(tag, detail) {
+    super(detail === undefined ? tag : `${tag}: ${detail}`);
+    this.name = 'ZkError';
+    this.tag = tag;
+    this.detail = detail;
+    // componentize-js turns a thrown value with an own `payload` into the result's err.
+    Object.defineProperty(this, 'payload', {
+      value: detail === undefined ? { tag } : { tag, val: detail },
+      enumerable: false,
+    });
+  }
+
+  /** Whether this is the `tag` case. */
+  is(tag) {
+    return this.tag === tag;
+  }
+
+  /**
+   * Any caught value as a ZkError: an import's error (a ComponentError whose payload is the
+   * `zk-error` variant, or a `multi-error` record), a ZkError, or anything else as `other`.
+   */
+  static from(e) {
+    if (e instanceof ZkError) return e;
+    if (e !== null && typeof e === 'object' && Object.prototype.hasOwnProperty.call(e, 'payload')) {
+      let p = e.payload;
+      if (p && typeof p === 'object' && 'error' in p && !('tag' in p)) p = p.error; // multi-error
+      if (p && typeof p === 'object' && typeof p.tag === 'string') return new ZkError(p.tag, p.val);
+    }
+    return new ZkError('other', e instanceof Error ? `${e.name}: ${e.message}` : String(e));
+  }
+
+  static noNode() { return new ZkError('no-node'); }
+  static nodeExists() { return new ZkError('node-exists'); }
+  static timeout() { return new ZkError('timeout'); }
+  static sessionExpired() { return new ZkError('session-expired'); }
+  static invalidArgument(why) { return new ZkError('invalid-argument', why); }
+  static other(why) { return new ZkError('other', why); }
+}
+
+/** True if `e` is a ZkError of one of `tags`. */
+export function isZk(e, ...tags) {
+  return e instanceof ZkError && tags.includes(e.tag);
+}
+
+function wrap(fn) {
+  return (...args) => {
+    try {
+      return fn(...args);
+    } catch (e) {
+      throw ZkError.from(e);
+    }
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The primitives, throwing ZkError
+
+/** The WIT `create-mode` variant's cases without payload. */
+export const CreateMode = Object.freeze({
+  Persistent: Object.freeze({ tag: 'persistent' }),
+  PersistentSequential: Object.freeze({ tag: 'persistent-sequential' }),
+  Ephemeral: Object.freeze({ tag: 'ephemeral' }),
+  EphemeralSequential: Object.freeze({ tag: 'ephemeral-sequential' }),
+  Container: Object.freeze({ tag: 'container' }),
+  persistentTtl: (ms) => ({ tag: 'persistent-ttl', val: BigInt(ms) }),
+  persistentSequentialTtl: (ms) => ({ tag: 'persistent-sequential-ttl', val: BigInt(ms) }),
+});
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder(); // replaces invalid UTF-8, like Rust's from_utf8_lossy
+
+/** A string as UTF-8 bytes (Uint8Arrays pass through). */
+export function bytes(data) {
+  return typeof data === 'string' ? encoder.encode(data) : data;
+}
+
+/** UTF-8 bytes as a string, invalid sequences replaced. */
+export function text(data) {
+  return decoder.decode(data);
+}
+
+/** `create(path, data, mode)` → `{ path, stat }`. `data` may be a string. */
+export const create = wrap((path, data, mode) => zkCreate(path, bytes(data), mode));
+/** `deleteNode(path, version?)` (`delete` is a reserved word). */
+export const deleteNode = wrap((path, version) => zkDelete(path, version));
+/** `exists(path)` → stat or undefined. */
+export const exists = wrap(zkExists);
+/** `getData(path)` → `[data, stat]`. */
+export const getData = wrap(zkGetData);
+/** `getChildren(path)` → `[names, stat]`. */
+export const getChildren = wrap(zkGetChildren);
+/** `setData(path, data, version?)` → stat. */
+export const setData = wrap((path, data, version) => zkSetData(path, bytes(data), version));
+/** `multi(ops)` → op results; throws a ZkError of the failing op's error. */
+export const multi = wrap(zkMulti);
+export const sync = wrap(zkSync);
+export const listEphemerals = wrap(zkListEphemerals);
+/** Throws `invalid-path` unless the host accepts `path`. */
+export const checkPath = wrap(zkCheckPath);
+/** `existsWatch(path)` → `[stat | undefined, watcher]`. */
+export const existsWatch = wrap(zkExistsWatch);
+/** `getDataWatch(path)` → `[data, stat, watcher]`; `no-node` (and no watch) when absent. */
+export const getDataWatch = wrap(zkGetDataWatch);
+/** `getChildrenWatch(path)` → `[names, stat, watcher]`. */
+export const getChildrenWatch = wrap(zkGetChildrenWatch);
+/** `{ id, timeoutMs, generation }` of the session this handle runs on. */
+export const sessionInfo = zkInfo;
+/** A random version-4 UUID from the host. */
+export const uniqueId = zkUniqueId;
+
+const disposeSymbol = Symbol.dispose || Symbol.for('dispose');
+
+const disposed = new WeakSet();
+
+/**
+ * Drops a watcher now (the host forgets it). Safe on undefined and twice: the glue's own
+ * dispose would pass a cleared handle to the host on a second call, which traps.
+ */
+export function dispose(watcher) {
+  if (!watcher || disposed.has(watcher) || typeof watcher[disposeSymbol] !== 'function') return;
+  disposed.add(watcher);
+  watcher[disposeSymbol]();
+}
+
+/**
+ * Blocks until `watcher` fires (`{ kind, path }`), or `timeoutMs` (a Number or undefined for no
+ * limit) passes (`timeout`; the watch stays armed).
+ */
+export function waitWatcher(watcher, timeoutMs) {
+  try {
+    return watcher.wait(timeoutMs);
+  } catch (e) {
+    throw ZkError.from(e);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session, ids, paths
+
+/** How many times a call that failed with `connection-loss` is tried again before giving up. */
+export const CONNECTION_LOSS_RETRIES = 20;
+
+let knownSessionId;
+
+/** This handle's session id (BigInt, the `ephemeralOwner` of its nodes); asked once. */
+export function sessionId() {
+  if (knownSessionId === undefined) knownSessionId = sessionInfo().id;
+  return knownSessionId;
+}
+
+let instance;
+
+/** An id unique to this recipe instance (handles on one host share a session). */
+export function instanceId() {
+  if (instance === undefined) instance = newGuid();
+  return instance;
+}
+
+const U64 = (1n << 64n) - 1n;
+let guidState; // [hi, lo] as BigInt, seeded from the host's unique-id on first use
+
+function splitmix(i) {
+  guidState[i] = (guidState[i] + 0x9e3779b97f4a7c15n) & U64;
+  let z = guidState[i];
+  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & U64;
+  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & U64;
+  return z ^ (z >> 31n);
+}
+
+const hex = (v, width) => v.toString(16).padStart(width, '0');
+
+/**
+ * A fresh version-4 UUID for a protected create. The host's `unique-id` seeds a SplitMix64
+ * generator once per instance (the same scheme as the Rust guest); later ids cost no host call.
+ */
+export function newGuid() {
+  if (guidState === undefined) {
+    const seed = uniqueId().replace(/[^0-9a-fA-F]/g, '');
+    let bits = 0n;
+    try {
+      bits = seed ? BigInt('0x' + seed) : 0n;
+    } catch (_) {
+      bits = 0n;
+    }
+    bits &= (1n << 128n) - 1n;
+    guidState = [bits >> 64n, bits & U64];
+  }
+  const a = splitmix(0);
+  const b = splitmix(1);
+  return (
+    `${hex(a >> 32n, 8)}-${hex((a >> 16n) & 0xffffn, 4)}-4${hex(a & 0xfffn, 3)}-` +
+    `${hex(0x8000n | ((b >> 48n) & 0x3fffn), 4)}-${hex(b & 0xffffffffffffn, 12)}`
+  );
+}
+
+/** `dir` + "/" + `name`. */
+export function join(dir, name) {
+  return dir === '/' ? `/${name}` : `${dir}/${name}`;
+}
+
+/** The last component of `path`. */
+export function nodeName(path) {
+  return path.slice(path.lastIndexOf('/') + 1);
+}
+
+/** The parent of `path` ("/" for a top-level node). */
+export function parent(path) {
+  const i = path.lastIndexOf('/');
+  return i <= 0 ? '/' : path.slice(0, i);
+}
+
+/**
+ * Ordering of sequential children, as Curator's lock drivers do it: by the part after the last
+ * occurrence of each marker in turn (e.g. `latch-`), or the whole name when it has none.
+ */
+export function sortKey(name, markers) {
+  return markers.reduce((key, marker) => {
+    const i = key.lastIndexOf(marker);
+    return i < 0 ? key : key.slice(i + marker.length);
+  }, name);
+}
+
+/** `children` sorted by `sortKey` (stable, by code unit: byte order for ASCII names). */
+export function sorted(children, markers) {
+  const keyed = children.map((name) => [sortKey(name, markers), name]);
+  keyed.sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
+  return keyed.map(([, name]) => name);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time
+
+const now = () => performance.now(); // monotonic
+
+/** A point in time a blocking step must finish by; `never()` does not expire. */
+export class Deadline {
+  constructor(at) {
+    this.at = at; // ms on the monotonic clock, or undefined
+  }
+
+  /** From a WIT `option<u64>` timeout (BigInt, Number or undefined). */
+  static afterMs(timeoutMs) {
+    if (timeoutMs === undefined || timeoutMs === null) return new Deadline(undefined);
+    const ms = Number(timeoutMs);
+    // Beyond ~285 000 years it is no limit at all.
+    return new Deadline(ms > 9e15 ? undefined : now() + ms);
+  }
+
+  static never() {
+    return new Deadline(undefined);
+  }
+
+  /** Whole milliseconds left (a Number, 0 once passed), or undefined for no limit. */
+  remainingMs() {
+    if (this.at === undefined) return undefined;
+    return Math.max(0, Math.floor(this.at - now()));
+  }
+
+  expired() {
+    return this.remainingMs() === 0;
+  }
+}
+
+/** Resolves after `ms` milliseconds (no host call; needs the engine's clocks feature). */
+export function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function backoff(attempt) {
+  return sleep(50 * Math.min(attempt, 10));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recipe building blocks
+
+/** Runs `op` again while it fails with `connection-loss` (for idempotent reads only). */
+export async function retrying(op) {
+  let attempt = 0;
+  for (;;) {
+    try {
+      return await op();
+    } catch (e) {
+      const err = ZkError.from(e);
+      if (err.is('connection-loss') && attempt < CONNECTION_LOSS_RETRIES) {
+        attempt += 1;
+        await backoff(attempt);
+        continue;
+      }
+      throw err;
+    }
+  }
+}
+
+/**
+ * Creates every missing ancestor of `path` as a container node, as Curator's
+ * `creatingParentContainersIfNeeded` does: the server removes them once they are empty.
+ */
+export async function ensureParents(path) {
+  let at = 0;
+  for (;;) {
+    const i = path.indexOf('/', at + 1);
+    if (i < 0) return;
+    const ancestor = path.slice(0, i);
+    try {
+      await retrying(() => create(ancestor, new Uint8Array(), CreateMode.Container));
+    } catch (e) {
+      if (!isZk(e, 'node-exists')) throw e;
+    }
+    at = i;
+  }
+}
+
+function isEphemeral(mode) {
+  return mode.tag === 'ephemeral' || mode.tag === 'ephemeral-sequential';
+}
+
+/**
+ * Creates `<dir>/_c_<uuid>-<name>` (sequential modes append the sequence), Curator's protected
+ * mode. When the reply is lost, the node is found again by its unique prefix and, for ephemeral
+ * modes, claimed only if this session owns it. Missing parents become containers.
+ * Returns `{ path, stat }`.
+ */
+export async function protectedCreate(dir, name, data, mode) {
+  const prefix = `_c_${newGuid()}-`;
+  const path = join(dir, `${prefix}${name}`);
+  const ephemeral = isEphemeral(mode);
+  let attempt = 0;
+  for (;;) {
+    attempt += 1;
+    try {
+      return create(path, data, mode);
+    } catch (e) {
+      if (e.tag === 'no-node' && attempt <= 2) {
+        await ensureParents(path);
+      } else if (e.tag === 'connection-loss' && attempt <= CONNECTION_LOSS_RETRIES) {
+        const found = await findProtected(dir, prefix, ephemeral);
+        if (found) return found;
+        await backoff(attempt);
+      } else {
+        throw e;
+      }
+    }
+  }
+}
+
+/** The child `{ path, stat }` of `dir` whose name starts with `prefix`, if this session created it. */
+export async function findProtected(dir, prefix, ephemeral) {
+  let children;
+  try {
+    [children] = await retrying(() => getChildren(dir));
+  } catch (e) {
+    if (isZk(e, 'no-node')) return undefined;
+    throw e;
+  }
+  const me = sessionId();
+  for (const child of children.filter((c) => c.startsWith(prefix))) {
+    const path = join(dir, child);
+    const stat = await retrying(() => exists(path));
+    if (stat !== undefined && (!ephemeral || stat.ephemeralOwner === me)) {
+      return { path, stat };
+    }
+  }
+  return undefined;
+}
+
+function endedBySession(event) {
+  return event.kind === 'session-expired' || event.kind === 'session-closed';
+}
+
+/**
+ * Blocks until `path` is deleted or changes (then the caller looks again), or the deadline
+ * passes (`timeout`). Uses getData, not exists, so a node already gone leaves no watch behind.
+ */
+export function waitForChange(path, deadline) {
+  let watcher;
+  try {
+    [, , watcher] = getDataWatch(path);
+  } catch (e) {
+    if (isZk(e, 'no-node')) return;
+    throw e;
+  }
+  try {
+    if (endedBySession(waitWatcher(watcher, deadline.remainingMs()))) throw ZkError.sessionExpired();
+  } finally {
+    dispose(watcher);
+  }
+}
+
+/**
+ * Blocks until `watcher` fires (`session-expired` if the session ended), or the deadline passes
+ * (`timeout`). Does not dispose the watcher.
+ */
+export function waitOn(watcher, deadline) {
+  if (deadline.expired()) throw ZkError.timeout();
+  if (endedBySession(waitWatcher(watcher, deadline.remainingMs()))) throw ZkError.sessionExpired();
+}
+
+/**
+ * Deletes `path`, trying again through connection loss. A node already gone (or gone with an
+ * expired session) counts as deleted.
+ */
+export async function deleteRetrying(path) {
+  try {
+    await retrying(() => deleteNode(path, undefined));
+  } catch (e) {
+    if (!isZk(e, 'no-node', 'session-expired')) throw e;
+  }
+}
+
+/** What a contender does once it sees where it stands: `Turn.hold`, or `Turn.waitFor(sibling)`. */
+export const Turn = Object.freeze({
+  hold: Object.freeze({ hold: true }),
+  waitFor: (sibling) => ({ hold: false, sibling }),
+});
+
+/**
+ * Steps 2–4 shared by every lock-like recipe: list the children without a watch, order them by
+ * `markers`, let `decide(sorted, index)` say whether our node (at `index`) holds or which one
+ * sibling to watch, and wait for that sibling to change. `no-node` if our node disappeared.
+ */
+export async function waitTurn(dir, myName, markers, deadline, decide) {
+  for (;;) {
+    const [children] = await retrying(() => getChildren(dir));
+    const order = sorted(children, markers);
+    const index = order.indexOf(myName);
+    if (index < 0) throw ZkError.noNode();
+    const turn = decide(order, index);
+    if (turn.hold) return;
+    if (deadline.expired()) throw ZkError.timeout();
+    waitForChange(join(dir, turn.sibling), deadline);
+  }
+}
+
+/**
+ * Step 1 and the rest of a contention: create our ephemeral sequential node `name` (holding
+ * `data`) under `dir` (protected), claim it only if this session owns it, wait for our turn, and
+ * delete the node again if we give up or fail. Returns `{ path, stat }` of our node.
+ */
+export async function contend(dir, name, data, markers, deadline, decide) {
+  checkPath(dir);
+  const mine = await protectedCreate(dir, name, data, CreateMode.EphemeralSequential);
+  if (mine.stat.ephemeralOwner !== sessionId()) {
+    await deleteRetrying(mine.path).catch(() => {});
+    throw ZkError.other('created node is not owned by this session');
+  }
+  try {
+    await waitTurn(dir, nodeName(mine.path), markers, deadline, decide);
+    return mine;
+  } catch (e) {
+    await deleteRetrying(mine.path).catch(() => {});
+    throw e;
+  }
+}
+
+/**
+ * The predecessor rule of the exclusive lock: the lowest node holds, every other watches the
+ * node just before it.
+ */
+export function exclusive(order, index) {
+  return index === 0 ? Turn.hold : Turn.waitFor(order[index - 1]);
+}
+
+/** A blocking acquire run with a zero timeout, as a try: `timeout` becomes undefined. */
+export async function tryNow(acquiring) {
+  try {
+    return await acquiring;
+  } catch (e) {
+    if (isZk(e, 'timeout')) return undefined;
+    throw e;
+  }
+}
+
+/**
+ * Wraps a recipe's exported interface object: every function's failure reaches the host as a
+ * `zk-error` (a ZkError as itself, anything else, e.g. a bug, as `other`) instead of trapping.
+ */
+export function exportRecipe(iface) {
+  const wrapped = {};
+  for (const [name, fn] of Object.entries(iface)) {
+    wrapped[name] = async (...args) => {
+      try {
+        return await fn(...args);
+      } catch (e) {
+        throw ZkError.from(e);
+      }
+    };
+  }
+  return wrapped;
+}

@@ -1,0 +1,345 @@
+"""The guest side of wazoo for Python recipes (componentize-py).
+
+The Python twin of `recipes/guest/src/lib.rs`: the `wazoo:zk` primitives with typed errors,
+plus the helpers every ZooKeeper recipe needs and that are easy to get subtly wrong: ordering
+sequential children the way Curator does, the "protected" create whose lost reply can be
+recovered, watching only the predecessor, deadlines, and deleting through connection loss.
+
+Use it from a recipe module built against any world that includes `wazoo:zk/imports@0.1.0`
+(with componentize-py's default `wit_world` bindings module):
+
+    import wazoo_guest as zk
+
+    class Semaphore(wit_world.exports.Semaphore):
+        @zk.export                      # ZkError -> the WIT zk-error the caller sees
+        def acquire(self, path, max_leases, timeout_ms):
+            zk.check_path(path)         # raises zk.InvalidPath(...)
+            ...
+
+Every primitive below raises a `ZkError` subclass (`zk.NoNode`, `zk.ConnectionLoss`, ...)
+instead of the bindings' `Err(ZkError_NoNode())`. State lives in module globals: one component
+instance serves one recipe handle, and is single-threaded.
+
+Nothing here may run at import time against the host: componentize-py imports the app while
+building the component (pre-initialisation), when there is no host to call.
+"""
+
+import time
+
+from wit_world.imports import session as _session
+from wit_world.imports import types
+from wit_world.imports import watch as _watch
+from wit_world.imports import znode as _znode
+
+from .errors import (  # noqa: F401 - re-exported
+    BadVersion, ConnectionLoss, InvalidArgument, InvalidPath, LimitExceeded, NoAuth,
+    NoChildrenForEphemerals, NoNode, NodeExists, NotEmpty, Other, QuotaExceeded, SessionExpired,
+    Timeout, Unimplemented, ZkError, export, wrap,
+)
+
+# --- The primitives, raising ZkError ---------------------------------------------------------
+
+create = wrap(_znode.create)
+delete = wrap(_znode.delete)
+exists = wrap(_znode.exists)
+get_data = wrap(_znode.get_data)
+get_children = wrap(_znode.get_children)
+set_data = wrap(_znode.set_data)
+multi = wrap(_znode.multi)
+sync = wrap(_znode.sync)
+list_ephemerals = wrap(_znode.list_ephemerals)
+check_path = wrap(_znode.check_path)
+exists_watch = wrap(_watch.exists_watch)
+get_data_watch = wrap(_watch.get_data_watch)
+get_children_watch = wrap(_watch.get_children_watch)
+session_info = _session.info
+unique_id = _session.unique_id
+
+Created = types.Created
+Stat = types.Stat
+EventKind = types.EventKind
+
+# Create modes without payload, as values (`zk.EPHEMERAL_SEQUENTIAL`, not `...()`).
+PERSISTENT = types.CreateMode_Persistent()
+PERSISTENT_SEQUENTIAL = types.CreateMode_PersistentSequential()
+EPHEMERAL = types.CreateMode_Ephemeral()
+EPHEMERAL_SEQUENTIAL = types.CreateMode_EphemeralSequential()
+CONTAINER = types.CreateMode_Container()
+
+#: How many times a call that failed with `connection-loss` is tried again before giving up.
+CONNECTION_LOSS_RETRIES = 20
+
+_SESSION_ENDED = (EventKind.SESSION_EXPIRED, EventKind.SESSION_CLOSED)
+
+
+def watch_wait(watcher, timeout_ms):
+    """`watcher.wait(timeout_ms)`, raising `ZkError` (`Timeout` when it runs out)."""
+    return wrap(watcher.wait)(timeout_ms)
+
+
+# --- Identity --------------------------------------------------------------------------------
+
+_session_id = None
+_instance_id = None
+
+
+def session_id():
+    """This handle's session id (the `ephemeral-owner` of its nodes). A handle keeps the session
+    it started on for life, so the host is asked once."""
+    global _session_id
+    if _session_id is None:
+        _session_id = session_info().id
+    return _session_id
+
+
+def new_guid():
+    """A fresh version-4 UUID for a protected create (the host's `unique-id`)."""
+    return unique_id()
+
+
+def instance_id():
+    """An id unique to this recipe instance (handles on one host share a session)."""
+    global _instance_id
+    if _instance_id is None:
+        _instance_id = new_guid()
+    return _instance_id
+
+
+# --- Paths and ordering ----------------------------------------------------------------------
+
+
+def join(dir, name):
+    """`dir` + "/" + `name`."""
+    return f"/{name}" if dir == "/" else f"{dir}/{name}"
+
+
+def node_name(path):
+    """The last component of `path`."""
+    return path.rsplit("/", 1)[-1]
+
+
+def parent(path):
+    """The parent of `path` ("/" for a top-level node)."""
+    i = path.rfind("/")
+    return "/" if i <= 0 else path[:i]
+
+
+def sort_key(name, markers):
+    """Curator's ordering of sequential children: the part after the last occurrence of each
+    marker in turn (e.g. `lock-`, or `__READ__` then `__WRIT__`), or the whole name."""
+    key = name
+    for marker in markers:
+        i = key.rfind(marker)
+        if i >= 0:
+            key = key[i + len(marker):]
+    return key
+
+
+def sorted_children(children, markers):
+    """`children` ordered by `sort_key`."""
+    return sorted(children, key=lambda c: sort_key(c, markers))
+
+
+# --- Time ------------------------------------------------------------------------------------
+
+
+class Deadline:
+    """A point in time a blocking step must finish by; `Deadline(None)` never expires."""
+
+    __slots__ = ("_at",)
+
+    def __init__(self, timeout_ms):
+        self._at = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000.0
+
+    @classmethod
+    def never(cls):
+        return cls(None)
+
+    def remaining_ms(self):
+        """Whole milliseconds left (None: no limit), for `watcher.wait`."""
+        if self._at is None:
+            return None
+        return max(0, int((self._at - time.monotonic()) * 1000))
+
+    def expired(self):
+        return self.remaining_ms() == 0
+
+
+# --- Connection loss -------------------------------------------------------------------------
+
+
+def _backoff(attempt):
+    time.sleep(0.05 * min(attempt, 10))
+
+
+def retrying(op, *args):
+    """`op(*args)`, again while it fails with `connection-loss` (for idempotent calls only)."""
+    attempt = 0
+    while True:
+        try:
+            return op(*args)
+        except ConnectionLoss:
+            if attempt >= CONNECTION_LOSS_RETRIES:
+                raise
+            attempt += 1
+            _backoff(attempt)
+
+
+def delete_retrying(path):
+    """Deletes `path` through connection loss; a node already gone (or gone with an expired
+    session) counts as deleted."""
+    try:
+        retrying(delete, path, None)
+    except (NoNode, SessionExpired):
+        pass
+
+
+def ensure_parents(path):
+    """Creates every missing ancestor of `path` as a container node, as Curator's
+    `creatingParentContainersIfNeeded` does: the server removes them once they are empty."""
+    at = 0
+    while True:
+        i = path.find("/", at + 1)
+        if i < 0:
+            return
+        try:
+            retrying(create, path[:i], b"", CONTAINER)
+        except NodeExists:
+            pass
+        at = i
+
+
+# --- Protected (recoverable) creates ---------------------------------------------------------
+
+
+def _is_ephemeral(mode):
+    return isinstance(mode, (types.CreateMode_Ephemeral, types.CreateMode_EphemeralSequential))
+
+
+def protected_create(dir, name, data, mode):
+    """Creates `<dir>/_c_<uuid>-<name>` (sequential modes append the sequence), Curator's
+    protected mode. When the reply is lost, the node is found again by its unique prefix and,
+    for ephemeral modes, claimed only if this session owns it. Missing parents become
+    containers. Returns a `Created`."""
+    prefix = f"_c_{new_guid()}-"
+    path = join(dir, prefix + name)
+    ephemeral = _is_ephemeral(mode)
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return create(path, data, mode)
+        except NoNode:
+            if attempt > 2:
+                raise
+            ensure_parents(path)
+        except ConnectionLoss:
+            if attempt > CONNECTION_LOSS_RETRIES:
+                raise
+            found = find_protected(dir, prefix, ephemeral)
+            if found is not None:
+                return found
+            _backoff(attempt)
+
+
+def find_protected(dir, prefix, ephemeral):
+    """The child of `dir` whose name starts with `prefix` (a `Created`), if this session
+    created it; None otherwise."""
+    try:
+        children, _ = retrying(get_children, dir)
+    except NoNode:
+        return None
+    me = session_id()
+    for child in children:
+        if not child.startswith(prefix):
+            continue
+        path = join(dir, child)
+        stat = retrying(exists, path)
+        if stat is not None and (not ephemeral or stat.ephemeral_owner == me):
+            return Created(path=path, stat=stat)
+    return None
+
+
+# --- Watching --------------------------------------------------------------------------------
+
+
+def wait_on(watcher, deadline):
+    """Blocks until `watcher` fires (`SessionExpired` if the session ended), or the deadline
+    passes (`Timeout`)."""
+    if deadline.expired():
+        raise Timeout()
+    if watch_wait(watcher, deadline.remaining_ms()).kind in _SESSION_ENDED:
+        raise SessionExpired()
+
+
+def wait_for_change(path, deadline):
+    """Blocks until `path` is deleted or changes (then the caller looks again), or the deadline
+    passes (`Timeout`). Uses getData, not exists, so a node already gone leaves no watch."""
+    try:
+        _, _, watcher = get_data_watch(path)
+    except NoNode:
+        return
+    with watcher:  # drops the watcher handle at once, whatever happens
+        if watch_wait(watcher, deadline.remaining_ms()).kind in _SESSION_ENDED:
+            raise SessionExpired()
+
+
+# --- Contending for a turn (locks, leases, leadership) ---------------------------------------
+
+
+def exclusive(ordered, index):
+    """The exclusive lock's predecessor rule: the lowest node holds (None), every other waits
+    for the node just before it (its name)."""
+    return None if index == 0 else ordered[index - 1]
+
+
+def wait_turn(dir, my_name, markers, deadline, decide):
+    """Lists the children of `dir` (no watch), orders them by `markers`, and asks
+    `decide(ordered, index_of_mine)`: None means ours, a sibling name means wait for that node
+    to change and look again. `NoNode` if our node disappeared; `Timeout` past the deadline."""
+    while True:
+        children, _ = retrying(get_children, dir)
+        ordered = sorted_children(children, markers)
+        try:
+            index = ordered.index(my_name)
+        except ValueError:
+            raise NoNode() from None
+        sibling = decide(ordered, index)
+        if sibling is None:
+            return
+        if deadline.expired():
+            raise Timeout()
+        wait_for_change(join(dir, sibling), deadline)
+
+
+def contend(dir, name, data, markers, deadline, decide):
+    """Creates our ephemeral sequential node `name` (holding `data`) under `dir` (protected),
+    claims it only if this session owns it, waits for our turn (`wait_turn`), and deletes the
+    node again if we give up or fail. Returns the `Created` node."""
+    check_path(dir)
+    mine = protected_create(dir, name, data, EPHEMERAL_SEQUENTIAL)
+    if mine.stat.ephemeral_owner != session_id():
+        quietly(delete_retrying, mine.path)
+        raise Other("created node is not owned by this session")
+    try:
+        wait_turn(dir, node_name(mine.path), markers, deadline, decide)
+    except BaseException:
+        quietly(delete_retrying, mine.path)
+        raise
+    return mine
+
+
+def try_now(acquire):
+    """Runs `acquire()` (a blocking acquire with a zero timeout) as a try: `Timeout` -> None."""
+    try:
+        return acquire()
+    except Timeout:
+        return None
+
+
+def quietly(fn, *args):
+    """`fn(*args)`, ignoring a `ZkError` (cleanup on a path that already failed)."""
+    try:
+        fn(*args)
+    except ZkError:
+        pass
