@@ -37,6 +37,7 @@ test: build
 bench: build
 	$(CARGO) bench -p wazoo --bench lock
 	$(CARGO) bench -p wazoo --bench serve
+	$(CARGO) bench -p wazoo --bench languages
 
 # The chaos suite's randomised soak run: make soak SOAK="--seed 42 --minutes 30"
 SOAK ?= --minutes 10

@@ -12,7 +12,8 @@ use crate::state::HostState;
 /// Limits applied to every recipe instance.
 #[derive(Clone, Debug)]
 pub struct SandboxLimits {
-    /// Linear memory per instance. Rust recipes need well under 2 MiB.
+    /// Linear memory per instance. Rust recipes need well under 2 MiB; interpreted ones start
+    /// at 9 MiB (JavaScript) and 12 MiB (Python) and grow with what their code allocates.
     pub memory_bytes: usize,
     /// Guest CPU per call (time awaiting ZooKeeper excluded).
     pub cpu_per_call: Duration,
@@ -28,7 +29,7 @@ pub struct SandboxLimits {
 impl Default for SandboxLimits {
     fn default() -> Self {
         SandboxLimits {
-            memory_bytes: 64 << 20,
+            memory_bytes: 256 << 20,
             cpu_per_call: Duration::from_secs(5),
             wasm_stack_bytes: 512 << 10,
             max_instances: 1000,
