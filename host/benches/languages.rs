@@ -79,9 +79,11 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
             zookeeper: address,
             session_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(20),
+            digest: None,
         },
         plugins: plugins.clone(),
         limits: limits.clone(),
+        allowed: None,
         cache: Some(cache.clone()),
     };
     let host = Host::start(config).await?;

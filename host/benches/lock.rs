@@ -62,6 +62,7 @@ async fn run(address: String, plugins: PathBuf, component: PathBuf, ops: usize) 
         keeper: KeeperConfig { zookeeper: address.clone(), ..KeeperConfig::default() },
         plugins,
         limits,
+        allowed: None,
         cache: None,
     };
     let host = Host::start(config).await?;

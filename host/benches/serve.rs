@@ -121,6 +121,7 @@ impl Bench {
             keeper: KeeperConfig { zookeeper: self.address.clone(), ..KeeperConfig::default() },
             plugins: self.scratch.join("plugins"),
             limits: SandboxLimits::default(),
+            allowed: None,
             cache: Some(cache.to_path_buf()),
         }
     }

@@ -91,6 +91,7 @@ impl Sandbox {
         self.cleaned = true;
         if !self.ledger.is_empty() {
             let n = self.ledger.clean(&self.live.client).await;
+            self.shared.usage.znodes.fetch_sub(n as i64, std::sync::atomic::Ordering::Relaxed);
             tracing::debug!(deleted = n, "ledger cleaned");
         }
     }

@@ -32,6 +32,9 @@ pub struct HostConfig {
     /// Where compiled components are cached (private to the host); `None` compiles every
     /// component on every start.
     pub cache: Option<PathBuf>,
+    /// The recipes (names in the plugins directory) this host may load; `None`: any. `*` in a
+    /// name matches any run of characters (`alice-*`).
+    pub allowed: Option<Vec<String>>,
 }
 
 /// A wazoo host. Cheap to clone.
@@ -41,6 +44,7 @@ pub struct Host {
 }
 
 struct Inner {
+    allowed: Option<Vec<String>>,
     engine: Engine,
     keeper: Keeper,
     registry: Registry,
@@ -70,9 +74,20 @@ impl Host {
         let engine = sandbox::engine(&config.limits)?;
         let registry = Registry::new(engine.clone(), config.plugins.clone(), config.cache.clone())?;
         let keeper = Keeper::connect(config.keeper.clone()).await?;
-        let shared = Arc::new(Shared { limits: config.limits.clone(), ..Shared::default() });
+        let shared = Arc::new(Shared {
+            limits: config.limits.clone(),
+            private_acls: config.keeper.digest.is_some(),
+            ..Shared::default()
+        });
         Ok(Host {
-            inner: Arc::new(Inner { engine, keeper, registry, shared, loading: tokio::sync::Mutex::new(()) }),
+            inner: Arc::new(Inner {
+                allowed: config.allowed.clone(),
+                engine,
+                keeper,
+                registry,
+                shared,
+                loading: tokio::sync::Mutex::new(()),
+            }),
         })
     }
 
@@ -180,6 +195,14 @@ impl Host {
 
     /// The version of `recipe` that new handles get, whatever its world.
     pub async fn serving(&self, recipe: &str) -> anyhow::Result<Arc<Version>> {
+        if let Some(allowed) = &self.inner.allowed {
+            if recipe.contains('/') || recipe.ends_with(".wasm") {
+                bail!("recipe {recipe:?}: a tenant names recipes, not files");
+            }
+            if !allowed.iter().any(|pattern| matches_pattern(pattern, recipe)) {
+                bail!("recipe {recipe:?} is not one this tenant may load (allowed: {})", allowed.join(", "));
+            }
+        }
         let path = self.inner.registry.resolve(recipe);
         Ok(match self.inner.registry.lookup(&path)? {
             Lookup::Serving(v) | Lookup::Refused { serving: Some(v), .. } => v,
@@ -251,5 +274,42 @@ impl Host {
         let state = HostState::new(live.clone(), ledger.clone(), self.inner.shared.clone());
         let store = sandbox::store(&self.inner.engine, state);
         Ok(Sandbox::new(store, live, ledger, self.inner.shared.clone()))
+    }
+}
+
+/// `pattern` (with `*` matching any run of characters) against a whole recipe name.
+fn matches_pattern(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, rest)) => {
+            let Some(mut tail) = name.strip_prefix(head) else { return false };
+            // Greedy is enough for one `*`; more are tried at every position.
+            loop {
+                if matches_pattern(rest, tail) {
+                    return true;
+                }
+                let mut chars = tail.chars();
+                if chars.next().is_none() {
+                    return false;
+                }
+                tail = chars.as_str();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matches_pattern;
+
+    #[test]
+    fn recipe_patterns() {
+        assert!(matches_pattern("lock", "lock"));
+        assert!(!matches_pattern("lock", "lock2"));
+        assert!(matches_pattern("alice-*", "alice-lock"));
+        assert!(!matches_pattern("alice-*", "mallory-lock"));
+        assert!(matches_pattern("*", "anything"));
+        assert!(matches_pattern("a*b*c", "axxbyyc"));
+        assert!(!matches_pattern("a*b*c", "axxbyy"));
     }
 }

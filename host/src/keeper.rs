@@ -21,6 +21,9 @@ pub struct KeeperConfig {
     pub session_timeout: Duration,
     /// How long to try to reach ZooKeeper before giving up.
     pub connect_timeout: Duration,
+    /// A digest identity `user:password` for the session. With it, the chroot (if any) and
+    /// every node the host creates can be used by that identity only (a tenant's namespace).
+    pub digest: Option<String>,
 }
 
 impl Default for KeeperConfig {
@@ -29,6 +32,7 @@ impl Default for KeeperConfig {
             zookeeper: "127.0.0.1:2181".into(),
             session_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
+            digest: None,
         }
     }
 }
@@ -140,18 +144,31 @@ async fn open(config: &KeeperConfig) -> anyhow::Result<Client> {
         crate::paths::check_node(root)
             .map_err(|why| anyhow!("bad chroot in {:?}: {why}", config.zookeeper))?;
     }
-    let connect = Client::connector()
+    let mut connector = Client::connector()
         .with_session_timeout(config.session_timeout)
-        .with_connection_timeout(config.connect_timeout.min(Duration::from_secs(5)))
-        .connect(hosts);
+        .with_connection_timeout(config.connect_timeout.min(Duration::from_secs(5)));
+    if let Some(digest) = &config.digest {
+        connector = connector.with_auth("digest", digest.as_bytes());
+    }
+    let connect = connector.connect(hosts);
     let client = tokio::time::timeout(config.connect_timeout, connect)
         .await
         .map_err(|_| anyhow!("cannot reach ZooKeeper at {hosts} within {:?}", config.connect_timeout))?
         .with_context(|| format!("cannot connect to ZooKeeper at {hosts}"))?;
     let Some(root) = chroot else { return Ok(client) };
-    // The chroot is where this host's namespace starts: make sure it exists.
-    match client.mkdir(root, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await {
-        Ok(()) | Err(zookeeper_client::Error::NodeExists) => {}
+    // The chroot is where this host's namespace starts: make sure it exists. With a digest
+    // identity, the namespace's root is that identity's alone (its parents stay open, so other
+    // tenants can add their own roots beside it).
+    let private = if config.digest.is_some() { Acls::creator_all() } else { Acls::anyone_all() };
+    let parent = crate::paths::parent(root);
+    if parent != "/" {
+        match client.mkdir(parent, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await {
+            Ok(()) | Err(zookeeper_client::Error::NodeExists) => {}
+            Err(e) => return Err(anyhow!("cannot create {parent}: {e}")),
+        }
+    }
+    match client.create(root, &[], &CreateMode::Persistent.with_acls(private)).await {
+        Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
         Err(e) => return Err(anyhow!("cannot create chroot {root}: {e}")),
     }
     client.chroot(root.to_string()).map_err(|_| anyhow!("invalid chroot {root}"))

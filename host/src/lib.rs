@@ -22,6 +22,7 @@ pub mod server;
 mod session;
 mod state;
 pub mod stats;
+pub mod tenants;
 mod watch;
 mod znode;
 

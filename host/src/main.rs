@@ -253,6 +253,11 @@ enum Command {
         /// a change event was missed
         #[arg(long, default_value = "5s", value_parser = parse_duration)]
         watch_every: Duration,
+        /// Serve these tenants (a JSON file: see README, "Tenants"), each with its own token,
+        /// ZooKeeper session and identity, namespace, recipes and limits, instead of one host
+        /// open to every client
+        #[arg(long)]
+        tenants: Option<PathBuf>,
     },
     /// Start a local ZooKeeper and show two contenders taking turns on a lock
     Demo {
@@ -497,9 +502,11 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             zookeeper: cli.zookeeper.clone(),
             session_timeout: cli.session_timeout,
             connect_timeout: cli.connect_timeout,
+            digest: None,
         },
         plugins: cli.plugins.clone(),
         limits: SandboxLimits::default(),
+        allowed: None,
         cache: match &cli.cache {
             Some(dir) if dir.as_os_str() == "none" => None,
             Some(dir) => Some(dir.clone()),
@@ -539,7 +546,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::New { .. } => unreachable!("handled before a session is opened"),
         Command::Run { component, args } => run_custom(config, &component, &args).await,
         Command::Demo { rounds } => demo(&cli.plugins, rounds).await,
-        Command::Serve { listen, metrics, watch_every } => serve(config, listen, &metrics, watch_every).await,
+        Command::Serve { listen, metrics, watch_every, tenants } => {
+            serve(config, listen, &metrics, watch_every, tenants.as_deref()).await
+        }
     }
 }
 
@@ -550,12 +559,13 @@ async fn serve(
     listen: std::net::SocketAddr,
     metrics: &str,
     watch_every: Duration,
+    tenants: Option<&std::path::Path>,
 ) -> anyhow::Result<u8> {
     let metrics = match metrics {
         "off" | "none" => None,
         addr => Some(addr.parse().with_context(|| format!("--metrics: not an address: {addr:?}"))?),
     };
-    let host = Host::start(config).await?;
+    let specs = tenants.map(wazoo::tenants::load).transpose()?;
     let settings = wazoo::serve::ServeConfig { listen, metrics, watch_every };
     let ready = |grpc: std::net::SocketAddr, metrics: Option<std::net::SocketAddr>| match metrics {
         Some(m) => println!("serving gRPC on {grpc}, metrics on http://{m}/metrics"),
@@ -568,7 +578,16 @@ async fn serve(
             _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
         }
     };
-    wazoo::serve::run(host, settings, ready, shutdown).await?;
+    match specs {
+        Some(specs) => {
+            let mut tenants = Vec::new();
+            for spec in &specs {
+                tenants.push(wazoo::tenants::start(spec, &config).await?);
+            }
+            wazoo::serve::run_tenants(tenants, settings, ready, shutdown).await?
+        }
+        None => wazoo::serve::run(Host::start(config).await?, settings, ready, shutdown).await?,
+    }
     Ok(0)
 }
 

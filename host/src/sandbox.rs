@@ -24,6 +24,16 @@ pub struct SandboxLimits {
     /// Data per znode write: far below ZooKeeper's 1 MiB `jute.maxbuffer`, so no guest can make
     /// the server drop the shared connection with an oversized packet.
     pub max_data_bytes: usize,
+    /// Children one listing may return (a bigger directory is `limit-exceeded`, not a reply
+    /// that could approach `jute.maxbuffer`).
+    pub max_children: usize,
+    /// Watches armed and not yet dropped, across the host's handles.
+    pub max_watches: usize,
+    /// ZooKeeper operations per second across the host's handles (0: no limit); a burst of one
+    /// second's worth is allowed.
+    pub ops_per_sec: u32,
+    /// Nodes created through this host and not deleted through it (0: no limit).
+    pub max_znodes: u64,
 }
 
 impl Default for SandboxLimits {
@@ -34,6 +44,10 @@ impl Default for SandboxLimits {
             wasm_stack_bytes: 512 << 10,
             max_instances: 1000,
             max_data_bytes: 512 << 10,
+            max_children: 100_000,
+            max_watches: 100_000,
+            ops_per_sec: 0,
+            max_znodes: 0,
         }
     }
 }

@@ -114,68 +114,138 @@ pub struct ServeConfig {
 /// Address space a compile worker may use: a recipe compiles in tens of MiB.
 pub const COMPILE_MEMORY: u64 = 1 << 30;
 
-/// Serves until `shutdown` resolves. `ready` is called with the bound addresses (gRPC, metrics)
-/// once clients can connect.
+/// A tenant of a multi-tenant daemon: its name, the SHA-256 of its API token, and its host
+/// (its own ZooKeeper session, identity, namespace, recipes and limits).
+pub struct Tenant {
+    pub name: String,
+    pub token_sha256: [u8; 32],
+    pub host: Host,
+}
+
+/// Serves `host` to every client (no authentication) until `shutdown` resolves. `ready` is
+/// called with the bound addresses (gRPC, metrics) once clients can connect.
 pub async fn run(
     host: Host,
     config: ServeConfig,
     ready: impl FnOnce(SocketAddr, Option<SocketAddr>),
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let state = Arc::new(State {
-        host: host.clone(),
-        sessions: Mutex::default(),
-        next: AtomicU64::new(1),
-        metrics: Arc::new(Metrics::new()),
-    });
+    serve(vec![(None, host)], config, ready, shutdown).await
+}
+
+/// Serves each tenant's host to the clients that present its token (gRPC metadata
+/// `authorization: Bearer TOKEN`); a call without a known token is UNAUTHENTICATED. Each tenant
+/// has its own client sessions, recipes and limits; metrics carry the tenant in the recipe label
+/// (`alice/lock`).
+pub async fn run_tenants(
+    tenants: Vec<Tenant>,
+    config: ServeConfig,
+    ready: impl FnOnce(SocketAddr, Option<SocketAddr>),
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(!tenants.is_empty(), "no tenants to serve");
+    let hosts = tenants.into_iter().map(|t| (Some((t.name, t.token_sha256)), t.host)).collect();
+    serve(hosts, config, ready, shutdown).await
+}
+
+async fn serve(
+    hosts: Vec<(Option<(String, [u8; 32])>, Host)>,
+    config: ServeConfig,
+    ready: impl FnOnce(SocketAddr, Option<SocketAddr>),
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let metrics = Arc::new(Metrics::new());
     // Compile in a worker process when the binary has one beside it (a compile bomb then costs
     // a refused file, not the daemon).
     let worker = std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.join("wazoo-compile")));
-    match worker.filter(|w| w.exists()) {
-        Some(w) => host.registry().use_compile_worker(w, COMPILE_MEMORY, host.limits()),
-        None => tracing::warn!("no wazoo-compile beside this binary: components compile in-process"),
+    let worker = worker.filter(|w| w.exists());
+    if worker.is_none() {
+        tracing::warn!("no wazoo-compile beside this binary: components compile in-process");
+    }
+    let mut states = Vec::new();
+    for (tenant, host) in hosts {
+        if let Some(w) = &worker {
+            host.registry().use_compile_worker(w.clone(), COMPILE_MEMORY, host.limits());
+        }
+        let (name, token) = match tenant {
+            Some((name, token)) => (Some(name), Some(token)),
+            None => (None, None),
+        };
+        let state = Arc::new(State {
+            host,
+            tenant: name,
+            sessions: Mutex::default(),
+            next: AtomicU64::new(1),
+            metrics: metrics.clone(),
+        });
+        states.push((token, state));
     }
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let grpc = listener.local_addr()?;
     let metrics_addr = match config.metrics {
         Some(addr) => {
-            let metrics = tokio::net::TcpListener::bind(addr).await?;
-            let bound = metrics.local_addr()?;
-            tokio::spawn(crate::metrics::serve(metrics, state.metrics.clone()));
+            let listener = tokio::net::TcpListener::bind(addr).await?;
+            let bound = listener.local_addr()?;
+            tokio::spawn(crate::metrics::serve(listener, metrics.clone()));
             Some(bound)
         }
         None => None,
     };
-    // Check the plugins directory once now, then keep watching it.
-    let mut seen = HashMap::new();
-    watch_plugins(&state, &mut seen).await;
-    let watcher = tokio::spawn(watcher(state.clone(), seen, config.watch_every));
-    let reaper = tokio::spawn(reaper(state.clone()));
+    // Check each plugins directory once now, then keep watching it.
+    let mut tasks = Vec::new();
+    for (_, state) in &states {
+        let mut seen = HashMap::new();
+        watch_plugins(state, &mut seen).await;
+        tasks.push(tokio::spawn(watcher(state.clone(), seen, config.watch_every)));
+        tasks.push(tokio::spawn(reaper(state.clone())));
+    }
     ready(grpc, metrics_addr);
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    let api = Api(state.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let mut server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(Duration::from_secs(10)))
-            .add_service(SessionsServer::new(api.clone()))
-            .add_service(RecipesServer::new(api.clone()))
-            .add_service(AdminServer::new(api))
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = stopped.await;
-            }),
-    );
+    let builder = tonic::transport::Server::builder().http2_keepalive_interval(Some(Duration::from_secs(10)));
+    let until = async {
+        let _ = stopped.await;
+    };
+    let mut server = match states.as_slice() {
+        [(None, state)] => {
+            let api = Api(state.clone());
+            tokio::spawn(
+                builder
+                    .clone()
+                    .add_service(SessionsServer::new(api.clone()))
+                    .add_service(RecipesServer::new(api.clone()))
+                    .add_service(AdminServer::new(api))
+                    .serve_with_incoming_shutdown(incoming, until),
+            )
+        }
+        _ => {
+            let sessions = ByTenant::new(&states, |api| SessionsServer::new(api));
+            let recipes = ByTenant::new(&states, |api| RecipesServer::new(api));
+            let admin = ByTenant::new(&states, |api| AdminServer::new(api));
+            tokio::spawn(
+                builder
+                    .clone()
+                    .add_service(sessions)
+                    .add_service(recipes)
+                    .add_service(admin)
+                    .serve_with_incoming_shutdown(incoming, until),
+            )
+        }
+    };
     let served = tokio::select! {
         done = &mut server => Some(done),
         () = shutdown => None,
     };
-    watcher.abort();
-    reaper.abort();
+    for task in tasks {
+        task.abort();
+    }
     // Every client session ends with the daemon: close what they hold. That also ends their
     // Lost streams; keepalive streams end when their clients see the connection go.
-    let sessions: Vec<_> = state.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
-    for session in sessions {
-        session.close().await;
+    for (_, state) in &states {
+        let sessions: Vec<_> = state.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
+        for session in sessions {
+            session.close().await;
+        }
     }
     let served = match served {
         Some(done) => done,
@@ -197,8 +267,69 @@ pub async fn run(
     }
 }
 
+/// One gRPC service per tenant behind one name: each call goes to the service of the tenant
+/// whose token it presents (`authorization: Bearer TOKEN`, compared by SHA-256).
+#[derive(Clone)]
+struct ByTenant<S> {
+    routes: Arc<HashMap<[u8; 32], S>>,
+}
+
+impl<S> ByTenant<S> {
+    fn new(states: &[(Option<[u8; 32]>, Arc<State>)], make: impl Fn(Api) -> S) -> ByTenant<S> {
+        let routes =
+            states.iter().filter_map(|(token, state)| Some(((*token)?, make(Api(state.clone()))))).collect();
+        ByTenant { routes: Arc::new(routes) }
+    }
+}
+
+impl<S: tonic::server::NamedService> tonic::server::NamedService for ByTenant<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+type HttpRequest = tonic::codegen::http::Request<tonic::body::Body>;
+type HttpResponse = tonic::codegen::http::Response<tonic::body::Body>;
+
+impl<S> tonic::codegen::Service<HttpRequest> for ByTenant<S>
+where
+    S: tonic::codegen::Service<HttpRequest, Response = HttpResponse, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = HttpResponse;
+    type Error = std::convert::Infallible;
+    type Future = tonic::codegen::BoxFuture<HttpResponse, std::convert::Infallible>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: HttpRequest) -> Self::Future {
+        use sha2::Digest as _;
+        let token = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(|t| <[u8; 32]>::from(sha2::Sha256::digest(t.as_bytes())));
+        match token.and_then(|t| self.routes.get(&t)) {
+            Some(service) => {
+                let mut service = service.clone();
+                Box::pin(async move { service.call(request).await })
+            }
+            None => Box::pin(async {
+                Ok(Status::unauthenticated("no tenant has this token (authorization: Bearer TOKEN)")
+                    .into_http())
+            }),
+        }
+    }
+}
+
 struct State {
     host: Host,
+    /// The tenant this state serves, in a multi-tenant daemon.
+    tenant: Option<String>,
     sessions: Mutex<HashMap<u64, Arc<ClientSession>>>,
     /// Session and handle ids (one sequence; never reused).
     next: AtomicU64,
@@ -371,8 +502,22 @@ impl State {
     fn gauges(&self) {
         let sessions = self.sessions.lock().unwrap();
         let handles: usize = sessions.values().map(|s| s.handles.lock().unwrap().len()).sum();
-        self.metrics.gauge("client_sessions", sessions.len() as f64);
-        self.metrics.gauge("live_handles", handles as f64);
+        match &self.tenant {
+            None => {
+                self.metrics.gauge("client_sessions", sessions.len() as f64);
+                self.metrics.gauge("live_handles", handles as f64);
+            }
+            Some(t) => {
+                let stats = self.host.stats();
+                self.metrics.gauge(&format!("tenant_{t}_client_sessions"), sessions.len() as f64);
+                self.metrics.gauge(&format!("tenant_{t}_live_handles"), handles as f64);
+                self.metrics.gauge(
+                    &format!("tenant_{t}_limit_hits"),
+                    stats.limit_hits.load(Ordering::Relaxed) as f64,
+                );
+                self.metrics.gauge(&format!("tenant_{t}_traps"), stats.traps.load(Ordering::Relaxed) as f64);
+            }
+        }
     }
 
     /// Runs `f`, recording the call's outcome and latency.
@@ -388,7 +533,10 @@ impl State {
             Ok(_) => "ok".to_string(),
             Err(s) => format!("{:?}", s.code()).to_lowercase(),
         };
-        self.metrics.call(method, recipe, &code, started.elapsed());
+        match &self.tenant {
+            Some(t) => self.metrics.call(method, &format!("{t}/{recipe}"), &code, started.elapsed()),
+            None => self.metrics.call(method, recipe, &code, started.elapsed()),
+        }
         outcome.map(Response::new)
     }
 }
@@ -397,6 +545,9 @@ impl State {
 async fn reaper(state: Arc<State>) {
     loop {
         tokio::time::sleep(REAP_EVERY).await;
+        if state.tenant.is_some() {
+            state.gauges();
+        }
         let now = Instant::now();
         let expired: Vec<u64> = state
             .sessions

@@ -18,6 +18,42 @@ pub struct Shared {
     pub faults: Faults,
     pub stats: Stats,
     pub limits: SandboxLimits,
+    pub usage: Usage,
+    /// Nodes are created readable and writable only by the session's own (digest) identity.
+    pub private_acls: bool,
+}
+
+/// What the host's handles use now, against [`SandboxLimits`].
+#[derive(Debug, Default)]
+pub struct Usage {
+    /// Watches armed and not dropped.
+    pub watches: Arc<std::sync::atomic::AtomicUsize>,
+    /// Nodes created minus nodes deleted through this host.
+    pub znodes: std::sync::atomic::AtomicI64,
+    /// The operations-per-second bucket: tokens left and when it was last filled.
+    bucket: std::sync::Mutex<Option<(f64, Instant)>>,
+}
+
+impl Usage {
+    /// Takes one operation from a bucket that refills at `per_sec` (holding at most one second's
+    /// worth); false when it is empty.
+    pub(crate) fn take_op(&self, per_sec: u32) -> bool {
+        if per_sec == 0 {
+            return true;
+        }
+        let rate = f64::from(per_sec);
+        let now = Instant::now();
+        let mut bucket = self.bucket.lock().unwrap();
+        let (tokens, at) = bucket.get_or_insert((rate, now));
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * rate).min(rate);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// The store data of one recipe instance.

@@ -14,6 +14,8 @@ pub struct Stats {
     pub calls: AtomicU64,
     /// Guest traps (including sandbox limits).
     pub traps: AtomicU64,
+    /// Calls refused with `limit-exceeded` (rate, nodes, watches, listing, data size).
+    pub limit_hits: AtomicU64,
     armed: Notify,
 }
 

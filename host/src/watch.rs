@@ -3,6 +3,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::component::Resource;
@@ -18,15 +20,23 @@ use crate::znode::stat;
 
 type Reply<T> = wasmtime::Result<Result<T, ZkError>>;
 
-/// The host side of a `watcher`: the armed watch, or the event it fired with.
+/// The host side of a `watcher`: the armed watch, or the event it fired with. It counts
+/// against the host's watch limit until it is dropped.
 pub struct WatchSlot {
     pending: Option<Pin<Box<dyn Future<Output = WatchedEvent> + Send>>>,
     fired: Option<WatchEvent>,
+    live: Arc<AtomicUsize>,
 }
 
 impl WatchSlot {
-    fn new(watcher: OneshotWatcher) -> WatchSlot {
-        WatchSlot { pending: Some(Box::pin(watcher.changed())), fired: None }
+    fn new(watcher: OneshotWatcher, live: Arc<AtomicUsize>) -> WatchSlot {
+        WatchSlot { pending: Some(Box::pin(watcher.changed())), fired: None, live }
+    }
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -45,7 +55,20 @@ fn event(e: WatchedEvent) -> WatchEvent {
 impl HostState {
     fn arm(&mut self, watcher: OneshotWatcher) -> wasmtime::Result<Resource<WatchSlot>> {
         self.shared.stats.armed();
-        Ok(self.table.push(WatchSlot::new(watcher))?)
+        let live = self.shared.usage.watches.clone();
+        live.fetch_add(1, Ordering::Relaxed);
+        Ok(self.table.push(WatchSlot::new(watcher, live))?)
+    }
+
+    /// Room for one more watch, and one more operation.
+    fn admit_watch(&self) -> Result<(), ZkError> {
+        let max = self.shared.limits.max_watches;
+        let now = self.shared.usage.watches.load(Ordering::Relaxed);
+        if now >= max {
+            Stats::bump(&self.shared.stats.limit_hits);
+            return Err(ZkError::LimitExceeded(format!("{now} watches armed; the limit is {max}")));
+        }
+        self.count_call()
     }
 }
 
@@ -90,6 +113,9 @@ impl Host for HostState {
         if let Err(why) = paths::check(&path) {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
+        if let Err(e) = self.admit_watch() {
+            return Ok(Err(e));
+        }
         let live = self.live.clone();
         let result = live.client.check_and_watch_stat(&path).await;
         match result {
@@ -101,6 +127,9 @@ impl Host for HostState {
     async fn get_data_watch(&mut self, path: String) -> Reply<(Vec<u8>, WitStat, Resource<WatchSlot>)> {
         if let Err(why) = paths::check(&path) {
             return Ok(Err(ZkError::InvalidPath(why)));
+        }
+        if let Err(e) = self.admit_watch() {
+            return Ok(Err(e));
         }
         let live = self.live.clone();
         let result = live.client.get_and_watch_data(&path).await;
@@ -117,10 +146,16 @@ impl Host for HostState {
         if let Err(why) = paths::check(&path) {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
+        if let Err(e) = self.admit_watch() {
+            return Ok(Err(e));
+        }
         let live = self.live.clone();
         let result = live.client.get_and_watch_children(&path).await;
         match result {
-            Ok((children, st, watcher)) => Ok(Ok((children, stat(st), self.arm(watcher)?))),
+            Ok((children, st, watcher)) => match self.check_children(children.len()) {
+                Ok(()) => Ok(Ok((children, stat(st), self.arm(watcher)?))),
+                Err(e) => Ok(Err(e)),
+            },
             Err(e) => Ok(Err(from_client(e))),
         }
     }

@@ -29,10 +29,11 @@ pub(crate) fn stat(s: zookeeper_client::Stat) -> WitStat {
     }
 }
 
-/// The client-side mode and options for a WIT create mode.
-fn options(mode: &CreateMode) -> Result<CreateOptions<'static>, ZkError> {
+/// The client-side mode and options for a WIT create mode; with `private`, only the session's
+/// own identity may use the node.
+fn options(mode: &CreateMode, private: bool) -> Result<CreateOptions<'static>, ZkError> {
     use zookeeper_client::CreateMode as M;
-    let acls = Acls::anyone_all();
+    let acls = if private { Acls::creator_all() } else { Acls::anyone_all() };
     let ttl = |ms: u64| {
         if ms == 0 {
             Err(ZkError::InvalidArgument("TTL must be at least 1 ms".into()))
@@ -67,13 +68,50 @@ fn is_sequential(mode: &CreateMode) -> bool {
 }
 
 impl HostState {
-    fn count_call(&self) {
+    /// Counts a ZooKeeper operation, refused once the host's operations per second are spent.
+    pub(crate) fn count_call(&self) -> Result<(), ZkError> {
+        let per_sec = self.shared.limits.ops_per_sec;
+        if !self.shared.usage.take_op(per_sec) {
+            Stats::bump(&self.shared.stats.limit_hits);
+            return Err(ZkError::LimitExceeded(format!(
+                "more than {per_sec} ZooKeeper operations per second"
+            )));
+        }
         Stats::bump(&self.shared.stats.calls);
+        Ok(())
+    }
+
+    /// Room for `n` more nodes under the host's node limit.
+    fn admit_nodes(&self, n: usize) -> Result<(), ZkError> {
+        let max = self.shared.limits.max_znodes;
+        let now = self.shared.usage.znodes.load(std::sync::atomic::Ordering::Relaxed);
+        if max > 0 && now.max(0) as u64 + n as u64 > max {
+            Stats::bump(&self.shared.stats.limit_hits);
+            return Err(ZkError::LimitExceeded(format!("{now} nodes created; the limit is {max}")));
+        }
+        Ok(())
+    }
+
+    fn nodes_changed(&self, delta: i64) {
+        self.shared.usage.znodes.fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A listing of at most the limit's children.
+    pub(crate) fn check_children(&self, n: usize) -> Result<(), ZkError> {
+        let max = self.shared.limits.max_children;
+        if n > max {
+            Stats::bump(&self.shared.stats.limit_hits);
+            return Err(ZkError::LimitExceeded(format!(
+                "the node has {n} children; a listing returns at most {max}"
+            )));
+        }
+        Ok(())
     }
 
     fn check_data(&self, data: &[u8]) -> Result<(), ZkError> {
         let max = self.shared.limits.max_data_bytes;
         if data.len() > max {
+            Stats::bump(&self.shared.stats.limit_hits);
             return Err(ZkError::LimitExceeded(format!(
                 "node data is {} bytes; the limit is {max}",
                 data.len()
@@ -85,14 +123,15 @@ impl HostState {
     async fn do_create(&mut self, path: String, data: Vec<u8>, mode: CreateMode) -> Result<Created, ZkError> {
         paths::check_node(&path).map_err(ZkError::InvalidPath)?;
         self.check_data(&data)?;
-        let options = options(&mode)?;
+        self.admit_nodes(1)?;
+        let options = options(&mode, self.shared.private_acls)?;
         let live = self.live.clone();
         let ephemeral = is_ephemeral(&mode);
+        self.count_call()?;
         if ephemeral {
             // Recorded before the request goes out, so a call cancelled in flight is cleaned up.
             self.ledger.uncertain(&path);
         }
-        self.count_call();
         let result = live.client.create(&path, &data, &options).await;
         let result = match result {
             Ok(_) if self.shared.faults.take_lost_create_reply() => Err(ZkError::ConnectionLoss),
@@ -100,6 +139,7 @@ impl HostState {
         };
         match result {
             Ok((st, sequence)) => {
+                self.nodes_changed(1);
                 let actual = if is_sequential(&mode) { format!("{path}{sequence}") } else { path.clone() };
                 if ephemeral {
                     self.ledger.created(&actual);
@@ -123,12 +163,14 @@ impl HostState {
         let live = self.live.clone();
         let mut writer = live.client.new_multi_writer();
         let mut ephemeral_creates = Vec::new();
+        let creates = ops.iter().filter(|op| matches!(op, Op::Create(_))).count();
+        self.admit_nodes(creates).map_err(|e| MultiError { index: None, error: e })?;
         for (i, op) in ops.iter().enumerate() {
             let added = match op {
                 Op::Create(c) => {
                     paths::check_node(&c.path).map_err(|why| at(i, ZkError::InvalidPath(why)))?;
                     self.check_data(&c.data).map_err(|e| at(i, e))?;
-                    let options = options(&c.mode).map_err(|e| at(i, e))?;
+                    let options = options(&c.mode, self.shared.private_acls).map_err(|e| at(i, e))?;
                     if is_ephemeral(&c.mode) {
                         ephemeral_creates.push(c.path.clone());
                     }
@@ -150,10 +192,10 @@ impl HostState {
             };
             added.map_err(|e| at(i, from_client(e)))?;
         }
+        self.count_call().map_err(|e| MultiError { index: None, error: e })?;
         for path in &ephemeral_creates {
             self.ledger.uncertain(path);
         }
-        self.count_call();
         let result = writer.commit().await;
         let request_failed = matches!(&result, Err(MultiWriteError::RequestFailed { source }) if matches!(from_client(source.clone()), ZkError::ConnectionLoss));
         if !request_failed {
@@ -167,12 +209,14 @@ impl HostState {
                 .zip(ops.iter())
                 .map(|(result, op)| match result {
                     MultiWriteResult::Create { path, stat: st } => {
+                        self.nodes_changed(1);
                         if matches!(op, Op::Create(c) if is_ephemeral(&c.mode)) {
                             self.ledger.created(&path);
                         }
                         OpResult::Created(Created { path, stat: stat(st) })
                     }
                     MultiWriteResult::Delete => {
+                        self.nodes_changed(-1);
                         if let Op::Delete(d) = op {
                             self.ledger.deleted(&d.path);
                         }
@@ -200,10 +244,13 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        self.count_call();
+        if let Err(e) = self.count_call() {
+            return Ok(Err(e));
+        }
         let result = live.client.delete(&path, version).await;
         match result {
             Ok(()) => {
+                self.nodes_changed(-1);
                 self.ledger.deleted(&path);
                 Ok(Ok(()))
             }
@@ -220,7 +267,9 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        self.count_call();
+        if let Err(e) = self.count_call() {
+            return Ok(Err(e));
+        }
         let result = live.client.check_stat(&path).await;
         Ok(result.map(|s| s.map(stat)).map_err(from_client))
     }
@@ -230,7 +279,9 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        self.count_call();
+        if let Err(e) = self.count_call() {
+            return Ok(Err(e));
+        }
         let result = live.client.get_data(&path).await;
         Ok(result.map(|(data, s)| (data, stat(s))).map_err(from_client))
     }
@@ -240,9 +291,14 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        self.count_call();
+        if let Err(e) = self.count_call() {
+            return Ok(Err(e));
+        }
         let result = live.client.get_children(&path).await;
-        Ok(result.map(|(children, s)| (children, stat(s))).map_err(from_client))
+        Ok(match result {
+            Ok((children, s)) => self.check_children(children.len()).map(|()| (children, stat(s))),
+            Err(e) => Err(from_client(e)),
+        })
     }
 
     async fn set_data(&mut self, path: String, data: Vec<u8>, version: Option<i32>) -> Reply<WitStat> {
@@ -253,7 +309,9 @@ impl Host for HostState {
             return Ok(Err(e));
         }
         let live = self.live.clone();
-        self.count_call();
+        if let Err(e) = self.count_call() {
+            return Ok(Err(e));
+        }
         let result = live.client.set_data(&path, &data, version).await;
         Ok(result.map(stat).map_err(from_client))
     }
@@ -267,7 +325,9 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        self.count_call();
+        if let Err(e) = self.count_call() {
+            return Ok(Err(e));
+        }
         let result = live.client.sync(&path).await;
         Ok(result.map_err(from_client))
     }
@@ -281,7 +341,9 @@ impl Host for HostState {
             return Ok(Err(ZkError::InvalidPath(why)));
         }
         let live = self.live.clone();
-        self.count_call();
+        if let Err(e) = self.count_call() {
+            return Ok(Err(e));
+        }
         let result = live.client.list_ephemerals(&path).await;
         Ok(result.map_err(from_client))
     }

@@ -47,6 +47,11 @@ impl Daemon {
     /// it serves. Its fallback look at the directory is hourly, so the tests see swaps only
     /// through its change events.
     pub async fn start(plugins: &Path, cache: &Path) -> Daemon {
+        Daemon::start_with(plugins, cache, &[]).await
+    }
+
+    /// As [`Daemon::start`], with more arguments to `wazoo serve` (e.g. `--tenants FILE`).
+    pub async fn start_with(plugins: &Path, cache: &Path, extra: &[&str]) -> Daemon {
         let mut child = Command::new(wazoo_bin())
             .env("WAZOO_ZOOKEEPER", zk().address())
             .env("WAZOO_PLUGINS", plugins)
@@ -54,6 +59,7 @@ impl Daemon {
             .env_remove("WAZOO_LOG")
             .env_remove("WAZOO_SERVER")
             .args(["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--watch-every", "1h"])
+            .args(extra)
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()

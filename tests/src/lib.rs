@@ -188,9 +188,11 @@ pub fn config(address: &str, session: Duration) -> HostConfig {
             zookeeper: address.to_string(),
             session_timeout: session,
             connect_timeout: Duration::from_secs(20),
+            digest: None,
         },
         plugins: plugins(),
         limits: SandboxLimits::default(),
+        allowed: None,
         cache: Some(root().join("target/component-cache")),
     }
 }

@@ -9,6 +9,17 @@
 //! - `hold-then-grow PATH`: allocates memory without bound (the memory limit must stop it);
 //! - `hold PATH`: returns the node's path; the handle owns the node until it ends.
 //!
+//! And the hostile tenant's attacks (tests/tests/tenants.rs), which return what they got:
+//!
+//! - `flood PATH N`: creates N persistent nodes `PATH/n-<i>`, stopping at the first error;
+//! - `watch-flood PATH N`: arms N watches on PATH and keeps them (until the handle ends);
+//! - `write PATH BYTES`: writes BYTES bytes to PATH (creating it);
+//! - `list PATH`: lists PATH's children (how many);
+//! - `probe PATH`: `exists` and `get-data` on PATH;
+//! - `spam PATH N`: N `exists` calls on PATH, stopping at the first error;
+//! - `recurse`: recurses without bound (the stack limit must stop it);
+//! - `hoard MIB`: keeps MIB more MiB each call, across calls (the memory limit must stop it).
+//!
 //! Not a standard recipe: it lives outside `recipes/`, so `make recipes` never installs it.
 
 // `recipe_world!` assumes a crate in `recipes/NAME`; this one sits a level deeper.
@@ -33,6 +44,17 @@ struct Misbehave;
 
 impl Guest for Misbehave {
     fn run(args: Vec<String>) -> Result<String, String> {
+        match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+            ["flood", path, n] => return flood(path, n.parse().map_err(|_| USAGE)?),
+            ["watch-flood", path, n] => return watch_flood(path, n.parse().map_err(|_| USAGE)?),
+            ["write", path, bytes] => return write(path, bytes.parse().map_err(|_| USAGE)?),
+            ["list", path] => return zk::get_children(path).map(|(c, _)| c.len().to_string()).map_err(describe),
+            ["probe", path] => return probe(path),
+            ["spam", path, n] => return spam(path, n.parse().map_err(|_| USAGE)?),
+            ["recurse"] => return Ok(recurse(black_box(1)).to_string()),
+            ["hoard", mib] => return hoard(mib.parse().map_err(|_| USAGE)?),
+            _ => {}
+        }
         let [command, path] = args.as_slice() else { return Err(USAGE.into()) };
         let misbehave: fn() -> ! = match command.as_str() {
             "hold" => return hold(path),
@@ -54,6 +76,80 @@ fn hold(path: &str) -> Result<String, String> {
     let created = zk::protected_create(path, "lock-", &[], CreateMode::EphemeralSequential)
         .map_err(|e| format!("{path}: creating the node: {e:?}"))?;
     Ok(created.path)
+}
+
+/// A `zk-error` as text: its WIT name first (`limit-exceeded: …`).
+fn describe(e: zk::ZkError) -> String {
+    format!("{e:?}")
+}
+
+fn flood(path: &str, n: usize) -> Result<String, String> {
+    match zk::create(path, &[], CreateMode::Persistent) {
+        Ok(_) | Err(zk::ZkError::NodeExists) => {}
+        Err(e) => return Err(describe(e)),
+    }
+    for i in 0..n {
+        if let Err(e) = zk::create(&zk::join(path, &format!("n-{i}")), &[], CreateMode::Persistent) {
+            return Err(format!("after {i} nodes: {}", describe(e)));
+        }
+    }
+    Ok(format!("{n} nodes"))
+}
+
+thread_local! {
+    static KEPT: std::cell::RefCell<Vec<wazoo_guest::wit::watch::Watcher>> = const { std::cell::RefCell::new(Vec::new()) };
+    static HOARD: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn watch_flood(path: &str, n: usize) -> Result<String, String> {
+    for i in 0..n {
+        match zk::exists_watch(path) {
+            Ok((_, watcher)) => KEPT.with(|k| k.borrow_mut().push(watcher)),
+            Err(e) => return Err(format!("after {i} watches: {}", describe(e))),
+        }
+    }
+    Ok(format!("{n} watches"))
+}
+
+fn write(path: &str, bytes: usize) -> Result<String, String> {
+    let data = vec![b'm'; bytes];
+    match zk::create(path, &data, CreateMode::Persistent) {
+        Ok(_) => Ok(format!("wrote {bytes} bytes")),
+        Err(zk::ZkError::NodeExists) => zk::set_data(path, &data, None).map(|_| format!("wrote {bytes} bytes")).map_err(describe),
+        Err(e) => Err(describe(e)),
+    }
+}
+
+fn spam(path: &str, n: usize) -> Result<String, String> {
+    for i in 0..n {
+        if let Err(e) = zk::exists(path) {
+            return Err(format!("after {i} calls: {}", describe(e)));
+        }
+    }
+    Ok(format!("{n} calls"))
+}
+
+fn probe(path: &str) -> Result<String, String> {
+    let exists = zk::exists(path).map_err(describe)?;
+    let data = match zk::get_data(path) {
+        Ok((data, _)) => format!("data {:?}", String::from_utf8_lossy(&data)),
+        Err(e) => describe(e),
+    };
+    Ok(format!("exists {}; {data}", exists.is_some()))
+}
+
+#[allow(unconditional_recursion)]
+fn recurse(n: u64) -> u64 {
+    let frame = black_box([n; 64]);
+    recurse(black_box(frame[7] + 1)) + frame[3]
+}
+
+fn hoard(mib: usize) -> Result<String, String> {
+    HOARD.with(|h| {
+        let mut h = h.borrow_mut();
+        h.push(black_box(vec![0x5a; mib << 20]));
+        Ok(format!("{} MiB kept", h.iter().map(Vec::len).sum::<usize>() >> 20))
+    })
 }
 
 fn trap() -> ! {

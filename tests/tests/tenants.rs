@@ -1,0 +1,317 @@
+//! Two tenants on one ZooKeeper, each a host with its own session, digest identity and
+//! namespace (chroot): alice does lock and queue work while mallory, under tight limits, runs
+//! every attack of `tests/guests/misbehave`. Mallory gets an error or a trap each time; alice's
+//! operations all succeed, her nodes are untouched and unreadable to anyone else, and neither
+//! session drops.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::transport::Channel;
+use wazoo::serve::pb::{
+    admin_client::AdminClient, recipes_client::RecipesClient, sessions_client::SessionsClient,
+    AcquireRequest, Empty, Family, HandleRef, InvokeRequest, OpenRequest,
+};
+use wazoo::{Host, HostConfig, RecipeError, SandboxLimits};
+use wazoo_tests::daemon::Daemon;
+use wazoo_tests::*;
+use zookeeper_client::{Acls, Client, CreateMode};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn tenant(name: &str, limits: SandboxLimits) -> (HostConfig, String, String) {
+    let root = format!("/tenants/{name}-{}", std::process::id());
+    let digest = format!("{name}-{}:secret of {name}", std::process::id());
+    let mut config = config(&format!("{}{root}", zk().address()), Duration::from_secs(10));
+    config.keeper.digest = Some(digest.clone());
+    config.limits = limits;
+    (config, root, digest)
+}
+
+/// Mallory's limits: tight, so every flood ends quickly.
+fn tight() -> SandboxLimits {
+    SandboxLimits {
+        memory_bytes: 32 << 20,
+        cpu_per_call: Duration::from_millis(300),
+        wasm_stack_bytes: 256 << 10,
+        max_instances: 50,
+        max_data_bytes: 64 << 10,
+        max_children: 50,
+        max_watches: 20,
+        ops_per_sec: 300,
+        max_znodes: 100,
+    }
+}
+
+/// Runs misbehave `args` on a fresh mallory handle.
+async fn attack(mallory: &Host, args: &[&str]) -> Result<Result<String, String>, RecipeError> {
+    let mut h = mallory.custom("misbehave").await.expect("a misbehave handle");
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let outcome = h.run(&args).await;
+    h.close().await;
+    outcome
+}
+
+fn refused(outcome: &Result<Result<String, String>, RecipeError>, what: &str) -> bool {
+    matches!(outcome, Ok(Err(text)) if text.contains(what))
+}
+
+async fn authed(digest: &str) -> Client {
+    Client::connector().with_auth("digest", digest.as_bytes()).connect(&zk().address()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mallory_attacks_alice_works_on_untouched() {
+    let (alice_config, alice_root, alice_digest) = tenant("alice", SandboxLimits::default());
+    let (mallory_config, _, _) = tenant("mallory", tight());
+    let alice = Host::start(alice_config).await.unwrap();
+    let mallory = Host::start(mallory_config).await.unwrap();
+    let alice_session = alice.live().await.unwrap().session_id();
+    let mallory_session = mallory.live().await.unwrap().session_id();
+
+    // Alice's marker, written through her own recipe (so with her ACL).
+    let mut cfg = alice.config("config").await.unwrap();
+    cfg.set("/marker", b"alice's", None).await.unwrap();
+    cfg.close().await;
+
+    // Alice works until mallory is done.
+    let done = Arc::new(AtomicBool::new(false));
+    let (ops, failures) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let work = {
+        let (alice, done, ops, failures) = (alice.clone(), done.clone(), ops.clone(), failures.clone());
+        tokio::spawn(async move {
+            let mut lock = alice.lock("lock").await.unwrap();
+            let mut queue = alice.queue("queue").await.unwrap();
+            while !done.load(Ordering::SeqCst) || ops.load(Ordering::SeqCst) < 20 {
+                let held = lock.acquire("/locks/report", Some(LIMIT)).await;
+                let released = lock.release().await;
+                let put = queue.put("/jobs", b"job", None, false).await;
+                let taken = queue.take("/jobs", Some(LIMIT)).await;
+                match (held, released, put, taken) {
+                    (Ok(_), Ok(()), Ok(_), Ok(item)) if item.data == b"job" => {
+                        ops.fetch_add(1, Ordering::SeqCst)
+                    }
+                    other => {
+                        eprintln!("alice failed: {other:?}");
+                        failures.fetch_add(1, Ordering::SeqCst)
+                    }
+                };
+            }
+        })
+    };
+
+    // CPU, memory, stack: traps.
+    for args in [&["hold-then-spin", "/x"][..], &["hold-then-grow", "/x"], &["recurse"]] {
+        let outcome = attack(&mallory, args).await;
+        assert!(matches!(outcome, Err(RecipeError::Trapped(_))), "{args:?}: {outcome:?}");
+    }
+    // Memory kept across calls: a trap once the instance's limit is reached.
+    let mut hoarder = mallory.custom("misbehave").await.unwrap();
+    let mut trapped = false;
+    for _ in 0..10 {
+        if let Err(e) = hoarder.run(&["hoard".into(), "8".into()]).await {
+            assert!(matches!(e, RecipeError::Trapped(_)), "{e:?}");
+            trapped = true;
+            break;
+        }
+    }
+    assert!(trapped, "hoarding 80 MiB under a 32 MiB limit never trapped");
+    hoarder.close().await;
+
+    // Floods: each stops at its limit with limit-exceeded.
+    let flood = attack(&mallory, &["flood", "/flood", "500"]).await;
+    assert!(refused(&flood, "LimitExceeded"), "{flood:?}");
+    let listing = attack(&mallory, &["list", "/flood"]).await;
+    assert!(
+        refused(&listing, "LimitExceeded"),
+        "listing a 100-child node under a 50-child limit: {listing:?}"
+    );
+    let watches = attack(&mallory, &["watch-flood", "/w", "100"]).await;
+    assert!(refused(&watches, "LimitExceeded"), "{watches:?}");
+    let big = attack(&mallory, &["write", "/big", "1000000"]).await;
+    assert!(refused(&big, "LimitExceeded"), "{big:?}");
+
+    // Escapes: refused paths, or paths that resolve inside mallory's own namespace.
+    for path in ["../alice", "/a/../marker", "//marker", "/a\0b", "/zookeeper/quota", "/zookeeper"] {
+        let probe = attack(&mallory, &["probe", path]).await;
+        assert!(refused(&probe, "InvalidPath"), "{path:?}: {probe:?}");
+    }
+    for path in [
+        format!("{alice_root}/marker"),
+        "/marker".to_string(),
+        format!("/tenants\u{2215}alice-{}/marker", std::process::id()),
+    ] {
+        let probe = attack(&mallory, &["probe", &path]).await;
+        assert!(
+            matches!(&probe, Ok(Ok(text)) if text.starts_with("exists false;") && text.ends_with("NoNode")),
+            "{path:?} must not reach alice's marker: {probe:?}"
+        );
+    }
+
+    // Last, as it spends mallory's operations for a second.
+    let spam = attack(&mallory, &["spam", "/x", "5000"]).await;
+    assert!(refused(&spam, "operations per second"), "{spam:?}");
+
+    done.store(true, Ordering::SeqCst);
+    within(LIMIT, "alice's work ends", work).await.unwrap();
+    assert_eq!(failures.load(Ordering::SeqCst), 0, "alice's operations failed");
+    assert!(ops.load(Ordering::SeqCst) >= 20);
+
+    // Alice's nodes: untouched, and private to her identity.
+    let alice_zk = authed(&alice_digest).await;
+    assert_eq!(alice_zk.get_data(&format!("{alice_root}/marker")).await.unwrap().0, b"alice's");
+    let mut names = children(&alice_zk, &alice_root).await;
+    names.sort();
+    assert_eq!(names, ["jobs", "locks", "marker"]);
+    let anyone = client(&zk().address()).await;
+    let peek = anyone.get_data(&format!("{alice_root}/marker")).await;
+    assert!(matches!(peek, Err(zookeeper_client::Error::NoAuth)), "{peek:?}");
+    let write = anyone
+        .create(&format!("{alice_root}/intruder"), b"", &CreateMode::Persistent.with_acls(Acls::anyone_all()))
+        .await;
+    assert!(matches!(write, Err(zookeeper_client::Error::NoAuth)), "{write:?}");
+
+    // Nobody's session dropped.
+    assert_eq!(alice.live().await.unwrap().session_id(), alice_session);
+    assert_eq!(mallory.live().await.unwrap().session_id(), mallory_session);
+    assert!(mallory.stats().limit_hits.load(Ordering::Relaxed) >= 5);
+    assert_eq!(alice.stats().limit_hits.load(Ordering::Relaxed), 0);
+}
+
+type Authed = tonic::service::interceptor::InterceptedService<Channel, Bearer>;
+
+/// Adds `authorization: Bearer TOKEN` to every call.
+#[derive(Clone)]
+struct Bearer(Option<String>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(token) = &self.0 {
+            request.metadata_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
+        }
+        Ok(request)
+    }
+}
+
+fn as_tenant(
+    channel: &Channel,
+    token: Option<&str>,
+) -> (SessionsClient<Authed>, RecipesClient<Authed>, AdminClient<Authed>) {
+    let bearer = Bearer(token.map(str::to_string));
+    (
+        SessionsClient::with_interceptor(channel.clone(), bearer.clone()),
+        RecipesClient::with_interceptor(channel.clone(), bearer.clone()),
+        AdminClient::with_interceptor(channel.clone(), bearer),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("wazoo-tenants-{pid}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (alice_root, mallory_root) = (format!("/tenants/d-alice-{pid}"), format!("/tenants/d-mallory-{pid}"));
+    let file = dir.join("tenants.json");
+    let tenants = serde_json::json!({"tenants": [
+        {"name": "alice", "token": "alice-token-0123456789", "zookeeper_secret": "alice-zk", "root": alice_root},
+        {"name": "mallory", "token": "mallory-token-0123456789", "zookeeper_secret": "mallory-zk", "root": mallory_root,
+         "recipes": ["config", "misbehave"],
+         "limits": {"memory_mib": 32, "cpu_ms": 300, "data_bytes": 65536, "watches": 20, "znodes": 100}}
+    ]});
+    std::fs::write(&file, tenants.to_string()).unwrap();
+    let daemon = Daemon::start_with(
+        &plugins(),
+        &root().join("target/component-cache"),
+        &["--tenants", file.to_str().unwrap()],
+    )
+    .await;
+    let channel = daemon.channel().await;
+
+    // No token, or an unknown one: UNAUTHENTICATED, for every service.
+    for token in [None, Some("not-a-tenant-token")] {
+        let (mut sessions, mut recipes, mut admin) = as_tenant(&channel, token);
+        let open = sessions.open(OpenRequest { ttl_ms: 5000, name: "x".into() }).await.unwrap_err();
+        assert_eq!(open.code(), tonic::Code::Unauthenticated, "{open:?}");
+        let list = admin.list_recipes(Empty {}).await.unwrap_err();
+        assert_eq!(list.code(), tonic::Code::Unauthenticated);
+        let call = recipes.invoke(InvokeRequest::default()).await.unwrap_err();
+        assert_eq!(call.code(), tonic::Code::Unauthenticated);
+    }
+
+    // Alice takes a lock in her namespace.
+    let (mut sessions, mut alice, _) = as_tenant(&channel, Some("alice-token-0123456789"));
+    let id =
+        sessions.open(OpenRequest { ttl_ms: 5000, name: "alice".into() }).await.unwrap().into_inner().session;
+    let request = AcquireRequest {
+        session: id,
+        path: "/locks/report".into(),
+        family: Family::Lock as i32,
+        timeout_ms: Some(10_000),
+        ..Default::default()
+    };
+    let claim = alice.acquire(request).await.unwrap().into_inner();
+    let alice_zk =
+        Client::connector().with_auth("digest", b"alice:alice-zk").connect(&zk().address()).await.unwrap();
+    assert_eq!(children(&alice_zk, &format!("{alice_root}/locks/report")).await.len(), 1);
+    assert!(
+        claim.node.starts_with("/locks/report/_c_"),
+        "nodes are named inside the namespace: {}",
+        claim.node
+    );
+
+    // Mallory: her own session ids mean nothing to alice's tenant and the other way round.
+    let (mut m_sessions, mut mallory, mut m_admin) = as_tenant(&channel, Some("mallory-token-0123456789"));
+    let foreign = mallory.release(HandleRef { session: id, handle: claim.handle }).await.unwrap_err();
+    assert_eq!(foreign.code(), tonic::Code::NotFound, "{foreign:?}");
+    let m_id = m_sessions
+        .open(OpenRequest { ttl_ms: 5000, name: "mallory".into() })
+        .await
+        .unwrap()
+        .into_inner()
+        .session;
+    // Only her recipes.
+    let lock = mallory
+        .acquire(AcquireRequest {
+            session: m_id,
+            path: "/l".into(),
+            family: Family::Lock as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(lock.message().contains("not one this tenant may load"), "{lock:?}");
+    let listed = m_admin.list_recipes(Empty {}).await.unwrap().into_inner();
+    assert!(listed.recipes.iter().any(|r| r.name == "misbehave"));
+    // Her attacks: errors or traps.
+    let invoke = |args: serde_json::Value| InvokeRequest {
+        recipe: "misbehave".into(),
+        args_json: args.to_string(),
+        ..Default::default()
+    };
+    let spin = mallory.invoke(invoke(serde_json::json!(["hold-then-spin", "/x"]))).await.unwrap_err();
+    assert_eq!(spin.code(), tonic::Code::Internal, "{spin:?}");
+    let big =
+        mallory.invoke(invoke(serde_json::json!(["write", "/big", "1000000"]))).await.unwrap().into_inner();
+    assert!(big.result_json.contains("LimitExceeded"), "{}", big.result_json);
+    let probe = mallory
+        .invoke(invoke(serde_json::json!([
+            "probe",
+            format!("{alice_root}/locks/report/{}", claim.node.rsplit('/').next().unwrap())
+        ])))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(probe.result_json.contains("exists false"), "{}", probe.result_json);
+    let escape = mallory.invoke(invoke(serde_json::json!(["probe", "../alice"]))).await.unwrap().into_inner();
+    assert!(escape.result_json.contains("InvalidPath"), "{}", escape.result_json);
+
+    // Alice's lock is still hers and releases cleanly; the metrics name the tenants.
+    alice.release(HandleRef { session: id, handle: claim.handle }).await.unwrap();
+    assert!(children(&alice_zk, &format!("{alice_root}/locks/report")).await.is_empty());
+    let metrics = daemon.metrics().await;
+    assert!(metrics.contains("recipe=\"alice/lock\""), "{metrics}");
+    assert!(metrics.contains("recipe=\"mallory/misbehave\""), "{metrics}");
+    assert!(metrics.contains("wazoo_tenant_mallory_limit_hits"), "{metrics}");
+}
