@@ -49,6 +49,10 @@ struct Cli {
     /// session; --zookeeper, --plugins and --cache are then the daemon's business
     #[arg(long, global = true, env = "WAZOO_SERVER", value_name = "ADDR")]
     server: Option<String>,
+    /// With --server: the tenant's API token, sent as `authorization: Bearer TOKEN` (a daemon
+    /// serving --tenants refuses calls without a known one)
+    #[arg(long, global = true, env = "WAZOO_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// Private directory for compiled components [default: $XDG_CACHE_HOME/wazoo/components,
     /// else ~/.cache/wazoo/components]; `none` compiles on every start
     #[arg(long, global = true, env = "WAZOO_CACHE")]
@@ -495,7 +499,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         return Ok(0);
     }
     if let Some(server) = &cli.server {
-        return remote::run(server, cli.session_timeout, cli.connect_timeout, cli.command).await;
+        return remote::run(server, cli.token.clone(), cli.session_timeout, cli.connect_timeout, cli.command)
+            .await;
     }
     let config = HostConfig {
         keeper: KeeperConfig {

@@ -50,6 +50,7 @@ const ERROR_NAMES: &[&str] = &[
 /// Runs `command` through the daemon at `server`; `ttl` is the client session's TTL for claims.
 pub(crate) async fn run(
     server: &str,
+    token: Option<String>,
     ttl: Duration,
     connect_timeout: Duration,
     command: Command,
@@ -59,7 +60,7 @@ pub(crate) async fn run(
         return Ok(2);
     }
     check(&command)?;
-    let remote = Remote::connect(server, connect_timeout).await?;
+    let remote = Remote::connect(server, token, connect_timeout).await?;
     match command {
         Command::Lock { path, timeout, grace, recipe, command } => {
             remote.lock(ttl, None, &path, timeout, grace, &recipe, &command).await
@@ -170,12 +171,36 @@ fn is_bad_version(status: &Status) -> bool {
 struct Remote {
     /// As given, for messages.
     addr: String,
-    channel: Channel,
+    channel: Authed,
+}
+
+/// The channel to the daemon, every call carrying the tenant's token (if any).
+type Authed = tonic::service::interceptor::InterceptedService<Channel, Bearer>;
+
+/// Adds `authorization: Bearer TOKEN` to every call.
+#[derive(Clone)]
+struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
+        if let Some(value) = &self.0 {
+            request.metadata_mut().insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
 }
 
 impl Remote {
     /// Connects (eagerly, so an unreachable daemon is one clear error).
-    async fn connect(addr: &str, timeout: Duration) -> anyhow::Result<Remote> {
+    async fn connect(addr: &str, token: Option<String>, timeout: Duration) -> anyhow::Result<Remote> {
+        let bearer = match token {
+            Some(t) => Some(
+                format!("Bearer {t}")
+                    .parse()
+                    .map_err(|_| anyhow!("--token: only visible ASCII characters are allowed"))?,
+            ),
+            None => None,
+        };
         let uri = if addr.contains("://") { addr.to_string() } else { format!("http://{addr}") };
         let endpoint = Endpoint::from_shared(uri)
             .map_err(|e| anyhow!("--server: not an address: {addr:?} ({e})"))?
@@ -185,10 +210,11 @@ impl Remote {
             Ok(Err(e)) => bail!("cannot reach the wazoo daemon at {addr}: {}", causes(&e)),
             Err(_) => bail!("cannot reach the wazoo daemon at {addr}: no connection within {timeout:?}"),
         };
+        let channel = tonic::service::interceptor::InterceptedService::new(channel, Bearer(bearer));
         Ok(Remote { addr: addr.to_string(), channel })
     }
 
-    fn recipes(&self) -> RecipesClient<Channel> {
+    fn recipes(&self) -> RecipesClient<Authed> {
         RecipesClient::new(self.channel.clone())
     }
 
@@ -843,7 +869,7 @@ impl Remote {
 /// A client session: kept alive by a task while this lives.
 struct Session {
     id: u64,
-    sessions: SessionsClient<Channel>,
+    sessions: SessionsClient<Authed>,
     /// Why the daemon no longer keeps the session, once it does not.
     ended: watch::Receiver<Option<String>>,
     keeper: tokio::task::JoinHandle<()>,

@@ -307,6 +307,25 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
     let escape = mallory.invoke(invoke(serde_json::json!(["probe", "../alice"]))).await.unwrap().into_inner();
     assert!(escape.result_json.contains("InvalidPath"), "{}", escape.result_json);
 
+    // The CLI goes through the daemon as a tenant with --token (or WAZOO_TOKEN).
+    let wazoo = |token: Option<&str>| {
+        let mut c = wazoo_tests::daemon::cli();
+        c.env_remove("WAZOO_TOKEN").args(["--server", &daemon.grpc]);
+        if let Some(t) = token {
+            c.args(["--token", t]);
+        }
+        c
+    };
+    let (code, stdout, stderr) = wazoo_tests::daemon::output(
+        wazoo(Some("alice-token-0123456789")).args(["config", "set", "/cfg", "on"]),
+    )
+    .await;
+    assert_eq!((code, stdout.trim()), (0, "0"), "{stderr}");
+    assert_eq!(alice_zk.get_data(&format!("{alice_root}/cfg")).await.unwrap().0, b"on");
+    let (code, _, stderr) = wazoo_tests::daemon::output(wazoo(None).args(["config", "get", "/cfg"])).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no tenant has this token"), "{stderr}");
+
     // Alice's lock is still hers and releases cleanly; the metrics name the tenants.
     alice.release(HandleRef { session: id, handle: claim.handle }).await.unwrap();
     assert!(children(&alice_zk, &format!("{alice_root}/locks/report")).await.is_empty());
