@@ -38,6 +38,8 @@ bench: build
 	$(CARGO) bench -p wazoo --bench lock
 	$(CARGO) bench -p wazoo --bench serve
 	$(CARGO) bench -p wazoo --bench languages
+	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests -p wazoo-misbehave
+	$(CARGO) bench -p wazoo --bench tenants
 
 # The chaos suite's randomised soak run: make soak SOAK="--seed 42 --minutes 30"
 SOAK ?= --minutes 10

@@ -1,4 +1,5 @@
 //! What the benchmarks share: percentiles and how durations are printed.
+#![allow(dead_code)] // each bench uses some of these
 
 use std::time::Duration;
 
