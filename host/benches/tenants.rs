@@ -109,7 +109,12 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
         if let Some(a) = attacker {
             a.await?;
         }
-        rows.push((name, percentile(&mut samples, 50.0), percentile(&mut samples, 99.0), attacks.load(Ordering::Relaxed)));
+        rows.push((
+            name,
+            percentile(&mut samples, 50.0),
+            percentile(&mut samples, 99.0),
+            attacks.load(Ordering::Relaxed),
+        ));
     }
     let (alone50, alone99) = (rows[0].1, rows[0].2);
     println!();
@@ -127,7 +132,13 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
 
     // Density: idle lock handles, each having taken and released a lock once.
     const LIVE: usize = 4000;
-    let dense = Host::start(tenant(&address, &plugins, "density", SandboxLimits { max_instances: LIVE as u32 + 10, ..SandboxLimits::default() })).await?;
+    let dense = Host::start(tenant(
+        &address,
+        &plugins,
+        "density",
+        SandboxLimits { max_instances: LIVE as u32 + 10, ..SandboxLimits::default() },
+    ))
+    .await?;
     let mut warm = dense.lock("lock").await?;
     warm.acquire("/d", None).await?;
     warm.release().await?;

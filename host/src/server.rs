@@ -122,6 +122,8 @@ impl ZkServer {
         command
             .arg(format!("-Xmx{}", self.options.heap))
             .arg("-Dzookeeper.admin.enableServer=false")
+            // Hard quotas (`countHardLimit`, `byteHardLimit`) are refused, not only logged.
+            .arg("-Dzookeeper.enforceQuota=true")
             .arg("-cp")
             .arg(format!("{ZOOKEEPER_JAR}:{LOG_BINDING_JAR}"))
             .arg(main_class)

@@ -13,9 +13,15 @@
 //!   "plugins": "/srv/wazoo/alice-plugins",
 //!   "limits": {"memory_mib": 64, "cpu_ms": 1000, "stack_kib": 512, "instances": 200,
 //!              "data_bytes": 65536, "children": 10000, "watches": 1000,
-//!              "ops_per_sec": 2000, "znodes": 10000}
+//!              "ops_per_sec": 2000, "znodes": 10000},
+//!   "quota": {"znodes": 20000, "bytes": 67108864}
 //! }]}
 //! ```
+//!
+//! `quota` sets ZooKeeper's own hard quota on the tenant's root (`countHardLimit`,
+//! `byteHardLimit` under `/zookeeper/quota`): defence in depth behind the host's limits, which
+//! servers started with `-Dzookeeper.enforceQuota=true` enforce (wazoo's own do) and others
+//! only log.
 //!
 //! Only `name`, `token` and `zookeeper_secret` are required. `root` defaults to
 //! `/tenants/NAME`, `recipes` to every component in the plugins directory, `plugins` to the
@@ -41,6 +47,8 @@ pub struct TenantSpec {
     pub recipes: Option<Vec<String>>,
     pub plugins: Option<PathBuf>,
     pub limits: SandboxLimits,
+    /// ZooKeeper hard quota on the root: nodes (the root included) and bytes; None for none.
+    pub quota: Option<(Option<u64>, Option<u64>)>,
 }
 
 /// Reads and checks the tenants file.
@@ -118,7 +126,24 @@ fn tenant(t: &Value) -> anyhow::Result<TenantSpec> {
     };
     let plugins = text("plugins").map(PathBuf::from);
     let limits = limits(&name, t.get("limits"))?;
-    Ok(TenantSpec { name, token, zookeeper_secret, root, recipes, plugins, limits })
+    let quota = match t.get("quota") {
+        None => None,
+        Some(q) => {
+            let q = q.as_object().ok_or_else(|| anyhow!("{name}: \"quota\" must be an object"))?;
+            let mut quota = (None, None);
+            for (key, value) in q {
+                let n =
+                    value.as_u64().ok_or_else(|| anyhow!("{name}: quota.{key} must be a whole number"))?;
+                match key.as_str() {
+                    "znodes" => quota.0 = Some(n),
+                    "bytes" => quota.1 = Some(n),
+                    other => bail!("{name}: unknown quota {other:?} (znodes, bytes)"),
+                }
+            }
+            Some(quota)
+        }
+    };
+    Ok(TenantSpec { name, token, zookeeper_secret, root, recipes, plugins, limits, quota })
 }
 
 fn limits(name: &str, v: Option<&Value>) -> anyhow::Result<SandboxLimits> {
@@ -151,6 +176,7 @@ fn limits(name: &str, v: Option<&Value>) -> anyhow::Result<SandboxLimits> {
 /// the tenant's root), with the tenant's digest identity, recipes and limits.
 pub async fn start(spec: &TenantSpec, base: &HostConfig) -> anyhow::Result<Tenant> {
     let (hosts, _) = crate::keeper::split_chroot(&base.keeper.zookeeper);
+
     let mut config = base.clone();
     config.keeper.zookeeper = format!("{hosts}{}", spec.root);
     config.keeper.digest = Some(format!("{}:{}", spec.name, spec.zookeeper_secret));
@@ -160,11 +186,48 @@ pub async fn start(spec: &TenantSpec, base: &HostConfig) -> anyhow::Result<Tenan
         config.plugins = dir.clone();
     }
     let host = Host::start(config).await.with_context(|| format!("starting tenant {}", spec.name))?;
+    // After the host has made the root (with the tenant's ACL), the quota on it.
+    if let Some(quota) = spec.quota {
+        set_quota(hosts, &spec.root, quota)
+            .await
+            .with_context(|| format!("setting the ZooKeeper quota of tenant {}", spec.name))?;
+    }
     Ok(Tenant {
         name: spec.name.clone(),
         token_sha256: sha2::Sha256::digest(spec.token.as_bytes()).into(),
         host,
     })
+}
+
+/// Sets ZooKeeper's hard quota on `root`, which exists (what `setquota -N -B` writes): the limit
+/// node, and a stats node the server fills in with the subtree's current counts.
+async fn set_quota(
+    hosts: &str,
+    root: &str,
+    (count, bytes): (Option<u64>, Option<u64>),
+) -> anyhow::Result<()> {
+    use zookeeper_client::{Acls, Client, CreateMode, Error};
+    let client = Client::connect(hosts).await.with_context(|| format!("connecting to {hosts}"))?;
+    let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    let dir = format!("/zookeeper/quota{root}");
+    match client.mkdir(&dir, &open).await {
+        Ok(()) | Err(Error::NodeExists) => {}
+        Err(e) => bail!("creating {dir}: {e}"),
+    }
+    let hard = |n: Option<u64>| n.map_or(-1, |n| n as i64);
+    let limits = format!("count=-1,bytes=-1,countHardLimit={},byteHardLimit={}", hard(count), hard(bytes));
+    let limit_node = format!("{dir}/zookeeper_limits");
+    match client.create(&limit_node, limits.as_bytes(), &open).await {
+        Ok(_) => {}
+        Err(Error::NodeExists) => {
+            client.set_data(&limit_node, limits.as_bytes(), None).await?;
+        }
+        Err(e) => bail!("creating {limit_node}: {e}"),
+    }
+    match client.create(&format!("{dir}/zookeeper_stats"), b"count=0,bytes=0", &open).await {
+        Ok(_) | Err(Error::NodeExists) => Ok(()),
+        Err(e) => bail!("creating the quota's stats node: {e}"),
+    }
 }
 
 #[cfg(test)]

@@ -218,7 +218,8 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
         {"name": "alice", "token": "alice-token-0123456789", "zookeeper_secret": "alice-zk", "root": alice_root},
         {"name": "mallory", "token": "mallory-token-0123456789", "zookeeper_secret": "mallory-zk", "root": mallory_root,
          "recipes": ["config", "misbehave"],
-         "limits": {"memory_mib": 32, "cpu_ms": 300, "data_bytes": 65536, "watches": 20, "znodes": 100}}
+         "limits": {"memory_mib": 32, "cpu_ms": 300, "data_bytes": 65536, "watches": 20},
+         "quota": {"znodes": 30}}
     ]});
     std::fs::write(&file, tenants.to_string()).unwrap();
     let daemon = Daemon::start_with(
@@ -306,6 +307,13 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
     assert!(probe.result_json.contains("exists false"), "{}", probe.result_json);
     let escape = mallory.invoke(invoke(serde_json::json!(["probe", "../alice"]))).await.unwrap().into_inner();
     assert!(escape.result_json.contains("InvalidPath"), "{}", escape.result_json);
+    // Without a node limit in the host, ZooKeeper's own hard quota on her root stops a flood.
+    let flood =
+        mallory.invoke(invoke(serde_json::json!(["flood", "/flood", "100"]))).await.unwrap().into_inner();
+    assert!(flood.result_json.contains("QuotaExceeded"), "{}", flood.result_json);
+    let anyone = client(&zk().address()).await;
+    let stats = anyone.get_data(&format!("/zookeeper/quota{mallory_root}/zookeeper_stats")).await.unwrap().0;
+    assert!(String::from_utf8_lossy(&stats).starts_with("count=30,"), "{}", String::from_utf8_lossy(&stats));
 
     // The CLI goes through the daemon as a tenant with --token (or WAZOO_TOKEN).
     let wazoo = |token: Option<&str>| {
