@@ -570,6 +570,7 @@ async fn serve(
         "off" | "none" => None,
         addr => Some(addr.parse().with_context(|| format!("--metrics: not an address: {addr:?}"))?),
     };
+    let tenants_file = tenants;
     let specs = tenants.map(wazoo::tenants::load).transpose()?;
     let settings = wazoo::serve::ServeConfig { listen, metrics, watch_every };
     let ready = |grpc: std::net::SocketAddr, metrics: Option<std::net::SocketAddr>| match metrics {
@@ -589,11 +590,64 @@ async fn serve(
             for spec in &specs {
                 tenants.push(wazoo::tenants::start(spec, &config).await?);
             }
-            wazoo::serve::run_tenants(tenants, settings, ready, shutdown).await?
+            let file = tenants_file.expect("specs come from the file").to_path_buf();
+            let (changes, applied) = tokio::sync::mpsc::channel(16);
+            tokio::spawn(reload_tenants_on_sighup(file, specs, config, changes));
+            wazoo::serve::run_tenants(tenants, settings, applied, ready, shutdown).await?
         }
         None => wazoo::serve::run(Host::start(config).await?, settings, ready, shutdown).await?,
     }
     Ok(0)
+}
+
+/// On every SIGHUP, reads the tenants file again and sends the daemon what changed: new and
+/// changed tenants (started first, so a bad one changes nothing) and removed ones. A file that
+/// does not parse, or a tenant that cannot start, is logged and the tenants stay as they were.
+async fn reload_tenants_on_sighup(
+    file: PathBuf,
+    mut current: Vec<wazoo::tenants::TenantSpec>,
+    base: HostConfig,
+    changes: tokio::sync::mpsc::Sender<wazoo::serve::TenantChange>,
+) {
+    use wazoo::serve::TenantChange;
+    let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
+    while hup.recv().await.is_some() {
+        let specs = match wazoo::tenants::load(&file) {
+            Ok(specs) => specs,
+            Err(e) => {
+                tracing::warn!("tenants not reloaded: {e:#}");
+                continue;
+            }
+        };
+        let mut started = Vec::new();
+        let mut failed = false;
+        for spec in specs.iter().filter(|s| !current.contains(s)) {
+            match wazoo::tenants::start(spec, &base).await {
+                Ok(t) => started.push(t),
+                Err(e) => {
+                    tracing::warn!("tenants not reloaded: {e:#}");
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if failed {
+            continue;
+        }
+        let removed: Vec<String> = current
+            .iter()
+            .filter(|c| !specs.iter().any(|s| s.name == c.name))
+            .map(|c| c.name.clone())
+            .collect();
+        for name in removed {
+            let _ = changes.send(TenantChange::Remove(name)).await;
+        }
+        for tenant in started {
+            let _ = changes.send(TenantChange::Put(tenant)).await;
+        }
+        tracing::info!("tenants reloaded from {}", file.display());
+        current = specs;
+    }
 }
 
 /// How `lock`, `rwlock` and later claims run their command.

@@ -10,7 +10,7 @@ use wasmtime::{
 use crate::state::HostState;
 
 /// Limits applied to every recipe instance.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SandboxLimits {
     /// Linear memory per instance. Rust recipes need well under 2 MiB; interpreted ones start
     /// at 9 MiB (JavaScript) and 12 MiB (Python) and grow with what their code allocates.

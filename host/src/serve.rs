@@ -130,27 +130,41 @@ pub async fn run(
     ready: impl FnOnce(SocketAddr, Option<SocketAddr>),
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    serve(vec![(None, host)], config, ready, shutdown).await
+    serve(vec![(None, host)], config, None, ready, shutdown).await
 }
 
 /// Serves each tenant's host to the clients that present its token (gRPC metadata
 /// `authorization: Bearer TOKEN`); a call without a known token is UNAUTHENTICATED. Each tenant
 /// has its own client sessions, recipes and limits; metrics carry the tenant in the recipe label
 /// (`alice/lock`).
+///
+/// Each [`TenantChange`] received on `changes` is applied while serving: a tenant that is added
+/// starts serving, and one that is removed or replaced stops (its client sessions close, which
+/// deletes their nodes); a replacement serves from then on with its new token, host and limits.
 pub async fn run_tenants(
     tenants: Vec<Tenant>,
     config: ServeConfig,
+    changes: mpsc::Receiver<TenantChange>,
     ready: impl FnOnce(SocketAddr, Option<SocketAddr>),
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(!tenants.is_empty(), "no tenants to serve");
     let hosts = tenants.into_iter().map(|t| (Some((t.name, t.token_sha256)), t.host)).collect();
-    serve(hosts, config, ready, shutdown).await
+    serve(hosts, config, Some(changes), ready, shutdown).await
+}
+
+/// A change to the tenants of a running daemon (`wazoo serve --tenants`, on SIGHUP).
+pub enum TenantChange {
+    /// Serve this tenant, replacing one of the same name.
+    Put(Tenant),
+    /// Stop serving the tenant of this name.
+    Remove(String),
 }
 
 async fn serve(
     hosts: Vec<(Option<(String, [u8; 32])>, Host)>,
     config: ServeConfig,
+    changes: Option<mpsc::Receiver<TenantChange>>,
     ready: impl FnOnce(SocketAddr, Option<SocketAddr>),
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
@@ -162,23 +176,25 @@ async fn serve(
     if worker.is_none() {
         tracing::warn!("no wazoo-compile beside this binary: components compile in-process");
     }
-    let mut states = Vec::new();
-    for (tenant, host) in hosts {
+    let new_state = |host: Host, name: Option<String>| {
         if let Some(w) = &worker {
             host.registry().use_compile_worker(w.clone(), COMPILE_MEMORY, host.limits());
         }
-        let (name, token) = match tenant {
-            Some((name, token)) => (Some(name), Some(token)),
-            None => (None, None),
-        };
-        let state = Arc::new(State {
+        Arc::new(State {
             host,
             tenant: name,
             sessions: Mutex::default(),
             next: AtomicU64::new(1),
             metrics: metrics.clone(),
-        });
-        states.push((token, state));
+        })
+    };
+    let mut states = Vec::new();
+    for (tenant, host) in hosts {
+        let (name, token) = match tenant {
+            Some((name, token)) => (Some(name), Some(token)),
+            None => (None, None),
+        };
+        states.push((token, new_state(host, name)));
     }
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let grpc = listener.local_addr()?;
@@ -192,12 +208,9 @@ async fn serve(
         None => None,
     };
     // Check each plugins directory once now, then keep watching it.
-    let mut tasks = Vec::new();
+    let mut tasks: HashMap<Option<String>, Vec<tokio::task::JoinHandle<()>>> = HashMap::new();
     for (_, state) in &states {
-        let mut seen = HashMap::new();
-        watch_plugins(state, &mut seen).await;
-        tasks.push(tokio::spawn(watcher(state.clone(), seen, config.watch_every)));
-        tasks.push(tokio::spawn(reaper(state.clone())));
+        tasks.insert(state.tenant.clone(), tend(state, config.watch_every).await);
     }
     ready(grpc, metrics_addr);
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
@@ -206,6 +219,7 @@ async fn serve(
     let until = async {
         let _ = stopped.await;
     };
+    let mut routes = None;
     let mut server = match states.as_slice() {
         [(None, state)] => {
             let api = Api(state.clone());
@@ -222,6 +236,7 @@ async fn serve(
             let sessions = ByTenant::new(&states, |api| SessionsServer::new(api));
             let recipes = ByTenant::new(&states, |api| RecipesServer::new(api));
             let admin = ByTenant::new(&states, |api| AdminServer::new(api));
+            routes = Some((sessions.clone(), recipes.clone(), admin.clone()));
             tokio::spawn(
                 builder
                     .clone()
@@ -232,11 +247,54 @@ async fn serve(
             )
         }
     };
-    let served = tokio::select! {
-        done = &mut server => Some(done),
-        () = shutdown => None,
+    let mut changes = changes;
+    tokio::pin!(shutdown);
+    let served = loop {
+        let change = async {
+            match changes.as_mut() {
+                Some(c) => c.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            done = &mut server => break Some(done),
+            () = &mut shutdown => break None,
+            Some(change) = change => {
+                let Some((sessions, recipes, admin)) = &routes else { continue };
+                // The tenant of that name stops first (its routes, tasks and sessions).
+                let name = match &change {
+                    TenantChange::Put(t) => t.name.clone(),
+                    TenantChange::Remove(name) => name.clone(),
+                };
+                if let Some(i) = states.iter().position(|(_, s)| s.tenant.as_deref() == Some(name.as_str())) {
+                    let (token, old) = states.remove(i);
+                    if let Some(token) = token {
+                        sessions.remove(&token);
+                        recipes.remove(&token);
+                        admin.remove(&token);
+                    }
+                    for task in tasks.remove(&old.tenant).unwrap_or_default() {
+                        task.abort();
+                    }
+                    let closing: Vec<_> = old.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
+                    for session in closing {
+                        session.close().await;
+                    }
+                    tracing::info!(tenant = %name, "tenant stopped");
+                }
+                if let TenantChange::Put(t) = change {
+                    let state = new_state(t.host, Some(t.name.clone()));
+                    tasks.insert(state.tenant.clone(), tend(&state, config.watch_every).await);
+                    sessions.insert(t.token_sha256, SessionsServer::new(Api(state.clone())));
+                    recipes.insert(t.token_sha256, RecipesServer::new(Api(state.clone())));
+                    admin.insert(t.token_sha256, AdminServer::new(Api(state.clone())));
+                    states.push((Some(t.token_sha256), state));
+                    tracing::info!(tenant = %t.name, "tenant serving");
+                }
+            }
+        }
     };
-    for task in tasks {
+    for task in tasks.into_values().flatten() {
         task.abort();
     }
     // Every client session ends with the daemon: close what they hold. That also ends their
@@ -271,15 +329,30 @@ async fn serve(
 /// whose token it presents (`authorization: Bearer TOKEN`, compared by SHA-256).
 #[derive(Clone)]
 struct ByTenant<S> {
-    routes: Arc<HashMap<[u8; 32], S>>,
+    routes: Arc<std::sync::RwLock<HashMap<[u8; 32], S>>>,
 }
 
 impl<S> ByTenant<S> {
     fn new(states: &[(Option<[u8; 32]>, Arc<State>)], make: impl Fn(Api) -> S) -> ByTenant<S> {
         let routes =
             states.iter().filter_map(|(token, state)| Some(((*token)?, make(Api(state.clone()))))).collect();
-        ByTenant { routes: Arc::new(routes) }
+        ByTenant { routes: Arc::new(std::sync::RwLock::new(routes)) }
     }
+
+    fn insert(&self, token: [u8; 32], service: S) {
+        self.routes.write().unwrap().insert(token, service);
+    }
+
+    fn remove(&self, token: &[u8; 32]) {
+        self.routes.write().unwrap().remove(token);
+    }
+}
+
+/// The plugins watcher and the session reaper of `state`, after a first look at its plugins.
+async fn tend(state: &Arc<State>, every: Duration) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut seen = HashMap::new();
+    watch_plugins(state, &mut seen).await;
+    vec![tokio::spawn(watcher(state.clone(), seen, every)), tokio::spawn(reaper(state.clone()))]
 }
 
 impl<S: tonic::server::NamedService> tonic::server::NamedService for ByTenant<S> {
@@ -313,11 +386,9 @@ where
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(|t| <[u8; 32]>::from(sha2::Sha256::digest(t.as_bytes())));
-        match token.and_then(|t| self.routes.get(&t)) {
-            Some(service) => {
-                let mut service = service.clone();
-                Box::pin(async move { service.call(request).await })
-            }
+        let found = token.and_then(|t| self.routes.read().unwrap().get(&t).cloned());
+        match found {
+            Some(mut service) => Box::pin(async move { service.call(request).await }),
             None => Box::pin(async {
                 Ok(Status::unauthenticated("no tenant has this token (authorization: Bearer TOKEN)")
                     .into_http())

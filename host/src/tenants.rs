@@ -38,7 +38,7 @@ use crate::serve::Tenant;
 use crate::{Host, HostConfig, SandboxLimits};
 
 /// One tenant as the file declares it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TenantSpec {
     pub name: String,
     pub token: String,

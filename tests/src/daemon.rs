@@ -73,6 +73,11 @@ impl Daemon {
         Daemon { _child: child, grpc, metrics }
     }
 
+    /// The daemon's process id (for signals).
+    pub fn pid(&self) -> u32 {
+        self._child.id().expect("the daemon runs")
+    }
+
     pub async fn channel(&self) -> Channel {
         Channel::from_shared(format!("http://{}", self.grpc)).unwrap().connect().await.unwrap()
     }

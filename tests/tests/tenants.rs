@@ -341,4 +341,42 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
     assert!(metrics.contains("recipe=\"alice/lock\""), "{metrics}");
     assert!(metrics.contains("recipe=\"mallory/misbehave\""), "{metrics}");
     assert!(metrics.contains("wazoo_tenant_mallory_limit_hits"), "{metrics}");
+
+    // Reloaded on SIGHUP: alice's token changes, carol joins, mallory leaves (her session and
+    // what it holds go with her).
+    let held = mallory
+        .invoke(InvokeRequest {
+            recipe: "config".into(),
+            function: "config.get".into(),
+            args_json: "[\"/\"]".into(),
+            session: m_id,
+            keep: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(held.handle, 0);
+    let before = daemon.metrics().await;
+    assert!(before.contains("wazoo_tenant_mallory_client_sessions 1"), "{before}");
+    let tenants = serde_json::json!({"tenants": [
+        {"name": "alice", "token": "alice-new-token-0123456789", "zookeeper_secret": "alice-zk", "root": alice_root},
+        {"name": "carol", "token": "carol-token-0123456789", "zookeeper_secret": "carol-zk", "root": format!("/tenants/d-carol-{pid}")}
+    ]});
+    std::fs::write(&file, tenants.to_string()).unwrap();
+    unsafe { libc::kill(daemon.pid() as i32, libc::SIGHUP) };
+    let (_, _, mut carol_admin) = as_tenant(&channel, Some("carol-token-0123456789"));
+    within(Duration::from_secs(60), "carol is served", async {
+        while carol_admin.list_recipes(Empty {}).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let (_, _, mut old_alice) = as_tenant(&channel, Some("alice-token-0123456789"));
+    assert_eq!(old_alice.list_recipes(Empty {}).await.unwrap_err().code(), tonic::Code::Unauthenticated);
+    let (mut new_alice, _, _) = as_tenant(&channel, Some("alice-new-token-0123456789"));
+    new_alice.open(OpenRequest { ttl_ms: 5000, name: "alice".into() }).await.unwrap();
+    assert_eq!(m_admin.list_recipes(Empty {}).await.unwrap_err().code(), tonic::Code::Unauthenticated);
+    let gone = mallory.release(HandleRef { session: m_id, handle: held.handle }).await.unwrap_err();
+    assert_eq!(gone.code(), tonic::Code::Unauthenticated, "{gone:?}");
 }
