@@ -81,6 +81,7 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
         max_watches: 20,
         ops_per_sec: 300,
         max_znodes: 100,
+        bytes_per_sec: 200_000,
     };
     let mallory = Host::start(tenant(&address, &plugins, "mallory", tight)).await?;
     // Warm both up (compiles, ZooKeeper's JIT).

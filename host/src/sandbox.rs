@@ -34,6 +34,9 @@ pub struct SandboxLimits {
     pub ops_per_sec: u32,
     /// Nodes created through this host and not deleted through it (0: no limit).
     pub max_znodes: u64,
+    /// Bytes of node data written per second across the host's handles (0: no limit); a burst
+    /// of one second's worth is allowed.
+    pub bytes_per_sec: u64,
 }
 
 impl Default for SandboxLimits {
@@ -48,6 +51,7 @@ impl Default for SandboxLimits {
             max_watches: 100_000,
             ops_per_sec: 0,
             max_znodes: 0,
+            bytes_per_sec: 0,
         }
     }
 }

@@ -32,27 +32,39 @@ pub struct Usage {
     pub znodes: std::sync::atomic::AtomicI64,
     /// The operations-per-second bucket: tokens left and when it was last filled.
     bucket: std::sync::Mutex<Option<(f64, Instant)>>,
+    /// The bytes-written-per-second bucket.
+    bytes: std::sync::Mutex<Option<(f64, Instant)>>,
 }
 
 impl Usage {
     /// Takes one operation from a bucket that refills at `per_sec` (holding at most one second's
     /// worth); false when it is empty.
     pub(crate) fn take_op(&self, per_sec: u32) -> bool {
-        if per_sec == 0 {
-            return true;
-        }
-        let rate = f64::from(per_sec);
-        let now = Instant::now();
-        let mut bucket = self.bucket.lock().unwrap();
-        let (tokens, at) = bucket.get_or_insert((rate, now));
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * rate).min(rate);
-        *at = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
-        }
+        take(&self.bucket, f64::from(per_sec), 1.0)
+    }
+
+    /// Takes `n` bytes written from their bucket, refilled at `per_sec`.
+    pub(crate) fn take_bytes(&self, per_sec: u64, n: usize) -> bool {
+        take(&self.bytes, per_sec as f64, n as f64)
+    }
+}
+
+/// A token bucket that refills at `rate` per second and holds at most one second's worth:
+/// takes `n` if it has them. A rate of 0 is no limit.
+fn take(bucket: &std::sync::Mutex<Option<(f64, Instant)>>, rate: f64, n: f64) -> bool {
+    if rate == 0.0 {
+        return true;
+    }
+    let now = Instant::now();
+    let mut bucket = bucket.lock().unwrap();
+    let (tokens, at) = bucket.get_or_insert((rate, now));
+    *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * rate).min(rate);
+    *at = now;
+    if *tokens >= n {
+        *tokens -= n;
+        true
+    } else {
+        false
     }
 }
 

@@ -13,7 +13,7 @@
 //!   "plugins": "/srv/wazoo/alice-plugins",
 //!   "limits": {"memory_mib": 64, "cpu_ms": 1000, "stack_kib": 512, "instances": 200,
 //!              "data_bytes": 65536, "children": 10000, "watches": 1000,
-//!              "ops_per_sec": 2000, "znodes": 10000},
+//!              "ops_per_sec": 2000, "znodes": 10000, "bytes_per_sec": 1048576},
 //!   "quota": {"znodes": 20000, "bytes": 67108864}
 //! }]}
 //! ```
@@ -163,6 +163,7 @@ fn limits(name: &str, v: Option<&Value>) -> anyhow::Result<SandboxLimits> {
             "watches" => limits.max_watches = n_usize,
             "ops_per_sec" => limits.ops_per_sec = u32::try_from(n)?,
             "znodes" => limits.max_znodes = n,
+            "bytes_per_sec" => limits.bytes_per_sec = n,
             other => bail!("{name}: unknown limit {other:?}"),
         }
     }

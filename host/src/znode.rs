@@ -108,6 +108,7 @@ impl HostState {
         Ok(())
     }
 
+    /// Data within the per-node limit and the bytes-per-second budget (which it then spends).
     fn check_data(&self, data: &[u8]) -> Result<(), ZkError> {
         let max = self.shared.limits.max_data_bytes;
         if data.len() > max {
@@ -116,6 +117,11 @@ impl HostState {
                 "node data is {} bytes; the limit is {max}",
                 data.len()
             )));
+        }
+        let per_sec = self.shared.limits.bytes_per_sec;
+        if !self.shared.usage.take_bytes(per_sec, data.len()) {
+            Stats::bump(&self.shared.stats.limit_hits);
+            return Err(ZkError::LimitExceeded(format!("more than {per_sec} bytes written per second")));
         }
         Ok(())
     }

@@ -41,6 +41,7 @@ fn tight() -> SandboxLimits {
         max_watches: 20,
         ops_per_sec: 300,
         max_znodes: 100,
+        bytes_per_sec: 200_000,
     }
 }
 
@@ -131,6 +132,12 @@ async fn mallory_attacks_alice_works_on_untouched() {
     assert!(refused(&watches, "LimitExceeded"), "{watches:?}");
     let big = attack(&mallory, &["write", "/big", "1000000"]).await;
     assert!(refused(&big, "LimitExceeded"), "{big:?}");
+    // Writes within the node limit, but more bytes per second than her budget.
+    let mut writes = Vec::new();
+    for _ in 0..10 {
+        writes.push(attack(&mallory, &["write", "/medium", "60000"]).await);
+    }
+    assert!(writes.iter().any(|w| refused(w, "bytes written per second")), "{writes:?}");
 
     // Escapes: refused paths, or paths that resolve inside mallory's own namespace.
     for path in ["../alice", "/a/../marker", "//marker", "/a\0b", "/zookeeper/quota", "/zookeeper"] {
@@ -213,11 +220,30 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (alice_root, mallory_root) = (format!("/tenants/d-alice-{pid}"), format!("/tenants/d-mallory-{pid}"));
+    // Mallory's own plugins: the recipes she may use, and components built to hurt the host:
+    // one importing an interface the host does not offer, one that traps while it starts.
+    let mallory_plugins = dir.join("mallory-plugins");
+    std::fs::create_dir_all(&mallory_plugins).unwrap();
+    for recipe in ["config", "misbehave"] {
+        std::fs::copy(
+            plugins().join(format!("{recipe}.wasm")),
+            mallory_plugins.join(format!("{recipe}.wasm")),
+        )
+        .unwrap();
+    }
+    let tree = std::fs::read(plugins().join("tree.wasm")).unwrap();
+    std::fs::write(
+        mallory_plugins.join("evil-import.wasm"),
+        replace_all(&tree, b"wazoo:zk/znode@", b"wazoo:zk/zn0de@"),
+    )
+    .unwrap();
+    std::fs::write(mallory_plugins.join("evil-start.wasm"), wazoo_tests::components::traps_at_start(&tree))
+        .unwrap();
     let file = dir.join("tenants.json");
     let tenants = serde_json::json!({"tenants": [
         {"name": "alice", "token": "alice-token-0123456789", "zookeeper_secret": "alice-zk", "root": alice_root},
         {"name": "mallory", "token": "mallory-token-0123456789", "zookeeper_secret": "mallory-zk", "root": mallory_root,
-         "recipes": ["config", "misbehave"],
+         "recipes": ["config", "misbehave", "evil-*"], "plugins": mallory_plugins,
          "limits": {"memory_mib": 32, "cpu_ms": 300, "data_bytes": 65536, "watches": 20},
          "quota": {"znodes": 30}}
     ]});
@@ -285,6 +311,16 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
     assert!(lock.message().contains("not one this tenant may load"), "{lock:?}");
     let listed = m_admin.list_recipes(Empty {}).await.unwrap().into_inner();
     assert!(listed.recipes.iter().any(|r| r.name == "misbehave"));
+    assert!(!listed.recipes.iter().any(|r| r.name == "lock"), "mallory sees her own plugins only");
+    for (evil, why) in [("evil-import", "zn0de"), ("evil-start", "fails when instantiated")] {
+        let entry = listed.recipes.iter().find(|r| r.name == evil).unwrap_or_else(|| panic!("{evil} listed"));
+        assert!(entry.world.is_empty() && entry.refused.contains(why), "{evil}: {entry:?}");
+        let call = mallory
+            .invoke(InvokeRequest { recipe: evil.into(), args_json: "[]".into(), ..Default::default() })
+            .await
+            .unwrap_err();
+        assert_eq!(call.code(), tonic::Code::FailedPrecondition, "{evil}: {call:?}");
+    }
     // Her attacks: errors or traps.
     let invoke = |args: serde_json::Value| InvokeRequest {
         recipe: "misbehave".into(),
@@ -379,4 +415,23 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
     assert_eq!(m_admin.list_recipes(Empty {}).await.unwrap_err().code(), tonic::Code::Unauthenticated);
     let gone = mallory.release(HandleRef { session: m_id, handle: held.handle }).await.unwrap_err();
     assert_eq!(gone.code(), tonic::Code::Unauthenticated, "{gone:?}");
+}
+
+/// `bytes` with every occurrence of `from` replaced by `to` (same length).
+fn replace_all(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let mut out = bytes.to_vec();
+    let mut i = 0;
+    let mut hits = 0;
+    while i + from.len() <= out.len() {
+        if &out[i..i + from.len()] == from {
+            out[i..i + from.len()].copy_from_slice(to);
+            hits += 1;
+            i += from.len();
+        } else {
+            i += 1;
+        }
+    }
+    assert!(hits > 0, "{:?} not found", String::from_utf8_lossy(from));
+    out
 }
