@@ -221,7 +221,8 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
     std::fs::create_dir_all(&dir).unwrap();
     let (alice_root, mallory_root) = (format!("/tenants/d-alice-{pid}"), format!("/tenants/d-mallory-{pid}"));
     // Mallory's own plugins: the recipes she may use, and components built to hurt the host:
-    // one importing an interface the host does not offer, one that traps while it starts.
+    // one importing an interface the host does not offer, one that traps while it starts, and a
+    // compile bomb (its compile worker runs out of memory).
     let mallory_plugins = dir.join("mallory-plugins");
     std::fs::create_dir_all(&mallory_plugins).unwrap();
     for recipe in ["config", "misbehave"] {
@@ -238,6 +239,8 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
     )
     .unwrap();
     std::fs::write(mallory_plugins.join("evil-start.wasm"), wazoo_tests::components::traps_at_start(&tree))
+        .unwrap();
+    std::fs::write(mallory_plugins.join("evil-bomb.wasm"), wazoo_tests::components::compile_bomb(1_000_000))
         .unwrap();
     let file = dir.join("tenants.json");
     let tenants = serde_json::json!({"tenants": [
@@ -312,9 +315,14 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
     let listed = m_admin.list_recipes(Empty {}).await.unwrap().into_inner();
     assert!(listed.recipes.iter().any(|r| r.name == "misbehave"));
     assert!(!listed.recipes.iter().any(|r| r.name == "lock"), "mallory sees her own plugins only");
-    for (evil, why) in [("evil-import", "zn0de"), ("evil-start", "fails when instantiated")] {
+    for (evil, why) in
+        [("evil-import", "zn0de"), ("evil-start", "fails when instantiated"), ("evil-bomb", "")]
+    {
         let entry = listed.recipes.iter().find(|r| r.name == evil).unwrap_or_else(|| panic!("{evil} listed"));
-        assert!(entry.world.is_empty() && entry.refused.contains(why), "{evil}: {entry:?}");
+        assert!(
+            entry.world.is_empty() && !entry.refused.is_empty() && entry.refused.contains(why),
+            "{evil}: {entry:?}"
+        );
         let call = mallory
             .invoke(InvokeRequest { recipe: evil.into(), args_json: "[]".into(), ..Default::default() })
             .await
