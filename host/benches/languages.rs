@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{ms, percentile, us};
+use common::{ms, percentile, rss_bytes, us};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -206,15 +206,4 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
     println!("op: acquire+release of a 1-lease semaphore, or campaign+resign of an uncontended election.");
     let _ = std::fs::remove_dir_all(&cache);
     Ok(())
-}
-
-/// This process's resident set size.
-fn rss_bytes() -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/self/status"))?;
-    Ok(kb * 1024)
 }

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{ms, percentile};
+use common::{ms, percentile, rss_bytes};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -172,14 +172,4 @@ async fn lock_loop(host: &Host, n: usize) -> anyhow::Result<Vec<Duration>> {
     }
     lock.close().await;
     Ok(samples)
-}
-
-fn rss_bytes() -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/self/status"))?;
-    Ok(kb * 1024)
 }

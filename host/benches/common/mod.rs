@@ -27,3 +27,14 @@ pub fn ms(d: Duration) -> String {
         format!("{millis:.1} ms")
     }
 }
+
+/// This process's resident set size, in bytes.
+pub fn rss_bytes() -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/self/status"))?;
+    Ok(kb * 1024)
+}
