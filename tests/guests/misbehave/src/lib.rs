@@ -48,7 +48,9 @@ impl Guest for Misbehave {
             ["flood", path, n] => return flood(path, n.parse().map_err(|_| USAGE)?),
             ["watch-flood", path, n] => return watch_flood(path, n.parse().map_err(|_| USAGE)?),
             ["write", path, bytes] => return write(path, bytes.parse().map_err(|_| USAGE)?),
-            ["list", path] => return zk::get_children(path).map(|(c, _)| c.len().to_string()).map_err(describe),
+            ["list", path] => {
+                return zk::get_children(path).map(|(c, _)| c.len().to_string()).map_err(describe)
+            }
             ["probe", path] => return probe(path),
             ["spam", path, n] => return spam(path, n.parse().map_err(|_| USAGE)?),
             ["recurse"] => return Ok(recurse(black_box(1)).to_string()),
@@ -115,7 +117,9 @@ fn write(path: &str, bytes: usize) -> Result<String, String> {
     let data = vec![b'm'; bytes];
     match zk::create(path, &data, CreateMode::Persistent) {
         Ok(_) => Ok(format!("wrote {bytes} bytes")),
-        Err(zk::ZkError::NodeExists) => zk::set_data(path, &data, None).map(|_| format!("wrote {bytes} bytes")).map_err(describe),
+        Err(zk::ZkError::NodeExists) => {
+            zk::set_data(path, &data, None).map(|_| format!("wrote {bytes} bytes")).map_err(describe)
+        }
         Err(e) => Err(describe(e)),
     }
 }
