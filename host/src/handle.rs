@@ -96,7 +96,9 @@ impl Sandbox {
         }
     }
 
-    /// Resolves when this handle's session ends or `node` is deleted by someone else.
+    /// Resolves when this handle's session ends, `node` is deleted or revoked by someone else,
+    /// or ZooKeeper has answered nothing for [`Live::cut_off_after`]: whichever comes first,
+    /// and a known end of the session before the rest.
     fn lost(&self, node: Option<String>) -> impl Future<Output = Lost> + Send + 'static {
         let live = self.live.clone();
         async move {
@@ -105,8 +107,10 @@ impl Sandbox {
                 watch_deleted(&live, &node).await
             };
             tokio::select! {
+                biased;
                 state = live.wait_ended() => Lost::Session(state),
                 lost = node_gone => lost,
+                after = live.cut_off() => Lost::CutOff(after),
             }
         }
     }
@@ -173,6 +177,10 @@ pub enum Lost {
     /// Someone asked the holder to let go (the node's data was set to `__REVOKE__` or
     /// `unlock`); the node is still there until the holder releases.
     Revoked,
+    /// ZooKeeper answered nothing the session sent for this long, [`crate::keeper::CUT_OFF`] of
+    /// its timeout: the ensemble may expire the session before the host hears of it again, so
+    /// the claim counts as lost now.
+    CutOff(Duration),
 }
 
 impl std::fmt::Display for Lost {
@@ -182,6 +190,11 @@ impl std::fmt::Display for Lost {
             Lost::Session(state) => write!(f, "ZooKeeper session ended ({state:?})"),
             Lost::NodeDeleted => f.write_str("lock node was deleted"),
             Lost::Revoked => f.write_str("revoked by another client"),
+            Lost::CutOff(after) => write!(
+                f,
+                "no answer from ZooKeeper for {:.1}s, 2/3 of the session timeout: assuming the session expired",
+                after.as_secs_f64()
+            ),
         }
     }
 }
@@ -192,7 +205,8 @@ impl std::fmt::Display for Lost {
 pub trait Claim {
     /// Gives up what is held (one count of a re-entrant hold).
     async fn release(&mut self) -> Result<(), RecipeError>;
-    /// Resolves when what is held is lost: the session ended, or its node was deleted.
+    /// Resolves when what is held is lost: the session ended, its node was deleted or revoked,
+    /// or ZooKeeper stopped answering for 2/3 of the session timeout ([`Lost`]).
     fn lost(&self) -> impl Future<Output = Lost> + Send + 'static;
     /// Ends the handle now, deleting whatever nodes it still owns.
     async fn close(self);
@@ -233,8 +247,9 @@ macro_rules! handle_basics {
                 self.sandbox.retired
             }
 
-            /// Resolves when the claim this handle holds is lost: its session ended, or its
-            /// node was deleted. Take it right after acquiring.
+            /// Resolves when the claim this handle holds is lost ([`Lost`]): its session ended,
+            /// its node was deleted or revoked, or ZooKeeper stopped answering for 2/3 of the
+            /// session timeout. Take it right after acquiring.
             pub fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
                 self.sandbox.lost(self.node.clone())
             }
@@ -439,7 +454,8 @@ impl ElectionHandle {
         Ok(call!(self, wazoo_recipes_election.call_leader(path))?)
     }
 
-    /// Blocks until the leader differs from `known` (a leader node), or `timeout` passes.
+    /// Blocks until the leader or its acknowledgement differs from `known` (what the caller last
+    /// saw, as [`ElectionHandle::seen`] gives it; none: no leader), or `timeout` passes.
     pub async fn observe(
         &mut self,
         path: &str,
@@ -448,6 +464,15 @@ impl ElectionHandle {
     ) -> Result<Option<LeaderInfo>, RecipeError> {
         let ms = timeout.map(|t| t.as_millis() as u64);
         Ok(call!(self, wazoo_recipes_election.call_observe(path, known, ms))?)
+    }
+
+    /// What an observer that has seen `leader` passes to [`ElectionHandle::observe`] as `known`:
+    /// the leader's node, and once shown, a newline and its acknowledgement.
+    pub fn seen(leader: &LeaderInfo) -> String {
+        match &leader.acknowledged {
+            Some(note) => format!("{}\n{note}", leader.node),
+            None => leader.node.clone(),
+        }
     }
 }
 

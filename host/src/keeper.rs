@@ -4,13 +4,29 @@
 //! the `Live` they started on: when it expires, their ephemeral nodes are gone and they are told
 //! so. The keeper then builds a new session for new handles (a `Client` never recovers from
 //! expiry). Each tenant will get its own keeper.
+//!
+//! A session is also judged on time: every `Live` syncs with the ensemble twenty times per
+//! session timeout and remembers when the last answered sync was sent. ZooKeeper expires a
+//! session no sooner than its timeout after it last heard from the client, so once nothing sent
+//! in the last [`CUT_OFF`] of the timeout has been answered, [`Live::cut_off`] says so, and
+//! claims count as lost before the server can hand them to anyone else.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
 use tokio::sync::{watch, Mutex};
+use tokio::time::Instant;
 use zookeeper_client::{Acls, Client, CreateMode, SessionState};
+
+/// The share of the negotiated session timeout (numerator, denominator) that may pass without an
+/// answer from ZooKeeper before the session is assumed lost: Curator's
+/// `SessionConnectionStateErrorPolicy` idea, on the host's own clock. What the claim guards is
+/// stopped in the rest of the timeout.
+pub const CUT_OFF: (u32, u32) = (2, 3);
+
+/// How many syncs per session timeout tell the keeper that ZooKeeper still answers.
+const PROBES_PER_TIMEOUT: u32 = 20;
 
 /// Where and how to connect.
 #[derive(Clone, Debug)]
@@ -44,10 +60,23 @@ pub struct Live {
     /// Counts the sessions this keeper has built, from 1.
     pub generation: u64,
     ended: watch::Receiver<Option<SessionState>>,
+    /// When the last sync that ZooKeeper answered was sent: the ensemble heard from this session
+    /// no earlier.
+    answered: watch::Receiver<Instant>,
+    prober: tokio::task::AbortHandle,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        // The prober's clone of the client would keep the session open.
+        self.prober.abort();
+    }
 }
 
 impl Live {
     fn new(client: Client, generation: u64) -> Arc<Live> {
+        let (answered_tx, answered) = watch::channel(Instant::now());
+        let prober = tokio::spawn(probe(client.clone(), answered_tx)).abort_handle();
         let (tx, rx) = watch::channel(None);
         let mut states = client.state_watcher();
         tokio::spawn(async move {
@@ -65,7 +94,7 @@ impl Live {
                 tracing::debug!(?state, generation, "ZooKeeper connection state");
             }
         });
-        Arc::new(Live { client, generation, ended: rx })
+        Arc::new(Live { client, generation, ended: rx, answered, prober })
     }
 
     pub fn session_id(&self) -> i64 {
@@ -93,6 +122,50 @@ impl Live {
                 return SessionState::Closed;
             }
         }
+    }
+
+    /// How long this session may go without an answer before it counts as lost: [`CUT_OFF`] of
+    /// its negotiated timeout.
+    pub fn cut_off_after(&self) -> Duration {
+        self.client.session_timeout() * CUT_OFF.0 / CUT_OFF.1
+    }
+
+    /// Resolves once ZooKeeper has answered nothing this session sent in the last
+    /// [`Live::cut_off_after`] (the ensemble may then expire it before anyone hears of it),
+    /// with that duration.
+    pub async fn cut_off(&self) -> Duration {
+        let limit = self.cut_off_after();
+        let mut answered = self.answered.clone();
+        let mut probing = true;
+        loop {
+            let deadline = *answered.borrow_and_update() + limit;
+            if Instant::now() >= deadline {
+                return limit;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => {}
+                changed = answered.changed(), if probing => probing = changed.is_ok(),
+            }
+        }
+    }
+}
+
+/// Syncs with the ensemble [`PROBES_PER_TIMEOUT`] times per session timeout, one at a time, and
+/// publishes when the last answered one was sent, until the session ends. A sync is answered
+/// only once the ensemble's leader has seen it, so a member cut off from its peers stops
+/// answering at once, even while it still answers reads.
+async fn probe(client: Client, answered: watch::Sender<Instant>) {
+    let every = (client.session_timeout() / PROBES_PER_TIMEOUT).max(Duration::from_millis(20));
+    loop {
+        let sent = Instant::now();
+        match client.sync("/").await {
+            Ok(()) => {
+                answered.send_replace(sent);
+            }
+            Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed) => return,
+            Err(_) => {}
+        }
+        tokio::time::sleep_until(sent + every).await;
     }
 }
 

@@ -5,12 +5,16 @@
 //! recipe never leaves a lock held. Persistent nodes (queue items, barrier nodes) are meant to
 //! outlive the handle and are not recorded.
 //!
+//! A node is recorded with its `czxid`, and deleted only while a node of that name still has
+//! it: handles on one host share a session, so once someone else deleted our node, a later one
+//! of the same name (another handle's, say) is owned by our session too, but is not ours.
+//!
 //! An ephemeral create is recorded as *uncertain* before it is sent, and resolved when its reply
 //! arrives: a reply that was lost, or a call cancelled while the request was in flight, leaves
 //! it uncertain, and cleanup looks for nodes that start with the requested name and are owned by
 //! this session.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -25,7 +29,8 @@ pub struct Ledger {
 
 #[derive(Debug, Default)]
 struct Entries {
-    owned: BTreeSet<String>,
+    /// Path → the `czxid` of the node we created there.
+    owned: BTreeMap<String, i64>,
     uncertain: BTreeSet<String>,
 }
 
@@ -34,12 +39,17 @@ struct Entries {
 const CLEANUP_ATTEMPTS: u32 = 10;
 
 impl Ledger {
-    pub(crate) fn created(&self, path: &str) {
-        self.inner.lock().unwrap().owned.insert(path.to_string());
+    pub(crate) fn created(&self, path: &str, czxid: i64) {
+        self.inner.lock().unwrap().owned.insert(path.to_string(), czxid);
     }
 
     pub(crate) fn uncertain(&self, requested: &str) {
         self.inner.lock().unwrap().uncertain.insert(requested.to_string());
+    }
+
+    /// Whether a create of `requested` is recorded as uncertain (its reply never came).
+    pub(crate) fn is_uncertain(&self, requested: &str) -> bool {
+        self.inner.lock().unwrap().uncertain.contains(requested)
     }
 
     /// A create recorded as uncertain got a definite answer.
@@ -55,7 +65,7 @@ impl Ledger {
 
     /// Nodes recorded as owned right now.
     pub fn owned(&self) -> Vec<String> {
-        self.inner.lock().unwrap().owned.iter().cloned().collect()
+        self.inner.lock().unwrap().owned.keys().cloned().collect()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -63,29 +73,26 @@ impl Ledger {
         entries.owned.is_empty() && entries.uncertain.is_empty()
     }
 
-    /// Deletes every recorded node still owned by `client`'s session; returns how many.
+    /// Deletes every recorded node that is still the one we created, and every node an
+    /// uncertain create may have made that `client`'s session owns; returns how many.
     pub(crate) async fn clean(&self, client: &Client) -> usize {
         let Entries { owned, uncertain } = std::mem::take(&mut *self.inner.lock().unwrap());
         let session = client.session_id().0;
-        let mut targets: BTreeSet<String> = owned;
+        let mut targets: BTreeMap<String, Option<i64>> =
+            owned.into_iter().map(|(path, czxid)| (path, Some(czxid))).collect();
         for requested in uncertain {
             let (dir, name) =
                 (paths::parent(&requested), &requested[requested.rfind('/').unwrap_or(0) + 1..]);
             let Ok(children) = retry(|| client.list_children(dir)).await else { continue };
             for child in children.iter().filter(|c| c.starts_with(name)) {
-                let path = paths::join(dir, child);
-                if let Ok(Some(stat)) = retry(|| client.check_stat(&path)).await {
-                    if stat.ephemeral_owner == session {
-                        targets.insert(path);
-                    }
-                }
+                targets.entry(paths::join(dir, child)).or_insert(None);
             }
         }
         let mut deleted = 0;
-        for path in targets {
-            match retry(|| client.delete(&path, None)).await {
-                Ok(()) => deleted += 1,
-                Err(Error::NoNode) => {}
+        for (path, czxid) in targets {
+            match delete_if_ours(client, &path, czxid, session).await {
+                Ok(true) => deleted += 1,
+                Ok(false) => {}
                 // The session is gone: ZooKeeper removed every ephemeral node already.
                 Err(Error::SessionExpired | Error::ClientClosed) => break,
                 Err(e) => tracing::warn!(%path, error = %e, "ledger cleanup could not delete node"),
@@ -93,6 +100,34 @@ impl Ledger {
         }
         deleted
     }
+}
+
+/// Deletes `path` if it is still the node created with `czxid` (with none: if `session` owns
+/// it). The delete is at the version just seen, so a node made again in between is left alone;
+/// a node whose data changed in between is looked at again.
+async fn delete_if_ours(
+    client: &Client,
+    path: &str,
+    czxid: Option<i64>,
+    session: i64,
+) -> Result<bool, Error> {
+    for _ in 0..CLEANUP_ATTEMPTS {
+        let Some(stat) = retry(|| client.check_stat(path)).await? else { return Ok(false) };
+        let ours = match czxid {
+            Some(czxid) => stat.czxid == czxid,
+            None => stat.ephemeral_owner == session,
+        };
+        if !ours {
+            return Ok(false);
+        }
+        match retry(|| client.delete(path, Some(stat.version))).await {
+            Ok(()) => return Ok(true),
+            Err(Error::NoNode) => return Ok(false),
+            Err(Error::BadVersion) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(false)
 }
 
 /// Retries a request through connection loss, with a short backoff.

@@ -9,6 +9,7 @@ mod bindings;
 pub mod dynamic;
 pub mod error;
 pub mod faults;
+pub mod fence;
 mod handle;
 mod host;
 pub mod keeper;

@@ -4,6 +4,7 @@
 
 mod remote;
 mod scaffold;
+mod supervise;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{signal, SignalKind};
 
+use supervise::{default_grace, Caught, Signals, Supervised};
 use wazoo::server::{ServerOptions, ZkServer};
 use wazoo::{Claim, Host, HostConfig, KeeperConfig, Mode, RecipeError, Registry, SandboxLimits, ZkError};
 
@@ -70,9 +72,10 @@ enum Command {
         /// Give up if the lock is not held within this time (exit status 3)
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<Duration>,
-        /// After SIGTERM, how long CMD has before SIGKILL when the lock is lost
-        #[arg(long, default_value = "10s", value_parser = parse_duration)]
-        grace: Duration,
+        /// After SIGTERM, how long CMD has before SIGKILL when the lock is lost [default: a
+        /// fifth of --session-timeout]
+        #[arg(long, value_parser = parse_duration)]
+        grace: Option<Duration>,
         /// Lock recipe component: a name in the plugins directory or a .wasm path
         #[arg(long, default_value = "lock")]
         recipe: String,
@@ -90,9 +93,10 @@ enum Command {
         /// Give up if the lock is not held within this time (exit status 3)
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<Duration>,
-        /// After SIGTERM, how long CMD has before SIGKILL when the lock is lost
-        #[arg(long, default_value = "10s", value_parser = parse_duration)]
-        grace: Duration,
+        /// After SIGTERM, how long CMD has before SIGKILL when the lock is lost [default: a
+        /// fifth of --session-timeout]
+        #[arg(long, value_parser = parse_duration)]
+        grace: Option<Duration>,
         /// Read/write lock recipe component
         #[arg(long, default_value = "rwlock")]
         recipe: String,
@@ -110,9 +114,10 @@ enum Command {
         /// Give up if no lease is held within this time (exit status 3)
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<Duration>,
-        /// After SIGTERM, how long CMD has before SIGKILL when the lease is lost
-        #[arg(long, default_value = "10s", value_parser = parse_duration)]
-        grace: Duration,
+        /// After SIGTERM, how long CMD has before SIGKILL when the lease is lost [default: a
+        /// fifth of --session-timeout]
+        #[arg(long, value_parser = parse_duration)]
+        grace: Option<Duration>,
         /// Semaphore recipe component
         #[arg(long, default_value = "semaphore")]
         recipe: String,
@@ -130,9 +135,10 @@ enum Command {
         /// Give up if not leading within this time (exit status 3)
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<Duration>,
-        /// After SIGTERM, how long CMD has before SIGKILL when leadership is lost
-        #[arg(long, default_value = "10s", value_parser = parse_duration)]
-        grace: Duration,
+        /// After SIGTERM, how long CMD has before SIGKILL when leadership is lost [default: a
+        /// fifth of --session-timeout]
+        #[arg(long, value_parser = parse_duration)]
+        grace: Option<Duration>,
         /// Election recipe component
         #[arg(long, default_value = "election")]
         recipe: String,
@@ -183,11 +189,16 @@ enum Command {
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
     },
-    /// Two-phase commit: coordinate a transaction, or vote in one as a site
+    /// Two-phase commit: coordinate a transaction, vote in one as a site, or clean a finished one
     #[command(name = "2pc")]
     TwoPhaseCommit {
         #[command(subcommand)]
         command: TxCommand,
+    },
+    /// Fencing tokens (a claim node's czxid): check one, or write a value guarded by one
+    Fence {
+        #[command(subcommand)]
+        command: FenceCommand,
     },
     /// Barrier at PATH (kazoo-compatible): set it up, remove it, or wait until it is down
     Barrier {
@@ -313,8 +324,10 @@ enum GroupCommand {
         /// The member's data, shown to others
         #[arg(long, default_value = "")]
         data: String,
-        #[arg(long, default_value = "10s", value_parser = parse_duration)]
-        grace: Duration,
+        /// After SIGTERM, how long CMD has before SIGKILL when membership is lost [default: a
+        /// fifth of --session-timeout]
+        #[arg(long, value_parser = parse_duration)]
+        grace: Option<Duration>,
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
     },
@@ -394,25 +407,64 @@ enum TxCommand {
         #[arg(long, default_value = "coordinated", value_parser = parse_tx_mode)]
         mode: wazoo::TxMode,
         /// Abort if not every site has voted within this time
-        #[arg(long, value_parser = parse_duration)]
-        timeout: Option<Duration>,
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        timeout: Duration,
     },
-    /// Vote commit or abort in TX as SITE and print the outcome (exit status 6 if aborted)
+    /// Vote commit or abort in TX as SITE and print the outcome (exit status 6 if aborted); the
+    /// site decides abort if no outcome comes within --timeout, or once the coordinator is gone
     Vote {
         tx: String,
         #[arg(long)]
         site: String,
         #[arg(value_parser = parse_ballot)]
         ballot: wazoo::Ballot,
-        #[arg(long, value_parser = parse_duration)]
-        timeout: Option<Duration>,
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        timeout: Duration,
     },
+    /// Delete finished transaction TX and print `cleaned TX: OUTCOME`: one with a decision, or
+    /// one whose coordinator is gone (decided aborted first). Exit status 1 while in progress
+    Clean { tx: String },
 }
 
 impl TxCommand {
     fn tx(&self) -> &str {
         match self {
-            TxCommand::Coordinate { tx, .. } | TxCommand::Vote { tx, .. } => tx,
+            TxCommand::Coordinate { tx, .. } | TxCommand::Vote { tx, .. } | TxCommand::Clean { tx } => tx,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum FenceCommand {
+    /// Exit status 0 if claim node NODE still exists with fencing token TOKEN; else 1, saying why
+    Check {
+        /// The holder's node, e.g. as printed in WAZOO_LOCK_NODE
+        node: String,
+        /// Its fencing token, e.g. WAZOO_FENCING_TOKEN
+        #[arg(id = "fencing-token", value_name = "TOKEN", value_parser = parse_token, allow_hyphen_values = true)]
+        token: i64,
+    },
+    /// Write VALUE to PATH for the holder of NODE with TOKEN, in one multi: only while NODE
+    /// exists with TOKEN, and only if PATH was not written with a higher token (exit status 1)
+    Write {
+        /// The holder's node
+        node: String,
+        /// Its fencing token
+        #[arg(id = "fencing-token", value_name = "TOKEN", value_parser = parse_token, allow_hyphen_values = true)]
+        token: i64,
+        /// The protected node; its data becomes `TOKEN`, a newline, then VALUE
+        path: String,
+        /// The value to write
+        value: String,
+    },
+}
+
+impl FenceCommand {
+    /// The paths it names, each with what it is for messages.
+    fn paths(&self) -> Vec<(&'static str, &str)> {
+        match self {
+            FenceCommand::Check { node, .. } => vec![("node", node)],
+            FenceCommand::Write { node, path, .. } => vec![("node", node), ("fenced", path)],
         }
     }
 }
@@ -468,6 +520,9 @@ enum RecipesCommand {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = supervise::guard_mode() {
+        return code;
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -534,6 +589,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Leader { path, watch, recipe } => leader(config, &path, watch, &recipe).await,
         Command::Barrier { command } => barrier(config, command).await,
         Command::TwoPhaseCommit { command } => two_phase_commit(config, command).await,
+        Command::Fence { command } => fence(config, command).await,
         Command::DoubleBarrier { path, count, timeout, command } => {
             double_barrier(config, &path, count, timeout, &command).await
         }
@@ -666,33 +722,49 @@ async fn lock(
     mode: Option<Mode>,
     path: &str,
     timeout: Option<Duration>,
-    grace: Duration,
+    grace: Option<Duration>,
     recipe: &str,
     command: &[String],
 ) -> anyhow::Result<u8> {
+    let mut signals = Signals::new()?;
     // Refuse a bad path before touching ZooKeeper (the host checks it again for the recipe).
     check_path("lock", path)?;
     let what = lock_what(mode, path);
-    let host = Host::start(config).await?;
-    let acquired = match mode {
-        None => {
-            let mut handle = host.lock(recipe).await?;
-            handle.acquire(path, timeout).await.map(|held| (Locked::Exclusive(handle), held.node, held.token))
-        }
-        Some(mode) => {
-            let mut handle = host.rwlock(recipe).await?;
-            let held = handle.acquire(path, mode, timeout).await;
-            held.map(|held| (Locked::ReadWrite(handle), held.node, held.token))
-        }
+    let host = match signals.interrupt(Host::start(config)).await {
+        Ok(host) => host?,
+        Err(caught) => return Ok(interrupted(caught, &what)),
     };
-    let (handle, node, token) = match acquired {
-        Ok(acquired) => acquired,
-        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(timed_out(Waited::Lock, path, timeout)),
-        Err(e) => bail!("cannot acquire the {what}: {e}"),
+    let mut handle = match mode {
+        None => Locked::Exclusive(host.lock(recipe).await?),
+        Some(_) => Locked::ReadWrite(host.rwlock(recipe).await?),
+    };
+    let (node, token) = match signals.interrupt(handle.acquire(path, mode, timeout)).await {
+        Err(caught) => {
+            Claim::close(handle).await;
+            return Ok(left_queue(caught, &what));
+        }
+        Ok(Ok(held)) => held,
+        Ok(Err(RecipeError::Zk(ZkError::Timeout))) => return Ok(timed_out(Waited::Lock, path, timeout)),
+        Ok(Err(e)) => bail!("cannot acquire the {what}: {e}"),
     };
     tracing::info!(%node, token, "lock held");
     let env = lock_env(mode, path, node, token);
-    hold(handle, RunUnder { command, grace, what, env }).await
+    let grace = grace.unwrap_or_else(|| default_grace(handle.live().client.session_timeout()));
+    hold(handle, RunUnder { command, grace, what, env }, &mut signals).await
+}
+
+/// A signal came before anything was held: exit status 128 + the signal.
+fn interrupted(caught: Caught, what: &str) -> u8 {
+    eprintln!("wazoo: {} before the {what} was held", caught.name());
+    caught.status()
+}
+
+/// A signal came while waiting in the queue for `what`, and the wait was given up: cancelling
+/// the recipe call retired the handle, and closing it (or the client session) deleted its
+/// waiting nodes. Exit status 128 + the signal.
+fn left_queue(caught: Caught, what: &str) -> u8 {
+    eprintln!("wazoo: {} while waiting for the {what}; left the queue", caught.name());
+    caught.status()
 }
 
 /// What `wazoo lock` (no mode) or `wazoo rwlock MODE` holds, for messages.
@@ -739,6 +811,34 @@ enum Locked {
     ReadWrite(wazoo::RwLockHandle),
 }
 
+impl Locked {
+    /// Blocks until the lock at `path` is held (in `mode`, for a read/write lock): its node and
+    /// fencing token.
+    async fn acquire(
+        &mut self,
+        path: &str,
+        mode: Option<Mode>,
+        timeout: Option<Duration>,
+    ) -> Result<(String, i64), RecipeError> {
+        match (self, mode) {
+            (Locked::Exclusive(h), _) => h.acquire(path, timeout).await.map(|held| (held.node, held.token)),
+            (Locked::ReadWrite(h), Some(mode)) => {
+                h.acquire(path, mode, timeout).await.map(|held| (held.node, held.token))
+            }
+            (Locked::ReadWrite(_), None) => {
+                Err(RecipeError::Zk(ZkError::InvalidArgument("a read/write lock needs a mode".into())))
+            }
+        }
+    }
+
+    fn live(&self) -> &std::sync::Arc<wazoo::Live> {
+        match self {
+            Locked::Exclusive(h) => h.live(),
+            Locked::ReadWrite(h) => h.live(),
+        }
+    }
+}
+
 impl Claim for Locked {
     async fn release(&mut self) -> Result<(), RecipeError> {
         match self {
@@ -768,20 +868,30 @@ async fn semaphore(
     path: &str,
     leases: u32,
     timeout: Option<Duration>,
-    grace: Duration,
+    grace: Option<Duration>,
     recipe: &str,
     command: &[String],
 ) -> anyhow::Result<u8> {
+    let mut signals = Signals::new()?;
     check_leases(path, leases)?;
-    let host = Host::start(config).await?;
+    let what = format!("lease of {path}");
+    let host = match signals.interrupt(Host::start(config)).await {
+        Ok(host) => host?,
+        Err(caught) => return Ok(interrupted(caught, &what)),
+    };
     let mut handle = host.semaphore(recipe).await?;
-    let lease = match handle.acquire(path, leases, timeout).await {
-        Ok(lease) => lease,
-        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(timed_out(Waited::Lease, path, timeout)),
-        Err(e) => bail!("cannot take a lease of {path}: {e}"),
+    let lease = match signals.interrupt(handle.acquire(path, leases, timeout)).await {
+        Err(caught) => {
+            handle.close().await;
+            return Ok(left_queue(caught, &what));
+        }
+        Ok(Ok(lease)) => lease,
+        Ok(Err(RecipeError::Zk(ZkError::Timeout))) => return Ok(timed_out(Waited::Lease, path, timeout)),
+        Ok(Err(e)) => bail!("cannot take a lease of {path}: {e}"),
     };
     let env = lease_env(path, lease.node, lease.token);
-    hold(handle, RunUnder { command, grace, what: format!("lease of {path}"), env }).await
+    let grace = grace.unwrap_or_else(|| default_grace(handle.live().client.session_timeout()));
+    hold(handle, RunUnder { command, grace, what, env }, &mut signals).await
 }
 
 /// A semaphore's path and lease count, checked before anything is asked of ZooKeeper.
@@ -808,28 +918,43 @@ async fn elect(
     path: &str,
     id: Option<String>,
     timeout: Option<Duration>,
-    grace: Duration,
+    grace: Option<Duration>,
     recipe: &str,
     command: &[String],
 ) -> anyhow::Result<u8> {
+    let mut signals = Signals::new()?;
     check_path("election", path)?;
     let id = id.unwrap_or_else(default_id);
-    let host = Host::start(config).await?;
+    let what = format!("leadership of {path}");
+    let host = match signals.interrupt(Host::start(config)).await {
+        Ok(host) => host?,
+        Err(caught) => return Ok(interrupted(caught, &what)),
+    };
     let mut handle = host.election(recipe).await?;
-    let leadership = match handle.campaign(path, &id, timeout).await {
-        Ok(leadership) => leadership,
-        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(timed_out(Waited::Leadership, path, timeout)),
-        Err(e) => bail!("cannot campaign in {path}: {e}"),
+    let leadership = match signals.interrupt(handle.campaign(path, &id, timeout)).await {
+        Err(caught) => {
+            handle.close().await;
+            return Ok(left_queue(caught, &what));
+        }
+        Ok(Ok(leadership)) => leadership,
+        Ok(Err(RecipeError::Zk(ZkError::Timeout))) => {
+            return Ok(timed_out(Waited::Leadership, path, timeout))
+        }
+        Ok(Err(e)) => bail!("cannot campaign in {path}: {e}"),
     };
     let env = leader_env(path, &id, leadership.node.clone(), leadership.token);
     // The seed's acknowledgement: observers see that this leader has started its work.
     if let Err(e) = handle.acknowledge(&format!("{id} running {}", command[0])).await {
         eprintln!("wazoo: could not acknowledge leadership of {path}: {e}");
     }
-    hold(handle, RunUnder { command, grace, what: format!("leadership of {path}"), env }).await
+    let grace = grace.unwrap_or_else(|| default_grace(handle.live().client.session_timeout()));
+    hold(handle, RunUnder { command, grace, what, env }, &mut signals).await
 }
 
 async fn leader(config: HostConfig, path: &str, watch: bool, recipe: &str) -> anyhow::Result<u8> {
+    /// How long one `observe` call blocks before the watch goes on with another (each call's
+    /// guest CPU is limited).
+    const OBSERVE_CALL: Duration = Duration::from_secs(60);
     check_election(path)?;
     let host = Host::start(config).await?;
     let mut handle = host.election(recipe).await?;
@@ -843,11 +968,13 @@ async fn leader(config: HostConfig, path: &str, watch: bool, recipe: &str) -> an
         if !watch {
             return Ok(if current.is_some() { 0 } else { 1 });
         }
-        let known = current.as_ref().map(|l| l.node.clone());
-        current = handle
-            .observe(path, known.as_deref(), None)
-            .await
-            .map_err(|e| anyhow::anyhow!("watching the leader of {path}: {e}"))?;
+        let known = current.as_ref().map(wazoo::ElectionHandle::seen);
+        current = loop {
+            match handle.observe(path, known.as_deref(), Some(OBSERVE_CALL)).await {
+                Err(RecipeError::Zk(ZkError::Timeout)) => continue,
+                other => break other.map_err(|e| anyhow::anyhow!("watching the leader of {path}: {e}"))?,
+            }
+        };
     }
 }
 
@@ -875,10 +1002,18 @@ async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> 
     };
     match command {
         GroupCommand::Join { name, data, grace, command, .. } => {
-            handle.join(&path, &name, data.as_bytes()).await.map_err(failed)?;
-            let env = vec![("WAZOO_GROUP_PATH", path.clone()), ("WAZOO_MEMBER", name.clone())];
+            let mut signals = Signals::new()?;
             let what = format!("membership of {path} as {name}");
-            return hold(handle, RunUnder { command: &command, grace, what, env }).await;
+            match signals.interrupt(handle.join(&path, &name, data.as_bytes())).await {
+                Ok(joined) => joined.map_err(failed)?,
+                Err(caught) => {
+                    handle.close().await;
+                    return Ok(interrupted(caught, &what));
+                }
+            }
+            let env = vec![("WAZOO_GROUP_PATH", path.clone()), ("WAZOO_MEMBER", name.clone())];
+            let grace = grace.unwrap_or_else(|| default_grace(handle.live().client.session_timeout()));
+            return hold(handle, RunUnder { command: &command, grace, what, env }, &mut signals).await;
         }
         GroupCommand::List { .. } => print(&handle.members(&path).await.map_err(failed)?),
         GroupCommand::Watch { .. } => {
@@ -1050,16 +1185,49 @@ async fn two_phase_commit(config: HostConfig, command: TxCommand) -> anyhow::Res
     let tx = command.tx().to_string();
     check_path("transaction", &tx)?;
     let host = Host::start(config).await?;
+    if let TxCommand::Clean { .. } = command {
+        let mut handle = host.dynamic("transaction").await?;
+        let result = handle.call(TX_CLEAN, &serde_json::json!([tx])).await;
+        handle.close().await;
+        return tx_cleaned(&tx, &result.map_err(|e| anyhow::anyhow!("transaction {tx}: {e}"))?);
+    }
     let mut handle = host.transaction("transaction").await?;
     let outcome = match command {
         TxCommand::Coordinate { sites, payload, mode, timeout, .. } => {
-            handle.coordinate(&tx, &sites, payload.as_bytes(), mode, timeout).await
+            handle.coordinate(&tx, &sites, payload.as_bytes(), mode, Some(timeout)).await
         }
-        TxCommand::Vote { site, ballot, timeout, .. } => handle.vote(&tx, &site, ballot, timeout).await,
+        TxCommand::Vote { site, ballot, timeout, .. } => handle.vote(&tx, &site, ballot, Some(timeout)).await,
+        TxCommand::Clean { .. } => unreachable!("cleaned above"),
     }
     .map_err(|e| anyhow::anyhow!("transaction {tx}: {e}"))?;
     handle.close().await;
     Ok(tx_outcome(matches!(outcome, wazoo::Outcome::Committed)))
+}
+
+/// The transaction recipe's export that `2pc clean` calls (by name, as `wazoo call` does).
+const TX_CLEAN: &str = "two-phase-commit.clean";
+
+/// What `2pc clean` says for the recipe's JSON answer: `cleaned TX: OUTCOME` (exit status 0),
+/// or why nothing was cleaned (exit status 1).
+fn tx_cleaned(tx: &str, result: &serde_json::Value) -> anyhow::Result<u8> {
+    use serde_json::Value;
+    if let Some(outcome) = result.get("ok").and_then(Value::as_str) {
+        println!("cleaned {tx}: {outcome}");
+        return Ok(0);
+    }
+    let Some(error) = result.get("err") else { bail!("transaction {tx}: unexpected answer {result}") };
+    match error {
+        Value::String(name) if name == "no-node" => eprintln!("wazoo: no transaction at {tx}"),
+        Value::Object(error) => match error.iter().next() {
+            Some((name, Value::String(why))) if name == "invalid-argument" => {
+                eprintln!("wazoo: cannot clean {tx}: {why}")
+            }
+            Some((name, Value::String(why))) => eprintln!("wazoo: cannot clean {tx}: {name}: {why}"),
+            _ => eprintln!("wazoo: cannot clean {tx}: {error:?}"),
+        },
+        other => eprintln!("wazoo: cannot clean {tx}: {}", other.as_str().unwrap_or("unknown error")),
+    }
+    Ok(1)
 }
 
 /// Prints a transaction's outcome: exit status 0 if committed, 6 if aborted.
@@ -1079,6 +1247,82 @@ fn parse_tx_mode(text: &str) -> Result<wazoo::TxMode, String> {
         "coordinated" => Ok(wazoo::TxMode::Coordinated),
         _ => Err(format!("expected all-to-all or coordinated, not {text:?}")),
     }
+}
+
+/// `fence check|write`, on a ZooKeeper session of this process's own.
+async fn fence(config: HostConfig, command: FenceCommand) -> anyhow::Result<u8> {
+    for (kind, path) in command.paths() {
+        check_path(kind, path)?;
+    }
+    let keeper = wazoo::keeper::Keeper::connect(config.keeper).await?;
+    let live = keeper.live().await?;
+    let fence = wazoo::fence::Fence {
+        client: &live.client,
+        acls: zookeeper_client::Acls::anyone_all(),
+        max_bytes: config.limits.max_data_bytes,
+    };
+    let code = match command {
+        FenceCommand::Check { node, token } => {
+            let holder = fence.check(&node, token).await.map_err(|e| fence_failed(&node, &e))?;
+            fence_checked(&node, token, holder)
+        }
+        FenceCommand::Write { node, token, path, value } => {
+            let written = fence
+                .write(&node, token, &path, value.as_bytes())
+                .await
+                .map_err(|e| fence_failed(&path, &e))?;
+            fence_written(&node, token, &path, written)
+        }
+    };
+    Ok(code)
+}
+
+/// A fenced check or write that could not be made.
+fn fence_failed(path: &str, e: &ZkError) -> anyhow::Error {
+    anyhow::anyhow!("fence {path}: {}", wazoo::error::describe(e))
+}
+
+/// What `fence check` says: exit status 0 if `node` still has `token`, else 1 and why.
+fn fence_checked(node: &str, token: i64, holder: wazoo::fence::Holder) -> u8 {
+    use wazoo::fence::Holder;
+    match holder {
+        Holder::Holds => {
+            println!("{node} holds token {token}");
+            0
+        }
+        Holder::Gone => {
+            eprintln!("wazoo: {node} is gone: token {token} no longer holds");
+            1
+        }
+        Holder::OtherToken(other) => {
+            eprintln!("wazoo: {node} has token {other}, not {token}");
+            1
+        }
+    }
+}
+
+/// What `fence write` says: `written PATH version V token T` (exit status 0), or why the write
+/// was refused (exit status 1).
+fn fence_written(node: &str, token: i64, path: &str, written: wazoo::fence::Written) -> u8 {
+    use wazoo::fence::Written;
+    match written {
+        Written::Accepted { version, previous } => {
+            let was = previous.map(|p| format!(" (was token {p})")).unwrap_or_default();
+            println!("written {path} version {version} token {token}{was}");
+            return 0;
+        }
+        Written::Gone => eprintln!("wazoo: refused: {node} is gone: token {token} no longer holds"),
+        Written::OtherToken(other) => eprintln!("wazoo: refused: {node} has token {other}, not {token}"),
+        Written::Superseded { last } => {
+            eprintln!("wazoo: refused: {path} was written with token {last}, above {token}")
+        }
+    }
+    1
+}
+
+/// A fencing token: an integer, as `WAZOO_FENCING_TOKEN` holds it.
+fn parse_token(text: &str) -> Result<i64, String> {
+    text.trim().parse().map_err(|_| format!("not a fencing token (an integer): {text:?}"))
 }
 
 fn parse_ballot(text: &str) -> Result<wazoo::Ballot, String> {
@@ -1203,67 +1447,59 @@ impl<C: Claim> Holding for C {
     }
 }
 
-/// Runs the command while `claim` is held: its exit status when it ends (after releasing), or
-/// SIGTERM/SIGKILL and exit status 4 when the claim is lost first.
-async fn hold(mut claim: impl Holding, run: RunUnder<'_>) -> anyhow::Result<u8> {
+/// Runs the command while `claim` is held, supervised ([`supervise`]): every process of it gets
+/// the signals wazoo gets, and none outlives the claim. When the command ends, whatever it left
+/// running is stopped (SIGTERM, SIGKILL after `grace`), the claim released, and its exit status
+/// returned. When the claim is lost first, the command is stopped the same way before anything
+/// else: exit status 4, or 5 if revoked (released then).
+async fn hold(mut claim: impl Holding, run: RunUnder<'_>, signals: &mut Signals) -> anyhow::Result<u8> {
     let RunUnder { command, grace, what, env } = run;
     let lost = claim.lost();
-    let child = tokio::process::Command::new(&command[0]).args(&command[1..]).envs(env).spawn();
-    let mut child = match child {
-        Ok(child) => child,
+    let mut cmd = match Supervised::spawn(command, &env) {
+        Ok(cmd) => cmd,
         Err(e) => {
             let _ = claim.release().await;
             claim.close().await;
-            bail!("cannot run {:?}: {e}", command[0]);
+            return Err(e);
         }
     };
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sigint = signal(SignalKind::interrupt())?;
     tokio::pin!(lost);
-    loop {
+    let code = loop {
         tokio::select! {
-            status = child.wait() => {
-                let status = status?;
+            status = cmd.wait() => {
+                if cmd.remains() {
+                    eprintln!("wazoo: the command left processes running; stopping them before releasing the {what}");
+                    cmd.stop(grace).await;
+                }
                 if let Err(e) = claim.release().await {
                     eprintln!("wazoo: releasing the {what}: {e}");
                 }
                 claim.close().await;
-                let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-                return Ok(code.clamp(0, 255) as u8);
+                break match status {
+                    Ok(status) => status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)).clamp(0, 255) as u8,
+                    Err(e) => {
+                        eprintln!("wazoo: waiting for the command: {e}");
+                        1
+                    }
+                };
             }
             ending = &mut lost => {
                 eprintln!("wazoo: {what} lost ({}); stopping the command", ending.why);
                 // Stopping the command is the on-revoke step: the claim is let go after it.
-                stop(&mut child, grace).await;
+                cmd.stop(grace).await;
                 if ending.revoked {
                     if let Err(e) = claim.release().await {
                         eprintln!("wazoo: releasing the revoked {what}: {e}");
                     }
                 }
                 claim.close().await;
-                return Ok(if ending.revoked { EXIT_REVOKED } else { EXIT_LOST });
+                break if ending.revoked { EXIT_REVOKED } else { EXIT_LOST };
             }
-            _ = sigterm.recv() => forward(&child, libc::SIGTERM),
-            _ = sigint.recv() => forward(&child, libc::SIGINT),
+            caught = signals.recv() => cmd.forward(caught),
         }
-    }
-}
-
-fn forward(child: &tokio::process::Child, sig: i32) {
-    if let Some(pid) = child.id() {
-        // SAFETY: kill(2) on our own child's PID.
-        unsafe {
-            libc::kill(pid as i32, sig);
-        }
-    }
-}
-
-/// SIGTERM, then SIGKILL after `grace`.
-async fn stop(child: &mut tokio::process::Child, grace: Duration) {
-    forward(child, libc::SIGTERM);
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
-        let _ = child.kill().await;
-    }
+    };
+    cmd.finish().await;
+    Ok(code)
 }
 
 async fn server(port: u16, data_dir: Option<PathBuf>, tick_ms: u32) -> anyhow::Result<u8> {

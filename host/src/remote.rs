@@ -7,7 +7,8 @@
 //! the ZooKeeper error's WIT name (`timeout:`, `bad-version:` …), which is mapped back to what
 //! the local path says and does.
 
-use std::time::{Duration, Instant};
+use std::future::Future;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 use tokio::sync::{mpsc, watch};
@@ -20,13 +21,17 @@ use wazoo::serve::pb::recipes_client::RecipesClient;
 use wazoo::serve::pb::sessions_client::SessionsClient;
 use wazoo::Mode;
 
+use super::supervise::{default_grace, Signals};
 use super::{
     barrier_removed, barrier_set, check_election, check_leases, check_path, custom_outcome, default_id,
-    few_entered, few_left, hold, leader_env, lease_env, lock_env, lock_what, no_value, print_entry,
-    print_item, print_leader, print_member, print_recipes, run_between, stale_version, timed_out, tx_outcome,
-    BarrierCommand, Command, ConfigCommand, CounterCommand, Ending, GroupCommand, Holding, QueueCommand,
-    RecipeRow, RecipesCommand, RunUnder, TxCommand, Waited,
+    fence_checked, fence_written, few_entered, few_left, hold, leader_env, lease_env, lock_env, lock_what,
+    no_value, print_entry, print_item, print_leader, print_member, print_recipes, run_between, stale_version,
+    timed_out, tx_cleaned, tx_outcome, BarrierCommand, Command, ConfigCommand, CounterCommand, Ending,
+    FenceCommand, GroupCommand, Holding, QueueCommand, RecipeRow, RecipesCommand, RunUnder, TxCommand,
+    Waited, TX_CLEAN,
 };
+use super::{interrupted, left_queue};
+use wazoo::keeper::CUT_OFF;
 
 /// The WIT error names the daemon puts before a recipe's error (see the proto's header); the
 /// rest of the message is what the local path would say.
@@ -85,6 +90,7 @@ pub(crate) async fn run(
             remote.double_barrier(ttl, &path, count, timeout, &command).await
         }
         Command::TwoPhaseCommit { command } => remote.two_phase_commit(command).await,
+        Command::Fence { command } => remote.fence(command).await,
         Command::Run { component, args } => remote.invoke(&component, &args).await,
         Command::Recipes { command: RecipesCommand::List } => remote.list_recipes().await,
         Command::Recipes { command: RecipesCommand::Functions { recipe } } => remote.functions(&recipe).await,
@@ -108,6 +114,7 @@ fn local_only(command: &Command) -> Option<&'static str> {
         | Command::Group { .. }
         | Command::DoubleBarrier { .. }
         | Command::TwoPhaseCommit { .. }
+        | Command::Fence { .. }
         | Command::Run { .. }
         | Command::Call { .. }
         | Command::Recipes { .. } => None,
@@ -134,6 +141,9 @@ fn check(command: &Command) -> anyhow::Result<()> {
         Command::Group { command } => check_path("group", command.path()),
         Command::DoubleBarrier { path, .. } => check_path("barrier", path),
         Command::TwoPhaseCommit { command } => check_path("transaction", command.tx()),
+        Command::Fence { command } => {
+            command.paths().into_iter().try_for_each(|(kind, path)| check_path(kind, path))
+        }
         _ => Ok(()),
     }
 }
@@ -270,7 +280,7 @@ impl Remote {
             .into_inner();
         let (ended_tx, ended) = watch::channel(None);
         let keeper = tokio::spawn(keep_alive(id, ttl, tx, replies, ended_tx, self.addr.clone()));
-        Ok(Session { id, sessions, ended, keeper })
+        Ok(Session { id, ttl, sessions, ended, keeper })
     }
 
     /// Follows the loss of `claim` (made in `session`) from now on: what `hold` runs under.
@@ -290,13 +300,15 @@ impl Remote {
         }
     }
 
-    /// Runs `command` under the claim `reply` brought, as the local path does. A refused claim
-    /// closes the session first: a timeout is exit status 3, anything else an error `doing`.
+    /// Runs `command` under the claim `acquiring` brings, as the local path does. A signal while
+    /// it waits cancels the call and closes the session, deleting its waiting nodes: exit status
+    /// 128 + the signal. A refused claim closes the session too: a timeout is exit status 3,
+    /// anything else an error `doing`. The grace is a fifth of the session's TTL unless given.
     #[allow(clippy::too_many_arguments)]
     async fn run_under(
         &self,
         session: Session,
-        reply: Result<tonic::Response<pb::Claim>, tonic::Status>,
+        acquiring: impl Future<Output = Result<tonic::Response<pb::Claim>, tonic::Status>>,
         waited: Waited,
         path: &str,
         timeout: Option<Duration>,
@@ -304,21 +316,27 @@ impl Remote {
         what: String,
         env: impl FnOnce(pb::Claim) -> Vec<(&'static str, String)>,
         command: &[String],
-        grace: Duration,
+        grace: Option<Duration>,
+        signals: &mut Signals,
     ) -> anyhow::Result<u8> {
-        let claim = match reply {
-            Ok(claim) => claim.into_inner(),
-            Err(status) => {
+        let claim = match signals.interrupt(acquiring).await {
+            Ok(Ok(claim)) => claim.into_inner(),
+            Ok(Err(status)) => {
                 session.close().await;
                 if is_timeout(&status) {
                     return Ok(timed_out(waited, path, timeout));
                 }
                 return Err(self.failed(doing, status));
             }
+            Err(caught) => {
+                session.close().await;
+                return Ok(left_queue(caught, &what));
+            }
         };
         tracing::info!(node = %claim.node, token = claim.fencing_token, "{what} held");
+        let grace = grace.unwrap_or_else(|| default_grace(session.ttl));
         let held = self.follow(session, &claim, &what).await?;
-        hold(held, RunUnder { command, grace, what, env: env(claim) }).await
+        hold(held, RunUnder { command, grace, what, env: env(claim) }, signals).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -328,10 +346,11 @@ impl Remote {
         mode: Option<Mode>,
         path: &str,
         timeout: Option<Duration>,
-        grace: Duration,
+        grace: Option<Duration>,
         recipe: &str,
         command: &[String],
     ) -> anyhow::Result<u8> {
+        let mut signals = Signals::new()?;
         let what = lock_what(mode, path);
         let family = match mode {
             None => pb::Family::Lock,
@@ -347,10 +366,25 @@ impl Remote {
             timeout_ms: millis(timeout),
             recipe: recipe.to_string(),
         };
-        let reply = self.recipes().acquire(request).await;
+        let mut recipes = self.recipes();
+        let acquiring = recipes.acquire(request);
         let doing = format!("cannot acquire the {what}");
         let env = |claim: pb::Claim| lock_env(mode, path, claim.node, claim.fencing_token);
-        self.run_under(session, reply, Waited::Lock, path, timeout, doing, what, env, command, grace).await
+        let waited = Waited::Lock;
+        self.run_under(
+            session,
+            acquiring,
+            waited,
+            path,
+            timeout,
+            doing,
+            what,
+            env,
+            command,
+            grace,
+            &mut signals,
+        )
+        .await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -360,10 +394,11 @@ impl Remote {
         path: &str,
         leases: u32,
         timeout: Option<Duration>,
-        grace: Duration,
+        grace: Option<Duration>,
         recipe: &str,
         command: &[String],
     ) -> anyhow::Result<u8> {
+        let mut signals = Signals::new()?;
         let what = format!("lease of {path}");
         let session = self.session(ttl, format!("wazoo {what}")).await?;
         let request = pb::AcquireRequest {
@@ -374,10 +409,25 @@ impl Remote {
             timeout_ms: millis(timeout),
             recipe: recipe.to_string(),
         };
-        let reply = self.recipes().acquire(request).await;
+        let mut recipes = self.recipes();
+        let acquiring = recipes.acquire(request);
         let doing = format!("cannot take a lease of {path}");
         let env = |claim: pb::Claim| lease_env(path, claim.node, claim.fencing_token);
-        self.run_under(session, reply, Waited::Lease, path, timeout, doing, what, env, command, grace).await
+        let waited = Waited::Lease;
+        self.run_under(
+            session,
+            acquiring,
+            waited,
+            path,
+            timeout,
+            doing,
+            what,
+            env,
+            command,
+            grace,
+            &mut signals,
+        )
+        .await
     }
 
     /// As the local path, without the leader's acknowledgement (the API has no call for it).
@@ -388,10 +438,11 @@ impl Remote {
         path: &str,
         id: Option<String>,
         timeout: Option<Duration>,
-        grace: Duration,
+        grace: Option<Duration>,
         recipe: &str,
         command: &[String],
     ) -> anyhow::Result<u8> {
+        let mut signals = Signals::new()?;
         let id = id.unwrap_or_else(default_id);
         let what = format!("leadership of {path}");
         let session = self.session(ttl, format!("wazoo elect {path} as {id}")).await?;
@@ -402,19 +453,37 @@ impl Remote {
             timeout_ms: millis(timeout),
             recipe: recipe.to_string(),
         };
-        let reply = self.recipes().campaign(request).await;
-        if let Ok(claim) = &reply {
-            // The seed's acknowledgement: observers see that this leader has started its work.
-            let note = format!("{id} running {}", command[0]);
-            let ack = pb::AcknowledgeRequest { session: session.id, handle: claim.get_ref().handle, note };
-            if let Err(s) = self.recipes().acknowledge(ack).await {
-                eprintln!("wazoo: could not acknowledge leadership of {path}: {}", s.message());
+        let session_id = session.id;
+        let campaigning = async {
+            let reply = self.recipes().campaign(request).await;
+            if let Ok(claim) = &reply {
+                // The seed's acknowledgement: observers see that this leader has started its work.
+                let note = format!("{id} running {}", command[0]);
+                let ack =
+                    pb::AcknowledgeRequest { session: session_id, handle: claim.get_ref().handle, note };
+                if let Err(s) = self.recipes().acknowledge(ack).await {
+                    eprintln!("wazoo: could not acknowledge leadership of {path}: {}", s.message());
+                }
             }
-        }
+            reply
+        };
         let doing = format!("cannot campaign in {path}");
         let env = |claim: pb::Claim| leader_env(path, &id, claim.node, claim.fencing_token);
-        self.run_under(session, reply, Waited::Leadership, path, timeout, doing, what, env, command, grace)
-            .await
+        let waited = Waited::Leadership;
+        self.run_under(
+            session,
+            campaigning,
+            waited,
+            path,
+            timeout,
+            doing,
+            what,
+            env,
+            command,
+            grace,
+            &mut signals,
+        )
+        .await
     }
 
     /// As the local path.
@@ -627,6 +696,7 @@ impl Remote {
         };
         match command {
             GroupCommand::Join { name, data, grace, command, .. } => {
+                let mut signals = Signals::new()?;
                 let what = format!("membership of {path} as {name}");
                 let session = self.session(ttl, format!("wazoo group join {path} as {name}")).await?;
                 let request = pb::GroupJoinRequest {
@@ -636,16 +706,21 @@ impl Remote {
                     data: data.into_bytes(),
                     recipe: String::new(),
                 };
-                let claim = match recipes.group_join(request).await {
-                    Ok(claim) => claim.into_inner(),
-                    Err(status) => {
+                let claim = match signals.interrupt(recipes.group_join(request)).await {
+                    Ok(Ok(claim)) => claim.into_inner(),
+                    Ok(Err(status)) => {
                         session.close().await;
                         return Err(self.failed(format!("group {path}"), status));
                     }
+                    Err(caught) => {
+                        session.close().await;
+                        return Ok(interrupted(caught, &what));
+                    }
                 };
+                let grace = grace.unwrap_or_else(|| default_grace(session.ttl));
                 let held = self.follow(session, &claim, &what).await?;
                 let env = vec![("WAZOO_GROUP_PATH", path.clone()), ("WAZOO_MEMBER", name)];
-                hold(held, RunUnder { command: &command, grace, what, env }).await
+                hold(held, RunUnder { command: &command, grace, what, env }, &mut signals).await
             }
             GroupCommand::List { .. } => {
                 let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
@@ -729,10 +804,28 @@ impl Remote {
         }
     }
 
-    /// `2pc coordinate|vote`: the vote node lives for the daemon's call.
+    /// `2pc coordinate|vote|clean`: the vote node lives for the daemon's call; `clean` is the
+    /// recipe's export, called through Invoke.
     async fn two_phase_commit(&self, command: TxCommand) -> anyhow::Result<u8> {
         let mut recipes = self.recipes();
         let tx = command.tx().to_string();
+        if let TxCommand::Clean { .. } = command {
+            let request = pb::InvokeRequest {
+                recipe: "transaction".to_string(),
+                function: TX_CLEAN.to_string(),
+                args_json: serde_json::json!([tx]).to_string(),
+                ..Default::default()
+            };
+            let reply = recipes
+                .invoke(request)
+                .await
+                .map_err(|s| self.failed(format!("transaction {tx}"), s))?
+                .into_inner();
+            let result: serde_json::Value = serde_json::from_str(&reply.result_json).map_err(|e| {
+                anyhow!("the wazoo daemon at {} answered {:?}: {e}", self.addr, reply.result_json)
+            })?;
+            return tx_cleaned(&tx, &result);
+        }
         let outcome = match command {
             TxCommand::Coordinate { sites, payload, mode, timeout, .. } => {
                 let mode = match mode {
@@ -744,7 +837,7 @@ impl Remote {
                     sites,
                     payload: payload.into_bytes(),
                     mode: mode as i32,
-                    timeout_ms: millis(timeout),
+                    timeout_ms: millis(Some(timeout)),
                     recipe: String::new(),
                 };
                 recipes.tx_coordinate(request).await
@@ -758,14 +851,62 @@ impl Remote {
                     tx: tx.clone(),
                     site,
                     ballot: ballot as i32,
-                    timeout_ms: millis(timeout),
+                    timeout_ms: millis(Some(timeout)),
                     recipe: String::new(),
                 };
                 recipes.tx_vote(request).await
             }
+            TxCommand::Clean { .. } => unreachable!("cleaned above"),
         }
         .map_err(|s| self.failed(format!("transaction {tx}"), s))?;
         Ok(tx_outcome(outcome.into_inner().committed))
+    }
+
+    /// `fence check|write`, on the daemon's ZooKeeper session.
+    async fn fence(&self, command: FenceCommand) -> anyhow::Result<u8> {
+        let mut recipes = self.recipes();
+        match command {
+            FenceCommand::Check { node, token } => {
+                let request = pb::FenceCheckRequest { node: node.clone(), token };
+                let reply = recipes
+                    .fence_check(request)
+                    .await
+                    .map_err(|s| self.failed(format!("fence {node}"), s))?
+                    .into_inner();
+                let holder = match reply.holder() {
+                    pb::FenceHolder::Holds => wazoo::fence::Holder::Holds,
+                    pb::FenceHolder::Gone => wazoo::fence::Holder::Gone,
+                    pb::FenceHolder::OtherToken => wazoo::fence::Holder::OtherToken(reply.holder_token),
+                };
+                Ok(fence_checked(&node, token, holder))
+            }
+            FenceCommand::Write { node, token, path, value } => {
+                let request = pb::FenceWriteRequest {
+                    node: node.clone(),
+                    token,
+                    path: path.clone(),
+                    value: value.into_bytes(),
+                };
+                let reply = recipes
+                    .fence_write(request)
+                    .await
+                    .map_err(|s| self.failed(format!("fence {path}"), s))?
+                    .into_inner();
+                let written = match (reply.written, reply.holder()) {
+                    (true, _) => {
+                        wazoo::fence::Written::Accepted { version: reply.version, previous: reply.last_token }
+                    }
+                    (false, pb::FenceHolder::Gone) => wazoo::fence::Written::Gone,
+                    (false, pb::FenceHolder::OtherToken) => {
+                        wazoo::fence::Written::OtherToken(reply.holder_token)
+                    }
+                    (false, pb::FenceHolder::Holds) => {
+                        wazoo::fence::Written::Superseded { last: reply.last_token.unwrap_or_default() }
+                    }
+                };
+                Ok(fence_written(&node, token, &path, written))
+            }
+        }
     }
 
     /// `wazoo run`: Invoke, the arguments as a JSON array.
@@ -869,6 +1010,8 @@ impl Remote {
 /// A client session: kept alive by a task while this lives.
 struct Session {
     id: u64,
+    /// As the daemon granted it.
+    ttl: Duration,
     sessions: SessionsClient<Authed>,
     /// Why the daemon no longer keeps the session, once it does not.
     ended: watch::Receiver<Option<String>>,
@@ -889,8 +1032,10 @@ impl Drop for Session {
     }
 }
 
-/// Sends a keepalive for `session` every third of its `ttl`; publishes on `ended` why it stopped
-/// being kept: the daemon forgot the session, the stream broke, or no answer came within a TTL.
+/// Sends a keepalive for `session` every sixth of its `ttl`; publishes on `ended` why it stopped
+/// being kept: the daemon forgot the session, the stream broke, or no keepalive sent in the last
+/// [`CUT_OFF`] of the TTL was answered. The daemon ends a session a TTL after the last keepalive
+/// it received, so what the session's claims guard is stopped before that.
 async fn keep_alive(
     session: u64,
     ttl: Duration,
@@ -899,15 +1044,23 @@ async fn keep_alive(
     ended: watch::Sender<Option<String>>,
     addr: String,
 ) {
-    let mut tick = tokio::time::interval((ttl / 3).max(Duration::from_millis(50)));
+    let limit = ttl * CUT_OFF.0 / CUT_OFF.1;
+    let mut tick = tokio::time::interval((ttl / 6).max(Duration::from_millis(50)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut heard = Instant::now();
+    // When each keepalive not yet answered was sent (answers come in order), and when the last
+    // answered one was: the daemon heard from this client no earlier.
+    let mut sent = std::collections::VecDeque::new();
+    let mut answered = tokio::time::Instant::now();
     let why = loop {
         tokio::select! {
+            _ = tokio::time::sleep_until(answered + limit) => {
+                break format!(
+                    "no keepalive answer from the wazoo daemon at {addr} for {:.1}s, 2/3 of the client session's TTL",
+                    limit.as_secs_f64()
+                );
+            }
             _ = tick.tick() => {
-                if heard.elapsed() > ttl {
-                    break format!("no keepalive answer from the wazoo daemon at {addr} within {ttl:?}");
-                }
+                sent.push_back(tokio::time::Instant::now());
                 if requests.send(pb::KeepAliveRequest { session }).await.is_err() {
                     break format!("the keepalive stream to the wazoo daemon at {addr} closed");
                 }
@@ -916,7 +1069,11 @@ async fn keep_alive(
                 Ok(Some(reply)) if reply.ttl_ms == 0 => {
                     break format!("the wazoo daemon at {addr} ended the client session");
                 }
-                Ok(Some(_)) => heard = Instant::now(),
+                Ok(Some(_)) => {
+                    if let Some(at) = sent.pop_front() {
+                        answered = at;
+                    }
+                }
                 Ok(None) => break format!("the wazoo daemon at {addr} ended the keepalive stream"),
                 Err(status) => {
                     break format!("lost the connection to the wazoo daemon at {addr}: {}", status.message());
@@ -988,6 +1145,10 @@ fn ending(reason: &str) -> Ending {
         "session-expired" => wazoo::Lost::Session(zookeeper_client::SessionState::Expired).into(),
         "node-deleted" => wazoo::Lost::NodeDeleted.into(),
         "revoked" => wazoo::Lost::Revoked.into(),
+        "cut-off" => lost(
+            "the wazoo daemon had no answer from ZooKeeper for 2/3 of its session timeout: assuming the session expired"
+                .to_string(),
+        ),
         other => lost(other.to_string()),
     }
 }

@@ -20,6 +20,7 @@ use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::error::RecipeError;
+use crate::fence::{Fence, Holder, Written};
 use crate::handle::{
     BarrierHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle, Lost, QueueHandle, RwLockHandle,
     SemaphoreHandle,
@@ -591,6 +592,21 @@ impl State {
         }
     }
 
+    /// Fenced checks and writes on the host's ZooKeeper session (`live`); the nodes a tenant's
+    /// writes create are its own.
+    fn fence<'a>(&self, live: &'a crate::Live) -> Fence<'a> {
+        let acls = match self.tenant {
+            Some(_) => zookeeper_client::Acls::creator_all(),
+            None => zookeeper_client::Acls::anyone_all(),
+        };
+        Fence { client: &live.client, acls, max_bytes: self.host.limits().max_data_bytes }
+    }
+
+    /// The host's ZooKeeper session, for calls that run on it without a recipe.
+    async fn live(&self) -> Result<Arc<crate::Live>, Status> {
+        self.host.live().await.map_err(|e| Status::unavailable(format!("connection-loss: {e:#}")))
+    }
+
     /// Runs `f`, recording the call's outcome and latency.
     async fn measured<T>(
         &self,
@@ -916,6 +932,7 @@ impl Recipes for Api {
                     Lost::Session(_) => "session-expired",
                     Lost::NodeDeleted => "node-deleted",
                     Lost::Revoked => "revoked",
+                    Lost::CutOff(_) => "cut-off",
                 };
                 let _ = tx.send(Ok(pb::LostEvent { reason: reason.into() })).await;
             }
@@ -960,7 +977,7 @@ impl Recipes for Api {
         follow!(
             h = self.host.election(or(&req.recipe, "election")),
             first: h.leader(&req.path),
-            key: |info: &Option<crate::LeaderInfo>| info.as_ref().map(|i| (i.node.clone(), i.acknowledged.clone())),
+            key: |info: &Option<crate::LeaderInfo>| info.as_ref().map(ElectionHandle::seen),
             event: |info: Option<crate::LeaderInfo>| match info {
                 Some(i) => pb::LeaderEvent {
                     leader_id: i.id,
@@ -970,15 +987,7 @@ impl Recipes for Api {
                 },
                 None => pb::LeaderEvent::default(),
             },
-            // A change of leader wakes `observe`; an acknowledgement does not, so each quiet
-            // poll looks at the leader again.
-            next: |known| async {
-                let node = known.as_ref().map(|(node, _)| node.as_str());
-                match h.observe(&req.path, node, Some(STREAM_POLL)).await {
-                    Err(RecipeError::Zk(ZkError::Timeout)) => h.leader(&req.path).await,
-                    other => other,
-                }
-            }
+            next: |known| h.observe(&req.path, known.as_deref(), Some(STREAM_POLL))
         )
     }
 
@@ -1332,6 +1341,50 @@ impl Recipes for Api {
             let outcome = h.vote(&req.tx, &req.site, ballot, millis(req.timeout_ms)).await;
             h.close().await;
             outcome.map(tx_outcome).map_err(status)
+        })
+        .await
+    }
+
+    async fn fence_check(
+        &self,
+        request: Request<pb::FenceCheckRequest>,
+    ) -> Result<Response<pb::FenceCheckReply>, Status> {
+        let req = request.into_inner();
+        self.measured("FenceCheck", "fence", async {
+            let live = self.live().await?;
+            let found = self.fence(&live).check(&req.node, req.token).await;
+            let (holder, holder_token) = match found.map_err(|e| status(RecipeError::Zk(e)))? {
+                Holder::Holds => (pb::FenceHolder::Holds, 0),
+                Holder::Gone => (pb::FenceHolder::Gone, 0),
+                Holder::OtherToken(token) => (pb::FenceHolder::OtherToken, token),
+            };
+            Ok(pb::FenceCheckReply { holder: holder as i32, holder_token })
+        })
+        .await
+    }
+
+    async fn fence_write(
+        &self,
+        request: Request<pb::FenceWriteRequest>,
+    ) -> Result<Response<pb::FenceWriteReply>, Status> {
+        let req = request.into_inner();
+        self.measured("FenceWrite", "fence", async {
+            let live = self.live().await?;
+            let written = self.fence(&live).write(&req.node, req.token, &req.path, &req.value).await;
+            let refused =
+                |holder: pb::FenceHolder| pb::FenceWriteReply { holder: holder as i32, ..Default::default() };
+            Ok(match written.map_err(|e| status(RecipeError::Zk(e)))? {
+                Written::Accepted { version, previous } => {
+                    pb::FenceWriteReply { written: true, version, last_token: previous, ..Default::default() }
+                }
+                Written::Gone => refused(pb::FenceHolder::Gone),
+                Written::OtherToken(token) => {
+                    pb::FenceWriteReply { holder_token: token, ..refused(pb::FenceHolder::OtherToken) }
+                }
+                Written::Superseded { last } => {
+                    pb::FenceWriteReply { last_token: Some(last), ..refused(pb::FenceHolder::Holds) }
+                }
+            })
         })
         .await
     }

@@ -134,6 +134,9 @@ impl HostState {
         let live = self.live.clone();
         let ephemeral = is_ephemeral(&mode);
         self.count_call()?;
+        // An earlier create of this path whose reply was lost: a `node-exists` now may be that
+        // very node, so it stays uncertain (cleaned up by owner) rather than forgotten.
+        let retried = ephemeral && self.ledger.is_uncertain(&path);
         if ephemeral {
             // Recorded before the request goes out, so a call cancelled in flight is cleaned up.
             self.ledger.uncertain(&path);
@@ -148,18 +151,49 @@ impl HostState {
                 self.nodes_changed(1);
                 let actual = if is_sequential(&mode) { format!("{path}{sequence}") } else { path.clone() };
                 if ephemeral {
-                    self.ledger.created(&actual);
+                    // A server before 3.5 answers a create without its stat: matched by owner.
+                    match st.is_invalid() {
+                        false => self.ledger.created(&actual, st.czxid),
+                        true => self.ledger.uncertain(&actual),
+                    }
                     self.ledger.resolved(&path);
                 }
                 Ok(Created { path: actual, stat: stat(st) })
             }
             // Outcome unknown: stays uncertain.
             Err(ZkError::ConnectionLoss) => Err(ZkError::ConnectionLoss),
+            Err(ZkError::NodeExists) if retried => Err(ZkError::NodeExists),
             Err(e) => {
                 if ephemeral {
                     self.ledger.resolved(&path);
                 }
                 Err(e)
+            }
+        }
+    }
+
+    /// Records an ephemeral node a `multi` created. ZooKeeper 3.8 leaves out the stat of a create
+    /// in a `multi` (ZOOKEEPER-4026), so it is read back for the node's `czxid`; if that read
+    /// fails, the node is recorded as uncertain (matched by owner when the handle ends).
+    async fn record_created(
+        client: &zookeeper_client::Client,
+        ledger: &crate::ledger::Ledger,
+        path: &str,
+        st: zookeeper_client::Stat,
+    ) -> zookeeper_client::Stat {
+        let found = match st.is_invalid() {
+            false => Some(st),
+            true => client.check_stat(path).await.ok().flatten(),
+        };
+        match found {
+            Some(found) => {
+                ledger.created(path, found.czxid);
+                ledger.resolved(path);
+                found
+            }
+            None => {
+                ledger.uncertain(path);
+                st
             }
         }
     }
@@ -204,34 +238,42 @@ impl HostState {
         }
         let result = writer.commit().await;
         let request_failed = matches!(&result, Err(MultiWriteError::RequestFailed { source }) if matches!(from_client(source.clone()), ZkError::ConnectionLoss));
-        if !request_failed {
+        // A multi that applied resolves its creates only once each is recorded as owned (below):
+        // a call cancelled in between still finds them among the uncertain.
+        if !request_failed && result.is_err() {
             for path in &ephemeral_creates {
                 self.ledger.resolved(path);
             }
         }
+        let ledger = self.ledger.clone();
         match result {
-            Ok(results) => Ok(results
-                .into_iter()
-                .zip(ops.iter())
-                .map(|(result, op)| match result {
-                    MultiWriteResult::Create { path, stat: st } => {
-                        self.nodes_changed(1);
-                        if matches!(op, Op::Create(c) if is_ephemeral(&c.mode)) {
-                            self.ledger.created(&path);
+            Ok(results) => {
+                let mut done = Vec::with_capacity(results.len());
+                for (result, op) in results.into_iter().zip(ops.iter()) {
+                    done.push(match result {
+                        MultiWriteResult::Create { path, stat: st } => {
+                            self.nodes_changed(1);
+                            let st = match op {
+                                Op::Create(c) if is_ephemeral(&c.mode) => {
+                                    Self::record_created(&live.client, &ledger, &path, st).await
+                                }
+                                _ => st,
+                            };
+                            OpResult::Created(Created { path, stat: stat(st) })
                         }
-                        OpResult::Created(Created { path, stat: stat(st) })
-                    }
-                    MultiWriteResult::Delete => {
-                        self.nodes_changed(-1);
-                        if let Op::Delete(d) = op {
-                            self.ledger.deleted(&d.path);
+                        MultiWriteResult::Delete => {
+                            self.nodes_changed(-1);
+                            if let Op::Delete(d) = op {
+                                self.ledger.deleted(&d.path);
+                            }
+                            OpResult::Deleted
                         }
-                        OpResult::Deleted
-                    }
-                    MultiWriteResult::SetData { stat: st } => OpResult::DataSet(stat(st)),
-                    _ => OpResult::Checked,
-                })
-                .collect()),
+                        MultiWriteResult::SetData { stat: st } => OpResult::DataSet(stat(st)),
+                        _ => OpResult::Checked,
+                    });
+                }
+                Ok(done)
+            }
             Err(MultiWriteError::OperationFailed { index, source }) => Err(at(index, from_client(source))),
             Err(MultiWriteError::RequestFailed { source }) => {
                 Err(MultiError { index: None, error: from_client(source) })

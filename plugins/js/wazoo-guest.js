@@ -68,14 +68,23 @@ export class ZkError extends Error {
 
   /**
    * Any caught value as a ZkError: an import's error (a ComponentError whose payload is the
-   * `zk-error` variant, or a `multi-error` record), a ZkError, or anything else as `other`.
+   * `zk-error` variant, or a `multi-error` record), a ZkError, or anything else as `other`. From
+   * a `multi-error`, `index` is the failing op's position (undefined when the request failed).
    */
   static from(e) {
     if (e instanceof ZkError) return e;
     if (e !== null && typeof e === 'object' && Object.prototype.hasOwnProperty.call(e, 'payload')) {
       let p = e.payload;
-      if (p && typeof p === 'object' && 'error' in p && !('tag' in p)) p = p.error; // multi-error
-      if (p && typeof p === 'object' && typeof p.tag === 'string') return new ZkError(p.tag, p.val);
+      let index;
+      if (p && typeof p === 'object' && 'error' in p && !('tag' in p)) {
+        index = p.index;
+        p = p.error;
+      }
+      if (p && typeof p === 'object' && typeof p.tag === 'string') {
+        const err = new ZkError(p.tag, p.val);
+        if (index !== undefined && index !== null) err.index = Number(index);
+        return err;
+      }
     }
     return new ZkError('other', e instanceof Error ? `${e.name}: ${e.message}` : String(e));
   }
@@ -142,7 +151,7 @@ export const getData = wrap(zkGetData);
 export const getChildren = wrap(zkGetChildren);
 /** `setData(path, data, version?)` → stat. */
 export const setData = wrap((path, data, version) => zkSetData(path, bytes(data), version));
-/** `multi(ops)` → op results; throws a ZkError of the failing op's error. */
+/** `multi(ops)` → op results; throws a ZkError of the failing op's error, `index` its position. */
 export const multi = wrap(zkMulti);
 export const sync = wrap(zkSync);
 export const listEphemerals = wrap(zkListEphemerals);

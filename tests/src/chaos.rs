@@ -11,9 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
+use wazoo::fence::{Fence, Written};
 use wazoo::server::Ensemble;
 use wazoo::{Host, RecipeError, SandboxLimits, ZkError};
-use zookeeper_client::{Client, MultiWriteError, SessionInfo};
+use zookeeper_client::{Client, SessionInfo};
 
 use crate::proxy::Proxy;
 
@@ -361,9 +362,10 @@ pub enum Write {
     Unavailable,
 }
 
-/// A fenced register: the resource a lock protects. It takes a write only from a holder whose
-/// lock node still exists (one multi: `check(node)` then a versioned `set-data`) and only with
-/// a token at or above the last accepted one.
+/// A fenced register: the resource a lock protects, written through [`wazoo::fence`]. It takes a
+/// write only from a holder whose lock node still exists with its token (one multi: `check` the
+/// node, then a versioned write of the register) and only with a token at or above the last
+/// accepted one. Its data is the writer's token, a newline, and the writer's name.
 ///
 /// The check that matters: a write refused for its token while the writer's node still exists
 /// means a newer holder wrote while this one still held the lock, i.e. two holders at once.
@@ -374,58 +376,36 @@ pub struct Register {
 }
 
 impl Register {
+    /// A register at `path`, created by its first write.
     pub async fn new(lab: &Lab, path: &str) -> Register {
-        let options =
-            zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
-        let checker = lab.checker().await;
-        let mut dir = String::new();
-        for part in path.trim_start_matches('/').split('/') {
-            dir = format!("{dir}/{part}");
-            match checker.create(&dir, b"0", &options).await {
-                Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
-                Err(e) => panic!("creating {dir}: {e}"),
-            }
-        }
-        Register { client: checker, path: path.to_string(), accepted: Mutex::new(Vec::new()) }
+        Register { client: lab.checker().await, path: path.to_string(), accepted: Mutex::new(Vec::new()) }
     }
 
     /// `holder`, which holds the lock node `node` with fencing `token`, writes.
     pub async fn write(&self, run: &Run, holder: &str, node: &str, token: i64) -> Write {
-        for _ in 0..100 {
-            let (data, stat) = match self.client.get_data(&self.path).await {
-                Ok(found) => found,
-                Err(_) => return Write::Unavailable,
-            };
-            let last: i64 = String::from_utf8_lossy(&data).parse().unwrap_or(0);
-            if token < last {
-                return match self.client.check_stat(node).await {
-                    Ok(Some(_)) => {
-                        run.violation(format!(
-                            "{holder} holds {node} (token {token}) but token {last} was accepted meanwhile: two holders"
-                        ));
-                        Write::Fenced
-                    }
-                    Ok(None) => Write::Fenced,
-                    Err(_) => Write::Unavailable,
-                };
+        let fence =
+            Fence { client: &self.client, acls: zookeeper_client::Acls::anyone_all(), max_bytes: 1024 };
+        match fence.write(node, token, &self.path, holder.as_bytes()).await {
+            Ok(Written::Accepted { .. }) => {
+                let mut accepted = self.accepted.lock().unwrap();
+                let previous = accepted.last().copied().unwrap_or(0);
+                run.check(token >= previous, || format!("register accepted {token} after {previous}"));
+                accepted.push(token);
+                Write::Accepted
             }
-            let mut multi = self.client.new_multi_writer();
-            multi.add_check_version(node, -1).unwrap();
-            multi.add_set_data(&self.path, token.to_string().as_bytes(), Some(stat.version)).unwrap();
-            match multi.commit().await {
-                Ok(_) => {
-                    let mut accepted = self.accepted.lock().unwrap();
-                    let previous = accepted.last().copied().unwrap_or(0);
-                    run.check(token >= previous, || format!("register accepted {token} after {previous}"));
-                    accepted.push(token);
-                    return Write::Accepted;
+            Ok(Written::Gone | Written::OtherToken(_)) => Write::Fenced,
+            Ok(Written::Superseded { last }) => match self.client.check_stat(node).await {
+                Ok(Some(_)) => {
+                    run.violation(format!(
+                        "{holder} holds {node} (token {token}) but token {last} was accepted meanwhile: two holders"
+                    ));
+                    Write::Fenced
                 }
-                Err(MultiWriteError::OperationFailed { index: 0, .. }) => return Write::Fenced,
-                Err(MultiWriteError::OperationFailed { index: 1, .. }) => continue,
-                Err(_) => return Write::Unavailable,
-            }
+                Ok(None) => Write::Fenced,
+                Err(_) => Write::Unavailable,
+            },
+            Err(_) => Write::Unavailable,
         }
-        Write::Unavailable
     }
 
     /// Tokens accepted so far, in order.

@@ -5,9 +5,11 @@
 //! One standalone server is shared by a test binary (started once, on a free port); every test
 //! works under its own unique path. Ensembles are started per test.
 
+pub mod cases;
 pub mod chaos;
 pub mod components;
 pub mod daemon;
+pub mod matrix;
 pub mod proxy;
 pub mod scenarios;
 

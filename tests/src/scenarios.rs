@@ -114,8 +114,8 @@ pub async fn holder_session_killed(lab: &Lab) -> Report {
 }
 
 /// The holder's host stops for twice the session timeout (every byte to and from it held):
-/// a waiter elsewhere takes over in time, the frozen holder's writes are fenced, and once it
-/// runs again it learns its session expired.
+/// a waiter elsewhere takes over in time, the frozen holder's writes are fenced, and it is told
+/// it lost the lock once ZooKeeper has answered nothing for 2/3 of the session timeout.
 pub async fn host_frozen(lab: &Lab, factor: u32) -> Report {
     let run = Run::start();
     let path = lab.path("frozen");
@@ -154,9 +154,9 @@ pub async fn host_frozen(lab: &Lab, factor: u32) -> Report {
     } else {
         a.thaw();
     }
-    if let Some(lost) = within(&run, HANG, "a learns its session expired", lost).await {
+    if let Some(lost) = within(&run, HANG, "a is told it was cut off", lost).await {
         let lost = lost.unwrap();
-        run.check(lost == Lost::Session(SessionState::Expired), || format!("a was told {lost:?}"));
+        run.check(matches!(lost, Lost::CutOff(_)), || format!("a was told {lost:?}"));
     }
     holder.close().await;
     epilogue(&run, lab, &path, &[&a, &b]).await;
@@ -222,6 +222,15 @@ fn futures_now<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
 pub async fn lost_create_reply(lab: &Lab) -> Report {
     let run = Run::start();
     let root = lab.path("lost-create");
+    // Every parent exists first, so each lost reply belongs to a create the server applied
+    // (under a missing parent the first create fails with no-node, and losing its reply proves
+    // nothing).
+    let checker = lab.checker().await;
+    for dir in ["lock", "election", "semaphore/locks", "semaphore/leases", "queue"] {
+        let options =
+            zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        checker.mkdir(&format!("{root}/{dir}"), &options).await.expect("creating a scenario directory");
+    }
     let a = lab.site("a").await;
     let proxy = &a.proxies[0];
     let session = a.host.live().await.unwrap().session_id();
@@ -278,7 +287,8 @@ pub async fn lost_create_reply(lab: &Lab) -> Report {
     let path = format!("{root}/queue");
     let mut queue = a.host.queue("queue").await.unwrap();
     run.fault("reply to a queue put lost");
-    proxy.lose_reply(op::CREATES, 1);
+    // A put creates its item (and a marker) with one multi.
+    proxy.lose_reply(&[op::MULTI], 1);
     let put = within(&run, HANG, "put through a lost reply", queue.put(&path, b"once", None, false)).await;
     run.op();
     run.check(matches!(put, Some(Ok(_))), || format!("put: {put:?}"));
@@ -290,6 +300,10 @@ pub async fn lost_create_reply(lab: &Lab) -> Report {
     queue.close().await;
 
     run.check(proxy.lost_replies() == 4, || format!("{} replies lost, 4 planned", proxy.lost_replies()));
+    let errors = proxy.lost_errors();
+    run.check(errors == [0, 0, 0, 0], || {
+        format!("lost replies answered {errors:?}: a fault on a failed create proves nothing")
+    });
     epilogue(&run, lab, &root, &[&a]).await;
     run.report("reply lost after a sequential create")
 }
@@ -333,6 +347,10 @@ pub async fn lost_set_data_reply(lab: &Lab) -> Report {
         other => run.violation(format!("counter add: {other:?}")),
     }
     run.check(proxy.lost_replies() == 2, || format!("{} replies lost, 2 planned", proxy.lost_replies()));
+    let errors = proxy.lost_errors();
+    run.check(errors == [0, 0], || {
+        format!("lost replies answered {errors:?}: a fault on a failed write proves nothing")
+    });
     config.close().await;
     epilogue(&run, lab, &root, &[&a]).await;
     run.report("reply lost after set-data")

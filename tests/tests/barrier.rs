@@ -1,5 +1,8 @@
-//! The barrier recipe against a real ZooKeeper, and against kazoo's Barrier on the same path.
+//! The barrier recipe against a real ZooKeeper, and against kazoo's Barrier on the same path;
+//! the double barrier with dead participants and reused in a loop.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use wazoo::{BarrierHandle, Host, RecipeError, ZkError};
@@ -10,6 +13,17 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 async fn handle(host: &Host) -> BarrierHandle {
     host.barrier("barrier").await.unwrap()
+}
+
+/// Waits, by watching `path`'s children, until no process node of a double barrier is left.
+async fn processes_gone(checker: &zookeeper_client::Client, path: &str) {
+    loop {
+        let (children, watcher) = checker.list_and_watch_children(path).await.unwrap();
+        if !children.iter().any(|c| c.contains("proc-")) {
+            return;
+        }
+        watcher.changed().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -97,7 +111,8 @@ async fn double_barrier_enters_together_and_a_dead_participant_does_not_block_le
     }
     // Three are in and waiting; the barrier is not open.
     within(LIMIT, "three participants wait", wait_children(&checker, &path, 3)).await;
-    assert!(checker.check_stat(&format!("{path}/ready")).await.unwrap().is_none(), "opened too early");
+    let (opened, _) = checker.get_data(&path).await.unwrap();
+    assert!(opened.is_empty(), "opened too early: round {}", String::from_utf8_lossy(&opened));
     assert!(entering.iter().all(|t| !t.is_finished()), "someone entered before the fourth arrived");
 
     // The fourth participant reaches ZooKeeper through a proxy; its entry lets everyone in.
@@ -130,6 +145,87 @@ async fn double_barrier_enters_together_and_a_dead_participant_does_not_block_le
     for l in leaving {
         within(LIMIT, "everyone leaves", l).await.unwrap().unwrap();
     }
-    assert!(children(&checker, &path).await.is_empty(), "no process node or ready node left");
+    assert!(children(&checker, &path).await.is_empty(), "no process node left");
     proxy.thaw();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lone_newcomer_does_not_pass_a_double_barrier_whose_participants_all_died_inside() {
+    let checker = client(&zk().address()).await;
+    let path = unique("double-dead");
+    let host = host().await;
+    let mut entering = Vec::new();
+    for _ in 0..3 {
+        let mut p = handle(&host).await;
+        let path = path.clone();
+        entering.push(tokio::spawn(async move { p.enter(&path, 3, Some(LIMIT)).await.map(|()| p) }));
+    }
+    let mut inside = Vec::new();
+    for t in entering {
+        inside.push(within(LIMIT, "three enter", t).await.unwrap().unwrap());
+    }
+    // Every participant dies inside: their handles end, their nodes go.
+    for p in inside {
+        p.close().await;
+    }
+    within(LIMIT, "the dead participants' nodes go", processes_gone(&checker, &path)).await;
+
+    let mut newcomer = handle(&host).await;
+    let alone = newcomer.enter(&path, 2, Some(Duration::from_secs(1))).await;
+    assert!(matches!(alone, Err(RecipeError::Zk(ZkError::Timeout))), "a lone newcomer passed: {alone:?}");
+    let left: Vec<String> =
+        children(&checker, &path).await.into_iter().filter(|c| c.contains("proc-")).collect();
+    assert!(left.is_empty(), "the timed-out newcomer left its node: {left:?}");
+
+    let mut first = handle(&host).await;
+    let waiting = {
+        let path = path.clone();
+        tokio::spawn(async move { first.enter(&path, 2, Some(LIMIT)).await.map(|()| first) })
+    };
+    within(LIMIT, "the first of the new round waits", wait_children(&checker, &path, 1)).await;
+    newcomer.enter(&path, 2, Some(LIMIT)).await.unwrap();
+    let mut first = within(LIMIT, "the second lets the first in", waiting).await.unwrap().unwrap();
+    let leaving = tokio::spawn(async move { first.leave_double(Some(LIMIT)).await });
+    newcomer.leave_double(Some(LIMIT)).await.unwrap();
+    within(LIMIT, "both leave", leaving).await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_double_barrier_reused_in_a_loop_across_a_slow_link_never_hangs() {
+    const ROUNDS: usize = 25;
+    const STEP: Duration = Duration::from_secs(15);
+    let address = zk().address();
+    let path = unique("double-loop");
+    let proxy = Proxy::start(&address).await;
+    proxy.delay(Duration::from_millis(1));
+    let slow_host = Host::start(config(&proxy.address(), Duration::from_secs(10))).await.unwrap();
+    let fast_host = host().await;
+    // Calls begun by each participant: [entering, leaving].
+    let begun: Arc<[[AtomicUsize; 2]; 2]> = Arc::new(Default::default());
+    let mut participants = Vec::new();
+    for (me, host) in [fast_host, slow_host].into_iter().enumerate() {
+        let (path, begun) = (path.clone(), begun.clone());
+        let mut p = handle(&host).await;
+        participants.push(tokio::spawn(async move {
+            let other = 1 - me;
+            for round in 1..=ROUNDS {
+                begun[me][0].fetch_add(1, Ordering::SeqCst);
+                p.enter(&path, 2, Some(STEP))
+                    .await
+                    .unwrap_or_else(|e| panic!("{me}: enter round {round}: {e}"));
+                let seen = begun[other][0].load(Ordering::SeqCst);
+                assert!(seen >= round, "{me} entered round {round} before the other began it ({seen})");
+                begun[me][1].fetch_add(1, Ordering::SeqCst);
+                p.leave_double(Some(STEP)).await.unwrap_or_else(|e| panic!("{me}: leave round {round}: {e}"));
+                let seen = begun[other][1].load(Ordering::SeqCst);
+                assert!(seen >= round, "{me} left round {round} before the other began leaving it ({seen})");
+            }
+            p.close().await;
+            host
+        }));
+    }
+    for p in participants {
+        within(STEP * 2 * ROUNDS as u32, "every round of both participants", p).await.unwrap();
+    }
+    assert!(children(&client(&address).await, &path).await.is_empty(), "no process node left");
 }

@@ -280,7 +280,10 @@ async fn cli_queue_put_len_take() {
         let (code, stdout, stderr) =
             output(cli().args(["queue", "put", &path, data, "--priority", priority])).await;
         assert_eq!(code, 0, "{stderr}");
-        assert!(stdout.trim().starts_with(&format!("{path}/queue-{priority}")), "{stdout}");
+        assert!(
+            stdout.starts_with(&format!("{path}/_c_")) && stdout.contains(&format!("-queue-{priority}")),
+            "{stdout}"
+        );
     }
     assert_eq!(output(cli().args(["queue", "len", &path])).await.1.trim(), "2");
     assert_eq!(output(cli().args(["queue", "take", &path])).await.1.trim(), "sooner");

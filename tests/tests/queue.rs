@@ -1,5 +1,5 @@
 //! The queue recipe against a real ZooKeeper: volume with exactly-once delivery, consumers that
-//! die mid-item, priority order.
+//! die mid-item, priority order, and puts and takes whose replies are lost.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wazoo::{Host, QueueHandle, RecipeError, ZkError};
-use wazoo_tests::proxy::Proxy;
+use wazoo_tests::proxy::{op, Proxy};
 use wazoo_tests::*;
+use zookeeper_client::{Acls, CreateMode};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -178,4 +179,201 @@ async fn a_claimer_waits_quietly_while_every_item_is_claimed() {
     let item = within(LIMIT, "the freed item is claimed", waiting).await.unwrap().unwrap();
     assert_eq!(item.node, held.node);
     assert_eq!(item.data, b"only");
+}
+
+/// The requests a put writes with: a create, or a multi.
+const PUT_WRITES: &[i32] = &[op::CREATE, op::CREATE2, op::MULTI];
+
+/// The items (not the producers' markers) under `path`, sorted.
+async fn items(checker: &zookeeper_client::Client, path: &str) -> Vec<String> {
+    children(checker, path).await.into_iter().filter(|c| c.contains("queue-")).collect()
+}
+
+/// A queue directory that exists, so the next create under it is an item's.
+async fn existing_queue(checker: &zookeeper_client::Client, name: &str) -> String {
+    let path = unique(name);
+    checker.mkdir(&path, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+    path
+}
+
+/// A host whose connection goes through `proxy`.
+async fn proxied_host(proxy: &Proxy) -> Host {
+    Host::start(config(&proxy.address(), Duration::from_secs(10))).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_put_whose_reply_is_lost_leaves_one_item() {
+    let address = zk().address();
+    let checker = client(&address).await;
+    let path = existing_queue(&checker, "queue-lost-put").await;
+    let proxy = Proxy::start(&address).await;
+    let producer_host = proxied_host(&proxy).await;
+    let mut producer = handle(&producer_host).await;
+    proxy.lose_reply(PUT_WRITES, 1);
+    let putting = {
+        let path = path.clone();
+        tokio::spawn(async move { producer.put(&path, b"once", None, false).await })
+    };
+    within(LIMIT, "the put's reply is lost", proxy.replies_lost(1)).await;
+    proxy.freeze();
+    let on_server = items(&checker, &path).await;
+    assert_eq!(on_server.len(), 1, "the put whose reply was lost took effect: {on_server:?}");
+    proxy.thaw();
+    let node = within(LIMIT, "the put returns", putting).await.unwrap().unwrap();
+    assert_eq!(proxy.lost_replies(), 1);
+    assert_eq!(items(&checker, &path).await, on_server, "one put, one item");
+    assert_eq!(node, format!("{path}/{}", on_server[0]), "put names the item it made");
+
+    let mut consumer = handle(&host().await).await;
+    assert_eq!(consumer.take(&path, Some(LIMIT)).await.unwrap().data, b"once");
+    let empty = consumer.take(&path, Some(Duration::from_millis(300))).await;
+    assert!(matches!(empty, Err(RecipeError::Zk(ZkError::Timeout))), "{empty:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_put_whose_reply_is_lost_while_a_consumer_takes_the_item_is_delivered_once() {
+    let address = zk().address();
+    let checker = client(&address).await;
+    let path = existing_queue(&checker, "queue-lost-put-taken").await;
+    let consumer_host = host().await;
+    let mut consumer = handle(&consumer_host).await;
+    let taking = {
+        let path = path.clone();
+        tokio::spawn(async move { consumer.take(&path, Some(LIMIT)).await.map(|item| (consumer, item)) })
+    };
+    let proxy = Proxy::start(&address).await;
+    let producer_host = proxied_host(&proxy).await;
+    let mut producer = handle(&producer_host).await;
+    proxy.lose_reply(PUT_WRITES, 1);
+    let putting = {
+        let path = path.clone();
+        tokio::spawn(async move { producer.put(&path, b"once", None, false).await })
+    };
+    within(LIMIT, "the put's reply is lost", proxy.replies_lost(1)).await;
+    // The producer stays away until the consumer has taken the item it put.
+    proxy.freeze();
+    let (mut consumer, item) = within(LIMIT, "the consumer takes the item", taking).await.unwrap().unwrap();
+    assert_eq!(item.data, b"once", "the put whose reply was lost took effect");
+    proxy.thaw();
+    let node = within(LIMIT, "the put returns", putting).await.unwrap().unwrap();
+    assert_eq!(proxy.lost_replies(), 1);
+    assert_eq!(node, item.node, "put names the item it made, though it is gone");
+    assert!(items(&checker, &path).await.is_empty(), "one put, one item, taken once");
+    assert_eq!(consumer.len(&path).await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_take_whose_delete_reply_is_lost_returns_the_item() {
+    let address = zk().address();
+    let checker = client(&address).await;
+    let path = existing_queue(&checker, "queue-lost-take").await;
+    let mut producer = handle(&host().await).await;
+    producer.put(&path, b"only", None, false).await.unwrap();
+    let proxy = Proxy::start(&address).await;
+    let consumer_host = proxied_host(&proxy).await;
+    let mut consumer = handle(&consumer_host).await;
+    proxy.lose_reply(&[op::DELETE, op::MULTI], 1);
+    let taking = {
+        let path = path.clone();
+        tokio::spawn(async move { consumer.take(&path, Some(Duration::from_secs(8))).await })
+    };
+    within(LIMIT, "the take's reply is lost", proxy.replies_lost(1)).await;
+    proxy.freeze();
+    assert!(items(&checker, &path).await.is_empty(), "the delete whose reply was lost took effect");
+    proxy.thaw();
+    let item = within(LIMIT, "the take returns", taking).await.unwrap();
+    assert_eq!(item.map(|i| i.data).unwrap(), b"only", "the item taken is returned, not lost");
+    assert_eq!(proxy.lost_replies(), 1);
+    assert!(children(&checker, &format!("{path}-claims")).await.is_empty(), "no claim left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_take_whose_claim_reply_is_lost_returns_the_item_once() {
+    let address = zk().address();
+    let checker = client(&address).await;
+    let path = existing_queue(&checker, "queue-lost-claim").await;
+    let claims = format!("{path}-claims");
+    checker.mkdir(&claims, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+    let mut producer = handle(&host().await).await;
+    for data in ["first", "second"] {
+        producer.put(&path, data.as_bytes(), None, false).await.unwrap();
+    }
+    let proxy = Proxy::start(&address).await;
+    let consumer_host = proxied_host(&proxy).await;
+    let mut consumer = handle(&consumer_host).await;
+    proxy.lose_reply(&[op::CREATE, op::CREATE2], 1);
+    let taking = {
+        let path = path.clone();
+        tokio::spawn(async move { consumer.take(&path, Some(LIMIT)).await.map(|item| (consumer, item)) })
+    };
+    within(LIMIT, "the claim's reply is lost", proxy.replies_lost(1)).await;
+    proxy.freeze();
+    assert_eq!(children(&checker, &claims).await.len(), 1, "the claim whose reply was lost took effect");
+    proxy.thaw();
+    let (mut consumer, item) = within(LIMIT, "the take returns", taking).await.unwrap().unwrap();
+    assert_eq!(item.data, b"first");
+    assert_eq!(proxy.lost_replies(), 1);
+    assert!(children(&checker, &claims).await.is_empty(), "no claim left");
+    assert_eq!(consumer.take(&path, Some(LIMIT)).await.unwrap().data, b"second");
+    assert!(items(&checker, &path).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn take_skips_an_item_claimed_by_another_consumer() {
+    let host = host().await;
+    let path = unique("queue-take-claimed");
+    let mut producer = handle(&host).await;
+    for data in ["first", "second"] {
+        producer.put(&path, data.as_bytes(), None, false).await.unwrap();
+    }
+    let mut claimer = handle(&host).await;
+    let claimed = claimer.claim(&path, Some(LIMIT)).await.unwrap();
+    assert_eq!(claimed.data, b"first");
+    let mut taker = handle(&host).await;
+    assert_eq!(taker.take(&path, Some(LIMIT)).await.unwrap().data, b"second", "the claimed head is skipped");
+    let none = taker.take(&path, Some(Duration::from_millis(300))).await;
+    assert!(matches!(none, Err(RecipeError::Zk(ZkError::Timeout))), "{none:?}");
+    claimer.ack(&claimed.node).await.unwrap();
+    assert_eq!(producer.len(&path).await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn items_in_the_old_format_are_counted_and_taken_in_order() {
+    let checker = client(&zk().address()).await;
+    let path = existing_queue(&checker, "queue-old-format").await;
+    let old = CreateMode::PersistentSequential.with_acls(Acls::anyone_all());
+    checker.create(&format!("{path}/queue-"), b"old", &old).await.unwrap();
+    let host = host().await;
+    let mut queue = handle(&host).await;
+    let node = queue.put(&path, b"new", None, false).await.unwrap();
+    let name = node.rsplit('/').next().unwrap();
+    assert!(name.starts_with("_c_") && name.contains("-queue-"), "a protected item name: {node}");
+    assert_eq!(queue.len(&path).await.unwrap(), 2);
+    assert_eq!(queue.take(&path, Some(LIMIT)).await.unwrap().data, b"old");
+    assert_eq!(queue.take(&path, Some(LIMIT)).await.unwrap().data, b"new");
+    assert_eq!(queue.len(&path).await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_take_whose_delete_reply_is_lost_prints_the_item_once() {
+    let address = zk().address();
+    let checker = client(&address).await;
+    let path = existing_queue(&checker, "queue-cli-lost-take").await;
+    let mut producer = handle(&host().await).await;
+    producer.put(&path, b"only", None, false).await.unwrap();
+    let proxy = Proxy::start(&address).await;
+    proxy.lose_reply(&[op::DELETE, op::MULTI], 1);
+    let taken = wazoo_tests::daemon::output(
+        wazoo_tests::daemon::cli().env("WAZOO_ZOOKEEPER", proxy.address()).args([
+            "queue",
+            "take",
+            &path,
+            "--timeout",
+            "8s",
+        ]),
+    )
+    .await;
+    assert_eq!(proxy.lost_replies(), 1);
+    assert_eq!((taken.0, taken.1.as_str()), (0, "only\n"), "{}", taken.2);
+    assert!(items(&checker, &path).await.is_empty(), "the item was taken");
 }

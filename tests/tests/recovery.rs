@@ -95,7 +95,9 @@ async fn expired_holders_of_a_write_lock_and_a_lease_let_waiters_in() {
     let mut reader = within(LIMIT, "the reader gets in", reading).await.unwrap().unwrap();
     let mut waiter = within(LIMIT, "the waiter gets the lease", leasing).await.unwrap().unwrap();
     proxy.thaw();
-    assert_eq!(within(LIMIT, "the writer is told", writer_lost).await, Lost::Session(SessionState::Expired));
+    // Cut off from ZooKeeper for 2/3 of its session timeout, the writer may be told so first.
+    let told = within(LIMIT, "the writer is told", writer_lost).await;
+    assert!(matches!(told, Lost::Session(SessionState::Expired) | Lost::CutOff(_)), "{told:?}");
     reader.release().await.unwrap();
     waiter.release().await.unwrap();
 }
@@ -112,4 +114,27 @@ async fn a_timed_out_campaign_leaves_no_proposal() {
     assert!(matches!(outcome, Err(RecipeError::Zk(ZkError::Timeout))), "{outcome:?}");
     assert_eq!(children(&checker, &path).await.len(), 1, "the timed-out proposal is gone");
     leader.resign().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_closing_handle_deletes_only_the_nodes_it_created_not_a_later_node_of_the_same_name() {
+    let (checker, path) = prepared("ledger-same-name").await;
+    let host = host().await;
+    let mut first = host.group("group").await.unwrap();
+    first.join(&path, "m", b"first").await.unwrap();
+    let node = format!("{path}/m");
+    // Someone else deletes the first handle's node; a second handle on the same session then
+    // creates a node of the same name.
+    checker.delete(&node, None).await.unwrap();
+    let mut second = host.group("group").await.unwrap();
+    second.join(&path, "m", b"second").await.unwrap();
+    let (data, stat) = checker.get_data(&node).await.unwrap();
+    assert_eq!(data, b"second");
+    assert_eq!(stat.ephemeral_owner, first.live().session_id(), "both handles share one session");
+
+    first.close().await;
+    let after = checker.get_data(&node).await.ok();
+    assert_eq!(after, Some((data, stat)), "the first handle's cleanup left the second's node alone");
+    second.close().await;
+    assert!(checker.check_stat(&node).await.unwrap().is_none(), "the second handle's node went with it");
 }

@@ -321,7 +321,10 @@ async fn remote_queue_barrier_and_custom_recipe() {
         let (code, stdout, stderr) =
             output(daemon.wazoo().args(["queue", "put", &path, data, "--priority", priority])).await;
         assert_eq!(code, 0, "{stderr}");
-        assert!(stdout.trim().starts_with(&format!("{path}/queue-{priority}")), "{stdout}");
+        assert!(
+            stdout.starts_with(&format!("{path}/_c_")) && stdout.contains(&format!("-queue-{priority}")),
+            "{stdout}"
+        );
     }
     assert_eq!(output(daemon.wazoo().args(["queue", "take", &path])).await.1.trim(), "sooner");
     assert_eq!(output(daemon.wazoo().args(["queue", "take", &path])).await.1.trim(), "later");
@@ -334,7 +337,7 @@ async fn remote_queue_barrier_and_custom_recipe() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("lives only as long as this command"), "{stderr}");
     let brief = stdout.trim().to_string();
-    assert!(brief.starts_with(&format!("{path}/queue-")), "{stdout}");
+    assert!(brief.starts_with(&format!("{path}/_c_")) && brief.contains("-queue-"), "{stdout}");
     within(Duration::from_secs(10), "the ephemeral item goes with the command", wait_gone(&checker, &brief))
         .await;
     assert_eq!(output(daemon.wazoo().args(["queue", "len", &path])).await.1.trim(), "0");

@@ -4,6 +4,11 @@
 // acknowledgement that the leader procedure ran. A port of recipes/election (Rust): both contend
 // correctly on the same election path.
 //
+// The acknowledgement is the ephemeral node `<path>-leader-ack`, holding the leader's node path, a
+// newline and the note, and is shown only with the node it names (handles on one host share a
+// session). A leader writes it in one `multi` that checks its own node still exists and replaces
+// an acknowledgement naming any other node; resigning deletes both together.
+//
 // World `wazoo:recipes/election-recipe@0.1.0`; built by ../build.mjs.
 
 import {
@@ -14,18 +19,18 @@ import {
   checkPath,
   contend,
   exclusive,
-  create,
+  exists,
   getData,
-  setData,
   getChildren,
+  multi,
+  sync,
   getChildrenWatch,
   existsWatch,
   waitWatcher,
   dispose,
   retrying,
   deleteRetrying,
-  waitForChange,
-  sessionId,
+  getDataWatch,
   sorted,
   join,
   bytes,
@@ -35,11 +40,33 @@ import {
 
 /** Curator's latch name: the sequence follows it. */
 const LATCH = 'latch-';
+/** How many times an acknowledgement is written again after another write came in between. */
+const ACK_ATTEMPTS = 10;
+/**
+ * The contract waits on one watch at a time: an observer waiting on the leader's node looks at
+ * the acknowledgement's watch this often (milliseconds).
+ */
+const ACK_LOOK_MS = 100;
 
 /** This instance's candidacy: `{ path, leadership: { node, token }, acknowledged }`, or null. */
 let candidacy = null;
 
 const ackPath = (path) => `${path}-leader-ack`;
+
+/** The acknowledgement's data: the leader's node, a newline (never in a path), the note. */
+const ackData = (node, note) => `${node}\n${note}`;
+
+/** The note of an acknowledgement's `data` (bytes) if it names `node`, else undefined. */
+function noteFor(data, node) {
+  const all = text(data);
+  return all.startsWith(`${node}\n`) ? all.slice(node.length + 1) : undefined;
+}
+
+/** What `observe`'s caller passes as `known` after seeing `leader` (undefined: no leader). */
+function seen(leader) {
+  if (leader === undefined) return undefined;
+  return leader.acknowledged === undefined ? leader.node : `${leader.node}\n${leader.acknowledged}`;
+}
 
 async function campaign(path, id, timeoutMs) {
   if (candidacy !== null) {
@@ -57,52 +84,128 @@ async function campaign(path, id, timeoutMs) {
 
 async function acknowledge(note) {
   if (candidacy === null) throw ZkError.invalidArgument('acknowledge: this handle does not lead');
-  const ack = ackPath(candidacy.path);
-  try {
-    await retrying(() => create(ack, note, CreateMode.Ephemeral));
-  } catch (e) {
-    if (!isZk(e, 'node-exists')) throw e;
-    // Ours from an earlier acknowledgement (ephemeral, so a stale one from another session
-    // would be gone once that session is).
-    const [, stat] = await retrying(() => getData(ack));
-    if (stat.ephemeralOwner !== sessionId()) {
-      throw ZkError.other("another session's acknowledgement is still there");
+  const mine = candidacy;
+  const ack = ackPath(mine.path);
+  const data = ackData(mine.leadership.node, note);
+  for (let attempt = 0; attempt < ACK_ATTEMPTS; attempt += 1) {
+    if (await retrying(() => writeAck(ack, mine.leadership.node, data))) {
+      mine.acknowledged = true;
+      return;
     }
-    await retrying(() => setData(ack, note, undefined));
   }
-  if (candidacy !== null) candidacy.acknowledged = true;
+  throw ZkError.other(`acknowledge: ${ack} kept changing under this write`);
 }
 
 async function resign() {
   const mine = candidacy;
   if (mine === null) throw ZkError.invalidArgument('resign: this handle is not a candidate');
   candidacy = null;
-  if (mine.acknowledged) await deleteRetrying(ackPath(mine.path));
-  await deleteRetrying(mine.leadership.node);
+  const node = mine.leadership.node;
+  if (mine.acknowledged) {
+    // Together, so no observer sees this leader without its acknowledgement. A node already gone
+    // (deposed) leaves its acknowledgement to the next leader's.
+    const ack = ackPath(mine.path);
+    try {
+      await retrying(() => {
+        let data, stat;
+        try {
+          [data, stat] = getData(ack);
+        } catch (e) {
+          if (isZk(e, 'no-node')) return;
+          throw e;
+        }
+        if (noteFor(data, node) === undefined) return;
+        multi([
+          { tag: 'delete', val: { path: ack, version: stat.version } },
+          { tag: 'delete', val: { path: node, version: undefined } },
+        ]);
+      });
+    } catch (e) {
+      if (!isZk(e, 'no-node', 'bad-version')) throw e;
+    }
+  }
+  await deleteRetrying(node);
 }
 
 async function leader(path) {
   checkPath(path);
+  // Catch up with the ensemble's leader first: a lagging server would still show a deposed leader.
+  await retrying(() => sync(path));
   return currentLeader(path);
 }
 
 async function observe(path, known, timeoutMs) {
   checkPath(path);
   const deadline = Deadline.afterMs(timeoutMs);
+  const ack = ackPath(path);
   for (;;) {
-    const now = await currentLeader(path);
-    if ((now === undefined ? undefined : now.node) !== known) return now;
-    if (deadline.expired()) throw ZkError.timeout();
-    if (now !== undefined) {
-      // The leader changes only when its node goes.
-      waitForChange(now.node, deadline);
-    } else {
-      waitForCandidates(path, deadline);
+    // Armed before the look, so no acknowledgement written after it goes unseen.
+    const [, onAck] = existsWatch(ack);
+    try {
+      const now = await currentLeader(path);
+      if (seen(now) !== known) return now;
+      if (deadline.expired()) throw ZkError.timeout();
+      if (now === undefined) {
+        waitForCandidates(path, deadline);
+        continue;
+      }
+      let onLeader;
+      try {
+        [, , onLeader] = getDataWatch(now.node);
+      } catch (e) {
+        if (isZk(e, 'no-node')) continue;
+        throw e;
+      }
+      try {
+        waitEither(onLeader, onAck, deadline);
+      } finally {
+        dispose(onLeader);
+      }
+    } finally {
+      dispose(onAck);
     }
   }
 }
 
-/** The lowest proposal, its id, token and (if the same session wrote it) acknowledgement. */
+/**
+ * One try at writing this leader's acknowledgement `data` at `ack`: false when another write came
+ * between our look and ours. Our `node` must still exist.
+ */
+function writeAck(ack, node, data) {
+  let replaced;
+  try {
+    const [current, stat] = getData(ack);
+    if (text(current) === data) {
+      stillLeading(node);
+      return true;
+    }
+    replaced = stat.version;
+  } catch (e) {
+    if (!isZk(e, 'no-node')) throw e;
+  }
+  const ops = [{ tag: 'check', val: { path: node, version: -1 } }];
+  if (replaced !== undefined) ops.push({ tag: 'delete', val: { path: ack, version: replaced } });
+  ops.push({ tag: 'create', val: { path: ack, data: bytes(data), mode: CreateMode.Ephemeral } });
+  try {
+    multi(ops);
+    return true;
+  } catch (e) {
+    if (e.index === 0 && isZk(e, 'no-node')) throw deposed(node);
+    if (e.index !== undefined && isZk(e, 'no-node', 'node-exists', 'bad-version')) return false;
+    throw e;
+  }
+}
+
+/** Throws unless this handle's `node` exists (so it leads). */
+function stillLeading(node) {
+  if (exists(node) === undefined) throw deposed(node);
+}
+
+function deposed(node) {
+  return ZkError.other(`acknowledge: this handle no longer leads (${node} is gone)`);
+}
+
+/** The lowest proposal, its id, token and (if it names that proposal) acknowledgement. */
 async function currentLeader(path) {
   for (;;) {
     let children;
@@ -125,12 +228,34 @@ async function currentLeader(path) {
     }
     let acknowledged;
     try {
-      const [note, ack] = await retrying(() => getData(ackPath(path)));
-      if (ack.ephemeralOwner === stat.ephemeralOwner) acknowledged = text(note);
+      const [ack] = await retrying(() => getData(ackPath(path)));
+      acknowledged = noteFor(ack, node);
     } catch (e) {
       if (!isZk(e, 'no-node')) throw e;
     }
     return { node, id: text(data), token: stat.czxid, acknowledged };
+  }
+}
+
+/** Blocks until `first` or `second` fires, or the deadline passes (`timeout`). */
+function waitEither(first, second, deadline) {
+  for (;;) {
+    const left = deadline.remainingMs();
+    const slice = left === undefined ? ACK_LOOK_MS : Math.min(left, ACK_LOOK_MS);
+    for (const [watcher, ms] of [[first, slice], [second, 0]]) {
+      let event;
+      try {
+        event = waitWatcher(watcher, ms);
+      } catch (e) {
+        if (isZk(e, 'timeout')) continue;
+        throw e;
+      }
+      if (event.kind === 'session-expired' || event.kind === 'session-closed') {
+        throw ZkError.sessionExpired();
+      }
+      return;
+    }
+    if (deadline.expired()) throw ZkError.timeout();
   }
 }
 

@@ -58,8 +58,12 @@ def _acquire(path, max_leases, timeout_ms):
         zk.quietly(zk.delete_retrying, mutex.path)
         raise
     # 4. As above. If only this fails, the acquire fails (as the Rust recipe's does) and the
-    # lease node goes when the handle ends.
-    zk.delete_retrying(mutex.path)
+    # lease node goes when the handle ends. An expired session took the lease with it: that is
+    # a failure here, never a lease handed to the caller.
+    try:
+        zk.retrying(zk.delete, mutex.path, None)
+    except zk.NoNode:
+        pass
     _lease = lease
     return lease
 

@@ -1,6 +1,18 @@
 //! Barrier, ZooKeeper "Recipes and Solutions" 1.3: the barrier is up while its node exists.
 //! Wire compatible with kazoo's `Barrier` (a persistent node at the barrier path). And the
 //! double barrier, 1.3.1, with the seed's leave that wakes one process per departure.
+//!
+//! The double barrier is reused round after round, so rounds are told apart. The barrier node
+//! `PATH` holds the number of the last round opened (none yet: empty). A participant joins the
+//! next round: it reads that number N and, in one `multi` that checks the barrier node is still
+//! at the version read, creates its ephemeral process node `PATH/_c_<uuid>-r<N+1>-proc-<seq>`.
+//! So every node of round N+1 was made before round N+1 opened. The participant that finds
+//! `count` nodes of its round sets the barrier node to N+1 (at the version read), which opens it
+//! for every node of that round. A participant leaves when no node of its own round is left, as
+//! Curator's `DistributedDoubleBarrier` does: a fast participant that already joined the next
+//! round is not waited for, and a participant of an earlier round never lets a newcomer in.
+//! Participants that die inside leave nothing that opens a later round. The barrier node is a
+//! container where wazoo made it, removed by ZooKeeper once no process is left.
 
 wazoo_guest::recipe_world!("wazoo:recipes/barrier-recipe@0.1.0");
 
@@ -8,19 +20,111 @@ use std::cell::RefCell;
 
 use exports::wazoo::recipes::barrier::Guest;
 use exports::wazoo::recipes::double_barrier::Guest as DoubleGuest;
-use wazoo_guest::{self as zk, CreateMode, Deadline, EventKind, ZkError};
+use wazoo_guest::{
+    self as zk, CheckOp, CreateMode, CreateOp, Deadline, EventKind, MultiError, Op, OpResult, ZkError,
+};
 
 const PROC: &str = "proc-";
 
-thread_local! {
-    /// The double barrier this handle entered: its path and our process node.
-    static ENTERED: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
+/// The double barrier this handle entered.
+#[derive(Clone)]
+struct Entered {
+    path: String,
+    /// Our process node.
+    node: String,
+    round: u64,
 }
 
-/// The process nodes under `path`, ordered by sequence.
-fn processes(path: &str) -> Result<Vec<String>, ZkError> {
-    let (children, _) = zk::retrying(|| zk::get_children(path))?;
-    Ok(zk::sorted(children.into_iter().filter(|c| c.contains(PROC)).collect(), &[PROC]))
+thread_local! {
+    static ENTERED: RefCell<Option<Entered>> = const { RefCell::new(None) };
+}
+
+/// The round a process node joined, from its name `…-r<round>-proc-<seq>`.
+fn round_of(name: &str) -> Option<u64> {
+    let before = &name[..name.rfind(&format!("-{PROC}"))?];
+    before[before.rfind('-')? + 1..].strip_prefix('r')?.parse().ok()
+}
+
+/// The last round opened, as the barrier node's data says (none yet: 0).
+fn opened(data: &[u8]) -> u64 {
+    std::str::from_utf8(data).ok().and_then(|text| text.parse().ok()).unwrap_or(0)
+}
+
+/// The process nodes of `round` under `path`, ordered by sequence (none once the barrier node
+/// is gone).
+fn processes(path: &str, round: u64) -> Result<Vec<String>, ZkError> {
+    let children = match zk::retrying(|| zk::get_children(path)) {
+        Ok((children, _)) => children,
+        Err(ZkError::NoNode) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    Ok(zk::sorted(children.into_iter().filter(|c| round_of(c) == Some(round)).collect(), &[PROC]))
+}
+
+/// Creates our process node in the next round to open: the round is read from the barrier node
+/// and fixed by a `multi` that checks it has not changed. Returns the node and its round.
+fn join_round(path: &str) -> Result<(String, u64), ZkError> {
+    let prefix = format!("_c_{}-", zk::new_guid());
+    let mut attempt = 0;
+    loop {
+        let (data, stat) = match zk::retrying(|| zk::get_data(path)) {
+            Ok(read) => read,
+            Err(ZkError::NoNode) => {
+                zk::ensure_parents(&zk::join(path, PROC))?;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let round = opened(&data) + 1;
+        let ops = [
+            Op::Check(CheckOp { path: path.to_string(), version: stat.version }),
+            Op::Create(CreateOp {
+                path: zk::join(path, &format!("{prefix}r{round}-{PROC}")),
+                data: Vec::new(),
+                mode: CreateMode::EphemeralSequential,
+            }),
+        ];
+        match zk::multi(&ops) {
+            Ok(results) => match results.get(1) {
+                Some(OpResult::Created(created)) => return Ok((created.path.clone(), round)),
+                other => return Err(ZkError::Other(format!("multi answered {other:?} for a create"))),
+            },
+            // A round opened (or the barrier node went) since we read it: read again.
+            Err(MultiError { index: Some(0), error: ZkError::BadVersion | ZkError::NoNode }) => {}
+            Err(MultiError { index: None, error: ZkError::ConnectionLoss })
+                if attempt < zk::CONNECTION_LOSS_RETRIES =>
+            {
+                attempt += 1;
+                zk::retrying(|| zk::sync(path))?;
+                if let Some(found) = zk::find_protected(path, &prefix, true)? {
+                    let round = round_of(zk::node_name(&found.path)).unwrap_or(round);
+                    return Ok((found.path, round));
+                }
+                zk::backoff(attempt);
+            }
+            Err(e) => return Err(e.error),
+        }
+    }
+}
+
+/// Waits until `round` is open, opening it when `count` of its processes are in.
+fn wait_open(path: &str, round: u64, count: u32, deadline: Deadline) -> Result<(), ZkError> {
+    loop {
+        let (data, stat, watcher) = zk::retrying(|| zk::get_data_watch(path))?;
+        if opened(&data) >= round {
+            return Ok(());
+        }
+        if processes(path, round)?.len() >= count as usize {
+            let open = round.to_string();
+            match zk::retrying(|| zk::set_data(path, open.as_bytes(), Some(stat.version))) {
+                Ok(_) => return Ok(()),
+                // Opened by another, or our own write whose reply was lost: look again.
+                Err(ZkError::BadVersion) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        zk::wait_on(&watcher, deadline)?;
+    }
 }
 
 impl DoubleGuest for Barrier {
@@ -28,63 +132,46 @@ impl DoubleGuest for Barrier {
         if count == 0 {
             return Err(ZkError::InvalidArgument("count must be at least 1".into()));
         }
-        if let Some((entered, _)) = ENTERED.with(|e| e.borrow().clone()) {
-            return Err(ZkError::InvalidArgument(format!("this handle already entered {entered}")));
+        if let Some(entered) = ENTERED.with(|e| e.borrow().clone()) {
+            return Err(ZkError::InvalidArgument(format!("this handle already entered {}", entered.path)));
         }
         zk::check_path(&path)?;
         let deadline = Deadline::after_ms(timeout_ms);
-        // 1. Create our process node.
-        let mine = zk::protected_create(&path, PROC, &[], CreateMode::EphemeralSequential)?;
-        let ready = zk::join(&path, "ready");
-        let entered = (|| loop {
-            // 2. Watch for `ready`; 3. count the processes; 4. wait, or 5. open the barrier.
-            let (open, watcher) = zk::retrying(|| zk::exists_watch(&ready))?;
-            if open.is_some() {
-                return Ok(());
-            }
-            if processes(&path)?.len() >= count as usize {
-                return match zk::retrying(|| zk::create(&ready, &[], CreateMode::Persistent)) {
-                    Ok(_) | Err(ZkError::NodeExists) => Ok(()),
-                    Err(e) => Err(e),
-                };
-            }
-            zk::wait_on(&watcher, deadline)?;
-        })();
-        match entered {
+        let (node, round) = join_round(&path)?;
+        match wait_open(&path, round, count, deadline) {
             Ok(()) => {
-                ENTERED.with(|e| *e.borrow_mut() = Some((path, mine.path)));
+                ENTERED.with(|e| *e.borrow_mut() = Some(Entered { path, node, round }));
                 Ok(())
             }
             Err(e) => {
-                let _ = zk::delete_retrying(&mine.path);
+                let _ = zk::delete_retrying(&node);
                 Err(e)
             }
         }
     }
 
     fn leave(timeout_ms: Option<u64>) -> Result<(), ZkError> {
-        let (path, mine) = ENTERED
+        let Entered { path, node, round } = ENTERED
             .with(|e| e.borrow_mut().take())
             .ok_or_else(|| ZkError::InvalidArgument("leave: this handle has not entered".into()))?;
         let deadline = Deadline::after_ms(timeout_ms);
-        let my_name = zk::node_name(&mine).to_string();
+        let my_name = zk::node_name(&node).to_string();
         loop {
-            // 1. List the processes; 2. none left: done.
-            let procs = processes(&path)?;
-            let Some(lowest) = procs.first() else { break };
+            // 1. List the processes of our round; 2. none left: done.
+            let procs = processes(&path, round)?;
+            let Some(lowest) = procs.first() else { return Ok(()) };
             let here = procs.contains(&my_name);
             // 3. Only us left: delete our node and go.
             if here && procs.len() == 1 {
-                zk::delete_retrying(&mine)?;
-                break;
+                return zk::delete_retrying(&node);
             }
             // 4. Lowest: wait for the highest to go; 5. otherwise delete ours and wait for the
             // lowest to go.
             let watch = if here && *lowest == my_name {
-                procs.last().unwrap().clone()
+                procs[procs.len() - 1].clone()
             } else {
                 if here {
-                    zk::delete_retrying(&mine)?;
+                    zk::delete_retrying(&node)?;
                 }
                 lowest.clone()
             };
@@ -92,11 +179,6 @@ impl DoubleGuest for Barrier {
             if stat.is_some() {
                 zk::wait_on(&watcher, deadline)?;
             }
-        }
-        // The last to leave closes the barrier for its next use.
-        match zk::retrying(|| zk::delete(&zk::join(&path, "ready"), None)) {
-            Ok(()) | Err(ZkError::NoNode) => Ok(()),
-            Err(e) => Err(e),
         }
     }
 }

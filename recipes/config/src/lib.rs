@@ -44,6 +44,9 @@ impl Config for Recipe {
                     Ok(version) => return Ok(version),
                     // Created meanwhile by someone else: write over it (no version was asked).
                     Err(ZkError::NodeExists) => continue,
+                    // The create may have applied: an unconditional write can simply be done
+                    // again, over the node if it is there.
+                    Err(ZkError::ConnectionLoss) => continue,
                     Err(e) => return Err(e),
                 },
                 // Unconditional writes are idempotent: try again.

@@ -2,16 +2,31 @@
 //! format (`<path>/_c_<uuid>-latch-<seq>`, data = participant id), plus what etcd's election has
 //! and Curator lacks: observing the leader without contending, resigning, and the seed's
 //! acknowledgement that the leader procedure ran.
+//!
+//! The acknowledgement is the ephemeral node `<path>-leader-ack`, holding the leader's node path,
+//! a newline and the note. It is shown only with the node it names: handles on one host share a
+//! session, so the node's owner cannot tell one handle's leadership from another's. A leader
+//! writes it in one `multi` that first checks its own node still exists (a deposed leader cannot
+//! acknowledge) and replaces an acknowledgement naming any other node (stale, since that node no
+//! longer leads). Resigning deletes the acknowledgement and the node together.
 
 wazoo_guest::recipe_world!("wazoo:recipes/election-recipe@0.1.0");
 
 use std::cell::RefCell;
 
 use exports::wazoo::recipes::election::{Guest, LeaderInfo as Leader, Leadership};
-use wazoo_guest::{self as zk, CreateMode, Deadline, EventKind, ZkError};
+use wazoo_guest::{
+    self as zk, CheckOp, CreateMode, CreateOp, Deadline, DeleteOp, EventKind, MultiError, Op, Watcher,
+    ZkError,
+};
 
 /// Curator's latch name: the sequence follows it.
 const LATCH: &str = "latch-";
+/// How many times an acknowledgement is written again after another write came in between.
+const ACK_ATTEMPTS: u32 = 10;
+/// The contract waits on one watch at a time: an observer waiting on the leader's node looks at
+/// the acknowledgement's watch this often (milliseconds).
+const ACK_LOOK_MS: u64 = 100;
 
 struct Candidacy {
     path: String,
@@ -25,6 +40,25 @@ thread_local! {
 
 fn ack_path(path: &str) -> String {
     format!("{path}-leader-ack")
+}
+
+/// The acknowledgement's data: the leader's node, a newline (never in a path), the note.
+fn ack_data(node: &str, note: &str) -> Vec<u8> {
+    format!("{node}\n{note}").into_bytes()
+}
+
+/// The note of an acknowledgement's `data` if it names `node`.
+fn note_for(data: &[u8], node: &str) -> Option<String> {
+    let rest = data.strip_prefix(node.as_bytes())?.strip_prefix(b"\n")?;
+    Some(String::from_utf8_lossy(rest).into_owned())
+}
+
+/// What `observe`'s caller passes as `known` after seeing `leader`.
+fn seen(leader: &Leader) -> String {
+    match &leader.acknowledged {
+        Some(note) => format!("{}\n{note}", leader.node),
+        None => leader.node.clone(),
+    }
 }
 
 struct Election;
@@ -51,43 +85,56 @@ impl Guest for Election {
     }
 
     fn acknowledge(note: String) -> Result<(), ZkError> {
-        let path = CANDIDACY
-            .with(|c| c.borrow().as_ref().map(|c| c.path.clone()))
+        let (path, node) = CANDIDACY
+            .with(|c| c.borrow().as_ref().map(|c| (c.path.clone(), c.leadership.node.clone())))
             .ok_or_else(|| ZkError::InvalidArgument("acknowledge: this handle does not lead".into()))?;
-        let ack = ack_path(&path);
-        match zk::retrying(|| zk::create(&ack, note.as_bytes(), CreateMode::Ephemeral)) {
-            Ok(_) => {}
-            // Ours from an earlier acknowledgement (ephemeral, so a stale one from another
-            // session would be gone once that session is).
-            Err(ZkError::NodeExists) => {
-                let (_, stat) = zk::retrying(|| zk::get_data(&ack))?;
-                if stat.ephemeral_owner != zk::session_id() {
-                    return Err(ZkError::Other("another session's acknowledgement is still there".into()));
-                }
-                zk::retrying(|| zk::set_data(&ack, note.as_bytes(), None))?;
+        let (ack, data) = (ack_path(&path), ack_data(&node, &note));
+        for _ in 0..ACK_ATTEMPTS {
+            if zk::retrying(|| write_ack(&ack, &node, &data))? {
+                CANDIDACY.with(|c| {
+                    if let Some(c) = c.borrow_mut().as_mut() {
+                        c.acknowledged = true;
+                    }
+                });
+                return Ok(());
             }
-            Err(e) => return Err(e),
         }
-        CANDIDACY.with(|c| {
-            if let Some(c) = c.borrow_mut().as_mut() {
-                c.acknowledged = true;
-            }
-        });
-        Ok(())
+        Err(ZkError::Other(format!("acknowledge: {ack} kept changing under this write")))
     }
 
     fn resign() -> Result<(), ZkError> {
         let Some(candidacy) = CANDIDACY.with(|c| c.borrow_mut().take()) else {
             return Err(ZkError::InvalidArgument("resign: this handle is not a candidate".into()));
         };
+        let node = &candidacy.leadership.node;
         if candidacy.acknowledged {
-            zk::delete_retrying(&ack_path(&candidacy.path))?;
+            // Together, so no observer sees this leader without its acknowledgement. A node
+            // already gone (deposed) leaves its acknowledgement to the next leader's.
+            let ack = ack_path(&candidacy.path);
+            let together = zk::retrying(|| match zk::get_data(&ack) {
+                Ok((data, stat)) if note_for(&data, node).is_some() => {
+                    let ops = [
+                        Op::Delete(DeleteOp { path: ack.clone(), version: Some(stat.version) }),
+                        Op::Delete(DeleteOp { path: node.clone(), version: None }),
+                    ];
+                    zk::multi(&ops).map(|_| ()).map_err(|e| e.error)
+                }
+                Ok(_) | Err(ZkError::NoNode) => Ok(()),
+                Err(e) => Err(e),
+            });
+            match together {
+                Ok(()) | Err(ZkError::NoNode | ZkError::BadVersion) => {}
+                Err(e) => return Err(e),
+            }
         }
-        zk::delete_retrying(&candidacy.leadership.node)
+        zk::delete_retrying(node)
     }
 
     fn leader(path: String) -> Result<Option<Leader>, ZkError> {
         zk::check_path(&path)?;
+        // Catch up with the ensemble's leader first: a lagging server would still show a
+        // deposed leader.
+        zk::retrying(|| zk::sync(&path))?;
         current_leader(&path)
     }
 
@@ -98,24 +145,74 @@ impl Guest for Election {
     ) -> Result<Option<Leader>, ZkError> {
         zk::check_path(&path)?;
         let deadline = Deadline::after_ms(timeout_ms);
+        let ack = ack_path(&path);
         loop {
+            // Armed before the look, so no acknowledgement written after it goes unseen.
+            let (_, on_ack) = zk::exists_watch(&ack)?;
             let now = current_leader(&path)?;
-            if now.as_ref().map(|l| &l.node) != known.as_ref() {
+            if now.as_ref().map(seen) != known {
                 return Ok(now);
             }
             if deadline.expired() {
                 return Err(ZkError::Timeout);
             }
             match now {
-                // The leader changes only when its node goes.
-                Some(leader) => zk::wait_for_change(&leader.node, deadline)?,
+                Some(leader) => {
+                    let on_leader = match zk::get_data_watch(&leader.node) {
+                        Ok((_, _, watcher)) => watcher,
+                        Err(ZkError::NoNode) => continue,
+                        Err(e) => return Err(e),
+                    };
+                    wait_either(&on_leader, &on_ack, deadline)?;
+                }
                 None => wait_for_candidates(&path, deadline)?,
             }
         }
     }
 }
 
-/// The lowest proposal, its id, token and (if the same session wrote it) acknowledgement.
+/// One try at writing this leader's acknowledgement `data` at `ack`: `Ok(false)` when another
+/// write came between our look and ours. Our `node` must still exist.
+fn write_ack(ack: &str, node: &str, data: &[u8]) -> Result<bool, ZkError> {
+    let replaced = match zk::get_data(ack) {
+        Ok((current, _)) if current == data => return still_leading(node).map(|()| true),
+        Ok((_, stat)) => Some(stat.version),
+        Err(ZkError::NoNode) => None,
+        Err(e) => return Err(e),
+    };
+    let mut ops = vec![Op::Check(CheckOp { path: node.to_string(), version: -1 })];
+    if let Some(version) = replaced {
+        ops.push(Op::Delete(DeleteOp { path: ack.to_string(), version: Some(version) }));
+    }
+    ops.push(Op::Create(CreateOp {
+        path: ack.to_string(),
+        data: data.to_vec(),
+        mode: CreateMode::Ephemeral,
+    }));
+    match zk::multi(&ops) {
+        Ok(_) => Ok(true),
+        Err(MultiError { index: Some(0), error: ZkError::NoNode }) => Err(deposed(node)),
+        Err(MultiError {
+            index: Some(_),
+            error: ZkError::NoNode | ZkError::NodeExists | ZkError::BadVersion,
+        }) => Ok(false),
+        Err(MultiError { error, .. }) => Err(error),
+    }
+}
+
+/// `Ok` while this handle's `node` exists (so it leads).
+fn still_leading(node: &str) -> Result<(), ZkError> {
+    match zk::exists(node)? {
+        Some(_) => Ok(()),
+        None => Err(deposed(node)),
+    }
+}
+
+fn deposed(node: &str) -> ZkError {
+    ZkError::Other(format!("acknowledge: this handle no longer leads ({node} is gone)"))
+}
+
+/// The lowest proposal, its id, token and (if it names that proposal) acknowledgement.
 fn current_leader(path: &str) -> Result<Option<Leader>, ZkError> {
     loop {
         let children = match zk::retrying(|| zk::get_children(path)) {
@@ -133,14 +230,32 @@ fn current_leader(path: &str) -> Result<Option<Leader>, ZkError> {
             Err(e) => return Err(e),
         };
         let acknowledged = match zk::retrying(|| zk::get_data(&ack_path(path))) {
-            Ok((note, ack)) if ack.ephemeral_owner == stat.ephemeral_owner => {
-                Some(String::from_utf8_lossy(&note).into_owned())
-            }
-            Ok(_) | Err(ZkError::NoNode) => None,
+            Ok((ack, _)) => note_for(&ack, &node),
+            Err(ZkError::NoNode) => None,
             Err(e) => return Err(e),
         };
         let id = String::from_utf8_lossy(&data).into_owned();
         return Ok(Some(Leader { node, id, token: stat.czxid, acknowledged }));
+    }
+}
+
+/// Blocks until `first` or `second` fires, or the deadline passes (`timeout`).
+fn wait_either(first: &Watcher, second: &Watcher, deadline: Deadline) -> Result<(), ZkError> {
+    loop {
+        let slice = deadline.remaining_ms().map_or(ACK_LOOK_MS, |left| left.min(ACK_LOOK_MS));
+        for (watcher, ms) in [(first, slice), (second, 0)] {
+            match watcher.wait(Some(ms)) {
+                Ok(event) if matches!(event.kind, EventKind::SessionExpired | EventKind::SessionClosed) => {
+                    return Err(ZkError::SessionExpired)
+                }
+                Ok(_) => return Ok(()),
+                Err(ZkError::Timeout) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if deadline.expired() {
+            return Err(ZkError::Timeout);
+        }
     }
 }
 

@@ -1,5 +1,11 @@
 //! Group membership, ZooKeeper "Recipes and Solutions" 1.2: members are ephemeral children
 //! holding their data; a watcher waits on the group's child version.
+//!
+//! The group node is made as a container, so ZooKeeper deletes it some time after its last
+//! member left, and the next member to join makes it again (its child version starting over).
+//! A group whose node does not exist has no members and version -1: a watcher that knew a
+//! version is told the group is empty when the node goes, and one that knew -1 is told when
+//! members come back.
 
 wazoo_guest::recipe_world!("wazoo:recipes/group-recipe@0.1.0");
 
@@ -57,9 +63,11 @@ impl Guest for Group {
         zk::check_path(&path)?;
         let deadline = Deadline::after_ms(timeout_ms);
         loop {
-            let (_, stat, watcher) = match zk::retrying(|| zk::get_children_watch(&path)) {
+            let (children, stat, watcher) = match zk::retrying(|| zk::get_children_watch(&path)) {
                 Ok(listed) => listed,
-                Err(ZkError::NoNode) if known == -1 => {
+                // The group we knew is gone (an empty container is reaped): it is empty now.
+                Err(ZkError::NoNode) if known != ABSENT => return Ok(absent()),
+                Err(ZkError::NoNode) => {
                     // No group yet and none known: wait for it to be created.
                     let (stat, watcher) = zk::retrying(|| zk::exists_watch(&path))?;
                     if stat.is_none() {
@@ -69,12 +77,26 @@ impl Guest for Group {
                 }
                 Err(e) => return Err(e),
             };
-            if stat.cversion != known {
+            // Known absent means known empty: a group node made again without members yet is no
+            // change.
+            let changed = match known {
+                ABSENT => !children.is_empty(),
+                _ => stat.cversion != known,
+            };
+            if changed {
                 return membership(&path);
             }
             zk::wait_on(&watcher, deadline)?;
         }
     }
+}
+
+/// The version of a group whose node does not exist.
+const ABSENT: i32 = -1;
+
+/// The membership of a group whose node does not exist: no one.
+fn absent() -> Membership {
+    Membership { members: Vec::new(), version: ABSENT }
 }
 
 /// Whether `node` is this handle's own (a lost-reply retry found it).
@@ -85,7 +107,7 @@ fn mine(node: &str) -> Result<bool, ZkError> {
 fn membership(path: &str) -> Result<Membership, ZkError> {
     let (mut names, stat) = match zk::retrying(|| zk::get_children(path)) {
         Ok(listed) => listed,
-        Err(ZkError::NoNode) => return Ok(Membership { members: Vec::new(), version: -1 }),
+        Err(ZkError::NoNode) => return Ok(absent()),
         Err(e) => return Err(e),
     };
     names.sort();

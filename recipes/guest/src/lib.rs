@@ -32,7 +32,7 @@ pub use bindings::wazoo::zk::znode::{
 pub type Result<T, E = ZkError> = std::result::Result<T, E>;
 
 /// How many times a call that failed with `connection-loss` is tried again before giving up.
-const CONNECTION_LOSS_RETRIES: u32 = 20;
+pub const CONNECTION_LOSS_RETRIES: u32 = 20;
 
 /// This handle's session id (the `ephemeral-owner` of its nodes). A handle keeps the session it
 /// started on for life, so the host is asked once.
@@ -165,7 +165,8 @@ pub fn retrying<T>(mut op: impl FnMut() -> Result<T>) -> Result<T> {
     }
 }
 
-fn backoff(attempt: u32) {
+/// Waits a little longer for each `attempt` (from 1) after a connection loss, at most 0.5 s.
+pub fn backoff(attempt: u32) {
     std::thread::sleep(Duration::from_millis(50 * u64::from(attempt.min(10))));
 }
 

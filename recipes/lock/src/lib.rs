@@ -62,9 +62,10 @@ impl Guest for Lock {
                 }
                 Ok(_) => continue,
                 // The grace period is over: take the lock away.
+                // An expired session deleted nothing: that is an error, not "forced".
                 Err(ZkError::Timeout) => {
-                    return match zk::delete_retrying(&node) {
-                        Ok(()) => Ok(false),
+                    return match zk::retrying(|| zk::delete(&node, None)) {
+                        Ok(()) | Err(ZkError::NoNode) => Ok(false),
                         Err(e) => Err(e),
                     }
                 }

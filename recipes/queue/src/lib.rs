@@ -1,11 +1,35 @@
 //! Queue and priority queue, ZooKeeper "Recipes and Solutions" 1.4 and 1.4.1.
 //!
-//! Producers create sequential children `queue-<seq>` (or `queue-<YY><seq>` with a priority).
-//! A consumer lists the children once per batch and works through the cached, sorted list,
-//! claiming each item by deleting it (`take`) or by creating an ephemeral claim (`claim`). In a
+//! Producers create sequential children `_c_<uuid>-queue-<seq>` (or `_c_<uuid>-queue-<YY><seq>`
+//! with a priority); items are ordered by what follows the last `queue-`, so the unique prefix
+//! does not change the order, and items named the seed's way (`queue-<seq>`) are taken too. A
+//! consumer lists the children once per batch and works through the cached, sorted list. In a
 //! priority queue the cached list is dropped as soon as the children watch set with it fires, so
 //! a new higher-priority item is never passed over; in a plain queue new items always sort after
 //! the cached ones, so the batch is used up first (one getChildren per batch).
+//!
+//! Every consumer claims an item before it has it: an ephemeral claim `<path>-claims/<item>`
+//! holding the claimer's instance id (handles on one host share a session, so the owner alone
+//! cannot tell them apart). `claim` returns the item with its claim; `take` reads it and deletes
+//! item and claim in one `multi`. Items claimed by someone else are skipped.
+//!
+//! No lost reply loses or doubles an item:
+//!
+//! - `put` creates the item and an ephemeral marker `<path>/_c_<uuid>-put-<seq>` with the same
+//!   unique prefix in one `multi` (which also deletes the marker of this handle's previous put).
+//!   When its reply is lost, the marker says whether it applied, even if a consumer has taken
+//!   the item meanwhile: present, it did (and the item's sequence is the marker's less one, the
+//!   two being created in one transaction under one parent); absent, it did not, and the same
+//!   `multi` is sent again. A put is never retried after it applied.
+//! - `take` and `claim` create their claim; a lost reply is retried, and `node-exists` with our
+//!   instance id in the claim means the lost create was ours. Reads are idempotent.
+//! - The `multi` deleting item and claim is atomic, so after a lost reply a look settles it:
+//!   both gone, it applied and the item is ours; both there, it did not, and it is sent again.
+//!   Until then our claim keeps every other consumer off the item, and if we die first the claim
+//!   vanishes with our handle or session and the item goes to another consumer.
+//!
+//! A lost reply is looked into after a `sync`, so the server answering is up to date with the
+//! leader.
 
 wazoo_guest::recipe_world!("wazoo:recipes/queue-recipe@0.1.0");
 
@@ -13,9 +37,15 @@ use std::cell::RefCell;
 use std::collections::{HashSet, VecDeque};
 
 use exports::wazoo::recipes::queue::{Guest, Item};
-use wazoo_guest::{self as zk, CreateMode, Deadline, DeleteOp, Op, Watcher, ZkError};
+use wazoo_guest::{
+    self as zk, CreateMode, CreateOp, Deadline, DeleteOp, MultiError, Op, OpResult, Watcher, ZkError,
+};
 
 const ITEM: &str = "queue-";
+/// The name of a put's marker, after its unique prefix.
+const MARKER: &str = "put-";
+/// The unique prefix of a protected name starts so (Curator's protected mode).
+const PROTECTED: &str = "_c_";
 
 /// The current batch: sorted item names and the watch armed when they were listed.
 struct Batch {
@@ -26,13 +56,27 @@ struct Batch {
     prioritised: bool,
 }
 
-/// A sequence suffix is 10 digits; a priority item has 2 more in front.
-fn is_prioritised(name: &str) -> bool {
-    name.len() == ITEM.len() + 12
-}
-
 thread_local! {
     static BATCH: RefCell<Option<Batch>> = const { RefCell::new(None) };
+    /// The marker of this handle's last put, deleted by its next put (or with the handle).
+    static LAST_MARKER: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// An item's sort key, what follows its last `queue-`: 10 sequence digits, or 12 with the
+/// priority in front. None for a child that is not an item (a put's marker).
+fn item_key(name: &str) -> Option<&str> {
+    let at = name.rfind(ITEM)?;
+    let before = &name[..at];
+    if !(before.is_empty() || (before.starts_with(PROTECTED) && before.ends_with('-'))) {
+        return None;
+    }
+    let key = &name[at + ITEM.len()..];
+    (matches!(key.len(), 10 | 12) && key.bytes().all(|b| b.is_ascii_digit())).then_some(key)
+}
+
+/// A sequence suffix is 10 digits; a priority item has 2 more in front.
+fn is_prioritised(name: &str) -> bool {
+    item_key(name).is_some_and(|key| key.len() == 12)
 }
 
 fn claims_dir(path: &str) -> String {
@@ -74,7 +118,7 @@ fn next_name(path: &str, deadline: Deadline) -> Result<String, ZkError> {
             Err(e) => return Err(e),
         };
         let names: VecDeque<String> =
-            zk::sorted(children.into_iter().filter(|c| c.starts_with(ITEM)).collect(), &[ITEM]).into();
+            zk::sorted(children.into_iter().filter(|c| item_key(c).is_some()).collect(), &[ITEM]).into();
         if names.is_empty() {
             // Empty: wait for the watch set with this very listing.
             zk::wait_on(&watcher, deadline)?;
@@ -83,6 +127,118 @@ fn next_name(path: &str, deadline: Deadline) -> Result<String, ZkError> {
         let prioritised = names.iter().any(|n| is_prioritised(n));
         BATCH.with(|b| *b.borrow_mut() = Some(Batch { path: path.to_string(), names, watcher, prioritised }));
     }
+}
+
+/// Claims the head unclaimed item: its node, its claim and its data.
+fn claim_next(path: &str, deadline: Deadline) -> Result<(String, String, Vec<u8>), ZkError> {
+    let claims = claims_dir(path);
+    // Items found claimed by others since the last wait: meeting one again means a whole pass
+    // found nothing to claim, so wait for a claim to go (or time to pass) rather than list
+    // again at once.
+    let mut taken: HashSet<String> = HashSet::new();
+    loop {
+        let name = next_name(path, deadline)?;
+        if !taken.insert(name.clone()) {
+            wait_for_claims(&claims, deadline)?;
+            taken.clear();
+            continue;
+        }
+        let node = zk::join(path, &name);
+        let claim = zk::join(&claims, &name);
+        if !create_claim(&claim)? {
+            continue;
+        }
+        match zk::retrying(|| zk::get_data(&node)) {
+            Ok((data, _)) => return Ok((node, claim, data)),
+            // Taken by an earlier claimer whose claim went just before ours was made.
+            Err(ZkError::NoNode) => zk::delete_retrying(&claim)?,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Creates our claim: true if it is ours (made now, or by our own create whose reply was
+/// lost), false if another consumer holds it.
+fn create_claim(claim: &str) -> Result<bool, ZkError> {
+    let me = zk::instance_id();
+    let mut made_parents = false;
+    loop {
+        match zk::retrying(|| zk::create(claim, me.as_bytes(), CreateMode::Ephemeral)) {
+            Ok(_) => return Ok(true),
+            Err(ZkError::NoNode) if !made_parents => {
+                zk::ensure_parents(claim)?;
+                made_parents = true;
+            }
+            Err(ZkError::NodeExists) => return owned_claim(claim),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Deletes a claimed item and its claim in one `multi`: true once they are gone (by this call,
+/// or by an earlier attempt whose reply was lost), false if the item is no longer ours to
+/// delete (it went another way, or our claim did), our claim then removed.
+fn remove_claimed(node: &str, claim: &str) -> Result<bool, ZkError> {
+    let ops = [
+        Op::Delete(DeleteOp { path: node.to_string(), version: None }),
+        Op::Delete(DeleteOp { path: claim.to_string(), version: None }),
+    ];
+    let mut attempt = 0;
+    loop {
+        match zk::multi(&ops) {
+            Ok(_) => return Ok(true),
+            Err(MultiError { index: None, error: ZkError::ConnectionLoss })
+                if attempt < zk::CONNECTION_LOSS_RETRIES =>
+            {
+                attempt += 1;
+                zk::retrying(|| zk::sync(node))?;
+                let item_left = zk::retrying(|| zk::exists(node))?.is_some();
+                match (item_left, owned_claim(claim)?) {
+                    // All or nothing: both gone, it applied.
+                    (false, false) => return Ok(true),
+                    (true, true) => zk::backoff(attempt),
+                    (false, true) => {
+                        zk::delete_retrying(claim)?;
+                        return Ok(false);
+                    }
+                    (true, false) => return Ok(false),
+                }
+            }
+            Err(MultiError { index: Some(0), error: ZkError::NoNode }) => {
+                zk::delete_retrying(claim)?;
+                return Ok(false);
+            }
+            Err(MultiError { index: Some(1), error: ZkError::NoNode }) => return Ok(false),
+            Err(e) => return Err(e.error),
+        }
+    }
+}
+
+/// The path a `multi` made at `index`.
+fn created_at(results: &[OpResult], index: usize) -> Result<String, ZkError> {
+    match results.get(index) {
+        Some(OpResult::Created(created)) => Ok(created.path.clone()),
+        other => Err(ZkError::Other(format!("multi answered {other:?} for a create"))),
+    }
+}
+
+/// After a put whose reply was lost: the item and marker it made, if it applied. The marker
+/// (ephemeral, so it outlives no taker) is there whether or not the item was taken since, and
+/// the item's sequence is the marker's less one.
+fn applied_put(path: &str, prefix: &str, name: &str) -> Result<Option<(String, String)>, ZkError> {
+    zk::retrying(|| zk::sync(path))?;
+    let children = match zk::retrying(|| zk::get_children(path)) {
+        Ok((children, _)) => children,
+        Err(ZkError::NoNode) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let marker = format!("{prefix}{MARKER}");
+    let Some(found) = children.into_iter().find(|c| c.starts_with(&marker)) else { return Ok(None) };
+    let sequence: u64 = found[marker.len()..]
+        .parse()
+        .map_err(|_| ZkError::Other(format!("{found} does not end in a sequence number")))?;
+    let item = zk::join(path, &format!("{prefix}{name}{:010}", sequence.saturating_sub(1)));
+    Ok(Some((item, zk::join(path, &found))))
 }
 
 struct Queue;
@@ -96,19 +252,51 @@ impl Guest for Queue {
             None => ITEM.to_string(),
         };
         let mode = if ephemeral { CreateMode::EphemeralSequential } else { CreateMode::PersistentSequential };
-        let node = zk::join(&path, &name);
-        let mut attempt = 0;
+        let prefix = format!("{PROTECTED}{}-", zk::new_guid());
+        let item = zk::join(&path, &format!("{prefix}{name}"));
+        let marker = zk::join(&path, &format!("{prefix}{MARKER}"));
+        let (mut made_parents, mut attempt) = (false, 0);
         loop {
-            // A lost reply is retried: the seed's queue accepts an item appearing twice
-            // rather than not at all (at-least-once put).
-            match zk::retrying(|| zk::create(&node, &data, mode)) {
-                Ok(created) => return Ok(created.path),
-                Err(ZkError::NoNode) if attempt == 0 => {
-                    attempt += 1;
-                    zk::ensure_parents(&node)?;
-                }
-                Err(e) => return Err(e),
+            let stale = LAST_MARKER.with(|m| m.borrow().clone());
+            let mut ops = vec![
+                Op::Create(CreateOp { path: item.clone(), data: data.clone(), mode }),
+                Op::Create(CreateOp {
+                    path: marker.clone(),
+                    data: Vec::new(),
+                    mode: CreateMode::EphemeralSequential,
+                }),
+            ];
+            if let Some(stale) = &stale {
+                ops.push(Op::Delete(DeleteOp { path: stale.clone(), version: None }));
             }
+            let (made, marked) = match zk::multi(&ops) {
+                Ok(results) => (created_at(&results, 0)?, created_at(&results, 1)?),
+                Err(MultiError { index: Some(0), error: ZkError::NoNode }) if !made_parents => {
+                    zk::ensure_parents(&item)?;
+                    made_parents = true;
+                    continue;
+                }
+                // The previous marker is gone already.
+                Err(MultiError { index: Some(2), error: ZkError::NoNode }) => {
+                    LAST_MARKER.with(|m| *m.borrow_mut() = None);
+                    continue;
+                }
+                Err(MultiError { index: None, error: ZkError::ConnectionLoss })
+                    if attempt < zk::CONNECTION_LOSS_RETRIES =>
+                {
+                    attempt += 1;
+                    match applied_put(&path, &prefix, &name)? {
+                        Some(found) => found,
+                        None => {
+                            zk::backoff(attempt);
+                            continue;
+                        }
+                    }
+                }
+                Err(e) => return Err(e.error),
+            };
+            LAST_MARKER.with(|m| *m.borrow_mut() = Some(marked));
+            return Ok(made);
         }
     }
 
@@ -116,70 +304,17 @@ impl Guest for Queue {
         zk::check_path(&path)?;
         let deadline = Deadline::after_ms(timeout_ms);
         loop {
-            let name = next_name(&path, deadline)?;
-            let node = zk::join(&path, &name);
-            let data = match zk::retrying(|| zk::get_data(&node)) {
-                Ok((data, _)) => data,
-                Err(ZkError::NoNode) => continue, // another consumer took it
-                Err(e) => return Err(e),
-            };
-            // Delete-to-claim: whoever deletes it owns it.
-            match zk::delete(&node, None) {
-                Ok(()) => return Ok(Item { node, data }),
-                Err(ZkError::NoNode) => continue,
-                // Outcome unknown: if it is gone now, it may be ours or another's; never
-                // return an item we cannot be sure we took.
-                Err(ZkError::ConnectionLoss) => continue,
-                Err(e) => return Err(e),
+            let (node, claim, data) = claim_next(&path, deadline)?;
+            if remove_claimed(&node, &claim)? {
+                return Ok(Item { node, data });
             }
         }
     }
 
     fn claim(path: String, timeout_ms: Option<u64>) -> Result<Item, ZkError> {
         zk::check_path(&path)?;
-        let deadline = Deadline::after_ms(timeout_ms);
-        let claims = claims_dir(&path);
-        // Items found claimed by others since the last wait: meeting one again means a whole
-        // pass found nothing to claim, so wait for a claim to go (or time to pass) rather than
-        // list again at once.
-        let mut taken: HashSet<String> = HashSet::new();
-        loop {
-            let name = next_name(&path, deadline)?;
-            if !taken.insert(name.clone()) {
-                wait_for_claims(&claims, deadline)?;
-                taken.clear();
-                continue;
-            }
-            let node = zk::join(&path, &name);
-            let claim = zk::join(&claims, &name);
-            let me = zk::instance_id();
-            let created = match zk::retrying(|| zk::create(&claim, me.as_bytes(), CreateMode::Ephemeral)) {
-                Ok(_) => true,
-                Err(ZkError::NoNode) => {
-                    zk::ensure_parents(&claim)?;
-                    match zk::create(&claim, me.as_bytes(), CreateMode::Ephemeral) {
-                        Ok(_) => true,
-                        Err(ZkError::NodeExists) => false,
-                        Err(e) => return Err(e),
-                    }
-                }
-                // Claimed by someone (or by our own lost-reply retry: then it is ours).
-                Err(ZkError::NodeExists) => owned_claim(&claim)?,
-                Err(e) => return Err(e),
-            };
-            if !created {
-                continue;
-            }
-            match zk::retrying(|| zk::get_data(&node)) {
-                Ok((data, _)) => return Ok(Item { node, data }),
-                // Acked by an earlier claimer whose claim we just replaced: drop ours.
-                Err(ZkError::NoNode) => {
-                    zk::delete_retrying(&claim)?;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        let (node, _, data) = claim_next(&path, Deadline::after_ms(timeout_ms))?;
+        Ok(Item { node, data })
     }
 
     fn ack(node: String) -> Result<(), ZkError> {
@@ -188,25 +323,22 @@ impl Guest for Queue {
         if !owned_claim(&claim)? {
             return Err(ZkError::InvalidArgument(format!("{node} is not claimed by this handle")));
         }
-        let ops = vec![
-            Op::Delete(DeleteOp { path: node.clone(), version: None }),
-            Op::Delete(DeleteOp { path: claim, version: None }),
-        ];
-        zk::multi(&ops).map(|_| ()).map_err(|e| e.error)
+        match remove_claimed(&node, &claim)? {
+            true => Ok(()),
+            false => Err(ZkError::NoNode),
+        }
     }
 
     fn len(path: String) -> Result<u32, ZkError> {
         zk::check_path(&path)?;
         match zk::retrying(|| zk::get_children(&path)) {
-            Ok((children, _)) => Ok(children.iter().filter(|c| c.starts_with(ITEM)).count() as u32),
+            Ok((children, _)) => Ok(children.iter().filter(|c| item_key(c).is_some()).count() as u32),
             Err(ZkError::NoNode) => Ok(0),
             Err(e) => Err(e),
         }
     }
 }
 
-/// Whether the claim node exists and is this instance's: handles on one host share a session,
-/// so the claim's data (the claimer's instance id) decides, not its owner.
 /// Every item is claimed: waits until a claim is deleted or made (its claimer acked, or died),
 /// at most `CLAIMED_WAIT_MS` at a time, since a new item does not touch the claims directory.
 fn wait_for_claims(claims: &str, deadline: Deadline) -> Result<(), ZkError> {
@@ -228,6 +360,8 @@ fn wait_for_claims(claims: &str, deadline: Deadline) -> Result<(), ZkError> {
 /// How long a claimer waits on the claims before it looks at the items again.
 const CLAIMED_WAIT_MS: u64 = 250;
 
+/// Whether the claim node exists and is this instance's: handles on one host share a session,
+/// so the claim's data (the claimer's instance id) decides, not its owner.
 fn owned_claim(claim: &str) -> Result<bool, ZkError> {
     match zk::retrying(|| zk::get_data(claim)) {
         Ok((data, stat)) => {

@@ -32,8 +32,12 @@ impl Guest for Semaphore {
         let locks = zk::join(&path, "locks");
         let mutex = zk::contend(&locks, LOCK_NAME, &[], &[LOCK_NAME], deadline, zk::exclusive)?;
         let outcome = take_lease(&path, max_leases, deadline);
-        // 4. Let the next waiter in, whatever happened.
-        let released = zk::delete_retrying(&mutex.path);
+        // 4. Let the next waiter in, whatever happened. An expired session took the lease with
+        // it: that fails the acquire, never hands the caller a lease that is gone.
+        let released = match zk::retrying(|| zk::delete(&mutex.path, None)) {
+            Ok(()) | Err(ZkError::NoNode) => Ok(()),
+            Err(e) => Err(e),
+        };
         let lease = outcome?;
         released?;
         LEASE.with(|l| *l.borrow_mut() = Some(lease.clone()));

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use wazoo::server::{ServerOptions, ZkServer};
 use wazoo_tests::chaos::{Cluster, Lab, Report, Rng};
+use wazoo_tests::matrix::Bench;
 use wazoo_tests::scenarios::{self, EnsembleFault};
 
 struct Options {
@@ -51,7 +52,7 @@ fn options() -> Result<Options, String> {
 }
 
 /// The scenarios drawn from, by index.
-const SCENARIOS: [&str; 19] = [
+const SCENARIOS: [&str; 20] = [
     "holder's session killed",
     "host frozen",
     "brief disconnect",
@@ -71,6 +72,7 @@ const SCENARIOS: [&str; 19] = [
     "whole ensemble down",
     "slow replies",
     "wazoo process frozen",
+    "fault matrix: one operation, every request, slow replies",
 ];
 
 fn main() {
@@ -191,6 +193,15 @@ async fn soak(options: &Options, standalone: String, cluster: Arc<Cluster>) -> V
                     scenarios::slow_replies(&single, delay, s * params.range(1, 4) as u32).await
                 }
                 18 => scenarios::host_process_frozen(&single, params.range(2, 3) as u32).await,
+                19 => {
+                    // One case of the exhaustive matrix, its faulted host's replies slowed by a
+                    // random delay, so requests meet the faults at other moments.
+                    let cases = wazoo_tests::cases::all();
+                    let case = &cases[params.range(0, cases.len() as u64 - 1) as usize];
+                    let bench = Bench::new(&single.members[0], s).await;
+                    bench.site.proxies[0].delay(params.millis(0, 5));
+                    bench.report(case).await
+                }
                 _ => {
                     let fault = EnsembleFault::AllDown(s.mul_f64(params.range(120, 300) as f64 / 100.0));
                     scenarios::ensemble_fault(&multi, &cluster, fault, params.next()).await

@@ -1,0 +1,1237 @@
+//! The fault matrix's cases: every export of every recipe world, with the state each needs and
+//! the promise each keeps (see [`crate::matrix`]). Implementations in other languages run the
+//! same cases as the Rust recipe they stand in for.
+//!
+//! Other participants use the Rust recipes: every implementation speaks the same wire format.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use wazoo::DynamicHandle;
+
+use crate::matrix::{ok, Case, Ctx, Fut, Verdict, WAIT_MS};
+use crate::proxy::Request;
+
+/// How long another participant waits where the faulted one may never come.
+const PEER_MS: u64 = 1500;
+
+fn nothing<'a>(_: &'a Ctx, _: &'a mut DynamicHandle) -> Fut<'a, Value> {
+    Box::pin(async { Value::Null })
+}
+
+fn no_check<'a>(_: &'a Ctx, _: &'a Verdict) -> Fut<'a, ()> {
+    Box::pin(async {})
+}
+
+/// The faulted host armed a watch on the recipe's own path.
+fn watches_path(ctx: &Ctx, r: &Request) -> bool {
+    r.watch && r.path == ctx.path
+}
+
+/// The faulted host armed a watch on something under the recipe's path.
+fn watches_under(ctx: &Ctx, r: &Request) -> bool {
+    r.watch && r.path.starts_with(&ctx.path)
+}
+
+fn node(v: &Value) -> Option<String> {
+    v.get("node").and_then(Value::as_str).map(str::to_string)
+}
+
+fn token(v: &Value) -> Option<i64> {
+    v.get("token").and_then(Value::as_i64)
+}
+
+/// The call's own held node (lock, lease, leadership), if it returned one.
+fn held(v: &Verdict) -> Option<String> {
+    v.ok().and_then(node)
+}
+
+/// Runs `first` on the faulted handle and returns its `ok` value (state the operation needs).
+async fn on(handle: &mut DynamicHandle, function: &str, args: Value) -> Value {
+    match tokio::time::timeout(Duration::from_secs(20), handle.call(function, &args)).await {
+        Ok(Ok(v)) => v.get("ok").cloned().unwrap_or(v),
+        Ok(Err(e)) => json!({ "host-error": e.to_string() }),
+        Err(_) => json!({ "host-error": "timed out" }),
+    }
+}
+
+/// Items under the queue `path` whose data is `data`.
+async fn items(ctx: &Ctx, data: &[u8]) -> usize {
+    let mut n = 0;
+    for child in ctx.children(&ctx.path).await {
+        if ctx.data(&format!("{}/{child}", ctx.path)).await.as_deref() == Some(data) {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// A lock-like claim is held by the faulted handle: its node exists, is the faulted session's,
+/// and nobody else can take the lock now.
+async fn holds_exclusively(ctx: &Ctx, v: &Verdict, recipe: &str, try_call: (&str, Value)) {
+    let Some(node) = held(v) else { return };
+    let owner = ctx.owner(&node).await;
+    ctx.check(owner == Some(ctx.session), || {
+        format!("returned {node} as held, but its owner is {owner:?}, not session {:#x}", ctx.session)
+    });
+    let other = ctx.peer(recipe, &[try_call]).await;
+    ctx.check(ok(&other[0]).is_some_and(Value::is_null), || {
+        format!("another contender got the lock while {node} was held: {}", other[0])
+    });
+}
+
+/// Once the faulted handle is closed, a fresh contender takes the lock within the bound, with a
+/// higher token than the faulted holder's (nobody waits forever behind a ghost).
+async fn next_holder_gets_it(ctx: &Ctx, v: &Verdict, recipe: &str, acquire: (&str, Value)) {
+    let next = ctx.peer(recipe, &[acquire]).await;
+    let got = ok(&next[0]).and_then(token);
+    ctx.check(got.is_some(), || format!("the next contender did not get the lock: {}", next[0]));
+    if let (Some(mine), Some(theirs)) = (v.ok().and_then(token), got) {
+        ctx.check(theirs > mine, || format!("token went from {mine} to {theirs}"));
+    }
+}
+
+fn lock_cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "lock.acquire",
+            recipe: "lock",
+            before: nothing,
+            call: |ctx, _| ("lock.acquire", json!([ctx.path, WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(holds_exclusively(ctx, v, "lock", ("lock.try-acquire", json!([ctx.path]))))
+            },
+            after: |ctx, v| {
+                Box::pin(next_holder_gets_it(ctx, v, "lock", ("lock.acquire", json!([ctx.path, WAIT_MS]))))
+            },
+        },
+        Case {
+            name: "lock.try-acquire",
+            recipe: "lock",
+            before: nothing,
+            call: |ctx, _| ("lock.try-acquire", json!([ctx.path])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(holds_exclusively(ctx, v, "lock", ("lock.try-acquire", json!([ctx.path]))))
+            },
+            after: |ctx, v| {
+                Box::pin(next_holder_gets_it(ctx, v, "lock", ("lock.acquire", json!([ctx.path, WAIT_MS]))))
+            },
+        },
+        Case {
+            name: "lock.release",
+            recipe: "lock",
+            before: |ctx, h| Box::pin(on(h, "lock.acquire", json!([ctx.path, WAIT_MS]))),
+            call: |_, _| ("lock.release", json!([])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        let node = node(&v.before).unwrap_or_default();
+                        let owner = ctx.owner(&node).await;
+                        ctx.check(owner.is_none(), || format!("released, but {node} is still there"));
+                    }
+                })
+            },
+            after: |ctx, v| {
+                Box::pin(next_holder_gets_it(ctx, v, "lock", ("lock.acquire", json!([ctx.path, WAIT_MS]))))
+            },
+        },
+        Case {
+            name: "lock.revoke",
+            recipe: "lock",
+            before: |ctx, _| {
+                Box::pin(async move {
+                    ok(&ctx.hold("lock", &[("lock.acquire", json!([ctx.path, WAIT_MS]))]).await[0])
+                        .cloned()
+                        .unwrap_or_default()
+                })
+            },
+            call: |_, before| ("lock.revoke", json!([node(before), null])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        let node = node(&v.before).unwrap_or_default();
+                        let data = ctx.data(&node).await;
+                        ctx.check(data.as_deref() == Some(b"__REVOKE__".as_slice()), || {
+                            format!("revoked, but the holder's node holds {data:?}")
+                        });
+                    }
+                })
+            },
+            after: |ctx, v| {
+                Box::pin(next_holder_gets_it(ctx, v, "lock", ("lock.acquire", json!([ctx.path, WAIT_MS]))))
+            },
+        },
+        Case {
+            name: "lock.revoke forced",
+            recipe: "lock",
+            before: |ctx, _| {
+                Box::pin(async move {
+                    ok(&ctx.hold("lock", &[("lock.acquire", json!([ctx.path, WAIT_MS]))]).await[0])
+                        .cloned()
+                        .unwrap_or_default()
+                })
+            },
+            call: |_, before| ("lock.revoke", json!([node(before), 50])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        let node = node(&v.before).unwrap_or_default();
+                        ctx.check(ctx.owner(&node).await.is_none(), || {
+                            format!("forced, but {node} is still there")
+                        });
+                    }
+                })
+            },
+            after: no_check,
+        },
+    ]
+}
+
+fn rwlock_cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "rwlock.acquire write",
+            recipe: "rwlock",
+            before: nothing,
+            call: |ctx, _| ("rwlock.acquire", json!([ctx.path, "write", WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(holds_exclusively(
+                    ctx,
+                    v,
+                    "rwlock",
+                    ("rwlock.try-acquire", json!([ctx.path, "read"])),
+                ))
+            },
+            after: |ctx, v| {
+                Box::pin(next_holder_gets_it(
+                    ctx,
+                    v,
+                    "rwlock",
+                    ("rwlock.acquire", json!([ctx.path, "write", WAIT_MS])),
+                ))
+            },
+        },
+        Case {
+            name: "rwlock.acquire read",
+            recipe: "rwlock",
+            before: nothing,
+            call: |ctx, _| ("rwlock.acquire", json!([ctx.path, "read", WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(holds_exclusively(
+                    ctx,
+                    v,
+                    "rwlock",
+                    ("rwlock.try-acquire", json!([ctx.path, "write"])),
+                ))
+            },
+            after: |ctx, v| {
+                Box::pin(next_holder_gets_it(
+                    ctx,
+                    v,
+                    "rwlock",
+                    ("rwlock.acquire", json!([ctx.path, "write", WAIT_MS])),
+                ))
+            },
+        },
+        Case {
+            name: "rwlock.try-acquire write",
+            recipe: "rwlock",
+            before: nothing,
+            call: |ctx, _| ("rwlock.try-acquire", json!([ctx.path, "write"])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(holds_exclusively(
+                    ctx,
+                    v,
+                    "rwlock",
+                    ("rwlock.try-acquire", json!([ctx.path, "read"])),
+                ))
+            },
+            after: |ctx, v| {
+                Box::pin(next_holder_gets_it(
+                    ctx,
+                    v,
+                    "rwlock",
+                    ("rwlock.acquire", json!([ctx.path, "write", WAIT_MS])),
+                ))
+            },
+        },
+        Case {
+            name: "rwlock.release",
+            recipe: "rwlock",
+            before: |ctx, h| Box::pin(on(h, "rwlock.acquire", json!([ctx.path, "write", WAIT_MS]))),
+            call: |_, _| ("rwlock.release", json!([])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        let node = node(&v.before).unwrap_or_default();
+                        ctx.check(ctx.owner(&node).await.is_none(), || {
+                            format!("released, but {node} is still there")
+                        });
+                    }
+                })
+            },
+            after: |ctx, v| {
+                Box::pin(next_holder_gets_it(
+                    ctx,
+                    v,
+                    "rwlock",
+                    ("rwlock.acquire", json!([ctx.path, "write", WAIT_MS])),
+                ))
+            },
+        },
+    ]
+}
+
+/// Once the faulted handle is closed, exactly the semaphore's two leases can be taken: none
+/// leaked, none too many.
+async fn leases_all_free(ctx: &Ctx) {
+    let first = ctx.hold("semaphore", &[("semaphore.acquire", json!([ctx.path, 2, WAIT_MS]))]).await;
+    let second = ctx.hold("semaphore", &[("semaphore.acquire", json!([ctx.path, 2, WAIT_MS]))]).await;
+    ctx.check(ok(&first[0]).is_some() && ok(&second[0]).is_some(), || {
+        format!("two fresh contenders could not take the two leases: {} / {}", first[0], second[0])
+    });
+    let third = ctx.peer("semaphore", &[("semaphore.try-acquire", json!([ctx.path, 2]))]).await;
+    ctx.check(ok(&third[0]).is_some_and(Value::is_null), || {
+        format!("a third lease was granted: {}", third[0])
+    });
+}
+
+async fn one_lease(ctx: &Ctx, v: &Verdict) {
+    let Some(node) = held(v) else { return };
+    let owner = ctx.owner(&node).await;
+    ctx.check(owner == Some(ctx.session), || format!("lease {node} returned, but its owner is {owner:?}"));
+    let leases = ctx.children(&format!("{}/leases", ctx.path)).await;
+    ctx.check(leases.len() == 1, || format!("{} leases after one acquire: {leases:?}", leases.len()));
+}
+
+fn semaphore_cases(recipe: &'static str) -> Vec<Case> {
+    vec![
+        Case {
+            name: "semaphore.acquire",
+            recipe,
+            before: nothing,
+            call: |ctx, _| ("semaphore.acquire", json!([ctx.path, 2, WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| Box::pin(one_lease(ctx, v)),
+            after: |ctx, _| Box::pin(leases_all_free(ctx)),
+        },
+        Case {
+            name: "semaphore.try-acquire",
+            recipe,
+            before: nothing,
+            call: |ctx, _| ("semaphore.try-acquire", json!([ctx.path, 2])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| Box::pin(one_lease(ctx, v)),
+            after: |ctx, _| Box::pin(leases_all_free(ctx)),
+        },
+        Case {
+            name: "semaphore.release",
+            recipe,
+            before: |ctx, h| Box::pin(on(h, "semaphore.acquire", json!([ctx.path, 2, WAIT_MS]))),
+            call: |_, _| ("semaphore.release", json!([])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        let leases = ctx.children(&format!("{}/leases", ctx.path)).await;
+                        ctx.check(leases.is_empty(), || format!("released, but leases remain: {leases:?}"));
+                    }
+                })
+            },
+            after: |ctx, _| Box::pin(leases_all_free(ctx)),
+        },
+    ]
+}
+
+/// The leader other participants see.
+async fn leader(ctx: &Ctx) -> Value {
+    let seen = ctx.peer("election", &[("election.leader", json!([ctx.path]))]).await;
+    ok(&seen[0]).cloned().unwrap_or_else(|| seen[0].clone())
+}
+
+fn election_cases(recipe: &'static str) -> Vec<Case> {
+    let next_leader: for<'a> fn(&'a Ctx, &'a Verdict) -> Fut<'a, ()> = |ctx, v| {
+        Box::pin(next_holder_gets_it(
+            ctx,
+            v,
+            "election",
+            ("election.campaign", json!([ctx.path, "b", WAIT_MS])),
+        ))
+    };
+    vec![
+        Case {
+            name: "election.campaign",
+            recipe,
+            before: nothing,
+            call: |ctx, _| ("election.campaign", json!([ctx.path, "a", WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    let Some(mine) = held(v) else { return };
+                    let seen = leader(ctx).await;
+                    ctx.check(node(&seen).as_deref() == Some(mine.as_str()), || {
+                        format!("{mine} was told it leads; observers see {seen}")
+                    });
+                })
+            },
+            after: next_leader,
+        },
+        Case {
+            name: "election.acknowledge",
+            recipe,
+            before: |ctx, h| Box::pin(on(h, "election.campaign", json!([ctx.path, "a", WAIT_MS]))),
+            call: |_, _| ("election.acknowledge", json!(["note-a"])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    // A leader whose session is gone leads no more: its note goes with it.
+                    let leader_node = node(&v.before).unwrap_or_default();
+                    if v.ok().is_none() || ctx.owner(&leader_node).await.is_none() {
+                        return;
+                    }
+                    let seen = leader(ctx).await;
+                    ctx.check(
+                        seen.get("acknowledged").and_then(Value::as_str) == Some("note-a")
+                            && node(&seen) == node(&v.before),
+                        || format!("acknowledged, but observers see {seen}"),
+                    );
+                })
+            },
+            after: |ctx, _| {
+                Box::pin(async move {
+                    let seen = leader(ctx).await;
+                    ctx.check(seen.is_null(), || {
+                        format!("the leader closed, but observers still see {seen}")
+                    });
+                })
+            },
+        },
+        Case {
+            name: "election.resign",
+            recipe,
+            before: |ctx, h| Box::pin(on(h, "election.campaign", json!([ctx.path, "a", WAIT_MS]))),
+            call: |_, _| ("election.resign", json!([])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        let seen = leader(ctx).await;
+                        ctx.check(seen.is_null(), || format!("resigned, but observers see {seen}"));
+                    }
+                })
+            },
+            after: next_leader,
+        },
+        Case {
+            name: "election.leader",
+            recipe,
+            before: |ctx, _| {
+                Box::pin(async move {
+                    ok(&ctx.hold("election", &[("election.campaign", json!([ctx.path, "b", WAIT_MS]))]).await
+                        [0])
+                    .cloned()
+                    .unwrap_or_default()
+                })
+            },
+            call: |ctx, _| ("election.leader", json!([ctx.path])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |_ctx, _v| Box::pin(async {}),
+            after: no_check,
+        },
+        Case {
+            name: "election.observe",
+            recipe,
+            before: nothing,
+            call: |ctx, _| ("election.observe", json!([ctx.path, null, WAIT_MS])),
+            trigger: Some((watches_under, |ctx| {
+                Box::pin(async move {
+                    ctx.hold("election", &[("election.campaign", json!([ctx.path, "b", WAIT_MS]))]).await;
+                })
+            })),
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(seen) = v.ok() {
+                        ctx.check(seen.get("id").and_then(Value::as_str) == Some("b"), || {
+                            format!("the observer saw {seen}, not the new leader b")
+                        });
+                    }
+                })
+            },
+            after: no_check,
+        },
+    ]
+}
+
+/// Every leader/observe check that needs the faulted handle's answer against the truth.
+fn election_leader_check(cases: &mut [Case]) {
+    for case in cases.iter_mut().filter(|c| c.name == "election.leader") {
+        case.check = |ctx, v| {
+            Box::pin(async move {
+                if let Some(seen) = v.ok() {
+                    ctx.check(
+                        seen.get("id").and_then(Value::as_str) == Some("b") && node(seen) == node(&v.before),
+                        || format!("leader answered {seen}; b leads with {}", v.before),
+                    );
+                }
+            })
+        };
+    }
+}
+
+fn queue_put(priority: Option<u8>) -> (&'static str, fn(&Ctx, &Value) -> (&'static str, Value)) {
+    match priority {
+        None => ("queue.put", |ctx, _| ("queue.put", json!([ctx.path, "x", null, false]))),
+        Some(_) => ("queue.put priority", |ctx, _| ("queue.put", json!([ctx.path, "x", 7, false]))),
+    }
+}
+
+fn queue_cases() -> Vec<Case> {
+    let put_check: for<'a> fn(&'a Ctx, &'a Verdict) -> Fut<'a, ()> = |ctx, v| {
+        Box::pin(async move {
+            let n = items(ctx, b"x").await;
+            if v.ok().is_some() {
+                ctx.check(n == 1, || format!("one acknowledged put left {n} items"));
+            } else {
+                ctx.check(n <= 1, || format!("one failed put left {n} items"));
+            }
+        })
+    };
+    let mut cases = Vec::new();
+    for priority in [None, Some(7)] {
+        let (name, call) = queue_put(priority);
+        cases.push(Case {
+            name,
+            recipe: "queue",
+            before: nothing,
+            call,
+            trigger: None,
+            survives_lost_reply: true,
+            check: put_check,
+            after: no_check,
+        });
+    }
+    let put_x: for<'a> fn(&'a Ctx, &'a mut DynamicHandle) -> Fut<'a, Value> = |ctx, _| {
+        Box::pin(async move {
+            ctx.peer("queue", &[("queue.put", json!([ctx.path, "x", null, false]))]).await;
+            Value::Null
+        })
+    };
+    cases.extend([
+        Case {
+            name: "queue.take",
+            recipe: "queue",
+            before: put_x,
+            call: |ctx, _| ("queue.take", json!([ctx.path, WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    let left = items(ctx, b"x").await;
+                    match v.ok() {
+                        Some(item) => {
+                            ctx.check(item.get("data").and_then(Value::as_str) == Some("x"), || {
+                                format!("took {item}")
+                            });
+                            ctx.check(left == 0, || format!("taken, yet {left} copies are still queued"));
+                        }
+                        None if v.fault == Some(crate::matrix::Kind::LostReply) => ctx
+                            .check(left == 1, || format!("a take failed and the item is gone ({left} left)")),
+                        // A consumer that died may have taken it with it: never more than one.
+                        None => ctx.check(left <= 1, || format!("{left} copies after one put")),
+                    }
+                })
+            },
+            after: |ctx, v| {
+                Box::pin(async move {
+                    // What is still queued goes to the next taker, once.
+                    let left = items(ctx, b"x").await;
+                    if left == 1 {
+                        let next = ctx.peer("queue", &[("queue.take", json!([ctx.path, WAIT_MS]))]).await;
+                        ctx.check(ok(&next[0]).is_some(), || {
+                            format!("the item left could not be taken: {}", next[0])
+                        });
+                    }
+                    let _ = v;
+                })
+            },
+        },
+        Case {
+            name: "queue.claim",
+            recipe: "queue",
+            before: put_x,
+            call: |ctx, _| ("queue.claim", json!([ctx.path, WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(item) = v.ok() {
+                        ctx.check(item.get("data").and_then(Value::as_str) == Some("x"), || {
+                            format!("claimed {item}")
+                        });
+                        let other = ctx.peer("queue", &[("queue.claim", json!([ctx.path, 0]))]).await;
+                        ctx.check(ok(&other[0]).is_none(), || {
+                            format!("a claimed item was claimed again: {}", other[0])
+                        });
+                    }
+                })
+            },
+            after: |ctx, _| {
+                Box::pin(async move {
+                    // Never acked: the item goes back to the queue, to one claimer.
+                    let next = ctx.peer("queue", &[("queue.claim", json!([ctx.path, WAIT_MS]))]).await;
+                    let item = ok(&next[0]).cloned();
+                    ctx.check(item.is_some(), || format!("an unacked item was not given back: {}", next[0]));
+                    let left = items(ctx, b"x").await;
+                    ctx.check(left == 1, || format!("{left} copies after one put"));
+                })
+            },
+        },
+        Case {
+            name: "queue.ack",
+            recipe: "queue",
+            before: |ctx, h| {
+                Box::pin(async move {
+                    ctx.peer("queue", &[("queue.put", json!([ctx.path, "x", null, false]))]).await;
+                    on(h, "queue.claim", json!([ctx.path, WAIT_MS])).await
+                })
+            },
+            call: |_, before| ("queue.ack", json!([node(before)])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    let left = items(ctx, b"x").await;
+                    if v.ok().is_some() {
+                        ctx.check(left == 0, || format!("acked, yet {left} copies are queued"));
+                    } else {
+                        ctx.check(left <= 1, || format!("{left} copies after one put"));
+                    }
+                })
+            },
+            after: |ctx, _| {
+                Box::pin(async move {
+                    if items(ctx, b"x").await == 1 {
+                        let next = ctx.peer("queue", &[("queue.claim", json!([ctx.path, WAIT_MS]))]).await;
+                        ctx.check(ok(&next[0]).is_some(), || {
+                            format!("an unacked item was not given back: {}", next[0])
+                        });
+                    }
+                })
+            },
+        },
+        Case {
+            name: "queue.len",
+            recipe: "queue",
+            before: put_x,
+            call: |ctx, _| ("queue.len", json!([ctx.path])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(n) = v.ok() {
+                        ctx.check(n.as_u64() == Some(1), || format!("len says {n}, one item is queued"));
+                    }
+                })
+            },
+            after: no_check,
+        },
+    ]);
+    cases
+}
+
+async fn member_names(ctx: &Ctx) -> Vec<String> {
+    ctx.children(&ctx.path).await
+}
+
+fn group_cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "group.join",
+            recipe: "group",
+            before: nothing,
+            call: |ctx, _| ("group.join", json!([ctx.path, "m", "d"])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        let member = format!("{}/m", ctx.path);
+                        let owner = ctx.owner(&member).await;
+                        ctx.check(owner == Some(ctx.session), || {
+                            format!("joined, but {member} is owned by {owner:?}")
+                        });
+                    }
+                })
+            },
+            after: |ctx, _| {
+                Box::pin(async move {
+                    let again = ctx.peer("group", &[("group.join", json!([ctx.path, "m", "d2"]))]).await;
+                    ctx.check(ok(&again[0]).is_some(), || {
+                        format!("the name stayed taken after the member ended: {}", again[0])
+                    });
+                })
+            },
+        },
+        Case {
+            name: "group.leave",
+            recipe: "group",
+            before: |ctx, h| Box::pin(on(h, "group.join", json!([ctx.path, "m", "d"]))),
+            call: |_, _| ("group.leave", json!([])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        let names = member_names(ctx).await;
+                        ctx.check(names.is_empty(), || format!("left, but members remain: {names:?}"));
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "group.members",
+            recipe: "group",
+            before: |ctx, _| {
+                Box::pin(async move {
+                    ctx.hold("group", &[("group.join", json!([ctx.path, "p", "d"]))]).await;
+                    Value::Null
+                })
+            },
+            call: |ctx, _| ("group.members", json!([ctx.path])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(m) = v.ok() {
+                        let names: Vec<&str> = m["members"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|x| x["name"].as_str())
+                            .collect();
+                        ctx.check(names == ["p"], || format!("members {names:?}, p is the only one"));
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "group.watch",
+            recipe: "group",
+            before: |ctx, _| {
+                Box::pin(async move {
+                    let got = ctx
+                        .hold(
+                            "group",
+                            &[
+                                ("group.join", json!([ctx.path, "p", "d"])),
+                                ("group.members", json!([ctx.path])),
+                            ],
+                        )
+                        .await;
+                    ok(&got[1]).map(|m| m["version"].clone()).unwrap_or_default()
+                })
+            },
+            call: |ctx, version| ("group.watch", json!([ctx.path, version, WAIT_MS])),
+            trigger: Some((watches_path, |ctx| {
+                Box::pin(async move {
+                    ctx.hold("group", &[("group.join", json!([ctx.path, "q", "d"]))]).await;
+                })
+            })),
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(m) = v.ok() {
+                        let names: Vec<&str> = m["members"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|x| x["name"].as_str())
+                            .collect();
+                        ctx.check(names.contains(&"q"), || {
+                            format!("the watcher saw {names:?}, not q's arrival")
+                        });
+                    }
+                })
+            },
+            after: no_check,
+        },
+    ]
+}
+
+fn config_cases() -> Vec<Case> {
+    let set_v: for<'a> fn(&'a Ctx, &'a mut DynamicHandle) -> Fut<'a, Value> = |ctx, _| {
+        Box::pin(async move {
+            ctx.peer("config", &[("config.set", json!([ctx.path, "v", null]))]).await;
+            Value::Null
+        })
+    };
+    let add_5: for<'a> fn(&'a Ctx, &'a mut DynamicHandle) -> Fut<'a, Value> = |ctx, _| {
+        Box::pin(async move {
+            ctx.peer("config", &[("counter.add", json!([ctx.path, 5]))]).await;
+            Value::Null
+        })
+    };
+    vec![
+        Case {
+            name: "config.get",
+            recipe: "config",
+            before: set_v,
+            call: |ctx, _| ("config.get", json!([ctx.path])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(e) = v.ok() {
+                        ctx.check(e["data"] == "v", || format!("get answered {e}"));
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "config.set",
+            recipe: "config",
+            before: nothing,
+            call: |ctx, _| ("config.set", json!([ctx.path, "v", null])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        let data = ctx.data(&ctx.path).await;
+                        ctx.check(data.as_deref() == Some(b"v".as_slice()), || {
+                            format!("set, but the value is {data:?}")
+                        });
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "config.set at a version",
+            recipe: "config",
+            before: set_v,
+            call: |ctx, _| ("config.set", json!([ctx.path, "w", 0])),
+            trigger: None,
+            survives_lost_reply: false,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    let stat = ctx.checker.get_data(&ctx.path).await.ok();
+                    let (data, version) = stat.map(|(d, s)| (d, s.version)).unwrap_or_default();
+                    ctx.check(version <= 1, || format!("a compare-and-set applied {version} times"));
+                    if v.ok().is_some() {
+                        ctx.check(data == b"w", || format!("set w, but the value is {data:?}"));
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "config.watch",
+            recipe: "config",
+            before: set_v,
+            call: |ctx, _| ("config.watch", json!([ctx.path, 0, WAIT_MS])),
+            trigger: Some((watches_path, |ctx| {
+                Box::pin(async move {
+                    ctx.peer("config", &[("config.set", json!([ctx.path, "w", null]))]).await;
+                })
+            })),
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(e) = v.ok() {
+                        ctx.check(e["data"] == "w", || format!("the watcher saw {e}, not the change to w"));
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "counter.value",
+            recipe: "config",
+            before: add_5,
+            call: |ctx, _| ("counter.value", json!([ctx.path])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(n) = v.ok() {
+                        ctx.check(n.as_i64() == Some(5), || format!("value {n}, 5 was added"));
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "counter.add",
+            recipe: "config",
+            before: add_5,
+            call: |ctx, _| ("counter.add", json!([ctx.path, 3])),
+            trigger: None,
+            survives_lost_reply: false,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    let now = ctx.data(&ctx.path).await.map(|d| String::from_utf8_lossy(&d).into_owned());
+                    ctx.check(matches!(now.as_deref(), Some("5") | Some("8")), || {
+                        format!("5 + 3 at most once gave {now:?}")
+                    });
+                    if let Some(n) = v.ok() {
+                        ctx.check(n.as_i64() == Some(8) && now.as_deref() == Some("8"), || {
+                            format!("add answered {n}; the counter holds {now:?}")
+                        });
+                    }
+                })
+            },
+            after: no_check,
+        },
+    ]
+}
+
+/// Waits (by watches) until `dir` has a child whose name contains `part`.
+async fn child_appears(ctx: &Ctx, dir: &str, part: &str) {
+    let found = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let watched = ctx.checker.list_and_watch_children(dir).await;
+            match watched {
+                Ok((children, _)) if children.iter().any(|c| c.contains(part)) => return,
+                Ok((_, watcher)) => {
+                    watcher.changed().await;
+                }
+                Err(_) => {
+                    let (stat, watcher) = ctx.checker.check_and_watch_stat(dir).await.expect("watching");
+                    if stat.is_none() {
+                        watcher.changed().await;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    ctx.check(found.is_ok(), || format!("no {part} node appeared under {dir}"));
+}
+
+fn barrier_cases() -> Vec<Case> {
+    let set_up: for<'a> fn(&'a Ctx, &'a mut DynamicHandle) -> Fut<'a, Value> = |ctx, _| {
+        Box::pin(async move {
+            ctx.peer("barrier", &[("barrier.set", json!([ctx.path]))]).await;
+            Value::Null
+        })
+    };
+    vec![
+        Case {
+            name: "barrier.set",
+            recipe: "barrier",
+            before: nothing,
+            call: |ctx, _| ("barrier.set", json!([ctx.path])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        ctx.check(ctx.owner(&ctx.path).await.is_some(), || {
+                            "set, but the barrier is down".into()
+                        });
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "barrier.remove",
+            recipe: "barrier",
+            before: set_up,
+            call: |ctx, _| ("barrier.remove", json!([ctx.path])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        ctx.check(ctx.owner(&ctx.path).await.is_none(), || {
+                            "removed, but the barrier is up".into()
+                        });
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "barrier.wait",
+            recipe: "barrier",
+            before: set_up,
+            call: |ctx, _| ("barrier.wait", json!([ctx.path, WAIT_MS])),
+            trigger: Some((watches_path, |ctx| {
+                Box::pin(async move {
+                    ctx.peer("barrier", &[("barrier.remove", json!([ctx.path]))]).await;
+                })
+            })),
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        ctx.check(ctx.owner(&ctx.path).await.is_none(), || {
+                            "passed while the barrier was up".into()
+                        });
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "double-barrier.enter",
+            recipe: "barrier",
+            before: |ctx, _| {
+                Box::pin(async move {
+                    ctx.spawn(
+                        "barrier",
+                        vec![
+                            ("double-barrier.enter", json!([ctx.path, 2, PEER_MS])),
+                            ("double-barrier.leave", json!([PEER_MS])),
+                        ],
+                    );
+                    child_appears(ctx, &ctx.path, "proc").await;
+                    Value::Null
+                })
+            },
+            call: |ctx, _| ("double-barrier.enter", json!([ctx.path, 2, WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: no_check,
+            after: |ctx, v| {
+                Box::pin(async move {
+                    let peer = ctx.joined(Duration::from_secs(20)).await;
+                    let entered = peer.first().and_then(|r| r.first()).cloned();
+                    if v.ok().is_some() {
+                        ctx.check(
+                            entered.as_ref().is_some_and(|r| r.as_ref().is_ok_and(|x| ok(x).is_some())),
+                            || format!("the faulted participant passed, the other did not: {entered:?}"),
+                        );
+                    }
+                })
+            },
+        },
+        Case {
+            name: "double-barrier.leave",
+            recipe: "barrier",
+            before: |ctx, h| {
+                Box::pin(async move {
+                    let mut other = ctx.peer.dynamic("barrier").await.expect("a peer handle");
+                    let enter = json!([ctx.path, 2, WAIT_MS]);
+                    let theirs = other.call("double-barrier.enter", &enter);
+                    let mine = async {
+                        child_appears(ctx, &ctx.path, "proc").await;
+                        on(h, "double-barrier.enter", json!([ctx.path, 2, WAIT_MS])).await
+                    };
+                    let (theirs, mine) = tokio::join!(theirs, mine);
+                    ctx.check(
+                        theirs.as_ref().is_ok_and(|t| ok(t).is_some()) && mine.get("host-error").is_none(),
+                        || format!("entering before the leave failed: {theirs:?} / {mine}"),
+                    );
+                    ctx.keep(other).await;
+                    Value::Null
+                })
+            },
+            call: |_, _| ("double-barrier.leave", json!([WAIT_MS])),
+            trigger: Some((watches_under, |ctx| {
+                Box::pin(async move {
+                    if let Some(other) = ctx.take_kept().await {
+                        ctx.spawn_on(other, vec![("double-barrier.leave", json!([WAIT_MS]))]);
+                    }
+                })
+            })),
+            survives_lost_reply: true,
+            check: no_check,
+            after: |ctx, v| {
+                Box::pin(async move {
+                    let peer = ctx.joined(Duration::from_secs(20)).await;
+                    let left = peer.first().and_then(|r| r.first()).cloned();
+                    if v.ok().is_some() {
+                        ctx.check(
+                            left.as_ref().is_some_and(|r| r.as_ref().is_ok_and(|x| ok(x).is_some())),
+                            || format!("the faulted participant left, the other could not: {left:?}"),
+                        );
+                    }
+                })
+            },
+        },
+    ]
+}
+
+/// Everyone who heard an outcome heard the same one, and it is the decision on record.
+async fn one_outcome(ctx: &Ctx, v: &Verdict) {
+    let others = ctx.joined(Duration::from_secs(20)).await;
+    let decision =
+        ctx.data(&format!("{}/decision", ctx.path)).await.map(|d| String::from_utf8_lossy(&d).into_owned());
+    let mut heard: Vec<String> = others
+        .iter()
+        .flatten()
+        .filter_map(|r| r.as_ref().ok().and_then(|x| ok(x)).and_then(Value::as_str).map(str::to_string))
+        .collect();
+    if let Some(mine) = v.ok().and_then(Value::as_str) {
+        heard.push(mine.to_string());
+    }
+    for outcome in &heard {
+        ctx.check(decision.as_deref() == Some(outcome.as_str()), || {
+            format!("a participant heard {outcome}; the decision on record is {decision:?}")
+        });
+    }
+    // A site told `no-node` heard a definite answer when the transaction never came to be.
+    let never_began = ctx.checker.check_stat(&format!("{}/meta", ctx.path)).await.ok().flatten().is_none();
+    let answered = others
+        .iter()
+        .flatten()
+        .filter(|r| {
+            r.as_ref().is_ok_and(|x| {
+                ok(x).is_some() || (never_began && x.get("err").is_some_and(|e| e == "no-node"))
+            })
+        })
+        .count();
+    ctx.check(answered == others.iter().map(Vec::len).sum::<usize>(), || {
+        format!("a participant got no outcome: {others:?}")
+    });
+}
+
+fn transaction_cases() -> Vec<Case> {
+    let coordinator: for<'a> fn(&'a Ctx, &'a mut DynamicHandle) -> Fut<'a, Value> = |ctx, _| {
+        Box::pin(async move {
+            ctx.spawn(
+                "transaction",
+                vec![(
+                    "two-phase-commit.coordinate",
+                    json!([ctx.path, ["a"], "pay", "coordinated", WAIT_MS]),
+                )],
+            );
+            child_appears(ctx, &ctx.path, "meta").await;
+            Value::Null
+        })
+    };
+    vec![
+        Case {
+            name: "two-phase-commit.coordinate",
+            recipe: "transaction",
+            before: nothing,
+            call: |ctx, _| {
+                ("two-phase-commit.coordinate", json!([ctx.path, ["a"], "pay", "coordinated", WAIT_MS]))
+            },
+            trigger: Some((watches_under, |ctx| {
+                Box::pin(async move {
+                    // A site with no timeout of its own: it must still learn an outcome.
+                    ctx.spawn(
+                        "transaction",
+                        vec![("two-phase-commit.vote", json!([ctx.path, "a", "commit", null]))],
+                    );
+                })
+            })),
+            survives_lost_reply: true,
+            check: no_check,
+            after: |ctx, v| Box::pin(one_outcome(ctx, v)),
+        },
+        Case {
+            name: "two-phase-commit.payload",
+            recipe: "transaction",
+            before: |ctx, _| {
+                Box::pin(async move {
+                    ctx.peer(
+                        "transaction",
+                        &[("two-phase-commit.coordinate", json!([ctx.path, ["a"], "pay", "coordinated", 1]))],
+                    )
+                    .await;
+                    Value::Null
+                })
+            },
+            call: |ctx, _| ("two-phase-commit.payload", json!([ctx.path])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(p) = v.ok() {
+                        ctx.check(p == "pay", || format!("payload {p}"));
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "two-phase-commit.clean",
+            recipe: "transaction",
+            before: |ctx, _| {
+                Box::pin(async move {
+                    ctx.peer("transaction", &[("two-phase-commit.coordinate", json!([ctx.path, ["a"], "pay", "coordinated", 1]))])
+                        .await;
+                    Value::Null
+                })
+            },
+            call: |ctx, _| ("two-phase-commit.clean", json!([ctx.path])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    let left = ctx.checker.check_stat(&ctx.path).await.ok().flatten();
+                    if let Some(outcome) = v.ok() {
+                        ctx.check(outcome == "aborted", || format!("clean answered {outcome}; the transaction aborted"));
+                        ctx.check(left.is_none(), || "cleaned, but the transaction is still there".into());
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "two-phase-commit.vote",
+            recipe: "transaction",
+            before: coordinator,
+            call: |ctx, _| ("two-phase-commit.vote", json!([ctx.path, "a", "commit", WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: no_check,
+            after: |ctx, v| Box::pin(one_outcome(ctx, v)),
+        },
+    ]
+}
+
+/// Every case, for every recipe and every language the project ships.
+pub fn all() -> Vec<Case> {
+    let mut cases = Vec::new();
+    cases.extend(lock_cases());
+    cases.extend(rwlock_cases());
+    for recipe in ["semaphore", "semaphore-py"] {
+        cases.extend(semaphore_cases(recipe));
+    }
+    for recipe in ["election", "election-js"] {
+        let mut election = election_cases(recipe);
+        election_leader_check(&mut election);
+        cases.extend(election);
+    }
+    cases.extend(queue_cases());
+    cases.extend(group_cases());
+    cases.extend(config_cases());
+    cases.extend(barrier_cases());
+    cases.extend(transaction_cases());
+    cases
+}
