@@ -49,8 +49,9 @@ async fn mixed_holders(recipes: &[&str]) {
                 let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
                 assert!(now <= 2, "{now} holders of 2 leases");
-                // Hold for a moment so too many holders, if allowed, would overlap.
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                // Hold for a moment so too many holders, if allowed, would overlap (and two
+                // holders do overlap, even on a loaded machine).
+                tokio::time::sleep(Duration::from_millis(50)).await;
                 holding.fetch_sub(1, Ordering::SeqCst);
                 sem.release().await.unwrap();
             }
