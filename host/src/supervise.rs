@@ -325,6 +325,13 @@ fn remove_cgroup(dir: &Path) {
     while std::fs::remove_dir(dir).is_err() && dir.exists() && Instant::now() < deadline {
         std::thread::sleep(POLL);
     }
+    if dir.exists() {
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        let who: Vec<String> = procs.lines().map(|p| format!("{p}:{:?}:{:?}", std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default(), stat(p.parse().unwrap_or(0)))).collect();
+        let line = format!("DEBUG {} me={} args={:?} left {:?} err={:?}\n", dir.display(), std::process::id(), std::env::args().collect::<Vec<_>>(), who, std::fs::remove_dir(dir));
+        use std::io::Write as _;
+        let _ = std::fs::OpenOptions::new().create(true).append(true).open("/tmp/guard-debug.log").and_then(|mut f| f.write_all(line.as_bytes()));
+    }
 }
 
 /// Where this process's cgroup v2 is in the file system, if it is mounted.

@@ -218,6 +218,16 @@ async function currentLeader(path) {
     const first = sorted(children.filter((c) => c.includes(LATCH)), [LATCH])[0];
     if (first === undefined) return undefined;
     const node = join(path, first);
+    // The acknowledgement first, then the leader's node: a resign deletes both in one multi,
+    // so a node still there after the read of its acknowledgement means that read was not torn
+    // by a resignation in between.
+    let acknowledged;
+    try {
+      const [ack] = await retrying(() => getData(ackPath(path)));
+      acknowledged = noteFor(ack, node);
+    } catch (e) {
+      if (!isZk(e, 'no-node')) throw e;
+    }
     let data, stat;
     try {
       [data, stat] = await retrying(() => getData(node));
@@ -225,13 +235,6 @@ async function currentLeader(path) {
       // It went between the listing and the read: look again.
       if (isZk(e, 'no-node')) continue;
       throw e;
-    }
-    let acknowledged;
-    try {
-      const [ack] = await retrying(() => getData(ackPath(path)));
-      acknowledged = noteFor(ack, node);
-    } catch (e) {
-      if (!isZk(e, 'no-node')) throw e;
     }
     return { node, id: text(data), token: stat.czxid, acknowledged };
   }

@@ -223,15 +223,18 @@ fn current_leader(path: &str) -> Result<Option<Leader>, ZkError> {
         let candidates: Vec<String> = children.into_iter().filter(|c| c.contains(LATCH)).collect();
         let Some(first) = zk::sorted(candidates, &[LATCH]).into_iter().next() else { return Ok(None) };
         let node = zk::join(path, &first);
+        // The acknowledgement first, then the leader's node: a resign deletes both in one
+        // multi, so a node still there after the read of its acknowledgement means that read
+        // was not torn by a resignation in between.
+        let acknowledged = match zk::retrying(|| zk::get_data(&ack_path(path))) {
+            Ok((ack, _)) => note_for(&ack, &node),
+            Err(ZkError::NoNode) => None,
+            Err(e) => return Err(e),
+        };
         let (data, stat) = match zk::retrying(|| zk::get_data(&node)) {
             Ok(found) => found,
             // It went between the listing and the read: look again.
             Err(ZkError::NoNode) => continue,
-            Err(e) => return Err(e),
-        };
-        let acknowledged = match zk::retrying(|| zk::get_data(&ack_path(path))) {
-            Ok((ack, _)) => note_for(&ack, &node),
-            Err(ZkError::NoNode) => None,
             Err(e) => return Err(e),
         };
         let id = String::from_utf8_lossy(&data).into_owned();
