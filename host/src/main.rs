@@ -992,7 +992,18 @@ fn print_leader(id: &str, token: i64, node: &str, acknowledged: Option<&str>) {
 async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> {
     let path = command.path().to_string();
     check_path("group", &path)?;
-    let host = Host::start(config).await?;
+    // `join` handles signals from the start; `list` and `watch` keep their default action.
+    let mut signals = match &command {
+        GroupCommand::Join { .. } => Some(Signals::new()?),
+        _ => None,
+    };
+    let host = match &mut signals {
+        Some(signals) => match signals.interrupt(Host::start(config)).await {
+            Ok(host) => host?,
+            Err(caught) => return Ok(interrupted(caught, &format!("membership of {path}"))),
+        },
+        None => Host::start(config).await?,
+    };
     let mut handle = host.group("group").await?;
     let failed = |e: RecipeError| anyhow::anyhow!("group {path}: {e}");
     let print = |m: &wazoo::Membership| {
@@ -1002,7 +1013,7 @@ async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> 
     };
     match command {
         GroupCommand::Join { name, data, grace, command, .. } => {
-            let mut signals = Signals::new()?;
+            let mut signals = signals.expect("made for join");
             let what = format!("membership of {path} as {name}");
             match signals.interrupt(handle.join(&path, &name, data.as_bytes())).await {
                 Ok(joined) => joined.map_err(failed)?,

@@ -116,9 +116,9 @@ impl Supervised {
     /// Starts `command` with `env` added, in a process group (and cgroup) of its own, watched by
     /// a guard.
     pub(crate) fn spawn(command: &[String], env: &[(&'static str, String)]) -> anyhow::Result<Supervised> {
-        let mut cgroup = Cgroup::create();
         let (guard_read, guard_pipe) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("making the guard's pipe")?;
+        let mut cgroup = Cgroup::create();
         let mut guard = tokio::process::Command::new("/proc/self/exe");
         guard
             .arg(GUARD)
@@ -136,7 +136,15 @@ impl Supervised {
                 Ok(())
             });
         }
-        let guard = guard.spawn().context("starting the guard process")?;
+        let guard = match guard.spawn() {
+            Ok(guard) => guard,
+            Err(e) => {
+                if let Some(c) = &cgroup {
+                    c.remove();
+                }
+                return Err(anyhow::anyhow!("cannot start the guard process: {e}"));
+            }
+        };
         let mut cmd = tokio::process::Command::new(&command[0]);
         cmd.args(&command[1..]).envs(env.iter().map(|(k, v)| (k, v))).process_group(0);
         // Kept open until the command has started: the child writes to it before exec.
@@ -153,7 +161,8 @@ impl Supervised {
                     let _ = nix::unistd::write(BorrowedFd::borrow_raw(fd), b"0");
                 }
                 let mut line = [0u8; 12];
-                let _ = nix::unistd::write(BorrowedFd::borrow_raw(guard_fd), decimal_line(getpid(), &mut line));
+                let _ =
+                    nix::unistd::write(BorrowedFd::borrow_raw(guard_fd), decimal_line(getpid(), &mut line));
                 Ok(())
             });
         }
@@ -181,7 +190,9 @@ impl Supervised {
                 "the command runs in cgroup {}, killed as a whole through cgroup.kill",
                 c.dir.display()
             ),
-            None => tracing::info!(pid, "the command runs in process group {group} (no writable cgroup v2 here)"),
+            None => {
+                tracing::info!(pid, "the command runs in process group {group} (no writable cgroup v2 here)")
+            }
         }
         Ok(Supervised { child, group, cgroup, guard_pipe: Some(guard_pipe), guard })
     }
@@ -279,7 +290,9 @@ impl Cgroup {
         }
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let name = format!("wazoo-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        let dir = own_cgroup()?.join(name);
+        let base = own_cgroup()?;
+        sweep(&base);
+        let dir = base.join(name);
         if let Err(e) = std::fs::create_dir(&dir) {
             tracing::debug!(dir = %dir.display(), error = %e, "no cgroup of the command's own");
             return None;
@@ -325,12 +338,22 @@ fn remove_cgroup(dir: &Path) {
     while std::fs::remove_dir(dir).is_err() && dir.exists() && Instant::now() < deadline {
         std::thread::sleep(POLL);
     }
-    if dir.exists() {
-        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-        let who: Vec<String> = procs.lines().map(|p| format!("{p}:{:?}:{:?}", std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default(), stat(p.parse().unwrap_or(0)))).collect();
-        let line = format!("DEBUG {} me={} args={:?} left {:?} err={:?}\n", dir.display(), std::process::id(), std::env::args().collect::<Vec<_>>(), who, std::fs::remove_dir(dir));
-        use std::io::Write as _;
-        let _ = std::fs::OpenOptions::new().create(true).append(true).open("/tmp/guard-debug.log").and_then(|mut f| f.write_all(line.as_bytes()));
+}
+
+/// Removes the empty cgroups under `base` that wazoo processes which no longer run left behind
+/// (killed before their guard started, say). A cgroup with processes in it cannot be removed.
+fn sweep(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(pid) =
+            name.to_str().and_then(|n| n.strip_prefix("wazoo-")?.split('-').next()?.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
     }
 }
 
@@ -412,8 +435,11 @@ fn guard(cgroup: Option<PathBuf>) -> ExitCode {
     if !said.lines().any(|l| l == DONE) {
         let group = said.lines().next().and_then(|l| l.parse::<i32>().ok()).map(Pid::from_raw);
         let hit = group.is_some_and(|g| killpg(g, Signal::SIGKILL).is_ok());
-        let populated = |c: &PathBuf| std::fs::read_to_string(c.join("cgroup.procs")).is_ok_and(|p| !p.is_empty());
-        let cut = cgroup.as_ref().is_some_and(|c| populated(c) && std::fs::write(c.join("cgroup.kill"), "1").is_ok());
+        let populated =
+            |c: &PathBuf| std::fs::read_to_string(c.join("cgroup.procs")).is_ok_and(|p| !p.is_empty());
+        let cut = cgroup
+            .as_ref()
+            .is_some_and(|c| populated(c) && std::fs::write(c.join("cgroup.kill"), "1").is_ok());
         if hit || cut {
             eprintln!("wazoo: ended while its command ran; the command's processes were killed");
         }

@@ -483,7 +483,8 @@ async fn leaves_the_queue(base: impl Fn() -> Command, kind: Kind, signal: i32, c
     assert_eq!(holder.line("the holder's command starts").await, "held");
     let held = ephemerals(checker, &path).await;
     let mut waiter = claim(&mut base(), kind, &path, "b", &long, "echo b-ran");
-    let queued = wait_more(checker, &path, &held, if kind == Kind::Semaphore { 2 } else { 1 }, &mut waiter).await;
+    let queued =
+        wait_more(checker, &path, &held, if kind == Kind::Semaphore { 2 } else { 1 }, &mut waiter).await;
     let before = held.union(&queued).cloned().collect();
     let mut next = claim(&mut base(), kind, &path, "c", &long, "echo c-ran");
     wait_more(checker, &path, &before, 1, &mut next).await;
