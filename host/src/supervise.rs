@@ -227,7 +227,7 @@ impl Supervised {
                 tracing::warn!(left = ?self.members(), "processes of the command survive SIGKILL");
             }
         }
-        let _ = self.child.wait().await;
+        let _ = tokio::time::timeout(KILL_WAIT, self.child.wait()).await;
     }
 
     /// Tells the guard that CMD is gone and waits for it to remove the cgroup.

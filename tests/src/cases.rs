@@ -1183,8 +1183,11 @@ fn transaction_cases() -> Vec<Case> {
             recipe: "transaction",
             before: |ctx, _| {
                 Box::pin(async move {
-                    ctx.peer("transaction", &[("two-phase-commit.coordinate", json!([ctx.path, ["a"], "pay", "coordinated", 1]))])
-                        .await;
+                    ctx.peer(
+                        "transaction",
+                        &[("two-phase-commit.coordinate", json!([ctx.path, ["a"], "pay", "coordinated", 1]))],
+                    )
+                    .await;
                     Value::Null
                 })
             },
@@ -1195,7 +1198,9 @@ fn transaction_cases() -> Vec<Case> {
                 Box::pin(async move {
                     let left = ctx.checker.check_stat(&ctx.path).await.ok().flatten();
                     if let Some(outcome) = v.ok() {
-                        ctx.check(outcome == "aborted", || format!("clean answered {outcome}; the transaction aborted"));
+                        ctx.check(outcome == "aborted", || {
+                            format!("clean answered {outcome}; the transaction aborted")
+                        });
                         ctx.check(left.is_none(), || "cleaned, but the transaction is still there".into());
                     }
                 })
