@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, Context as _};
+use anyhow::anyhow;
 use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
 use zookeeper_client::{Acls, Client, CreateMode, SessionState};
@@ -169,6 +169,19 @@ async fn probe(client: Client, answered: watch::Sender<Instant>) {
     }
 }
 
+/// ZooKeeper could not be reached (or refused the session) when a session was opened: the
+/// error `wazoo` exits 69 for, whatever context is put around it.
+#[derive(Debug)]
+pub struct Unreachable(pub String);
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unreachable {}
+
 /// Owns the current session and rebuilds it after expiry.
 #[derive(Debug)]
 pub struct Keeper {
@@ -226,8 +239,13 @@ async fn open(config: &KeeperConfig) -> anyhow::Result<Client> {
     let connect = connector.connect(hosts);
     let client = tokio::time::timeout(config.connect_timeout, connect)
         .await
-        .map_err(|_| anyhow!("cannot reach ZooKeeper at {hosts} within {:?}", config.connect_timeout))?
-        .with_context(|| format!("cannot connect to ZooKeeper at {hosts}"))?;
+        .map_err(|_| {
+            Unreachable(format!(
+                "cannot reach ZooKeeper at {hosts} within {}",
+                humantime::format_duration(config.connect_timeout)
+            ))
+        })?
+        .map_err(|e| Unreachable(format!("cannot connect to ZooKeeper at {hosts}: {e}")))?;
     let Some(root) = chroot else { return Ok(client) };
     // The chroot is where this host's namespace starts: make sure it exists. With a digest
     // identity, the namespace's root is that identity's alone (its parents stay open, so other

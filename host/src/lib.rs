@@ -11,6 +11,7 @@ pub mod error;
 pub mod faults;
 pub mod fence;
 mod handle;
+pub mod holders;
 mod host;
 pub mod keeper;
 pub mod ledger;

@@ -2,8 +2,11 @@
 //! start a local ZooKeeper for development. With `--server ADDR` the subcommands go through a
 //! `wazoo serve` daemon ([`remote`]) instead of a ZooKeeper session of their own.
 
+mod args;
+mod exit;
 mod remote;
 mod scaffold;
+mod show;
 mod supervise;
 
 use std::os::unix::process::ExitStatusExt;
@@ -15,18 +18,10 @@ use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{signal, SignalKind};
 
+use args::{HoldArgs, Statuses, WaitArgs};
 use supervise::{default_grace, Caught, Signals, Supervised};
 use wazoo::server::{ServerOptions, ZkServer};
 use wazoo::{Claim, Host, HostConfig, KeeperConfig, Mode, RecipeError, Registry, SandboxLimits, ZkError};
-
-/// Exit status when the lock was not acquired in time.
-const EXIT_TIMEOUT: u8 = 3;
-/// Exit status when the lock was lost while the command ran.
-const EXIT_LOST: u8 = 4;
-/// Exit status when another client revoked the lock and the command was stopped.
-const EXIT_REVOKED: u8 = 5;
-/// Exit status when a two-phase commit transaction aborted.
-const EXIT_ABORTED: u8 = 6;
 
 #[derive(Parser)]
 #[command(
@@ -42,10 +37,10 @@ struct Cli {
     #[arg(long, global = true, env = "WAZOO_PLUGINS", default_value = "plugins")]
     plugins: PathBuf,
     /// ZooKeeper session timeout (e.g. 500ms, 10s, 1m); with --server, the client session's TTL
-    #[arg(long, global = true, env = "WAZOO_SESSION_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, global = true, env = "WAZOO_SESSION_TIMEOUT", default_value = "10s", value_parser = args::session_timeout)]
     session_timeout: Duration,
     /// How long to try to reach ZooKeeper (with --server, the daemon) before giving up
-    #[arg(long, global = true, env = "WAZOO_CONNECT_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, global = true, env = "WAZOO_CONNECT_TIMEOUT", default_value = "10s", value_parser = args::positive_duration)]
     connect_timeout: Duration,
     /// Go through the `wazoo serve` daemon at ADDR (host:port) instead of opening a ZooKeeper
     /// session; --zookeeper, --plugins and --cache are then the daemon's business
@@ -65,86 +60,93 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run CMD while holding the lock at PATH (Curator-compatible); stop it if the lock is lost
+    /// Run CMD while holding the lock at PATH (Curator-compatible); stop it if the lock is lost.
+    /// Without CMD: print `held NODE token TOKEN` and hold until SIGINT, SIGTERM or SIGHUP
     Lock {
         /// Lock path, e.g. /app/locks/deploy
         path: String,
-        /// Give up if the lock is not held within this time (exit status 3)
-        #[arg(long, value_parser = parse_duration)]
-        timeout: Option<Duration>,
-        /// After SIGTERM, how long CMD has before SIGKILL when the lock is lost [default: a
-        /// fifth of --session-timeout]
-        #[arg(long, value_parser = parse_duration)]
-        grace: Option<Duration>,
+        #[command(flatten)]
+        wait: WaitArgs,
+        #[command(flatten)]
+        hold: HoldArgs,
         /// Lock recipe component: a name in the plugins directory or a .wasm path
         #[arg(long, default_value = "lock")]
         recipe: String,
         /// The command and its arguments, after `--`
-        #[arg(last = true, required = true, value_name = "CMD")]
+        #[arg(last = true, value_name = "CMD")]
         command: Vec<String>,
     },
-    /// Run CMD while holding the read or write lock at PATH (Curator InterProcessReadWriteLock)
+    /// Run CMD while holding the read or write lock at PATH (Curator InterProcessReadWriteLock);
+    /// without CMD, hold it until a signal
     Rwlock {
         /// read (shared) or write (exclusive)
         #[arg(value_parser = parse_mode)]
         mode: Mode,
         /// Lock path, e.g. /app/locks/config
         path: String,
-        /// Give up if the lock is not held within this time (exit status 3)
-        #[arg(long, value_parser = parse_duration)]
-        timeout: Option<Duration>,
-        /// After SIGTERM, how long CMD has before SIGKILL when the lock is lost [default: a
-        /// fifth of --session-timeout]
-        #[arg(long, value_parser = parse_duration)]
-        grace: Option<Duration>,
+        #[command(flatten)]
+        wait: WaitArgs,
+        #[command(flatten)]
+        hold: HoldArgs,
         /// Read/write lock recipe component
         #[arg(long, default_value = "rwlock")]
         recipe: String,
         /// The command and its arguments, after `--`
-        #[arg(last = true, required = true, value_name = "CMD")]
+        #[arg(last = true, value_name = "CMD")]
         command: Vec<String>,
     },
-    /// Run CMD while holding one of N leases at PATH (Curator InterProcessSemaphoreV2)
+    /// Run CMD while holding one of N leases at PATH (Curator InterProcessSemaphoreV2); without
+    /// CMD, hold it until a signal
     Semaphore {
         /// Semaphore path, e.g. /app/slots
         path: String,
-        /// How many holders at once (every participant must agree)
-        #[arg(long)]
+        /// How many holders at once, 1 or more (every participant must agree)
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         leases: u32,
-        /// Give up if no lease is held within this time (exit status 3)
-        #[arg(long, value_parser = parse_duration)]
-        timeout: Option<Duration>,
-        /// After SIGTERM, how long CMD has before SIGKILL when the lease is lost [default: a
-        /// fifth of --session-timeout]
-        #[arg(long, value_parser = parse_duration)]
-        grace: Option<Duration>,
+        #[command(flatten)]
+        wait: WaitArgs,
+        #[command(flatten)]
+        hold: HoldArgs,
         /// Semaphore recipe component
         #[arg(long, default_value = "semaphore")]
         recipe: String,
         /// The command and its arguments, after `--`
-        #[arg(last = true, required = true, value_name = "CMD")]
+        #[arg(last = true, value_name = "CMD")]
         command: Vec<String>,
     },
-    /// Run CMD while this process leads the election at PATH (Curator LeaderLatch); stop it on loss
+    /// Run CMD while this process leads the election at PATH (Curator LeaderLatch); stop it on
+    /// loss. Without CMD, lead until a signal
     Elect {
         /// Election path, e.g. /app/election
         path: String,
         /// This participant's id, shown to observers (default: hostname-pid)
         #[arg(long)]
         id: Option<String>,
-        /// Give up if not leading within this time (exit status 3)
-        #[arg(long, value_parser = parse_duration)]
-        timeout: Option<Duration>,
-        /// After SIGTERM, how long CMD has before SIGKILL when leadership is lost [default: a
-        /// fifth of --session-timeout]
-        #[arg(long, value_parser = parse_duration)]
-        grace: Option<Duration>,
+        #[command(flatten)]
+        wait: WaitArgs,
+        #[command(flatten)]
+        hold: HoldArgs,
         /// Election recipe component
         #[arg(long, default_value = "election")]
         recipe: String,
         /// The command and its arguments, after `--`
-        #[arg(last = true, required = true, value_name = "CMD")]
+        #[arg(last = true, value_name = "CMD")]
         command: Vec<String>,
+    },
+    /// List the holders and waiters of the lock, read/write lock, semaphore or election at PATH,
+    /// in queue order, with their data, session and fencing token (exit status 1 if none)
+    Holders {
+        path: String,
+        /// lock, rwlock, semaphore or election [default: told by the node names]
+        #[arg(long)]
+        kind: Option<wazoo::holders::Kind>,
+        /// A semaphore's lease count: the first N lease nodes hold [default: every lease node
+        /// but a waiting one]
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        leases: Option<u32>,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
     },
     /// Print the current leader of the election at PATH without contending
     Leader {
@@ -153,6 +155,9 @@ enum Command {
         /// Keep printing each new leader until interrupted
         #[arg(long)]
         watch: bool,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
         /// Election recipe component
         #[arg(long, default_value = "election")]
         recipe: String,
@@ -180,11 +185,11 @@ enum Command {
     /// Run CMD between entering and leaving the double barrier at PATH with N participants
     DoubleBarrier {
         path: String,
-        /// Participants that must enter before anyone proceeds
-        #[arg(long)]
+        /// Participants that must enter before anyone proceeds, 1 or more
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         count: u32,
         /// Give up entering (or leaving) after this long (exit status 3)
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = args::duration)]
         timeout: Option<Duration>,
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
@@ -210,7 +215,7 @@ enum Command {
         /// The holder's node, e.g. as printed in WAZOO_LOCK_NODE
         node: String,
         /// Delete the node if the holder has not released within this time
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = args::duration)]
         grace: Option<Duration>,
     },
     /// Run a local ZooKeeper (Debian's package) in the foreground until interrupted
@@ -221,8 +226,8 @@ enum Command {
         /// Data directory (default: a temporary one, removed on exit)
         #[arg(long)]
         data_dir: Option<PathBuf>,
-        /// ZooKeeper tickTime in ms (sessions may last 2–20 ticks)
-        #[arg(long, default_value_t = 500)]
+        /// ZooKeeper tickTime in ms, 1–60000 (sessions may last 2–20 ticks)
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=60_000))]
         tick_ms: u32,
     },
     /// Recipe components in the plugins directory
@@ -266,7 +271,7 @@ enum Command {
         metrics: String,
         /// The plugins directory is watched (inotify); it is also looked at this often, in case
         /// a change event was missed
-        #[arg(long, default_value = "5s", value_parser = parse_duration)]
+        #[arg(long, default_value = "5s", value_parser = args::positive_duration)]
         watch_every: Duration,
         /// Serve these tenants (a JSON file: see README, "Tenants"), each with its own token,
         /// ZooKeeper session and identity, namespace, recipes and limits, instead of one host
@@ -276,8 +281,8 @@ enum Command {
     },
     /// Start a local ZooKeeper and show two contenders taking turns on a lock
     Demo {
-        /// Lock rounds per contender
-        #[arg(long, default_value_t = 3)]
+        /// Lock rounds per contender, 1–1000
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
         rounds: u32,
     },
 }
@@ -289,7 +294,7 @@ enum QueueCommand {
         path: String,
         data: String,
         /// 0–99, lower first (priority queue)
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u8).range(0..=99))]
         priority: Option<u8>,
         /// The item vanishes when this process's session ends (the seed's ephemeral items)
         #[arg(long)]
@@ -298,51 +303,65 @@ enum QueueCommand {
     /// Remove the head item and print its data (exit status 3 if none within --timeout)
     Take {
         path: String,
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = args::duration)]
         timeout: Option<Duration>,
     },
     /// Print how many items are queued
-    Len { path: String },
+    Len {
+        path: String,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 impl QueueCommand {
     fn path(&self) -> &str {
         match self {
-            QueueCommand::Put { path, .. } | QueueCommand::Take { path, .. } | QueueCommand::Len { path } => {
-                path
-            }
+            QueueCommand::Put { path, .. }
+            | QueueCommand::Take { path, .. }
+            | QueueCommand::Len { path, .. } => path,
         }
     }
 }
 
 #[derive(Subcommand)]
 enum GroupCommand {
-    /// Be member NAME of the group at PATH while CMD runs (CMD is stopped if membership is lost)
+    /// Be member NAME of the group at PATH while CMD runs (CMD is stopped if membership is
+    /// lost); without CMD, until a signal
     Join {
         path: String,
         name: String,
         /// The member's data, shown to others
         #[arg(long, default_value = "")]
         data: String,
-        /// After SIGTERM, how long CMD has before SIGKILL when membership is lost [default: a
-        /// fifth of --session-timeout]
-        #[arg(long, value_parser = parse_duration)]
-        grace: Option<Duration>,
-        #[arg(last = true, required = true, value_name = "CMD")]
+        #[command(flatten)]
+        hold: HoldArgs,
+        #[arg(last = true, value_name = "CMD")]
         command: Vec<String>,
     },
-    /// Print the members, one `NAME DATA` line each
-    List { path: String },
-    /// Print the members again on every change, until interrupted
-    Watch { path: String },
+    /// Print the members, one `NAME DATA` line each (exit status 1 if none)
+    List {
+        path: String,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the members again on every change (then `--`), until interrupted
+    Watch {
+        path: String,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 impl GroupCommand {
     fn path(&self) -> &str {
         match self {
-            GroupCommand::Join { path, .. } | GroupCommand::List { path } | GroupCommand::Watch { path } => {
-                path
-            }
+            GroupCommand::Join { path, .. }
+            | GroupCommand::List { path, .. }
+            | GroupCommand::Watch { path, .. } => path,
         }
     }
 }
@@ -350,7 +369,12 @@ impl GroupCommand {
 #[derive(Subcommand)]
 enum ConfigCommand {
     /// Print the value (exit status 1 if there is none)
-    Get { path: String },
+    Get {
+        path: String,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
     /// Write VALUE and print the new version; with --version, only if still at that version
     Set {
         path: String,
@@ -359,15 +383,20 @@ enum ConfigCommand {
         version: Option<i32>,
     },
     /// Print the value and version on every change, until interrupted
-    Watch { path: String },
+    Watch {
+        path: String,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 impl ConfigCommand {
     fn path(&self) -> &str {
         match self {
-            ConfigCommand::Get { path } | ConfigCommand::Set { path, .. } | ConfigCommand::Watch { path } => {
-                path
-            }
+            ConfigCommand::Get { path, .. }
+            | ConfigCommand::Set { path, .. }
+            | ConfigCommand::Watch { path, .. } => path,
         }
     }
 }
@@ -375,7 +404,12 @@ impl ConfigCommand {
 #[derive(Subcommand)]
 enum CounterCommand {
     /// Print the counter
-    Get { path: String },
+    Get {
+        path: String,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
     /// Add DELTA atomically and print the new value
     Add {
         path: String,
@@ -387,7 +421,7 @@ enum CounterCommand {
 impl CounterCommand {
     fn path(&self) -> &str {
         match self {
-            CounterCommand::Get { path } | CounterCommand::Add { path, .. } => path,
+            CounterCommand::Get { path, .. } | CounterCommand::Add { path, .. } => path,
         }
     }
 }
@@ -407,7 +441,7 @@ enum TxCommand {
         #[arg(long, default_value = "coordinated", value_parser = parse_tx_mode)]
         mode: wazoo::TxMode,
         /// Abort if not every site has voted within this time
-        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        #[arg(long, default_value = "60s", value_parser = args::duration)]
         timeout: Duration,
     },
     /// Vote commit or abort in TX as SITE and print the outcome (exit status 6 if aborted); the
@@ -418,7 +452,7 @@ enum TxCommand {
         site: String,
         #[arg(value_parser = parse_ballot)]
         ballot: wazoo::Ballot,
-        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        #[arg(long, default_value = "60s", value_parser = args::duration)]
         timeout: Duration,
     },
     /// Delete finished transaction TX and print `cleaned TX: OUTCOME`: one with a decision, or
@@ -478,7 +512,7 @@ enum BarrierCommand {
     /// Block until the barrier is down (exit status 3 if still up after --timeout)
     Wait {
         path: String,
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = args::duration)]
         timeout: Option<Duration>,
     },
 }
@@ -511,7 +545,11 @@ enum NewCommand {
 #[derive(Subcommand)]
 enum RecipesCommand {
     /// List components with the world each implements
-    List,
+    List {
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
     /// The functions RECIPE exports, with their WIT types, as `wazoo call` names them
     Functions {
         /// A name in the plugins directory or a .wasm path
@@ -530,12 +568,18 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("wazoo: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::FAILED);
+        }
+    };
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("wazoo: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(exit::code_of(&e))
         }
     }
 }
@@ -574,19 +618,22 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         },
     };
     match cli.command {
-        Command::Lock { path, timeout, grace, recipe, command } => {
-            lock(config, None, &path, timeout, grace, &recipe, &command).await
+        Command::Lock { path, wait, hold, recipe, command } => {
+            lock(config, None, &path, Run { wait: &wait, hold: &hold, command: &command }, &recipe).await
         }
-        Command::Rwlock { mode, path, timeout, grace, recipe, command } => {
-            lock(config, Some(mode), &path, timeout, grace, &recipe, &command).await
+        Command::Rwlock { mode, path, wait, hold, recipe, command } => {
+            let run = Run { wait: &wait, hold: &hold, command: &command };
+            lock(config, Some(mode), &path, run, &recipe).await
         }
-        Command::Semaphore { path, leases, timeout, grace, recipe, command } => {
-            semaphore(config, &path, leases, timeout, grace, &recipe, &command).await
+        Command::Semaphore { path, leases, wait, hold, recipe, command } => {
+            semaphore(config, &path, leases, Run { wait: &wait, hold: &hold, command: &command }, &recipe)
+                .await
         }
-        Command::Elect { path, id, timeout, grace, recipe, command } => {
-            elect(config, &path, id, timeout, grace, &recipe, &command).await
+        Command::Elect { path, id, wait, hold, recipe, command } => {
+            elect(config, &path, id, Run { wait: &wait, hold: &hold, command: &command }, &recipe).await
         }
-        Command::Leader { path, watch, recipe } => leader(config, &path, watch, &recipe).await,
+        Command::Holders { path, kind, leases, json } => holders(config, &path, kind, leases, json).await,
+        Command::Leader { path, watch, recipe, json } => leader(config, &path, watch, &recipe, json).await,
         Command::Barrier { command } => barrier(config, command).await,
         Command::TwoPhaseCommit { command } => two_phase_commit(config, command).await,
         Command::Fence { command } => fence(config, command).await,
@@ -599,7 +646,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Counter { command } => counter(config, command).await,
         Command::Revoke { node, grace } => revoke(config, &node, grace).await,
         Command::Server { port, data_dir, tick_ms } => server(port, data_dir, tick_ms).await,
-        Command::Recipes { command: RecipesCommand::List } => recipes_list(&config),
+        Command::Recipes { command: RecipesCommand::List { json } } => recipes_list(&config, json),
         Command::Recipes { command: RecipesCommand::Functions { recipe } } => {
             recipe_functions(&config, &recipe)
         }
@@ -706,14 +753,38 @@ async fn reload_tenants_on_sighup(
     }
 }
 
-/// How `lock`, `rwlock` and later claims run their command.
+/// What a claim command was asked to do: how to wait, how to hold, and CMD (empty: hold until
+/// a signal).
+#[derive(Clone, Copy)]
+struct Run<'a> {
+    wait: &'a WaitArgs,
+    hold: &'a HoldArgs,
+    command: &'a [String],
+}
+
+/// How a held claim runs its command.
 struct RunUnder<'a> {
+    /// CMD; empty: hold until a signal.
     command: &'a [String],
     grace: Duration,
     /// What is held, for messages ("the lock at /x").
     what: String,
-    /// Exported to the command.
+    /// Exported to the command; its `*_NODE` and `WAZOO_FENCING_TOKEN` are printed when there
+    /// is no command.
     env: Vec<(&'static str, String)>,
+    statuses: Statuses,
+}
+
+impl<'a> RunUnder<'a> {
+    fn new(run: Run<'a>, what: String, env: Vec<(&'static str, String)>, session_timeout: Duration) -> Self {
+        RunUnder {
+            command: run.command,
+            grace: run.hold.grace.unwrap_or_else(|| default_grace(session_timeout)),
+            what,
+            env,
+            statuses: Statuses::new(run.hold, Some(run.wait)),
+        }
+    }
 }
 
 /// `wazoo lock` (no mode) and `wazoo rwlock MODE`: acquire, then run the command under it.
@@ -721,10 +792,8 @@ async fn lock(
     config: HostConfig,
     mode: Option<Mode>,
     path: &str,
-    timeout: Option<Duration>,
-    grace: Option<Duration>,
+    run: Run<'_>,
     recipe: &str,
-    command: &[String],
 ) -> anyhow::Result<u8> {
     let mut signals = Signals::new()?;
     // Refuse a bad path before touching ZooKeeper (the host checks it again for the recipe).
@@ -738,19 +807,19 @@ async fn lock(
         None => Locked::Exclusive(host.lock(recipe).await?),
         Some(_) => Locked::ReadWrite(host.rwlock(recipe).await?),
     };
-    let (node, token) = match signals.interrupt(handle.acquire(path, mode, timeout)).await {
+    let (node, token) = match signals.interrupt(handle.acquire(path, mode, run.wait.wait())).await {
         Err(caught) => {
             Claim::close(handle).await;
             return Ok(left_queue(caught, &what));
         }
         Ok(Ok(held)) => held,
-        Ok(Err(RecipeError::Zk(ZkError::Timeout))) => return Ok(timed_out(Waited::Lock, path, timeout)),
-        Ok(Err(e)) => bail!("cannot acquire the {what}: {e}"),
+        Ok(Err(RecipeError::Zk(ZkError::Timeout))) => return Ok(not_held(Waited::Lock, path, run.wait)),
+        Ok(Err(e)) => return Err(exit::recipe(format!("cannot acquire the {what}"), e)),
     };
     tracing::info!(%node, token, "lock held");
     let env = lock_env(mode, path, node, token);
-    let grace = grace.unwrap_or_else(|| default_grace(handle.live().client.session_timeout()));
-    hold(handle, RunUnder { command, grace, what, env }, &mut signals).await
+    let session_timeout = handle.live().client.session_timeout();
+    hold(handle, RunUnder::new(run, what, env, session_timeout), &mut signals).await
 }
 
 /// A signal came before anything was held: exit status 128 + the signal.
@@ -867,47 +936,37 @@ async fn semaphore(
     config: HostConfig,
     path: &str,
     leases: u32,
-    timeout: Option<Duration>,
-    grace: Option<Duration>,
+    run: Run<'_>,
     recipe: &str,
-    command: &[String],
 ) -> anyhow::Result<u8> {
     let mut signals = Signals::new()?;
-    check_leases(path, leases)?;
+    check_path("semaphore", path)?;
     let what = format!("lease of {path}");
     let host = match signals.interrupt(Host::start(config)).await {
         Ok(host) => host?,
         Err(caught) => return Ok(interrupted(caught, &what)),
     };
     let mut handle = host.semaphore(recipe).await?;
-    let lease = match signals.interrupt(handle.acquire(path, leases, timeout)).await {
+    let lease = match signals.interrupt(handle.acquire(path, leases, run.wait.wait())).await {
         Err(caught) => {
             handle.close().await;
             return Ok(left_queue(caught, &what));
         }
         Ok(Ok(lease)) => lease,
-        Ok(Err(RecipeError::Zk(ZkError::Timeout))) => return Ok(timed_out(Waited::Lease, path, timeout)),
-        Ok(Err(e)) => bail!("cannot take a lease of {path}: {e}"),
+        Ok(Err(RecipeError::Zk(ZkError::Timeout))) => return Ok(not_held(Waited::Lease, path, run.wait)),
+        Ok(Err(e)) => return Err(exit::recipe(format!("cannot take a lease of {path}"), e)),
     };
     let env = lease_env(path, lease.node, lease.token);
-    let grace = grace.unwrap_or_else(|| default_grace(handle.live().client.session_timeout()));
-    hold(handle, RunUnder { command, grace, what, env }, &mut signals).await
-}
-
-/// A semaphore's path and lease count, checked before anything is asked of ZooKeeper.
-fn check_leases(path: &str, leases: u32) -> anyhow::Result<()> {
-    check_path("semaphore", path)?;
-    if leases == 0 {
-        bail!("--leases must be at least 1");
-    }
-    Ok(())
+    let session_timeout = handle.live().client.session_timeout();
+    hold(handle, RunUnder::new(run, what, env, session_timeout), &mut signals).await
 }
 
 async fn revoke(config: HostConfig, node: &str, grace: Option<Duration>) -> anyhow::Result<u8> {
     check_path("node", node)?;
     let host = Host::start(config).await?;
     let mut handle = host.lock("lock").await?;
-    let released = handle.revoke(node, grace).await.map_err(|e| anyhow::anyhow!("revoking {node}: {e}"))?;
+    let released =
+        handle.revoke(node, grace).await.map_err(|e| exit::recipe(format!("revoking {node}"), e))?;
     println!("{}", if released { "released" } else { "forced" });
     handle.close().await;
     Ok(0)
@@ -917,10 +976,8 @@ async fn elect(
     config: HostConfig,
     path: &str,
     id: Option<String>,
-    timeout: Option<Duration>,
-    grace: Option<Duration>,
+    run: Run<'_>,
     recipe: &str,
-    command: &[String],
 ) -> anyhow::Result<u8> {
     let mut signals = Signals::new()?;
     check_path("election", path)?;
@@ -931,27 +988,35 @@ async fn elect(
         Err(caught) => return Ok(interrupted(caught, &what)),
     };
     let mut handle = host.election(recipe).await?;
-    let leadership = match signals.interrupt(handle.campaign(path, &id, timeout)).await {
+    let leadership = match signals.interrupt(handle.campaign(path, &id, run.wait.wait())).await {
         Err(caught) => {
             handle.close().await;
             return Ok(left_queue(caught, &what));
         }
         Ok(Ok(leadership)) => leadership,
         Ok(Err(RecipeError::Zk(ZkError::Timeout))) => {
-            return Ok(timed_out(Waited::Leadership, path, timeout))
+            return Ok(not_held(Waited::Leadership, path, run.wait))
         }
-        Ok(Err(e)) => bail!("cannot campaign in {path}: {e}"),
+        Ok(Err(e)) => return Err(exit::recipe(format!("cannot campaign in {path}"), e)),
     };
     let env = leader_env(path, &id, leadership.node.clone(), leadership.token);
     // The seed's acknowledgement: observers see that this leader has started its work.
-    if let Err(e) = handle.acknowledge(&format!("{id} running {}", command[0])).await {
+    if let Err(e) = handle.acknowledge(&leader_note(&id, run.command)).await {
         eprintln!("wazoo: could not acknowledge leadership of {path}: {e}");
     }
-    let grace = grace.unwrap_or_else(|| default_grace(handle.live().client.session_timeout()));
-    hold(handle, RunUnder { command, grace, what, env }, &mut signals).await
+    let session_timeout = handle.live().client.session_timeout();
+    hold(handle, RunUnder::new(run, what, env, session_timeout), &mut signals).await
 }
 
-async fn leader(config: HostConfig, path: &str, watch: bool, recipe: &str) -> anyhow::Result<u8> {
+/// What a leader acknowledges: `ID running CMD`, or `ID holding` without a command.
+fn leader_note(id: &str, command: &[String]) -> String {
+    match command.first() {
+        Some(cmd) => format!("{id} running {cmd}"),
+        None => format!("{id} holding"),
+    }
+}
+
+async fn leader(config: HostConfig, path: &str, watch: bool, recipe: &str, json: bool) -> anyhow::Result<u8> {
     /// How long one `observe` call blocks before the watch goes on with another (each call's
     /// guest CPU is limited).
     const OBSERVE_CALL: Duration = Duration::from_secs(60);
@@ -959,34 +1024,71 @@ async fn leader(config: HostConfig, path: &str, watch: bool, recipe: &str) -> an
     let host = Host::start(config).await?;
     let mut handle = host.election(recipe).await?;
     let mut current =
-        handle.leader(path).await.map_err(|e| anyhow::anyhow!("reading the leader of {path}: {e}"))?;
+        handle.leader(path).await.map_err(|e| exit::recipe(format!("reading the leader of {path}"), e))?;
     loop {
-        match &current {
-            Some(l) => print_leader(&l.id, l.token, &l.node, l.acknowledged.as_deref()),
-            None => println!("no leader"),
-        }
+        let shown = current.as_ref().map(|l| show::Leader {
+            id: &l.id,
+            token: l.token,
+            node: &l.node,
+            acknowledged: l.acknowledged.as_deref(),
+        });
+        show::leader(json, shown);
         if !watch {
-            return Ok(if current.is_some() { 0 } else { 1 });
+            return Ok(if current.is_some() { 0 } else { no_leader(path) });
         }
         let known = current.as_ref().map(wazoo::ElectionHandle::seen);
         current = loop {
             match handle.observe(path, known.as_deref(), Some(OBSERVE_CALL)).await {
                 Err(RecipeError::Zk(ZkError::Timeout)) => continue,
-                other => break other.map_err(|e| anyhow::anyhow!("watching the leader of {path}: {e}"))?,
+                other => {
+                    break other.map_err(|e| exit::recipe(format!("watching the leader of {path}"), e))?
+                }
             }
         };
     }
 }
 
-/// `wazoo leader` reads any election path, even one of a single component.
-fn check_election(path: &str) -> anyhow::Result<()> {
-    wazoo::paths::check(path).map_err(|why| anyhow::anyhow!("invalid election path: {why}"))
+/// `leader` found nobody leading: exit status 1.
+fn no_leader(path: &str) -> u8 {
+    eprintln!("wazoo: nobody leads {path}");
+    exit::NOTHING
 }
 
-/// One line of `wazoo leader`: `ID  token N  NODE  ack: NOTE`.
-fn print_leader(id: &str, token: i64, node: &str, acknowledged: Option<&str>) {
-    let ack = acknowledged.map(|a| format!("  ack: {a}")).unwrap_or_default();
-    println!("{id}  token {token}  {node}{ack}");
+/// `wazoo leader` reads any election path, even one of a single component.
+fn check_election(path: &str) -> anyhow::Result<()> {
+    wazoo::paths::check(path).map_err(|why| exit::usage(format!("invalid election path: {why}")))
+}
+
+/// `wazoo holders`: on a ZooKeeper session of this process's own, no recipe.
+async fn holders(
+    config: HostConfig,
+    path: &str,
+    kind: Option<wazoo::holders::Kind>,
+    leases: Option<u32>,
+    json: bool,
+) -> anyhow::Result<u8> {
+    check_path("claim", path)?;
+    let keeper = wazoo::keeper::Keeper::connect(config.keeper).await?;
+    let live = keeper.live().await?;
+    let found = wazoo::holders::read(&live.client, path, kind, leases)
+        .await
+        .map_err(|e| exit::recipe(format!("holders of {path}"), RecipeError::Zk(e)))?;
+    let rows = found.contenders.iter().map(|c| show::Contender {
+        holds: c.state == wazoo::holders::State::Holds,
+        node: &c.node,
+        mode: c.mode.map(mode_name),
+        token: c.token,
+        session: c.session,
+        data: &c.data,
+    });
+    show::contenders(json, found.kind.name(), rows);
+    Ok(if found.contenders.is_empty() { no_holders(path) } else { 0 })
+}
+
+/// `holders` found nobody holding or waiting: exit status 1.
+fn no_holders(path: &str) -> u8 {
+    eprintln!("wazoo: nobody holds or waits at {path}");
+    exit::NOTHING
 }
 
 async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> {
@@ -1005,14 +1107,12 @@ async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> 
         None => Host::start(config).await?,
     };
     let mut handle = host.group("group").await?;
-    let failed = |e: RecipeError| anyhow::anyhow!("group {path}: {e}");
-    let print = |m: &wazoo::Membership| {
-        for member in &m.members {
-            print_member(&member.name, &member.data);
-        }
-    };
+    let failed = |e: RecipeError| exit::recipe(format!("group {path}"), e);
+    fn listed(m: &wazoo::Membership) -> Vec<(&str, &[u8])> {
+        m.members.iter().map(|m| (m.name.as_str(), m.data.as_slice())).collect()
+    }
     match command {
-        GroupCommand::Join { name, data, grace, command, .. } => {
+        GroupCommand::Join { name, data, hold: holding, command, .. } => {
             let mut signals = signals.expect("made for join");
             let what = format!("membership of {path} as {name}");
             match signals.interrupt(handle.join(&path, &name, data.as_bytes())).await {
@@ -1023,15 +1123,20 @@ async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> 
                 }
             }
             let env = vec![("WAZOO_GROUP_PATH", path.clone()), ("WAZOO_MEMBER", name.clone())];
-            let grace = grace.unwrap_or_else(|| default_grace(handle.live().client.session_timeout()));
-            return hold(handle, RunUnder { command: &command, grace, what, env }, &mut signals).await;
+            let run = join_run(&holding, &command, what, env, handle.live().client.session_timeout());
+            return hold(handle, run, &mut signals).await;
         }
-        GroupCommand::List { .. } => print(&handle.members(&path).await.map_err(failed)?),
-        GroupCommand::Watch { .. } => {
+        GroupCommand::List { json, .. } => {
+            let membership = handle.members(&path).await.map_err(failed)?;
+            show::members(json, listed(&membership));
+            if membership.members.is_empty() {
+                return Ok(no_members(&path));
+            }
+        }
+        GroupCommand::Watch { json, .. } => {
             let mut now = handle.members(&path).await.map_err(failed)?;
             loop {
-                print(&now);
-                println!("--");
+                show::membership(json, listed(&now));
                 now = handle.watch(&path, now.version, None).await.map_err(failed)?;
             }
         }
@@ -1039,9 +1144,27 @@ async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> 
     Ok(0)
 }
 
-/// One line of `group list` and `group watch`: `NAME DATA`.
-fn print_member(name: &str, data: &[u8]) {
-    println!("{name} {}", String::from_utf8_lossy(data));
+/// How `group join` runs its command: a membership cannot be revoked or waited for.
+fn join_run<'a>(
+    holding: &HoldArgs,
+    command: &'a [String],
+    what: String,
+    env: Vec<(&'static str, String)>,
+    session_timeout: Duration,
+) -> RunUnder<'a> {
+    RunUnder {
+        command,
+        grace: holding.grace.unwrap_or_else(|| default_grace(session_timeout)),
+        what,
+        env,
+        statuses: Statuses::new(holding, None),
+    }
+}
+
+/// `group list` found no members: exit status 1.
+fn no_members(path: &str) -> u8 {
+    eprintln!("wazoo: group {path} has no members");
+    exit::NOTHING
 }
 
 async fn config_values(config: HostConfig, command: ConfigCommand) -> anyhow::Result<u8> {
@@ -1049,10 +1172,10 @@ async fn config_values(config: HostConfig, command: ConfigCommand) -> anyhow::Re
     check_path("config", &path)?;
     let host = Host::start(config).await?;
     let mut handle = host.config("config").await?;
-    let failed = |e: RecipeError| anyhow::anyhow!("config {path}: {e}");
+    let failed = |e: RecipeError| exit::recipe(format!("config {path}"), e);
     match command {
-        ConfigCommand::Get { .. } => match handle.get(&path).await.map_err(failed)? {
-            Some(entry) => println!("{}", String::from_utf8_lossy(&entry.data)),
+        ConfigCommand::Get { json, .. } => match handle.get(&path).await.map_err(failed)? {
+            Some(entry) => show::value(json, entry.version, &entry.data),
             None => return Ok(no_value(&path)),
         },
         ConfigCommand::Set { value, version, .. } => match handle.set(&path, value.as_bytes(), version).await
@@ -1061,10 +1184,10 @@ async fn config_values(config: HostConfig, command: ConfigCommand) -> anyhow::Re
             Err(RecipeError::Zk(ZkError::BadVersion)) => return Ok(stale_version(&path, version)),
             Err(e) => return Err(failed(e)),
         },
-        ConfigCommand::Watch { .. } => {
+        ConfigCommand::Watch { json, .. } => {
             let mut now = handle.get(&path).await.map_err(failed)?;
             loop {
-                print_entry(now.as_ref().map(|e| (e.version, &e.data[..])));
+                show::entry(json, now.as_ref().map(|e| (e.version, &e.data[..])));
                 let known = now.as_ref().map(|e| e.version);
                 now = handle.watch(&path, known, None).await.map_err(failed)?;
             }
@@ -1077,21 +1200,13 @@ async fn config_values(config: HostConfig, command: ConfigCommand) -> anyhow::Re
 /// `config get` found nothing: exit status 1.
 fn no_value(path: &str) -> u8 {
     eprintln!("wazoo: no value at {path}");
-    1
+    exit::NOTHING
 }
 
 /// `config set --version N` found another version: exit status 1.
 fn stale_version(path: &str, version: Option<i32>) -> u8 {
     eprintln!("wazoo: {path} is no longer at version {}", version.unwrap_or(-1));
-    1
-}
-
-/// One line of `config watch`: `VERSION VALUE`, or `(none)`.
-fn print_entry(entry: Option<(i32, &[u8])>) {
-    match entry {
-        Some((version, data)) => println!("{version} {}", String::from_utf8_lossy(data)),
-        None => println!("(none)"),
-    }
+    exit::NOTHING
 }
 
 async fn counter(config: HostConfig, command: CounterCommand) -> anyhow::Result<u8> {
@@ -1099,12 +1214,13 @@ async fn counter(config: HostConfig, command: CounterCommand) -> anyhow::Result<
     check_path("counter", &path)?;
     let host = Host::start(config).await?;
     let mut handle = host.config("config").await?;
-    let failed = |e: RecipeError| anyhow::anyhow!("counter {path}: {e}");
-    let value = match command {
-        CounterCommand::Get { .. } => handle.counter(&path).await.map_err(failed)?,
-        CounterCommand::Add { delta, .. } => handle.add(&path, delta).await.map_err(failed)?,
-    };
-    println!("{value}");
+    let failed = |e: RecipeError| exit::recipe(format!("counter {path}"), e);
+    match command {
+        CounterCommand::Get { json, .. } => {
+            show::number(json, "value", handle.counter(&path).await.map_err(failed)?)
+        }
+        CounterCommand::Add { delta, .. } => println!("{}", handle.add(&path, delta).await.map_err(failed)?),
+    }
     handle.close().await;
     Ok(0)
 }
@@ -1114,7 +1230,7 @@ async fn queue(config: HostConfig, command: QueueCommand) -> anyhow::Result<u8> 
     check_path("queue", &path)?;
     let host = Host::start(config).await?;
     let mut handle = host.queue("queue").await?;
-    let failed = |e: RecipeError| anyhow::anyhow!("queue {path}: {e}");
+    let failed = |e: RecipeError| exit::recipe(format!("queue {path}"), e);
     match command {
         QueueCommand::Put { data, priority, ephemeral, .. } => {
             if ephemeral {
@@ -1129,7 +1245,9 @@ async fn queue(config: HostConfig, command: QueueCommand) -> anyhow::Result<u8> 
             }
             Err(e) => return Err(failed(e)),
         },
-        QueueCommand::Len { .. } => println!("{}", handle.len(&path).await.map_err(failed)?),
+        QueueCommand::Len { json, .. } => {
+            show::number(json, "len", handle.len(&path).await.map_err(failed)? as i64)
+        }
     }
     handle.close().await;
     Ok(0)
@@ -1151,45 +1269,83 @@ async fn double_barrier(
     timeout: Option<Duration>,
     command: &[String],
 ) -> anyhow::Result<u8> {
+    let mut signals = Signals::new()?;
     check_path("barrier", path)?;
-    let host = Host::start(config).await?;
+    let what = format!("double barrier {path}");
+    let host = match signals.interrupt(Host::start(config)).await {
+        Ok(host) => host?,
+        Err(caught) => return Ok(interrupted(caught, &what)),
+    };
     let mut handle = host.barrier("barrier").await?;
-    match handle.enter(path, count, timeout).await {
-        Ok(()) => {}
-        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(few_entered(path, count, timeout)),
-        Err(e) => bail!("entering the double barrier {path}: {e}"),
+    match signals.interrupt(handle.enter(path, count, timeout)).await {
+        Err(caught) => {
+            handle.close().await;
+            eprintln!("wazoo: {} while entering the {what}; left it", caught.name());
+            return Ok(caught.status());
+        }
+        Ok(Ok(())) => {}
+        Ok(Err(RecipeError::Zk(ZkError::Timeout))) => return Ok(few_entered(path, count, timeout)),
+        Ok(Err(e)) => return Err(exit::recipe(format!("entering the {what}"), e)),
     }
-    let status = run_between(path, command).await?;
-    match handle.leave_double(timeout).await {
-        Ok(()) => {}
-        Err(RecipeError::Zk(ZkError::Timeout)) => return Ok(few_left(path, timeout)),
-        Err(e) => bail!("leaving the double barrier {path}: {e}"),
+    let status = match run_between(path, command, &mut signals).await {
+        Ok(status) => status,
+        Err(e) => {
+            handle.close().await;
+            return Err(e);
+        }
+    };
+    match signals.interrupt(handle.leave_double(timeout)).await {
+        Err(caught) => {
+            handle.close().await;
+            eprintln!("wazoo: {} while leaving the {what}; left it", caught.name());
+            return Ok(caught.status());
+        }
+        Ok(Ok(())) => {}
+        Ok(Err(RecipeError::Zk(ZkError::Timeout))) => return Ok(few_left(path, timeout)),
+        Ok(Err(e)) => return Err(exit::recipe(format!("leaving the {what}"), e)),
     }
     handle.close().await;
     Ok(status)
 }
 
-/// Runs a double barrier's command once inside: its exit status.
-async fn run_between(path: &str, command: &[String]) -> anyhow::Result<u8> {
-    let status = tokio::process::Command::new(&command[0])
-        .args(&command[1..])
-        .env("WAZOO_BARRIER_PATH", path)
-        .status()
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot run {:?}: {e}", command[0]))?;
-    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)).clamp(0, 255) as u8)
+/// Runs a double barrier's command once inside, supervised as a claim's command is (its own
+/// process group or cgroup, gone with wazoo, signals forwarded to all of it); what it leaves
+/// running is stopped before the participant leaves. Its exit status.
+async fn run_between(path: &str, command: &[String], signals: &mut Signals) -> anyhow::Result<u8> {
+    let mut cmd = Supervised::spawn(command, &[("WAZOO_BARRIER_PATH", path.to_string())])?;
+    let status = loop {
+        tokio::select! {
+            status = cmd.wait() => break status,
+            caught = signals.recv() => cmd.forward(caught),
+        }
+    };
+    if cmd.remains() {
+        eprintln!("wazoo: the command left processes running; stopping them before leaving {path}");
+        cmd.stop(BETWEEN_GRACE).await;
+    }
+    cmd.finish().await;
+    let status = status.map_err(|e| anyhow::anyhow!("waiting for the command: {e}"))?;
+    Ok(exit_status(status))
+}
+
+/// How long what a double barrier's command left running has after SIGTERM.
+const BETWEEN_GRACE: Duration = Duration::from_secs(2);
+
+/// A process's exit status as a shell reports it: its code, or 128 + the signal that ended it.
+fn exit_status(status: std::process::ExitStatus) -> u8 {
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)).clamp(0, 255) as u8
 }
 
 /// Entering a double barrier timed out: exit status 3.
 fn few_entered(path: &str, count: u32, timeout: Option<Duration>) -> u8 {
-    eprintln!("wazoo: fewer than {count} entered {path} within {:?}", timeout.unwrap_or_default());
-    EXIT_TIMEOUT
+    eprintln!("wazoo: fewer than {count} entered {path} within {}", args::human(timeout.unwrap_or_default()));
+    exit::CONFLICT
 }
 
 /// Leaving a double barrier timed out: exit status 3.
 fn few_left(path: &str, timeout: Option<Duration>) -> u8 {
-    eprintln!("wazoo: not everyone left {path} within {:?}", timeout.unwrap_or_default());
-    EXIT_TIMEOUT
+    eprintln!("wazoo: not everyone left {path} within {}", args::human(timeout.unwrap_or_default()));
+    exit::CONFLICT
 }
 
 async fn two_phase_commit(config: HostConfig, command: TxCommand) -> anyhow::Result<u8> {
@@ -1200,7 +1356,7 @@ async fn two_phase_commit(config: HostConfig, command: TxCommand) -> anyhow::Res
         let mut handle = host.dynamic("transaction").await?;
         let result = handle.call(TX_CLEAN, &serde_json::json!([tx])).await;
         handle.close().await;
-        return tx_cleaned(&tx, &result.map_err(|e| anyhow::anyhow!("transaction {tx}: {e}"))?);
+        return tx_cleaned(&tx, &result.map_err(|e| exit::recipe(format!("transaction {tx}"), e))?);
     }
     let mut handle = host.transaction("transaction").await?;
     let outcome = match command {
@@ -1210,7 +1366,7 @@ async fn two_phase_commit(config: HostConfig, command: TxCommand) -> anyhow::Res
         TxCommand::Vote { site, ballot, timeout, .. } => handle.vote(&tx, &site, ballot, Some(timeout)).await,
         TxCommand::Clean { .. } => unreachable!("cleaned above"),
     }
-    .map_err(|e| anyhow::anyhow!("transaction {tx}: {e}"))?;
+    .map_err(|e| exit::recipe(format!("transaction {tx}"), e))?;
     handle.close().await;
     Ok(tx_outcome(matches!(outcome, wazoo::Outcome::Committed)))
 }
@@ -1248,7 +1404,7 @@ fn tx_outcome(committed: bool) -> u8 {
         0
     } else {
         println!("aborted");
-        EXIT_ABORTED
+        exit::ABORTED
     }
 }
 
@@ -1290,7 +1446,8 @@ async fn fence(config: HostConfig, command: FenceCommand) -> anyhow::Result<u8> 
 
 /// A fenced check or write that could not be made.
 fn fence_failed(path: &str, e: &ZkError) -> anyhow::Error {
-    anyhow::anyhow!("fence {path}: {}", wazoo::error::describe(e))
+    exit::Exit { code: exit::zk_code(e), message: format!("fence {path}: {}", wazoo::error::describe(e)) }
+        .into()
 }
 
 /// What `fence check` says: exit status 0 if `node` still has `token`, else 1 and why.
@@ -1349,7 +1506,7 @@ async fn barrier(config: HostConfig, command: BarrierCommand) -> anyhow::Result<
     check_path("barrier", &path)?;
     let host = Host::start(config).await?;
     let mut handle = host.barrier("barrier").await?;
-    let failed = |e: RecipeError| anyhow::anyhow!("barrier {path}: {e}");
+    let failed = |e: RecipeError| exit::recipe(format!("barrier {path}"), e);
     match command {
         BarrierCommand::Set { .. } => println!("{}", barrier_set(handle.set(&path).await.map_err(failed)?)),
         BarrierCommand::Remove { .. } => {
@@ -1387,7 +1544,7 @@ fn barrier_removed(removed: bool) -> &'static str {
 /// The path of a recipe's node, checked before anything is asked of ZooKeeper (`kind` names it
 /// in the message).
 fn check_path(kind: &str, path: &str) -> anyhow::Result<()> {
-    wazoo::paths::check_node(path).map_err(|why| anyhow::anyhow!("invalid {kind} path: {why}"))
+    wazoo::paths::check_node(path).map_err(|why| exit::usage(format!("invalid {kind} path: {why}")))
 }
 
 fn default_id() -> String {
@@ -1407,15 +1564,30 @@ enum Waited {
 
 /// Says that `--timeout` passed while waiting at `path`: exit status 3.
 fn timed_out(waited: Waited, path: &str, timeout: Option<Duration>) -> u8 {
-    let after = timeout.unwrap_or_default();
+    let after = args::human(timeout.unwrap_or_default());
     match waited {
-        Waited::Lock => eprintln!("wazoo: timed out after {after:?} waiting for the lock at {path}"),
-        Waited::Lease => eprintln!("wazoo: no lease of {path} free after {after:?}"),
-        Waited::Leadership => eprintln!("wazoo: not leading {path} after {after:?}"),
-        Waited::QueueItem => eprintln!("wazoo: queue {path} empty after {after:?}"),
-        Waited::BarrierDown => eprintln!("wazoo: barrier {path} still up after {after:?}"),
+        Waited::Lock => eprintln!("wazoo: timed out after {after} waiting for the lock at {path}"),
+        Waited::Lease => eprintln!("wazoo: no lease of {path} free after {after}"),
+        Waited::Leadership => eprintln!("wazoo: not leading {path} after {after}"),
+        Waited::QueueItem => eprintln!("wazoo: queue {path} empty after {after}"),
+        Waited::BarrierDown => eprintln!("wazoo: barrier {path} still up after {after}"),
     }
-    EXIT_TIMEOUT
+    exit::CONFLICT
+}
+
+/// A claim was not had: `--no-wait` found it taken, or `--timeout` passed. Exit status 3, or
+/// `--conflict-exit-code`.
+fn not_held(waited: Waited, path: &str, wait: &WaitArgs) -> u8 {
+    if wait.no_wait {
+        match waited {
+            Waited::Lease => eprintln!("wazoo: no lease of {path} free (--no-wait)"),
+            Waited::Leadership => eprintln!("wazoo: another leads {path} (--no-wait)"),
+            _ => eprintln!("wazoo: the lock at {path} is held by another (--no-wait)"),
+        }
+    } else {
+        timed_out(waited, path, wait.timeout);
+    }
+    wait.conflict_exit_code
 }
 
 /// Why a claim ended while its command ran.
@@ -1462,9 +1634,15 @@ impl<C: Claim> Holding for C {
 /// the signals wazoo gets, and none outlives the claim. When the command ends, whatever it left
 /// running is stopped (SIGTERM, SIGKILL after `grace`), the claim released, and its exit status
 /// returned. When the claim is lost first, the command is stopped the same way before anything
-/// else: exit status 4, or 5 if revoked (released then).
-async fn hold(mut claim: impl Holding, run: RunUnder<'_>, signals: &mut Signals) -> anyhow::Result<u8> {
-    let RunUnder { command, grace, what, env } = run;
+/// else: exit status 4, or 5 if revoked (released then), or what `--lost-exit-code` and
+/// `--revoked-exit-code` say. Without a command, prints `held NODE token T` and holds until
+/// SIGINT, SIGTERM or SIGHUP, then releases: exit status 0.
+async fn hold(claim: impl Holding, run: RunUnder<'_>, signals: &mut Signals) -> anyhow::Result<u8> {
+    if run.command.is_empty() {
+        return hold_until_signal(claim, run, signals).await;
+    }
+    let RunUnder { command, grace, what, env, statuses } = run;
+    let mut claim = claim;
     let lost = claim.lost();
     let mut cmd = match Supervised::spawn(command, &env) {
         Ok(cmd) => cmd,
@@ -1487,10 +1665,10 @@ async fn hold(mut claim: impl Holding, run: RunUnder<'_>, signals: &mut Signals)
                 }
                 claim.close().await;
                 break match status {
-                    Ok(status) => status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)).clamp(0, 255) as u8,
+                    Ok(status) => exit_status(status),
                     Err(e) => {
                         eprintln!("wazoo: waiting for the command: {e}");
-                        1
+                        exit::FAILED
                     }
                 };
             }
@@ -1498,19 +1676,56 @@ async fn hold(mut claim: impl Holding, run: RunUnder<'_>, signals: &mut Signals)
                 eprintln!("wazoo: {what} lost ({}); stopping the command", ending.why);
                 // Stopping the command is the on-revoke step: the claim is let go after it.
                 cmd.stop(grace).await;
-                if ending.revoked {
-                    if let Err(e) = claim.release().await {
-                        eprintln!("wazoo: releasing the revoked {what}: {e}");
-                    }
-                }
-                claim.close().await;
-                break if ending.revoked { EXIT_REVOKED } else { EXIT_LOST };
+                break lost_claim(claim, &ending, &what, statuses).await;
             }
             caught = signals.recv() => cmd.forward(caught),
         }
     };
     cmd.finish().await;
     Ok(code)
+}
+
+/// `hold` without a command: held until a signal (released, exit status 0) or lost.
+async fn hold_until_signal(
+    mut claim: impl Holding,
+    run: RunUnder<'_>,
+    signals: &mut Signals,
+) -> anyhow::Result<u8> {
+    let RunUnder { what, env, statuses, .. } = run;
+    show::held(&env);
+    let lost = claim.lost();
+    tokio::pin!(lost);
+    tokio::select! {
+        caught = signals.recv() => {
+            tracing::info!("{}: releasing the {what}", caught.name());
+            let released = claim.release().await;
+            claim.close().await;
+            match released {
+                Ok(()) => Ok(0),
+                Err(e) => Err(anyhow::anyhow!("releasing the {what}: {e}")),
+            }
+        }
+        ending = &mut lost => {
+            eprintln!("wazoo: {what} lost ({})", ending.why);
+            Ok(lost_claim(claim, &ending, &what, statuses).await)
+        }
+    }
+}
+
+/// After a claim's loss (its command, if any, already stopped): a revoked claim is released.
+/// Closes it; the exit status.
+async fn lost_claim(mut claim: impl Holding, ending: &Ending, what: &str, statuses: Statuses) -> u8 {
+    if ending.revoked {
+        if let Err(e) = claim.release().await {
+            eprintln!("wazoo: releasing the revoked {what}: {e}");
+        }
+    }
+    claim.close().await;
+    if ending.revoked {
+        statuses.revoked
+    } else {
+        statuses.lost
+    }
 }
 
 async fn server(port: u16, data_dir: Option<PathBuf>, tick_ms: u32) -> anyhow::Result<u8> {
@@ -1528,7 +1743,7 @@ async fn server(port: u16, data_dir: Option<PathBuf>, tick_ms: u32) -> anyhow::R
     Ok(0)
 }
 
-fn recipes_list(config: &HostConfig) -> anyhow::Result<u8> {
+fn recipes_list(config: &HostConfig, json: bool) -> anyhow::Result<u8> {
     let registry =
         Registry::new(wazoo::sandbox::engine(&config.limits)?, config.plugins.clone(), config.cache.clone())?;
     let rows = registry
@@ -1551,7 +1766,7 @@ fn recipes_list(config: &HostConfig) -> anyhow::Result<u8> {
         })
         .collect::<Vec<_>>();
     let empty = format!("no components in {} (build them with `make recipes`)", config.plugins.display());
-    print_recipes(&rows, &empty)
+    print_recipes(&rows, &empty, json)
 }
 
 /// One line of `wazoo recipes list`.
@@ -1566,8 +1781,19 @@ struct RecipeRow {
 }
 
 /// The `wazoo recipes list` table (or `empty` when there are no rows).
-fn print_recipes(rows: &[RecipeRow], empty: &str) -> anyhow::Result<u8> {
+/// With `json`, one `{"name","world","sha256","bytes","path","note"}` per component, nothing
+/// for none.
+fn print_recipes(rows: &[RecipeRow], empty: &str, json: bool) -> anyhow::Result<u8> {
     use std::io::Write as _;
+    if json {
+        for r in rows {
+            let row = serde_json::json!({
+                "name": r.name, "world": r.world, "sha256": r.hash, "bytes": r.bytes, "path": r.path, "note": r.note,
+            });
+            show::emit(&row.to_string());
+        }
+        return Ok(0);
+    }
     let mut out = std::io::stdout().lock();
     let printed = (|| -> std::io::Result<()> {
         if rows.is_empty() {
@@ -1614,7 +1840,7 @@ fn recipe_functions(config: &HostConfig, recipe: &str) -> anyhow::Result<u8> {
 /// `wazoo call`: one call on a fresh instance.
 async fn call(config: HostConfig, recipe: &str, function: &str, args: &str) -> anyhow::Result<u8> {
     let args: serde_json::Value =
-        serde_json::from_str(args).map_err(|e| anyhow::anyhow!("ARGS is not JSON: {e}"))?;
+        serde_json::from_str(args).map_err(|e| exit::usage(format!("ARGS is not JSON: {e}")))?;
     let host = Host::start(config).await?;
     let mut handle = host.dynamic(recipe).await?;
     let outcome = handle.call(function, &args).await;
@@ -1739,23 +1965,4 @@ fn parse_mode(text: &str) -> Result<Mode, String> {
         "write" => Ok(Mode::Write),
         _ => Err(format!("expected read or write, not {text:?}")),
     }
-}
-
-/// `500ms`, `10s`, `2m`, `1h`, or a plain number of seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number.parse().map_err(|_| format!("not a duration: {text:?} (try 500ms, 10s, 2m)"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "" | "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(format!("unknown unit {unit:?} in {text:?} (use ms, s, m or h)")),
-    };
-    if !seconds.is_finite() || seconds < 0.0 {
-        return Err(format!("not a duration: {text:?}"));
-    }
-    Ok(Duration::from_secs_f64(seconds))
 }

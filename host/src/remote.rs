@@ -21,14 +21,16 @@ use wazoo::serve::pb::recipes_client::RecipesClient;
 use wazoo::serve::pb::sessions_client::SessionsClient;
 use wazoo::Mode;
 
-use super::supervise::{default_grace, Signals};
+use super::exit;
+use super::show;
+use super::supervise::Signals;
 use super::{
-    barrier_removed, barrier_set, check_election, check_leases, check_path, custom_outcome, default_id,
-    fence_checked, fence_written, few_entered, few_left, hold, leader_env, lease_env, lock_env, lock_what,
-    no_value, print_entry, print_item, print_leader, print_member, print_recipes, run_between, stale_version,
-    timed_out, tx_cleaned, tx_outcome, BarrierCommand, Command, ConfigCommand, CounterCommand, Ending,
-    FenceCommand, GroupCommand, Holding, QueueCommand, RecipeRow, RecipesCommand, RunUnder, TxCommand,
-    Waited, TX_CLEAN,
+    barrier_removed, barrier_set, check_election, check_path, custom_outcome, default_id, fence_checked,
+    fence_written, few_entered, few_left, hold, join_run, leader_env, leader_note, lease_env, lock_env,
+    lock_what, no_holders, no_leader, no_members, no_value, not_held, print_item, print_recipes, run_between,
+    stale_version, timed_out, tx_cleaned, tx_outcome, BarrierCommand, Command, ConfigCommand, CounterCommand,
+    Ending, FenceCommand, GroupCommand, Holding, QueueCommand, RecipeRow, RecipesCommand, Run, RunUnder,
+    TxCommand, Waited, TX_CLEAN,
 };
 use super::{interrupted, left_queue};
 use wazoo::keeper::CUT_OFF;
@@ -67,19 +69,24 @@ pub(crate) async fn run(
     check(&command)?;
     let remote = Remote::connect(server, token, connect_timeout).await?;
     match command {
-        Command::Lock { path, timeout, grace, recipe, command } => {
-            remote.lock(ttl, None, &path, timeout, grace, &recipe, &command).await
+        Command::Lock { path, wait, hold, recipe, command } => {
+            let run = Run { wait: &wait, hold: &hold, command: &command };
+            remote.lock(ttl, None, &path, run, &recipe).await
         }
-        Command::Rwlock { mode, path, timeout, grace, recipe, command } => {
-            remote.lock(ttl, Some(mode), &path, timeout, grace, &recipe, &command).await
+        Command::Rwlock { mode, path, wait, hold, recipe, command } => {
+            let run = Run { wait: &wait, hold: &hold, command: &command };
+            remote.lock(ttl, Some(mode), &path, run, &recipe).await
         }
-        Command::Semaphore { path, leases, timeout, grace, recipe, command } => {
-            remote.semaphore(ttl, &path, leases, timeout, grace, &recipe, &command).await
+        Command::Semaphore { path, leases, wait, hold, recipe, command } => {
+            let run = Run { wait: &wait, hold: &hold, command: &command };
+            remote.semaphore(ttl, &path, leases, run, &recipe).await
         }
-        Command::Elect { path, id, timeout, grace, recipe, command } => {
-            remote.elect(ttl, &path, id, timeout, grace, &recipe, &command).await
+        Command::Elect { path, id, wait, hold, recipe, command } => {
+            let run = Run { wait: &wait, hold: &hold, command: &command };
+            remote.elect(ttl, &path, id, run, &recipe).await
         }
-        Command::Leader { path, watch, recipe } => remote.leader(&path, watch, &recipe).await,
+        Command::Holders { path, kind, leases, json } => remote.holders(&path, kind, leases, json).await,
+        Command::Leader { path, watch, recipe, json } => remote.leader(&path, watch, &recipe, json).await,
         Command::Queue { command } => remote.queue(ttl, command).await,
         Command::Config { command } => remote.config(command).await,
         Command::Barrier { command } => remote.barrier(command).await,
@@ -92,7 +99,7 @@ pub(crate) async fn run(
         Command::TwoPhaseCommit { command } => remote.two_phase_commit(command).await,
         Command::Fence { command } => remote.fence(command).await,
         Command::Run { component, args } => remote.invoke(&component, &args).await,
-        Command::Recipes { command: RecipesCommand::List } => remote.list_recipes().await,
+        Command::Recipes { command: RecipesCommand::List { json } } => remote.list_recipes(json).await,
         Command::Recipes { command: RecipesCommand::Functions { recipe } } => remote.functions(&recipe).await,
         Command::Call { recipe, function, args } => remote.call(&recipe, &function, &args).await,
         _ => unreachable!("local_only lets through only what is handled here"),
@@ -107,6 +114,7 @@ fn local_only(command: &Command) -> Option<&'static str> {
         | Command::Semaphore { .. }
         | Command::Elect { .. }
         | Command::Leader { .. }
+        | Command::Holders { .. }
         | Command::Config { .. }
         | Command::Barrier { .. }
         | Command::Revoke { .. }
@@ -130,7 +138,8 @@ fn local_only(command: &Command) -> Option<&'static str> {
 fn check(command: &Command) -> anyhow::Result<()> {
     match command {
         Command::Lock { path, .. } | Command::Rwlock { path, .. } => check_path("lock", path),
-        Command::Semaphore { path, leases, .. } => check_leases(path, *leases),
+        Command::Semaphore { path, .. } => check_path("semaphore", path),
+        Command::Holders { path, .. } => check_path("claim", path),
         Command::Elect { path, .. } => check_path("election", path),
         Command::Leader { path, .. } => check_election(path),
         Command::Queue { command } => check_path("queue", command.path()),
@@ -144,6 +153,9 @@ fn check(command: &Command) -> anyhow::Result<()> {
         Command::Fence { command } => {
             command.paths().into_iter().try_for_each(|(kind, path)| check_path(kind, path))
         }
+        Command::Call { args, .. } => serde_json::from_str::<serde_json::Value>(args)
+            .map(drop)
+            .map_err(|e| exit::usage(format!("ARGS is not JSON: {e}"))),
         _ => Ok(()),
     }
 }
@@ -160,6 +172,21 @@ fn causes(error: &dyn std::error::Error) -> String {
         next = e.source();
     }
     said.join(": ")
+}
+
+/// The exit status of a failed call, as the local path has it for the same failure
+/// ([`exit::zk_code`] for a recipe's error): 69 for a daemon (or its ZooKeeper) out of reach, 2
+/// for a request the daemon refuses as malformed, else 70.
+fn status_code(status: &Status) -> u8 {
+    let name = status.message().split_once(": ").map_or("", |(name, _)| name);
+    match (status.code(), name) {
+        (_, "connection-loss" | "session-expired") => exit::UNAVAILABLE,
+        (_, "no-node" | "node-exists" | "bad-version" | "not-empty" | "invalid-argument") => exit::NOTHING,
+        (_, "invalid-path") => exit::USAGE,
+        (Code::Unavailable | Code::Unknown | Code::Cancelled, _) => exit::UNAVAILABLE,
+        (Code::InvalidArgument, _) => exit::USAGE,
+        _ => exit::FAILED,
+    }
 }
 
 fn millis(timeout: Option<Duration>) -> Option<u64> {
@@ -217,8 +244,18 @@ impl Remote {
             .connect_timeout(timeout);
         let channel = match tokio::time::timeout(timeout, endpoint.connect()).await {
             Ok(Ok(channel)) => channel,
-            Ok(Err(e)) => bail!("cannot reach the wazoo daemon at {addr}: {}", causes(&e)),
-            Err(_) => bail!("cannot reach the wazoo daemon at {addr}: no connection within {timeout:?}"),
+            Ok(Err(e)) => {
+                return Err(exit::unavailable(format!(
+                    "cannot reach the wazoo daemon at {addr}: {}",
+                    causes(&e)
+                )))
+            }
+            Err(_) => {
+                let within = super::args::human(timeout);
+                return Err(exit::unavailable(format!(
+                    "cannot reach the wazoo daemon at {addr}: no connection within {within}"
+                )));
+            }
         };
         let channel = tonic::service::interceptor::InterceptedService::new(channel, Bearer(bearer));
         Ok(Remote { addr: addr.to_string(), channel })
@@ -231,10 +268,11 @@ impl Remote {
     /// A failed call as an error: the daemon's message as the local path words it (after
     /// `context`, as there), or that the daemon could no longer be reached.
     fn failed(&self, context: impl std::fmt::Display, status: Status) -> anyhow::Error {
-        match self.describe(&status) {
-            (text, true) => anyhow!("{context}: {text}"),
-            (text, false) => anyhow!("{text}"),
-        }
+        let message = match self.describe(&status) {
+            (text, true) => format!("{context}: {text}"),
+            (text, false) => text,
+        };
+        exit::Exit { code: status_code(&status), message }.into()
     }
 
     /// What a failed call says, and whether it goes after a context (as a recipe's error does).
@@ -311,12 +349,10 @@ impl Remote {
         acquiring: impl Future<Output = Result<tonic::Response<pb::Claim>, tonic::Status>>,
         waited: Waited,
         path: &str,
-        timeout: Option<Duration>,
         doing: String,
         what: String,
         env: impl FnOnce(pb::Claim) -> Vec<(&'static str, String)>,
-        command: &[String],
-        grace: Option<Duration>,
+        run: Run<'_>,
         signals: &mut Signals,
     ) -> anyhow::Result<u8> {
         let claim = match signals.interrupt(acquiring).await {
@@ -324,7 +360,7 @@ impl Remote {
             Ok(Err(status)) => {
                 session.close().await;
                 if is_timeout(&status) {
-                    return Ok(timed_out(waited, path, timeout));
+                    return Ok(not_held(waited, path, run.wait));
                 }
                 return Err(self.failed(doing, status));
             }
@@ -334,9 +370,9 @@ impl Remote {
             }
         };
         tracing::info!(node = %claim.node, token = claim.fencing_token, "{what} held");
-        let grace = grace.unwrap_or_else(|| default_grace(session.ttl));
+        let ttl = session.ttl;
         let held = self.follow(session, &claim, &what).await?;
-        hold(held, RunUnder { command, grace, what, env: env(claim) }, signals).await
+        hold(held, RunUnder::new(run, what, env(claim), ttl), signals).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -345,10 +381,8 @@ impl Remote {
         ttl: Duration,
         mode: Option<Mode>,
         path: &str,
-        timeout: Option<Duration>,
-        grace: Option<Duration>,
+        run: Run<'_>,
         recipe: &str,
-        command: &[String],
     ) -> anyhow::Result<u8> {
         let mut signals = Signals::new()?;
         let what = lock_what(mode, path);
@@ -363,7 +397,7 @@ impl Remote {
             path: path.to_string(),
             family: family as i32,
             max_leases: 0,
-            timeout_ms: millis(timeout),
+            timeout_ms: millis(run.wait.wait()),
             recipe: recipe.to_string(),
         };
         let mut recipes = self.recipes();
@@ -371,20 +405,7 @@ impl Remote {
         let doing = format!("cannot acquire the {what}");
         let env = |claim: pb::Claim| lock_env(mode, path, claim.node, claim.fencing_token);
         let waited = Waited::Lock;
-        self.run_under(
-            session,
-            acquiring,
-            waited,
-            path,
-            timeout,
-            doing,
-            what,
-            env,
-            command,
-            grace,
-            &mut signals,
-        )
-        .await
+        self.run_under(session, acquiring, waited, path, doing, what, env, run, &mut signals).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -393,10 +414,8 @@ impl Remote {
         ttl: Duration,
         path: &str,
         leases: u32,
-        timeout: Option<Duration>,
-        grace: Option<Duration>,
+        run: Run<'_>,
         recipe: &str,
-        command: &[String],
     ) -> anyhow::Result<u8> {
         let mut signals = Signals::new()?;
         let what = format!("lease of {path}");
@@ -406,7 +425,7 @@ impl Remote {
             path: path.to_string(),
             family: pb::Family::Semaphore as i32,
             max_leases: leases,
-            timeout_ms: millis(timeout),
+            timeout_ms: millis(run.wait.wait()),
             recipe: recipe.to_string(),
         };
         let mut recipes = self.recipes();
@@ -414,20 +433,7 @@ impl Remote {
         let doing = format!("cannot take a lease of {path}");
         let env = |claim: pb::Claim| lease_env(path, claim.node, claim.fencing_token);
         let waited = Waited::Lease;
-        self.run_under(
-            session,
-            acquiring,
-            waited,
-            path,
-            timeout,
-            doing,
-            what,
-            env,
-            command,
-            grace,
-            &mut signals,
-        )
-        .await
+        self.run_under(session, acquiring, waited, path, doing, what, env, run, &mut signals).await
     }
 
     /// As the local path, without the leader's acknowledgement (the API has no call for it).
@@ -437,10 +443,8 @@ impl Remote {
         ttl: Duration,
         path: &str,
         id: Option<String>,
-        timeout: Option<Duration>,
-        grace: Option<Duration>,
+        run: Run<'_>,
         recipe: &str,
-        command: &[String],
     ) -> anyhow::Result<u8> {
         let mut signals = Signals::new()?;
         let id = id.unwrap_or_else(default_id);
@@ -450,7 +454,7 @@ impl Remote {
             session: session.id,
             path: path.to_string(),
             id: id.clone(),
-            timeout_ms: millis(timeout),
+            timeout_ms: millis(run.wait.wait()),
             recipe: recipe.to_string(),
         };
         let session_id = session.id;
@@ -458,7 +462,7 @@ impl Remote {
             let reply = self.recipes().campaign(request).await;
             if let Ok(claim) = &reply {
                 // The seed's acknowledgement: observers see that this leader has started its work.
-                let note = format!("{id} running {}", command[0]);
+                let note = leader_note(&id, run.command);
                 let ack =
                     pb::AcknowledgeRequest { session: session_id, handle: claim.get_ref().handle, note };
                 if let Err(s) = self.recipes().acknowledge(ack).await {
@@ -470,24 +474,11 @@ impl Remote {
         let doing = format!("cannot campaign in {path}");
         let env = |claim: pb::Claim| leader_env(path, &id, claim.node, claim.fencing_token);
         let waited = Waited::Leadership;
-        self.run_under(
-            session,
-            campaigning,
-            waited,
-            path,
-            timeout,
-            doing,
-            what,
-            env,
-            command,
-            grace,
-            &mut signals,
-        )
-        .await
+        self.run_under(session, campaigning, waited, path, doing, what, env, run, &mut signals).await
     }
 
     /// As the local path.
-    async fn leader(&self, path: &str, watch: bool, recipe: &str) -> anyhow::Result<u8> {
+    async fn leader(&self, path: &str, watch: bool, recipe: &str, json: bool) -> anyhow::Result<u8> {
         let request = pb::ObserveRequest { path: path.to_string(), recipe: recipe.to_string() };
         let mut events = self
             .recipes()
@@ -502,20 +493,62 @@ impl Remote {
                 Err(status) => return Err(self.failed(format!("watching the leader of {path}"), status)),
             };
             let leading = !event.node.is_empty();
-            if leading {
-                print_leader(
-                    &event.leader_id,
-                    event.fencing_token,
-                    &event.node,
-                    event.acknowledged.as_deref(),
-                );
-            } else {
-                println!("no leader");
-            }
+            let shown = leading.then(|| show::Leader {
+                id: &event.leader_id,
+                token: event.fencing_token,
+                node: &event.node,
+                acknowledged: event.acknowledged.as_deref(),
+            });
+            show::leader(json, shown);
             if !watch {
-                return Ok(if leading { 0 } else { 1 });
+                return Ok(if leading { 0 } else { no_leader(path) });
             }
         }
+    }
+
+    /// `wazoo holders`: Holders, on the daemon's ZooKeeper session.
+    async fn holders(
+        &self,
+        path: &str,
+        kind: Option<wazoo::holders::Kind>,
+        leases: Option<u32>,
+        json: bool,
+    ) -> anyhow::Result<u8> {
+        use wazoo::holders::Kind;
+        let kind = match kind {
+            None => pb::HoldersKind::Detect,
+            Some(Kind::Lock) => pb::HoldersKind::Lock,
+            Some(Kind::ReadWrite) => pb::HoldersKind::ReadWrite,
+            Some(Kind::Semaphore) => pb::HoldersKind::Semaphore,
+            Some(Kind::Election) => pb::HoldersKind::Election,
+        };
+        let request = pb::HoldersRequest { path: path.to_string(), kind: kind as i32, leases };
+        let reply = self
+            .recipes()
+            .holders(request)
+            .await
+            .map_err(|s| self.failed(format!("holders of {path}"), s))?
+            .into_inner();
+        let kind = match reply.kind() {
+            pb::HoldersKind::ReadWrite => Kind::ReadWrite,
+            pb::HoldersKind::Semaphore => Kind::Semaphore,
+            pb::HoldersKind::Election => Kind::Election,
+            pb::HoldersKind::Lock | pb::HoldersKind::Detect => Kind::Lock,
+        };
+        let rows = reply.contenders.iter().map(|c| show::Contender {
+            holds: c.holds,
+            node: &c.node,
+            mode: match c.mode() {
+                pb::ContenderMode::Read => Some("read"),
+                pb::ContenderMode::Write => Some("write"),
+                pb::ContenderMode::Unspecified => None,
+            },
+            token: c.fencing_token,
+            session: c.session,
+            data: &c.data,
+        });
+        show::contenders(json, kind.name(), rows);
+        Ok(if reply.contenders.is_empty() { no_holders(path) } else { 0 })
     }
 
     async fn queue(&self, ttl: Duration, command: QueueCommand) -> anyhow::Result<u8> {
@@ -559,11 +592,11 @@ impl Remote {
                     Err(status) => return Err(self.failed(format!("queue {path}"), status)),
                 }
             }
-            QueueCommand::Len { path } => {
+            QueueCommand::Len { path, json } => {
                 let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
                 let length =
                     recipes.queue_len(request).await.map_err(|s| self.failed(format!("queue {path}"), s))?;
-                println!("{}", length.into_inner().items);
+                show::number(json, "len", i64::from(length.into_inner().items));
             }
         }
         Ok(0)
@@ -572,7 +605,7 @@ impl Remote {
     async fn config(&self, command: ConfigCommand) -> anyhow::Result<u8> {
         let mut recipes = self.recipes();
         match command {
-            ConfigCommand::Get { path } => {
+            ConfigCommand::Get { path, json } => {
                 let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
                 let entry = recipes
                     .config_get(request)
@@ -582,7 +615,7 @@ impl Remote {
                 if !entry.exists {
                     return Ok(no_value(&path));
                 }
-                println!("{}", String::from_utf8_lossy(&entry.data));
+                show::value(json, entry.version, &entry.data);
             }
             ConfigCommand::Set { path, value, version } => {
                 let request = pb::ConfigSetRequest {
@@ -597,7 +630,7 @@ impl Remote {
                     Err(status) => return Err(self.failed(format!("config {path}"), status)),
                 }
             }
-            ConfigCommand::Watch { path } => {
+            ConfigCommand::Watch { path, json } => {
                 let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
                 let mut entries = recipes
                     .config_watch(request)
@@ -606,7 +639,7 @@ impl Remote {
                     .into_inner();
                 loop {
                     match entries.message().await {
-                        Ok(Some(e)) => print_entry(e.exists.then_some((e.version, &e.data[..]))),
+                        Ok(Some(e)) => show::entry(json, e.exists.then_some((e.version, &e.data[..]))),
                         Ok(None) => {
                             bail!("the wazoo daemon at {} stopped reporting changes of {path}", self.addr)
                         }
@@ -671,17 +704,18 @@ impl Remote {
     async fn counter(&self, command: CounterCommand) -> anyhow::Result<u8> {
         let mut recipes = self.recipes();
         let path = command.path().to_string();
-        let value = match command {
-            CounterCommand::Get { .. } => {
-                recipes.counter_get(pb::PathRequest { path: path.clone(), recipe: String::new() }).await
-            }
+        let (value, json) = match command {
+            CounterCommand::Get { json, .. } => (
+                recipes.counter_get(pb::PathRequest { path: path.clone(), recipe: String::new() }).await,
+                json,
+            ),
             CounterCommand::Add { delta, .. } => {
                 let request = pb::CounterAddRequest { path: path.clone(), delta, recipe: String::new() };
-                recipes.counter_add(request).await
+                (recipes.counter_add(request).await, false)
             }
-        }
-        .map_err(|s| self.failed(format!("counter {path}"), s))?;
-        println!("{}", value.into_inner().value);
+        };
+        let value = value.map_err(|s| self.failed(format!("counter {path}"), s))?;
+        show::number(json, "value", value.into_inner().value);
         Ok(0)
     }
 
@@ -689,13 +723,11 @@ impl Remote {
     async fn group(&self, ttl: Duration, command: GroupCommand) -> anyhow::Result<u8> {
         let mut recipes = self.recipes();
         let path = command.path().to_string();
-        let print = |m: &pb::Membership| {
-            for member in &m.members {
-                print_member(&member.name, &member.data);
-            }
-        };
+        fn listed(m: &pb::Membership) -> Vec<(&str, &[u8])> {
+            m.members.iter().map(|m| (m.name.as_str(), m.data.as_slice())).collect()
+        }
         match command {
-            GroupCommand::Join { name, data, grace, command, .. } => {
+            GroupCommand::Join { name, data, hold: holding, command, .. } => {
                 let mut signals = Signals::new()?;
                 let what = format!("membership of {path} as {name}");
                 let session = self.session(ttl, format!("wazoo group join {path} as {name}")).await?;
@@ -717,22 +749,22 @@ impl Remote {
                         return Ok(interrupted(caught, &what));
                     }
                 };
-                let grace = grace.unwrap_or_else(|| default_grace(session.ttl));
+                let ttl = session.ttl;
                 let held = self.follow(session, &claim, &what).await?;
                 let env = vec![("WAZOO_GROUP_PATH", path.clone()), ("WAZOO_MEMBER", name)];
-                hold(held, RunUnder { command: &command, grace, what, env }, &mut signals).await
+                hold(held, join_run(&holding, &command, what, env, ttl), &mut signals).await
             }
-            GroupCommand::List { .. } => {
+            GroupCommand::List { json, .. } => {
                 let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
                 let members = recipes
                     .group_members(request)
                     .await
                     .map_err(|s| self.failed(format!("group {path}"), s))?
                     .into_inner();
-                print(&members);
-                Ok(0)
+                show::members(json, listed(&members));
+                Ok(if members.members.is_empty() { no_members(&path) } else { 0 })
             }
-            GroupCommand::Watch { .. } => {
+            GroupCommand::Watch { json, .. } => {
                 let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
                 let mut changes = recipes
                     .group_watch(request)
@@ -741,10 +773,7 @@ impl Remote {
                     .into_inner();
                 loop {
                     match changes.message().await {
-                        Ok(Some(members)) => {
-                            print(&members);
-                            println!("--");
-                        }
+                        Ok(Some(members)) => show::membership(json, listed(&members)),
                         Ok(None) => {
                             bail!("the wazoo daemon at {} stopped reporting changes of {path}", self.addr)
                         }
@@ -773,17 +802,24 @@ impl Remote {
             timeout_ms: millis(timeout),
             recipe: String::new(),
         };
-        let entered = match self.recipes().double_barrier_enter(request).await {
-            Ok(entered) => entered.into_inner(),
-            Err(status) => {
+        let mut signals = Signals::new()?;
+        let mut recipes = self.recipes();
+        let entered = match signals.interrupt(recipes.double_barrier_enter(request)).await {
+            Ok(Ok(entered)) => entered.into_inner(),
+            Ok(Err(status)) => {
                 session.close().await;
                 if is_timeout(&status) {
                     return Ok(few_entered(path, count, timeout));
                 }
                 return Err(self.failed(format!("entering the double barrier {path}"), status));
             }
+            Err(caught) => {
+                session.close().await;
+                eprintln!("wazoo: {} while entering the double barrier {path}; left it", caught.name());
+                return Ok(caught.status());
+            }
         };
-        let status = match run_between(path, command).await {
+        let status = match run_between(path, command, &mut signals).await {
             Ok(status) => status,
             Err(e) => {
                 session.close().await;
@@ -795,12 +831,16 @@ impl Remote {
             handle: entered.handle,
             timeout_ms: millis(timeout),
         };
-        let left = self.recipes().double_barrier_leave(request).await;
+        let left = signals.interrupt(recipes.double_barrier_leave(request)).await;
         session.close().await;
         match left {
-            Ok(_) => Ok(status),
-            Err(status) if is_timeout(&status) => Ok(few_left(path, timeout)),
-            Err(status) => Err(self.failed(format!("leaving the double barrier {path}"), status)),
+            Ok(Ok(_)) => Ok(status),
+            Ok(Err(status)) if is_timeout(&status) => Ok(few_left(path, timeout)),
+            Ok(Err(status)) => Err(self.failed(format!("leaving the double barrier {path}"), status)),
+            Err(caught) => {
+                eprintln!("wazoo: {} while leaving the double barrier {path}; left it", caught.name());
+                Ok(caught.status())
+            }
         }
     }
 
@@ -936,7 +976,6 @@ impl Remote {
 
     /// `wazoo call`: Invoke by function name, on a fresh instance that ends with the call.
     async fn call(&self, recipe: &str, function: &str, args: &str) -> anyhow::Result<u8> {
-        serde_json::from_str::<serde_json::Value>(args).map_err(|e| anyhow!("ARGS is not JSON: {e}"))?;
         let request = pb::InvokeRequest {
             recipe: recipe.to_string(),
             function: function.to_string(),
@@ -976,7 +1015,7 @@ impl Remote {
 
     /// `wazoo recipes list`: the daemon's components, and why a newer file was refused while an
     /// older version serves.
-    async fn list_recipes(&self) -> anyhow::Result<u8> {
+    async fn list_recipes(&self, json: bool) -> anyhow::Result<u8> {
         let listed = AdminClient::new(self.channel.clone())
             .list_recipes(pb::Empty {})
             .await
@@ -1003,7 +1042,7 @@ impl Remote {
             })
             .collect();
         let empty = format!("no components in the plugins directory of the wazoo daemon at {}", self.addr);
-        print_recipes(&rows, &empty)
+        print_recipes(&rows, &empty, json)
     }
 }
 

@@ -1389,6 +1389,54 @@ impl Recipes for Api {
         .await
     }
 
+    async fn holders(
+        &self,
+        request: Request<pb::HoldersRequest>,
+    ) -> Result<Response<pb::HoldersReply>, Status> {
+        use crate::holders::{self, Kind, State};
+        let req = request.into_inner();
+        self.measured("Holders", "holders", async {
+            let kind = match pb::HoldersKind::try_from(req.kind) {
+                Ok(pb::HoldersKind::Detect) => None,
+                Ok(pb::HoldersKind::Lock) => Some(Kind::Lock),
+                Ok(pb::HoldersKind::ReadWrite) => Some(Kind::ReadWrite),
+                Ok(pb::HoldersKind::Semaphore) => Some(Kind::Semaphore),
+                Ok(pb::HoldersKind::Election) => Some(Kind::Election),
+                Err(_) => return Err(Status::invalid_argument("invalid-argument: unknown holders kind")),
+            };
+            // A tenant's client is rooted in its namespace, as for FenceCheck.
+            let live = self.live().await?;
+            let found = holders::read(&live.client, &req.path, kind, req.leases)
+                .await
+                .map_err(|e| status(RecipeError::Zk(e)))?;
+            let kind = match found.kind {
+                Kind::Lock => pb::HoldersKind::Lock,
+                Kind::ReadWrite => pb::HoldersKind::ReadWrite,
+                Kind::Semaphore => pb::HoldersKind::Semaphore,
+                Kind::Election => pb::HoldersKind::Election,
+            };
+            let contenders = found
+                .contenders
+                .into_iter()
+                .map(|c| pb::Contender {
+                    node: c.node,
+                    sequence: c.sequence,
+                    holds: c.state == State::Holds,
+                    mode: match c.mode {
+                        None => pb::ContenderMode::Unspecified,
+                        Some(Mode::Read) => pb::ContenderMode::Read,
+                        Some(Mode::Write) => pb::ContenderMode::Write,
+                    } as i32,
+                    data: c.data,
+                    session: c.session,
+                    fencing_token: c.token,
+                })
+                .collect();
+            Ok(pb::HoldersReply { kind: kind as i32, contenders })
+        })
+        .await
+    }
+
     async fn invoke(&self, request: Request<pb::InvokeRequest>) -> Result<Response<pb::InvokeReply>, Status> {
         let req = request.into_inner();
         let recipe = req.recipe.clone();

@@ -6,6 +6,11 @@
 //   acquire <ms>   -> "acquired <node>" (mutex) or "acquired" | "timeout"   (ms < 0: no limit)
 //   release        -> "released"
 //   loop <n> <log> -> n rounds of acquire/append "C enter"+"C exit" to <log>/release, then "looped"
+//   participants   -> Curator's own view of the contenders, on one line: "participants" then
+//                     mutex: getParticipantNodes() (full paths, Curator's order);
+//                     read/write: the read lock's getParticipantNodes() as read:<path>, then the
+//                     write lock's as write:<path>; semaphore: getParticipantNodes() (lease node
+//                     names, as listed); latch: getParticipants() as <id>:leader or <id>:waits
 //   latch only: await <ms> -> "leader" | "timeout" (starts the latch first), leader -> "leader-id <id>",
 //               close -> "closed"
 //   semaphore only: acquire <ms> -> "leased" | "timeout", release -> "released"
@@ -14,11 +19,13 @@ import java.io.BufferedReader;
 import java.io.FileOutputStream;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.util.Collection;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
@@ -43,10 +50,11 @@ public class CuratorPeer {
             return;
         }
         InterProcessMutex mutex;
+        InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, path);
         switch (kind) {
             case "mutex": mutex = new InterProcessMutex(client, path); break;
-            case "read": mutex = new InterProcessReadWriteLock(client, path).readLock(); break;
-            case "write": mutex = new InterProcessReadWriteLock(client, path).writeLock(); break;
+            case "read": mutex = rw.readLock(); break;
+            case "write": mutex = rw.writeLock(); break;
             default: throw new IllegalArgumentException("kind: " + kind);
         }
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -72,6 +80,15 @@ public class CuratorPeer {
                 case "release":
                     mutex.release();
                     System.out.println("released");
+                    break;
+                case "participants":
+                    if (kind.equals("mutex")) {
+                        System.out.println(participants(mutex.getParticipantNodes(), ""));
+                    } else {
+                        String readers = participants(rw.readLock().getParticipantNodes(), "read:");
+                        String writers = participants(rw.writeLock().getParticipantNodes(), "write:");
+                        System.out.println(readers + writers.substring("participants".length()));
+                    }
                     break;
                 case "loop": {
                     int rounds = Integer.parseInt(words[1]);
@@ -111,6 +128,8 @@ public class CuratorPeer {
             if (words[0].equals("acquire")) {
                 lease = semaphore.acquire(Long.parseLong(words[1]), TimeUnit.MILLISECONDS);
                 System.out.println(lease != null ? "leased" : "timeout");
+            } else if (words[0].equals("participants")) {
+                System.out.println(participants(semaphore.getParticipantNodes(), ""));
             } else if (words[0].equals("release")) {
                 semaphore.returnLease(lease);
                 lease = null;
@@ -146,6 +165,14 @@ public class CuratorPeer {
                 case "leader":
                     System.out.println("leader-id " + latch.getLeader().getId());
                     break;
+                case "participants": {
+                    StringBuilder seen = new StringBuilder("participants");
+                    for (Participant p : latch.getParticipants()) {
+                        seen.append(' ').append(p.getId()).append(p.isLeader() ? ":leader" : ":waits");
+                    }
+                    System.out.println(seen);
+                    break;
+                }
                 case "close":
                     latch.close();
                     started = false;
@@ -161,6 +188,15 @@ public class CuratorPeer {
             }
             System.out.flush();
         }
+    }
+
+    // "participants" and each of `nodes`, prefixed with `prefix`, separated by spaces.
+    private static String participants(Collection<String> nodes, String prefix) {
+        StringBuilder line = new StringBuilder("participants");
+        for (String node : nodes) {
+            line.append(' ').append(prefix).append(node);
+        }
+        return line.toString();
     }
 
     // The lowest child is the holder's node; used to check the wire format from the other side.

@@ -10,6 +10,7 @@ pub mod chaos;
 pub mod components;
 pub mod daemon;
 pub mod matrix;
+pub mod procs;
 pub mod proxy;
 pub mod scenarios;
 

@@ -145,7 +145,7 @@ async fn cli_refuses_bad_input_clearly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_lock_with_a_non_lock_component_is_refused() {
     let (code, _, stderr) = output(cli().args(["lock", "/t/x", "--recipe", "tree", "--", "true"])).await;
-    assert_eq!(code, 1);
+    assert_eq!(code, 70);
     assert!(
         stderr.contains("wazoo:recipes/custom") && stderr.contains("not wazoo:recipes/lock-recipe"),
         "{stderr}"
@@ -269,8 +269,8 @@ async fn cli_semaphore_runs_command_under_a_lease() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.trim().starts_with(&format!("{path}/leases/_c_")), "{stdout}");
     let (code, _, stderr) = output(cli().args(["semaphore", &path, "--leases", "0", "--", "true"])).await;
-    assert_eq!(code, 1);
-    assert!(stderr.contains("at least 1"), "{stderr}");
+    assert_eq!(code, 2);
+    assert!(stderr.contains("0 is not in 1.."), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

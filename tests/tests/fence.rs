@@ -139,7 +139,7 @@ async fn bad_input_gets_one_line_and_its_exit_status(via: Via<'_>) {
     assert_eq!((code, stderr.lines().count()), (1, 1), "{stderr}");
     assert!(stderr.contains("gone"), "{stderr}");
     let (code, _, stderr) = via.write("relative", 7, "/p", "v").await;
-    assert_eq!((code, stderr.lines().count()), (1, 1), "{stderr}");
+    assert_eq!((code, stderr.lines().count()), (2, 1), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -263,8 +263,8 @@ async fn remote_rwlock_semaphore_and_election_run_their_commands() {
     assert!(stdout.trim().ends_with(&format!(" {path}")), "{stdout}");
     let (code, _, stderr) =
         output(daemon.wazoo().args(["semaphore", &path, "--leases", "0", "--", "true"])).await;
-    assert_eq!(code, 1);
-    assert!(stderr.contains("at least 1"), "{stderr}");
+    assert_eq!(code, 2);
+    assert!(stderr.contains("0 is not in 1.."), "{stderr}");
 
     let path = unique("remote-elect");
     let script =
@@ -286,7 +286,7 @@ async fn remote_rwlock_semaphore_and_election_run_their_commands() {
     let (code, stdout, _) = output(daemon.wazoo().args(["leader", &path])).await;
     assert_eq!((code, stdout.trim()), (1, "no leader"));
     let (code, _, stderr) = output(daemon.wazoo().args(["lock", "relative", "--", "true"])).await;
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(stderr.contains("invalid lock path") && stderr.contains("must be absolute"), "{stderr}");
 }
 
@@ -367,7 +367,7 @@ async fn remote_queue_barrier_and_custom_recipe() {
     assert_eq!(code, 1);
     assert!(stderr.starts_with("wazoo: tree: ") && stderr.contains("no such node"), "{stderr}");
     let (code, _, stderr) = output(daemon.wazoo().args(["run", "no-such-component"])).await;
-    assert_eq!(code, 1);
+    assert_eq!(code, 70);
     assert!(stderr.contains("not found"), "{stderr}");
 
     // Any export of any recipe, by name, with JSON: through the daemon and locally alike.
@@ -431,12 +431,12 @@ async fn remote_subcommands_without_a_daemon_call_exit_2() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn remote_unreachable_daemon_exits_1_naming_it() {
+async fn remote_unreachable_daemon_exits_69_naming_it() {
     let free = wazoo::server::free_port().unwrap();
     let nowhere = format!("127.0.0.1:{free}");
     for args in [vec!["lock", "/t/x", "--", "true"], vec!["config", "get", "/t/x"], vec!["recipes", "list"]] {
         let (code, _, stderr) = output(wazoo_at(&nowhere).arg("--server").arg(&nowhere).args(&args)).await;
-        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert_eq!(code, 69, "{args:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
         assert!(
             stderr.starts_with(&format!("wazoo: cannot reach the wazoo daemon at {nowhere}")),
@@ -470,7 +470,7 @@ async fn remote_revoke_releases_or_forces() {
     assert!(children(&checker, &path).await.is_empty(), "the forced node is deleted");
     deaf.close().await;
     let (code, _, stderr) = output(daemon.wazoo().args(["revoke", "relative"])).await;
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(stderr.contains("invalid node path"), "{stderr}");
 }
 

@@ -8,16 +8,13 @@
 //! interrupted in the queue leaves it at once.
 
 use std::collections::BTreeSet;
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::Command;
 use wazoo_tests::chaos::Cluster;
 use wazoo_tests::daemon::{cli, output, Daemon};
+use wazoo_tests::procs::{ended, forks, group_of, running, through, Running, NODE};
 use wazoo_tests::proxy::Proxy;
 use wazoo_tests::*;
 use zookeeper_client::{AddWatchMode, Client};
@@ -26,16 +23,6 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// The longest session the shared server grants (20 ticks of 200 ms).
 const LONG_SESSION: &str = "4s";
-
-/// The claim's node in CMD's environment, whatever the command.
-const NODE: &str =
-    "${WAZOO_LOCK_NODE:-${WAZOO_LEASE_NODE:-${WAZOO_LEADER_NODE:-$WAZOO_GROUP_PATH/$WAZOO_MEMBER}}}";
-
-/// CMD: a shell whose foreground child prints `pids PARENT CHILD node NODE` and then becomes
-/// `sleep 30`; the parent waits for it, then runs `true`.
-fn forks() -> String {
-    format!(r#"sh -c 'echo "pids $PPID $$ node {NODE}"; exec sleep 30'; true"#)
-}
 
 /// The commands that run CMD under a claim.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -67,159 +54,6 @@ impl Kind {
         };
         words.into_iter().map(str::to_string).collect()
     }
-}
-
-/// A `wazoo` process with its stdin, stdout and stderr piped.
-struct Running {
-    child: Child,
-    lines: Lines<BufReader<ChildStdout>>,
-}
-
-impl Running {
-    /// Starts `command` in a process group of its own (so that SIGINT is not ignored by
-    /// inheritance, and a signal to it reaches it alone).
-    fn start(command: &mut Command) -> Running {
-        let mut child = command
-            .process_group(0)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        Running { child, lines }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id().expect("wazoo runs") as i32
-    }
-
-    async fn line(&mut self, what: &str) -> String {
-        within(LIMIT, what, self.lines.next_line())
-            .await
-            .unwrap()
-            .unwrap_or_else(|| panic!("{what}: no line"))
-    }
-
-    /// The `pids PARENT CHILD node NODE` line of [`forks`].
-    async fn pids(&mut self) -> Cmd {
-        let line = self.line("the command runs under the claim").await;
-        let words: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!((words[0], words[3]), ("pids", "node"), "{line}");
-        let (parent, child): (u32, u32) = (words[1].parse().unwrap(), words[2].parse().unwrap());
-        // The shell's group, or its child's if the shell is gone already.
-        let group = stat(parent).or_else(|| stat(child)).expect("the command runs").1;
-        Cmd { parent, child, group, node: words[4].to_string() }
-    }
-
-    fn signal(&self, signal: i32) {
-        // SAFETY: kill(2) on the PID of a child this test started.
-        assert_eq!(unsafe { libc::kill(self.pid(), signal) }, 0);
-    }
-
-    /// Lets a command blocked in `read line` go on.
-    async fn go_on(&mut self) {
-        let mut stdin = self.child.stdin.take().unwrap();
-        stdin.write_all(b"go\n").await.unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    /// Exit status (-1 for a signal) and stderr, once it exits.
-    async fn exit(&mut self) -> (i32, String) {
-        let status = within(LIMIT, "wazoo exits", self.child.wait()).await.unwrap();
-        let mut stderr = String::new();
-        if let Some(mut err) = self.child.stderr.take() {
-            let _ = err.read_to_string(&mut stderr).await;
-        }
-        (status.code().unwrap_or(-1), stderr)
-    }
-}
-
-/// The processes of one CMD: the shell wazoo started, its foreground child, and the process
-/// group the shell is in.
-#[derive(Debug)]
-struct Cmd {
-    parent: u32,
-    child: u32,
-    group: u32,
-    node: String,
-}
-
-impl Cmd {
-    /// Resolves once both processes have ended.
-    async fn ended(&self) {
-        ended(self.parent).await;
-        ended(self.child).await;
-    }
-
-    /// Both processes, and every process of the group, have ended.
-    fn gone(&self) -> bool {
-        !running(self.parent) && !running(self.child) && group_members(self.group).is_empty()
-    }
-
-    /// Asserts, by PID and process group, that nothing of the command is left running.
-    fn assert_gone(&self, what: &str) {
-        assert!(!running(self.parent), "{what}: the command's shell {} still runs", self.parent);
-        assert!(!running(self.child), "{what}: the command's child {} still runs", self.child);
-        let left = group_members(self.group);
-        assert!(
-            left.is_empty(),
-            "{what}: processes {left:?} of the command's group {} still run",
-            self.group
-        );
-    }
-
-    /// Kills what is left of it (after a failed assertion, so it does not outlive the test).
-    fn kill(&self) {
-        for pid in [self.parent, self.child] {
-            // SAFETY: kill(2); at worst the PID is gone already.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
-    }
-}
-
-/// `/proc/PID/stat` as (state, process group), if the process exists.
-fn stat(pid: u32) -> Option<(char, u32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "PID (COMM) STATE PPID PGRP …": COMM may hold spaces and parentheses.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let group = fields.nth(1)?.parse().ok()?;
-    Some((state, group))
-}
-
-/// Whether `pid` runs: it exists and is not a zombie (a zombie runs no code; who reaps it is
-/// up to whoever adopted it).
-fn running(pid: u32) -> bool {
-    stat(pid).is_some_and(|(state, _)| state != 'Z')
-}
-
-fn group_of(pid: u32) -> u32 {
-    stat(pid).expect("the command runs").1
-}
-
-/// The running processes of process group `group`.
-fn group_members(group: u32) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| stat(pid).is_some_and(|(state, g)| g == group && state != 'Z'))
-        .collect()
-}
-
-/// Resolves once process `pid` has ended, through a pidfd (no polling).
-async fn ended(pid: u32) {
-    // SAFETY: pidfd_open(2) takes a PID and flags and returns a new descriptor, or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
-    if fd < 0 {
-        return; // ESRCH: gone and reaped already
-    }
-    // SAFETY: a descriptor pidfd_open just returned, owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    // SAFETY: the AsyncFd owns the descriptor, open for as long as it lives.
-    let fd = unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.unwrap();
-    let _ready = fd.readable().await.unwrap();
 }
 
 /// Every ephemeral node under `path`.
@@ -269,18 +103,6 @@ async fn wait_more(
             panic!("the contender exited ({code}) before its nodes appeared: {stderr}");
         }
     }
-}
-
-/// The `wazoo` CLI through `daemon`, with no usable ZooKeeper of its own.
-fn through(daemon: &Daemon) -> Command {
-    let mut command = Command::new(wazoo_bin());
-    command
-        .env("WAZOO_SERVER", &daemon.grpc)
-        .env("WAZOO_ZOOKEEPER", "127.0.0.1:1")
-        .env("WAZOO_PLUGINS", "/nonexistent")
-        .env_remove("WAZOO_LOG")
-        .kill_on_drop(true);
-    command
 }
 
 async fn daemon() -> Daemon {
@@ -573,7 +395,13 @@ fn now_ns() -> u128 {
 /// does); a contender reaches the other two. Then `f` is frozen (SIGSTOP) or cut off from its
 /// peers. Both commands append timestamps: the cut-off holder's last must come before the new
 /// holder's first.
-async fn partition(cluster: &Arc<Cluster>, session: &str, isolate: bool, daemon: bool) -> Partition {
+async fn partition(
+    cluster: &Arc<Cluster>,
+    kind: Kind,
+    session: &str,
+    isolate: bool,
+    daemon: bool,
+) -> Partition {
     cluster.restore().await.unwrap();
     let leader = cluster.leader().await.expect("a leader");
     let f = (leader + 1) % 3;
@@ -602,13 +430,20 @@ async fn partition(cluster: &Arc<Cluster>, session: &str, isolate: bool, daemon:
         }
     };
     base.env("LOG", &old_log).args(["--session-timeout", session]);
-    let mut holder = claim(&mut base, Kind::Lock, &path, "a", &[], heartbeat);
+    let mut holder = claim(&mut base, kind, &path, "a", &[], heartbeat);
     assert_eq!(holder.line("the holder's command starts").await, "started");
     let mut base = cli();
     base.env("LOG", &new_log).args(["--zookeeper", &others, "--session-timeout", session]);
-    let mut contender =
-        claim(&mut base, Kind::Lock, &path, "b", &[], r#"date +%s%N >> "$LOG"; echo started"#);
-    wait_children(&checker, &path, 2).await;
+    let mut contender = claim(&mut base, kind, &path, "b", &[], r#"date +%s%N >> "$LOG"; echo started"#);
+    match kind {
+        // The waiter's lease node, and its place in the lease mutex's queue.
+        Kind::Semaphore => {
+            wait_children(&checker, &format!("{path}/leases"), 2).await;
+        }
+        _ => {
+            wait_children(&checker, &path, 2).await;
+        }
+    }
 
     let fault_at = now_ns();
     if isolate {
@@ -628,7 +463,7 @@ async fn partition(cluster: &Arc<Cluster>, session: &str, isolate: bool, daemon:
     let last_old = *old.iter().max().expect("the holder's command wrote");
     let first_new = *new.iter().min().expect("the contender's command wrote");
     let case = format!(
-        "session {session}, member {}, {}",
+        "{kind:?}, session {session}, member {}, {}",
         if isolate { "isolated" } else { "frozen" },
         if daemon.is_some() { "through a daemon on it" } else { "holder on it" }
     );
@@ -648,14 +483,17 @@ async fn a_cut_off_holder_stops_its_command_before_the_majority_hands_the_lock_o
     let cluster = started.await.unwrap().expect("an ensemble");
     let cluster = Arc::new(cluster);
     let mut cases = Vec::new();
-    for (session, isolate, daemon) in [
-        ("2s", false, false),
-        ("4s", false, false),
-        ("4s", true, false),
-        ("2s", false, true),
-        ("4s", false, true),
+    for (kind, session, isolate, daemon) in [
+        (Kind::Lock, "2s", false, false),
+        (Kind::Lock, "4s", false, false),
+        (Kind::Lock, "4s", true, false),
+        (Kind::Lock, "2s", false, true),
+        (Kind::Lock, "4s", false, true),
+        (Kind::Write, "2s", false, false),
+        (Kind::Semaphore, "2s", true, false),
+        (Kind::Elect, "2s", false, true),
     ] {
-        cases.push(partition(&cluster, session, isolate, daemon).await);
+        cases.push(partition(&cluster, kind, session, isolate, daemon).await);
     }
     for c in &cases {
         println!(

@@ -377,7 +377,7 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
     assert_eq!((code, stdout.trim()), (0, "0"), "{stderr}");
     assert_eq!(alice_zk.get_data(&format!("{alice_root}/cfg")).await.unwrap().0, b"on");
     let (code, _, stderr) = wazoo_tests::daemon::output(wazoo(None).args(["config", "get", "/cfg"])).await;
-    assert_eq!(code, 1);
+    assert_eq!(code, 70, "an unknown token is refused, not a missing value");
     assert!(stderr.contains("no tenant has this token"), "{stderr}");
 
     // Alice's lock is still hers and releases cleanly; the metrics name the tenants.

@@ -1,0 +1,141 @@
+//! How `wazoo` reads its options: durations (`humantime`, a bare number being seconds), and the
+//! options every claim command shares. A value out of range is a usage error (exit status 2)
+//! that names the valid range.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::exit;
+
+/// The longest duration any option takes: longer is a usage error, not an overflow.
+pub(crate) const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
+/// The longest session timeout: ZooKeeper counts it in milliseconds in a 32-bit integer.
+pub(crate) const LONGEST_SESSION: Duration = Duration::from_secs(24 * 24 * 3600);
+
+/// A duration: `500ms`, `1m30s`, `2d` (humantime), or a plain number of seconds (`10`, `0.5`);
+/// zero allowed, at most [`LONGEST`].
+pub(crate) fn duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let parsed = match text.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && seconds >= 0.0 => {
+            if seconds > LONGEST.as_secs_f64() {
+                return Err(too_long(text, LONGEST));
+            }
+            Duration::from_secs_f64(seconds)
+        }
+        Ok(_) => return Err(format!("not a duration: {text:?} (try 500ms, 10s, 1m30s, 2d)")),
+        Err(_) => humantime::parse_duration(text)
+            .map_err(|e| format!("not a duration: {text:?}: {e} (try 500ms, 10s, 1m30s, 2d)"))?,
+    };
+    if parsed > LONGEST {
+        return Err(too_long(text, LONGEST));
+    }
+    Ok(parsed)
+}
+
+/// A duration above zero.
+pub(crate) fn positive_duration(text: &str) -> Result<Duration, String> {
+    match duration(text)? {
+        Duration::ZERO => Err(format!("must be above zero: {text:?}")),
+        d => Ok(d),
+    }
+}
+
+/// A ZooKeeper session timeout: above zero, at most [`LONGEST_SESSION`] (the server grants
+/// what lies within its own bounds, 2 to 20 ticks by default).
+pub(crate) fn session_timeout(text: &str) -> Result<Duration, String> {
+    let d = positive_duration(text)?;
+    if d > LONGEST_SESSION {
+        return Err(too_long(text, LONGEST_SESSION));
+    }
+    Ok(d)
+}
+
+fn too_long(text: &str, longest: Duration) -> String {
+    format!("{text:?} is too long: at most {} days", longest.as_secs() / 86400)
+}
+
+/// A duration as the messages say it: `1m 30s`, `500ms`.
+pub(crate) fn human(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// What holding a claim takes: how a lost claim stops CMD, and the statuses that say so.
+#[derive(Args, Clone, Debug)]
+pub(crate) struct HoldArgs {
+    /// After SIGTERM, how long CMD's processes have before SIGKILL when the claim is lost
+    /// [default: a fifth of --session-timeout]
+    #[arg(long, value_parser = duration)]
+    pub(crate) grace: Option<Duration>,
+    /// Exit status when the claim is lost while held (instead of 4)
+    #[arg(long, value_name = "N", default_value_t = exit::LOST)]
+    pub(crate) lost_exit_code: u8,
+}
+
+/// What waiting for a claim takes: how long, and the status when it is not had.
+#[derive(Args, Clone, Debug)]
+pub(crate) struct WaitArgs {
+    /// Give up if not held within this time (exit status 3, or --conflict-exit-code)
+    #[arg(long, value_parser = duration, conflicts_with = "no_wait")]
+    pub(crate) timeout: Option<Duration>,
+    /// Do not wait: if another holds it, exit at once (exit status 3, or --conflict-exit-code)
+    #[arg(short = 'n', long)]
+    pub(crate) no_wait: bool,
+    /// Exit status when it was not held in time, or was taken with --no-wait (instead of 3)
+    #[arg(long, value_name = "N", default_value_t = exit::CONFLICT)]
+    pub(crate) conflict_exit_code: u8,
+    /// Exit status when another client revoked it and CMD was stopped (instead of 5)
+    #[arg(long, value_name = "N", default_value_t = exit::REVOKED)]
+    pub(crate) revoked_exit_code: u8,
+}
+
+impl WaitArgs {
+    /// How long the recipe may wait: none with `--no-wait` (one try), else `--timeout`.
+    pub(crate) fn wait(&self) -> Option<Duration> {
+        if self.no_wait {
+            Some(Duration::ZERO)
+        } else {
+            self.timeout
+        }
+    }
+}
+
+/// The exit statuses a command run under a claim ends with when the claim, not CMD, ends it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Statuses {
+    pub(crate) lost: u8,
+    pub(crate) revoked: u8,
+}
+
+impl Statuses {
+    pub(crate) fn new(hold: &HoldArgs, wait: Option<&WaitArgs>) -> Statuses {
+        Statuses { lost: hold.lost_exit_code, revoked: wait.map_or(exit::REVOKED, |w| w.revoked_exit_code) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_users_write_them() {
+        assert_eq!(duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(duration("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(duration("2d"), Ok(Duration::from_secs(2 * 86400)));
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("0"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn bad_durations_are_refused_with_a_reason() {
+        for bad in ["", "-1", "nan", "inf", "1e300", "10x", "1000000d", "99999999999999999999s"] {
+            assert!(duration(bad).is_err(), "{bad:?} was accepted");
+        }
+        assert!(positive_duration("0s").is_err());
+        assert!(session_timeout("25d").is_err());
+        assert_eq!(session_timeout("24d"), Ok(Duration::from_secs(24 * 86400)));
+        assert_eq!(duration("366d").unwrap_err(), "\"366d\" is too long: at most 365 days");
+    }
+}

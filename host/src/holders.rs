@@ -1,0 +1,474 @@
+//! Who holds a claim and who waits for it, in queue order, read from ZooKeeper on a plain
+//! session: no recipe, no sandbox. What kazoo's `Lock.contenders()` and Curator's
+//! `getParticipantNodes()` / `LeaderLatch.getParticipants()` show, for the wire formats wazoo's
+//! recipes share with Curator.
+//!
+//! Every contender is an ephemeral sequential node whose name ends with a marker and ZooKeeper's
+//! 10-digit sequence; the part before the marker (`_c_<uuid>-`, Curator's protected-mode prefix)
+//! does not matter. Nodes are ordered by that sequence, as Curator sorts them.
+//!
+//! | kind | nodes | who holds |
+//! |---|---|---|
+//! | lock (`InterProcessMutex`) | `PATH/…lock-<seq>` | the first |
+//! | read/write lock (`InterProcessReadWriteLock`) | `PATH/…__READ__<seq>`, `PATH/…__WRIT__<seq>` | a writer if it is first; a reader if no writer is before it |
+//! | election (`LeaderLatch`) | `PATH/…latch-<seq>`, data: the participant's id | the first (the leader) |
+//! | semaphore (`InterProcessSemaphoreV2`) | leases `PATH/leases/…lease-<seq>`, waiters' mutex `PATH/locks/…lock-<seq>` | see below |
+//!
+//! **The semaphore.** A contender first queues for the mutex `PATH/locks`; at its head, it
+//! creates its lease node, and while there are more lease nodes than leases it waits (holding
+//! the mutex) for one to go; then it lets go of the mutex. So every lease node holds, except
+//! the last one while its contender still heads `locks/` waiting for a lease to free up. The
+//! number of leases is not stored in ZooKeeper:
+//!
+//! - with `leases: Some(n)`, the first `n` lease nodes hold and later ones wait;
+//! - with `None`, every lease node holds, except the last one when it is *paired* with the head
+//!   of `locks/`: the same session owns both (`ephemeralOwner`) and the lease node was created
+//!   after the lock node (a higher czxid), which is how a waiter makes them. Right after that
+//!   contender acquired, and until it deletes its lock node a moment later, it still shows as
+//!   waiting. A session may run several contenders (several handles of one wazoo host, several
+//!   recipes of one Curator client), and in the moment between one contender reaching the head
+//!   of `locks/` and creating its lease node, the newest lease node of another contender of the
+//!   same session, created after that lock node, is paired with it instead: that lease node then
+//!   shows as waiting and the waiter is not listed until its own lease node exists.
+//!
+//! The lease nodes come first, then the `locks/` nodes as waiters in their order, except the
+//! head of `locks/` when it is paired with the last lease node: that is one contender, listed
+//! once, by its lease node. Other `locks/` nodes are listed even when their session owns a lease
+//! node, because that session may run another contender that really waits.
+//!
+//! A contender's token is its node's czxid, the fencing token the recipe returned to it. The
+//! listing follows a `sync`, so a lagging server does not show a holder that is gone. Nodes that
+//! vanish between the listing and their read are left out, and the states are those of the nodes
+//! read. Children whose names match no format are ignored.
+
+use zookeeper_client::Client;
+
+use crate::error::from_client;
+use crate::{paths, Mode, ZkError};
+
+/// Curator's node markers: the 10-digit sequence follows each.
+const LOCK: &str = "lock-";
+const READ: &str = "__READ__";
+/// Curator spells it WRIT, not WRITE.
+const WRITE: &str = "__WRIT__";
+const LATCH: &str = "latch-";
+const LEASE: &str = "lease-";
+/// A semaphore's two directories.
+const LEASES: &str = "leases";
+const LOCKS: &str = "locks";
+/// ZooKeeper's sequence suffix: `%010d`.
+const SEQUENCE_DIGITS: usize = 10;
+
+/// The kind of claim at a path, which says how its nodes are named and who holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Lock,
+    ReadWrite,
+    Semaphore,
+    Election,
+}
+
+impl Kind {
+    /// The name the CLI uses: `lock`, `rwlock`, `semaphore`, `election`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::ReadWrite => "rwlock",
+            Kind::Semaphore => "semaphore",
+            Kind::Election => "election",
+        }
+    }
+}
+
+impl std::str::FromStr for Kind {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Kind, String> {
+        match name {
+            "lock" => Ok(Kind::Lock),
+            "rwlock" => Ok(Kind::ReadWrite),
+            "semaphore" => Ok(Kind::Semaphore),
+            "election" => Ok(Kind::Election),
+            other => Err(format!("unknown kind {other:?}: lock, rwlock, semaphore or election")),
+        }
+    }
+}
+
+/// Where a contender stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Holds the lock (a read or write lock, a lease), or leads.
+    Holds,
+    /// Waits in the queue.
+    Waits,
+}
+
+/// One contender: its node and what ZooKeeper says of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Contender {
+    /// The node's full path.
+    pub node: String,
+    /// The node's sequence (its 10-digit suffix).
+    pub sequence: i64,
+    pub state: State,
+    /// Read or write: for a read/write lock only.
+    pub mode: Option<Mode>,
+    /// The node's data: an election participant's id; for a lock, whatever its client wrote
+    /// (wazoo's recipe tag, Curator's client address).
+    pub data: Vec<u8>,
+    /// The session that owns the node (its `ephemeralOwner`).
+    pub session: i64,
+    /// The node's czxid: the fencing token the recipe returned to the contender.
+    pub token: i64,
+}
+
+/// The contenders of a claim, in queue order: holders first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Contenders {
+    /// The kind given, or the one the node names showed.
+    pub kind: Kind,
+    pub contenders: Vec<Contender>,
+}
+
+/// The contenders of the claim at `path`, in queue order. `kind` none: told by the children's
+/// names (`invalid-argument` when they do not tell). `leases`: a semaphore's number of leases,
+/// if known (ignored for other kinds; see the module's notes). A path that does not exist has
+/// no contenders.
+pub async fn read(
+    client: &Client,
+    path: &str,
+    kind: Option<Kind>,
+    leases: Option<u32>,
+) -> Result<Contenders, ZkError> {
+    paths::check_node(path).map_err(ZkError::InvalidPath)?;
+    if leases == Some(0) {
+        return Err(ZkError::InvalidArgument("a semaphore has at least 1 lease".into()));
+    }
+    match client.sync(path).await {
+        Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
+        Err(e) => return Err(from_client(e)),
+    }
+    let kind = match kind {
+        Some(kind) => kind,
+        None => match detect(path, &list(client, path).await?)? {
+            Some(kind) => kind,
+            None => return Ok(Contenders { kind: Kind::Lock, contenders: Vec::new() }),
+        },
+    };
+    let contenders = match kind {
+        Kind::Semaphore => semaphore(client, path, leases).await?,
+        _ => {
+            let queue = read_nodes(client, path, queued(kind, list(client, path).await?)).await?;
+            let modes: Vec<Option<Mode>> = queue.iter().map(|c| c.mode).collect();
+            queue.into_iter().zip(queue_states(&modes)).map(|(c, state)| Contender { state, ..c }).collect()
+        }
+    };
+    Ok(Contenders { kind, contenders })
+}
+
+/// The lease nodes, then the waiters' mutex nodes (see the module's notes).
+async fn semaphore(client: &Client, path: &str, leases: Option<u32>) -> Result<Vec<Contender>, ZkError> {
+    let (lease_dir, lock_dir) = (paths::join(path, LEASES), paths::join(path, LOCKS));
+    let lease_names = sequenced(list(client, &lease_dir).await?, LEASE, None);
+    let lock_names = sequenced(list(client, &lock_dir).await?, LOCK, None);
+    let held = read_nodes(client, &lease_dir, lease_names).await?;
+    let waiting = read_nodes(client, &lock_dir, lock_names).await?;
+    let owners: Vec<Owner> = held.iter().map(Owner::of).collect();
+    let (states, paired) = semaphore_states(&owners, waiting.first().map(Owner::of), leases);
+    let held = held.into_iter().zip(states).map(|(c, state)| Contender { state, ..c });
+    Ok(held.chain(waiting.into_iter().skip(usize::from(paired))).collect())
+}
+
+/// The children of `dir`; none if it does not exist.
+async fn list(client: &Client, dir: &str) -> Result<Vec<String>, ZkError> {
+    match client.list_children(dir).await {
+        Ok(children) => Ok(children),
+        Err(zookeeper_client::Error::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(from_client(e)),
+    }
+}
+
+/// A contender's node as its name shows it.
+#[derive(Clone, Debug, PartialEq)]
+struct Named {
+    name: String,
+    sequence: i64,
+    mode: Option<Mode>,
+}
+
+/// Reads every node of `names` under `dir` (the requests go out together), keeping their order
+/// and leaving out those already gone. Every state is `Waits` until the rules decide.
+async fn read_nodes(client: &Client, dir: &str, names: Vec<Named>) -> Result<Vec<Contender>, ZkError> {
+    let nodes: Vec<String> = names.iter().map(|n| paths::join(dir, &n.name)).collect();
+    let replies: Vec<_> = nodes.iter().map(|node| client.get_data(node)).collect();
+    let mut read = Vec::with_capacity(names.len());
+    for ((named, node), reply) in names.into_iter().zip(nodes).zip(replies) {
+        match reply.await {
+            Ok((data, stat)) => read.push(Contender {
+                node,
+                sequence: named.sequence,
+                state: State::Waits,
+                mode: named.mode,
+                data,
+                session: stat.ephemeral_owner,
+                token: stat.czxid,
+            }),
+            Err(zookeeper_client::Error::NoNode) => {}
+            Err(e) => return Err(from_client(e)),
+        }
+    }
+    Ok(read)
+}
+
+/// The sequence of a node named `<anything><marker><10 digits>`.
+fn sequence(name: &str, marker: &str) -> Option<i64> {
+    let split = name.len().checked_sub(SEQUENCE_DIGITS)?;
+    let (head, digits) = (name.get(..split)?, name.get(split..)?);
+    if !head.ends_with(marker) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The names of `children` that carry `marker`, with `mode`, ordered by sequence.
+fn sequenced(children: Vec<String>, marker: &str, mode: Option<Mode>) -> Vec<Named> {
+    let mut named: Vec<Named> = children
+        .into_iter()
+        .filter_map(|name| sequence(&name, marker).map(|sequence| Named { name, sequence, mode }))
+        .collect();
+    named.sort_by_key(|n| n.sequence);
+    named
+}
+
+/// The contenders among `children` of a lock, read/write lock or election, in order.
+fn queued(kind: Kind, children: Vec<String>) -> Vec<Named> {
+    match kind {
+        Kind::Lock => sequenced(children, LOCK, None),
+        Kind::Election => sequenced(children, LATCH, None),
+        Kind::ReadWrite => {
+            let (writers, readers): (Vec<String>, Vec<String>) =
+                children.into_iter().partition(|name| sequence(name, WRITE).is_some());
+            let mut both = sequenced(readers, READ, Some(Mode::Read));
+            both.extend(sequenced(writers, WRITE, Some(Mode::Write)));
+            both.sort_by_key(|n| n.sequence);
+            both
+        }
+        Kind::Semaphore => Vec::new(),
+    }
+}
+
+/// The kind a child's name shows.
+fn kind_of(name: &str) -> Option<Kind> {
+    if name == LEASES || name == LOCKS {
+        Some(Kind::Semaphore)
+    } else if sequence(name, LOCK).is_some() {
+        Some(Kind::Lock)
+    } else if sequence(name, READ).is_some() || sequence(name, WRITE).is_some() {
+        Some(Kind::ReadWrite)
+    } else if sequence(name, LATCH).is_some() {
+        Some(Kind::Election)
+    } else {
+        None
+    }
+}
+
+/// The one kind all of `children` (of `path`) show; none when there are no children.
+fn detect(path: &str, children: &[String]) -> Result<Option<Kind>, ZkError> {
+    let pass = "pass the kind (lock, rwlock, semaphore or election)";
+    let mut found: Option<Kind> = None;
+    for name in children {
+        match (kind_of(name), found) {
+            (None, _) => {
+                return Err(ZkError::InvalidArgument(format!(
+                    "cannot tell what claim {path} is: its child {name:?} is named in no known format; {pass}"
+                )))
+            }
+            (Some(kind), Some(seen)) if kind != seen => {
+                return Err(ZkError::InvalidArgument(format!(
+                    "{path} has children of more than one kind ({} and {}); {pass}",
+                    seen.name(),
+                    kind.name()
+                )))
+            }
+            (kind, _) => found = kind,
+        }
+    }
+    Ok(found)
+}
+
+/// Who holds in a queue ordered by sequence (a lock or election: every mode none; a read/write
+/// lock: each node's mode): a writer, or a node of an exclusive kind, if it is first; a reader
+/// if no writer is before it.
+fn queue_states(modes: &[Option<Mode>]) -> Vec<State> {
+    let mut writer_before = false;
+    modes
+        .iter()
+        .enumerate()
+        .map(|(i, mode)| {
+            let holds = match mode {
+                Some(Mode::Read) => !writer_before,
+                _ => i == 0,
+            };
+            if !matches!(mode, Some(Mode::Read)) {
+                writer_before = true;
+            }
+            if holds {
+                State::Holds
+            } else {
+                State::Waits
+            }
+        })
+        .collect()
+}
+
+/// What the semaphore rule looks at in a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Owner {
+    session: i64,
+    token: i64,
+}
+
+impl Owner {
+    fn of(c: &Contender) -> Owner {
+        Owner { session: c.session, token: c.token }
+    }
+}
+
+/// The states of a semaphore's lease nodes (in order), given the head of `locks/` and the
+/// number of leases if known; and whether that head is paired with the last lease node (the
+/// same session, created before it): then it is the same contender, listed once.
+fn semaphore_states(leases: &[Owner], head: Option<Owner>, limit: Option<u32>) -> (Vec<State>, bool) {
+    let paired = match (leases.last(), head) {
+        (Some(last), Some(head)) => last.session == head.session && last.token > head.token,
+        _ => false,
+    };
+    let states = (0..leases.len())
+        .map(|i| {
+            let holds = match limit {
+                Some(n) => i < n as usize,
+                None => !(paired && i + 1 == leases.len()),
+            };
+            if holds {
+                State::Holds
+            } else {
+                State::Waits
+            }
+        })
+        .collect();
+    (states, paired)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use State::{Holds, Waits};
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn sequences_follow_the_marker() {
+        assert_eq!(sequence("_c_0f-lock-0000000042", LOCK), Some(42));
+        assert_eq!(sequence("lock-0000000000", LOCK), Some(0));
+        assert_eq!(sequence("_c_0f-__WRIT__0000000007", WRITE), Some(7));
+        assert_eq!(sequence("_c_0f-__WRIT__0000000007", READ), None);
+        assert_eq!(sequence("_c_0f-lock-000000042", LOCK), None, "9 digits");
+        assert_eq!(sequence("_c_0f-lock-00000000042", LOCK), None, "11 digits");
+        assert_eq!(sequence("_c_0f-lock-00000000x2", LOCK), None);
+        assert_eq!(sequence("_c_0f-latch-0000000001", LOCK), None);
+        assert_eq!(sequence("0000000001", LOCK), None);
+        assert_eq!(sequence("é", LOCK), None);
+        assert_eq!(sequence("ab__lock__0000000001", LOCK), None, "kazoo's own lock names");
+    }
+
+    #[test]
+    fn kinds_are_told_by_names() {
+        let lock = names(&["_c_a-lock-0000000002", "_c_b-lock-0000000001"]);
+        assert_eq!(detect("/p", &lock).unwrap(), Some(Kind::Lock));
+        let rw = names(&["_c_a-__READ__0000000001", "_c_b-__WRIT__0000000002"]);
+        assert_eq!(detect("/p", &rw).unwrap(), Some(Kind::ReadWrite));
+        assert_eq!(detect("/p", &names(&["_c_a-latch-0000000001"])).unwrap(), Some(Kind::Election));
+        assert_eq!(detect("/p", &names(&["leases", "locks"])).unwrap(), Some(Kind::Semaphore));
+        assert_eq!(detect("/p", &names(&["locks"])).unwrap(), Some(Kind::Semaphore));
+        assert_eq!(detect("/p", &[]).unwrap(), None);
+        for bad in [names(&["_c_a-lock-0000000001", "_c_b-latch-0000000002"]), names(&["item-0000000001"])] {
+            match detect("/p", &bad) {
+                Err(ZkError::InvalidArgument(why)) => assert!(why.contains("pass the kind"), "{why}"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn queues_are_ordered_by_sequence_and_strangers_ignored() {
+        let children = names(&[
+            "_c_c-lock-0000000010",
+            "_c_a-lock-0000000003",
+            "stray",
+            "_c_b-lock-0000000007",
+            "_c_d-latch-0000000001",
+        ]);
+        let order: Vec<i64> = queued(Kind::Lock, children).iter().map(|n| n.sequence).collect();
+        assert_eq!(order, vec![3, 7, 10]);
+        let children = names(&[
+            "_c_w-__WRIT__0000000003",
+            "_c_r-__READ__0000000004",
+            "_c_r-__READ__0000000001",
+            "_c_r-__READ__0000000002",
+            "_c_x-lock-0000000000",
+        ]);
+        let order: Vec<(i64, Option<Mode>)> =
+            queued(Kind::ReadWrite, children).iter().map(|n| (n.sequence, n.mode)).collect();
+        assert_eq!(
+            order,
+            vec![(1, Some(Mode::Read)), (2, Some(Mode::Read)), (3, Some(Mode::Write)), (4, Some(Mode::Read))]
+        );
+    }
+
+    #[test]
+    fn exclusive_queues_have_one_holder() {
+        assert_eq!(queue_states(&[None, None, None]), vec![Holds, Waits, Waits]);
+        assert_eq!(queue_states(&[]), Vec::<State>::new());
+    }
+
+    #[test]
+    fn readers_hold_until_a_writer_is_before_them() {
+        let (r, w) = (Some(Mode::Read), Some(Mode::Write));
+        assert_eq!(queue_states(&[r, r, w, r]), vec![Holds, Holds, Waits, Waits]);
+        assert_eq!(queue_states(&[w, r, r]), vec![Holds, Waits, Waits]);
+        assert_eq!(queue_states(&[w, w]), vec![Holds, Waits]);
+        assert_eq!(queue_states(&[r, w, w]), vec![Holds, Waits, Waits]);
+    }
+
+    #[test]
+    fn semaphore_leases_with_a_known_count() {
+        let o = |session, token| Owner { session, token };
+        let leases = [o(1, 10), o(2, 11), o(3, 12)];
+        assert_eq!(semaphore_states(&leases, Some(o(3, 9)), Some(2)), (vec![Holds, Holds, Waits], true));
+        assert_eq!(semaphore_states(&leases, Some(o(4, 13)), Some(2)), (vec![Holds, Holds, Waits], false));
+        assert_eq!(semaphore_states(&leases, None, Some(5)), (vec![Holds, Holds, Holds], false));
+    }
+
+    #[test]
+    fn semaphore_leases_with_an_unknown_count() {
+        let o = |session, token| Owner { session, token };
+        let leases = [o(1, 10), o(2, 11), o(3, 12)];
+        // The head of locks/ made the last lease node: it waits, and is listed once.
+        assert_eq!(semaphore_states(&leases, Some(o(3, 9)), None), (vec![Holds, Holds, Waits], true));
+        // Another session heads locks/: it has no lease node yet; every lease node holds.
+        assert_eq!(semaphore_states(&leases, Some(o(1, 9)), None), (vec![Holds; 3], false));
+        // Same session, but the lock node is newer than the last lease: not the one who made it.
+        assert_eq!(semaphore_states(&leases, Some(o(3, 13)), None), (vec![Holds; 3], false));
+        assert_eq!(semaphore_states(&leases, None, None), (vec![Holds; 3], false));
+        assert_eq!(semaphore_states(&[], Some(o(3, 9)), None), (vec![], false));
+    }
+
+    #[test]
+    fn kind_names_round_trip() {
+        for kind in [Kind::Lock, Kind::ReadWrite, Kind::Semaphore, Kind::Election] {
+            assert_eq!(kind.name().parse::<Kind>(), Ok(kind));
+        }
+        assert!("queue".parse::<Kind>().is_err());
+    }
+}
