@@ -52,6 +52,36 @@ pub(crate) fn session_timeout(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// How often `serve` looks at its plugins directory: at least 100 ms.
+pub(crate) fn watch_every(text: &str) -> Result<Duration, String> {
+    match duration(text)? {
+        d if d < Duration::from_millis(100) => Err(format!("{text:?} is too short: at least 100ms")),
+        d => Ok(d),
+    }
+}
+
+/// An election participant's id: not empty, one line of printable text.
+pub(crate) fn participant_id(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.chars().any(char::is_control) {
+        return Err(format!("{text:?}: an id is one line of printable text, not empty"));
+    }
+    Ok(text.to_string())
+}
+
+/// A node name (a site of a transaction, a group member): not empty, no `/`, not `.` or `..`,
+/// no control characters.
+pub(crate) fn node_name(text: &str) -> Result<String, String> {
+    if text.is_empty()
+        || text == "."
+        || text == ".."
+        || text.contains('/')
+        || text.chars().any(char::is_control)
+    {
+        return Err(format!("{text:?} is not a node name (not empty, no '/', not . or .., printable)"));
+    }
+    Ok(text.to_string())
+}
+
 fn too_long(text: &str, longest: Duration) -> String {
     format!("{text:?} is too long: at most {} days", longest.as_secs() / 86400)
 }

@@ -197,7 +197,9 @@ impl Host {
     pub async fn serving(&self, recipe: &str) -> anyhow::Result<Arc<Version>> {
         if let Some(allowed) = &self.inner.allowed {
             if recipe.contains('/') || recipe.ends_with(".wasm") {
-                bail!("recipe {recipe:?}: a tenant names recipes, not files");
+                bail!(
+                    "recipe {recipe:?}: a daemon's clients name recipes of its plugins directory, not files"
+                );
             }
             if !allowed.iter().any(|pattern| matches_pattern(pattern, recipe)) {
                 bail!("recipe {recipe:?} is not one this tenant may load (allowed: {})", allowed.join(", "));

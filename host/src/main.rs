@@ -2,6 +2,17 @@
 //! start a local ZooKeeper for development. With `--server ADDR` the subcommands go through a
 //! `wazoo serve` daemon ([`remote`]) instead of a ZooKeeper session of their own.
 
+/// `println!` that never panics: a reader that went away ends wazoo with status 141, as SIGPIPE
+/// ends a shell tool ([`show::emit`]).
+macro_rules! out {
+    () => {
+        $crate::show::emit("")
+    };
+    ($($arg:tt)*) => {
+        $crate::show::emit(&format!($($arg)*))
+    };
+}
+
 mod args;
 mod exit;
 mod remote;
@@ -120,7 +131,7 @@ enum Command {
         /// Election path, e.g. /app/election
         path: String,
         /// This participant's id, shown to observers (default: hostname-pid)
-        #[arg(long)]
+        #[arg(long, value_parser = args::participant_id)]
         id: Option<String>,
         #[command(flatten)]
         wait: WaitArgs,
@@ -271,7 +282,7 @@ enum Command {
         metrics: String,
         /// The plugins directory is watched (inotify); it is also looked at this often, in case
         /// a change event was missed
-        #[arg(long, default_value = "5s", value_parser = args::positive_duration)]
+        #[arg(long, default_value = "5s", value_parser = args::watch_every)]
         watch_every: Duration,
         /// Serve these tenants (a JSON file: see README, "Tenants"), each with its own token,
         /// ZooKeeper session and identity, namespace, recipes and limits, instead of one host
@@ -379,7 +390,8 @@ enum ConfigCommand {
     Set {
         path: String,
         value: String,
-        #[arg(long)]
+        /// Only if the value is still at this version (0 or more)
+        #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
         version: Option<i32>,
     },
     /// Print the value and version on every change, until interrupted
@@ -431,8 +443,8 @@ enum TxCommand {
     /// Start transaction TX over SITES and print its outcome (exit status 6 if aborted)
     Coordinate {
         tx: String,
-        /// Comma-separated site names
-        #[arg(long, value_delimiter = ',', required = true)]
+        /// Comma-separated site names, each once
+        #[arg(long, value_delimiter = ',', required = true, value_parser = args::node_name)]
         sites: Vec<String>,
         /// The transaction's payload, read by the sites
         #[arg(long, default_value = "")]
@@ -589,12 +601,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Command::New { command: NewCommand::Recipe { name, lang, dir } } = &cli.command {
         let dir = dir.clone().unwrap_or_else(|| PathBuf::from(name));
         let written = scaffold::new_recipe(name, *lang, &dir)?;
-        println!(
-            "wrote {} files into {}; see {}",
-            written.len(),
-            dir.display(),
-            dir.join("README.md").display()
-        );
+        out!("wrote {} files into {}; see {}", written.len(), dir.display(), dir.join("README.md").display());
         return Ok(0);
     }
     if let Some(server) = &cli.server {
@@ -677,8 +684,8 @@ async fn serve(
     let specs = tenants.map(wazoo::tenants::load).transpose()?;
     let settings = wazoo::serve::ServeConfig { listen, metrics, watch_every };
     let ready = |grpc: std::net::SocketAddr, metrics: Option<std::net::SocketAddr>| match metrics {
-        Some(m) => println!("serving gRPC on {grpc}, metrics on http://{m}/metrics"),
-        None => println!("serving gRPC on {grpc}"),
+        Some(m) => out!("serving gRPC on {grpc}, metrics on http://{m}/metrics"),
+        None => out!("serving gRPC on {grpc}"),
     };
     let shutdown = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -698,7 +705,11 @@ async fn serve(
             tokio::spawn(reload_tenants_on_sighup(file, specs, config, changes));
             wazoo::serve::run_tenants(tenants, settings, applied, ready, shutdown).await?
         }
-        None => wazoo::serve::run(Host::start(config).await?, settings, ready, shutdown).await?,
+        None => {
+            // A client names recipes of the plugins directory, never a file of the host's.
+            let config = HostConfig { allowed: Some(vec!["*".to_string()]), ..config };
+            wazoo::serve::run(Host::start(config).await?, settings, ready, shutdown).await?
+        }
     }
     Ok(0)
 }
@@ -967,7 +978,7 @@ async fn revoke(config: HostConfig, node: &str, grace: Option<Duration>) -> anyh
     let mut handle = host.lock("lock").await?;
     let released =
         handle.revoke(node, grace).await.map_err(|e| exit::recipe(format!("revoking {node}"), e))?;
-    println!("{}", if released { "released" } else { "forced" });
+    out!("{}", if released { "released" } else { "forced" });
     handle.close().await;
     Ok(0)
 }
@@ -1180,7 +1191,7 @@ async fn config_values(config: HostConfig, command: ConfigCommand) -> anyhow::Re
         },
         ConfigCommand::Set { value, version, .. } => match handle.set(&path, value.as_bytes(), version).await
         {
-            Ok(version) => println!("{version}"),
+            Ok(version) => out!("{version}"),
             Err(RecipeError::Zk(ZkError::BadVersion)) => return Ok(stale_version(&path, version)),
             Err(e) => return Err(failed(e)),
         },
@@ -1219,7 +1230,7 @@ async fn counter(config: HostConfig, command: CounterCommand) -> anyhow::Result<
         CounterCommand::Get { json, .. } => {
             show::number(json, "value", handle.counter(&path).await.map_err(failed)?)
         }
-        CounterCommand::Add { delta, .. } => println!("{}", handle.add(&path, delta).await.map_err(failed)?),
+        CounterCommand::Add { delta, .. } => out!("{}", handle.add(&path, delta).await.map_err(failed)?),
     }
     handle.close().await;
     Ok(0)
@@ -1236,7 +1247,7 @@ async fn queue(config: HostConfig, command: QueueCommand) -> anyhow::Result<u8> 
             if ephemeral {
                 eprintln!("wazoo: note: an ephemeral item lives only as long as this command");
             }
-            println!("{}", handle.put(&path, data.as_bytes(), priority, ephemeral).await.map_err(failed)?);
+            out!("{}", handle.put(&path, data.as_bytes(), priority, ephemeral).await.map_err(failed)?);
         }
         QueueCommand::Take { timeout, .. } => match handle.take(&path, timeout).await {
             Ok(item) => print_item(&item.data)?,
@@ -1350,7 +1361,7 @@ fn few_left(path: &str, timeout: Option<Duration>) -> u8 {
 
 async fn two_phase_commit(config: HostConfig, command: TxCommand) -> anyhow::Result<u8> {
     let tx = command.tx().to_string();
-    check_path("transaction", &tx)?;
+    check_tx(&command)?;
     let host = Host::start(config).await?;
     if let TxCommand::Clean { .. } = command {
         let mut handle = host.dynamic("transaction").await?;
@@ -1371,6 +1382,18 @@ async fn two_phase_commit(config: HostConfig, command: TxCommand) -> anyhow::Res
     Ok(tx_outcome(matches!(outcome, wazoo::Outcome::Committed)))
 }
 
+/// A transaction's path and sites, checked before anything is asked: each site named once.
+fn check_tx(command: &TxCommand) -> anyhow::Result<()> {
+    check_path("transaction", command.tx())?;
+    if let TxCommand::Coordinate { sites, .. } = command {
+        let mut seen = std::collections::HashSet::new();
+        if let Some(twice) = sites.iter().find(|site| !seen.insert(site.as_str())) {
+            return Err(exit::usage(format!("--sites: {twice:?} is named twice")));
+        }
+    }
+    Ok(())
+}
+
 /// The transaction recipe's export that `2pc clean` calls (by name, as `wazoo call` does).
 const TX_CLEAN: &str = "two-phase-commit.clean";
 
@@ -1379,7 +1402,7 @@ const TX_CLEAN: &str = "two-phase-commit.clean";
 fn tx_cleaned(tx: &str, result: &serde_json::Value) -> anyhow::Result<u8> {
     use serde_json::Value;
     if let Some(outcome) = result.get("ok").and_then(Value::as_str) {
-        println!("cleaned {tx}: {outcome}");
+        out!("cleaned {tx}: {outcome}");
         return Ok(0);
     }
     let Some(error) = result.get("err") else { bail!("transaction {tx}: unexpected answer {result}") };
@@ -1400,10 +1423,10 @@ fn tx_cleaned(tx: &str, result: &serde_json::Value) -> anyhow::Result<u8> {
 /// Prints a transaction's outcome: exit status 0 if committed, 6 if aborted.
 fn tx_outcome(committed: bool) -> u8 {
     if committed {
-        println!("committed");
+        out!("committed");
         0
     } else {
-        println!("aborted");
+        out!("aborted");
         exit::ABORTED
     }
 }
@@ -1455,7 +1478,7 @@ fn fence_checked(node: &str, token: i64, holder: wazoo::fence::Holder) -> u8 {
     use wazoo::fence::Holder;
     match holder {
         Holder::Holds => {
-            println!("{node} holds token {token}");
+            out!("{node} holds token {token}");
             0
         }
         Holder::Gone => {
@@ -1476,7 +1499,7 @@ fn fence_written(node: &str, token: i64, path: &str, written: wazoo::fence::Writ
     match written {
         Written::Accepted { version, previous } => {
             let was = previous.map(|p| format!(" (was token {p})")).unwrap_or_default();
-            println!("written {path} version {version} token {token}{was}");
+            out!("written {path} version {version} token {token}{was}");
             return 0;
         }
         Written::Gone => eprintln!("wazoo: refused: {node} is gone: token {token} no longer holds"),
@@ -1508,12 +1531,12 @@ async fn barrier(config: HostConfig, command: BarrierCommand) -> anyhow::Result<
     let mut handle = host.barrier("barrier").await?;
     let failed = |e: RecipeError| exit::recipe(format!("barrier {path}"), e);
     match command {
-        BarrierCommand::Set { .. } => println!("{}", barrier_set(handle.set(&path).await.map_err(failed)?)),
+        BarrierCommand::Set { .. } => out!("{}", barrier_set(handle.set(&path).await.map_err(failed)?)),
         BarrierCommand::Remove { .. } => {
-            println!("{}", barrier_removed(handle.remove(&path).await.map_err(failed)?))
+            out!("{}", barrier_removed(handle.remove(&path).await.map_err(failed)?))
         }
         BarrierCommand::Wait { timeout, .. } => match handle.wait(&path, timeout).await {
-            Ok(()) => println!("down"),
+            Ok(()) => out!("down"),
             Err(RecipeError::Zk(ZkError::Timeout)) => {
                 return Ok(timed_out(Waited::BarrierDown, &path, timeout))
             }
@@ -1729,15 +1752,19 @@ async fn lost_claim(mut claim: impl Holding, ending: &Ending, what: &str, status
 }
 
 async fn server(port: u16, data_dir: Option<PathBuf>, tick_ms: u32) -> anyhow::Result<u8> {
+    // Another server on the port would answer for this one: refuse at once.
+    if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+        bail!("cannot serve on 127.0.0.1:{port}: {e}");
+    }
     let options = ServerOptions { port, data_dir, tick_ms, ..ServerOptions::default() };
     let server = tokio::task::spawn_blocking(move || ZkServer::start(options)).await??;
-    println!(
+    out!(
         "ZooKeeper serving on {} (data {}, log {})",
         server.address(),
         server.data_dir().display(),
         server.log_path().display()
     );
-    println!("press Ctrl-C to stop");
+    out!("press Ctrl-C to stop");
     tokio::signal::ctrl_c().await?;
     drop(server);
     Ok(0)
@@ -1832,7 +1859,7 @@ fn recipe_functions(config: &HostConfig, recipe: &str) -> anyhow::Result<u8> {
     let path = registry.resolve(recipe);
     let version = registry.load(&path)?;
     for f in version.functions() {
-        println!("{f}");
+        out!("{f}");
     }
     Ok(0)
 }
@@ -1850,7 +1877,7 @@ async fn call(config: HostConfig, recipe: &str, function: &str, args: &str) -> a
 
 /// Prints a call's JSON result; exit status 1 when it is `{"err": …}`.
 pub(crate) fn print_call_result(result: &serde_json::Value) -> u8 {
-    println!("{result}");
+    out!("{result}");
     match result.as_object() {
         Some(o) if o.len() == 1 && o.contains_key("err") => 1,
         _ => 0,
@@ -1863,7 +1890,7 @@ fn custom_outcome(component: &str, outcome: Result<String, String>) -> u8 {
     match outcome {
         Ok(out) => {
             if !out.is_empty() {
-                println!("{out}");
+                out!("{out}");
             }
             0
         }
@@ -1875,15 +1902,15 @@ fn custom_outcome(component: &str, outcome: Result<String, String>) -> u8 {
 }
 
 async fn demo(plugins: &std::path::Path, rounds: u32) -> anyhow::Result<u8> {
-    println!("== starting a local ZooKeeper (Debian's zookeeper package) ==");
+    out!("== starting a local ZooKeeper (Debian's zookeeper package) ==");
     let server = tokio::task::spawn_blocking(|| ZkServer::start(ServerOptions::default())).await??;
-    println!("ZooKeeper serving on {}", server.address());
+    out!("ZooKeeper serving on {}", server.address());
     let exe = std::env::current_exe()?;
     let lock_path = "/wazoo-demo/lock";
     // Each holder appends to one log; afterwards it is checked, not just claimed.
     let log = std::env::temp_dir().join(format!("wazoo-demo-{}.log", std::process::id()));
     std::fs::write(&log, "")?;
-    println!("== two contenders, {rounds} rounds each, on {lock_path} ==");
+    out!("== two contenders, {rounds} rounds each, on {lock_path} ==");
     let mut contenders = Vec::new();
     for name in ["A", "B"] {
         let (exe, address, plugins, log) =
@@ -1917,7 +1944,7 @@ async fn demo(plugins: &std::path::Path, rounds: u32) -> anyhow::Result<u8> {
     let history = std::fs::read_to_string(&log)?;
     let _ = std::fs::remove_file(&log);
     check_demo_history(&history, 2 * rounds as usize)?;
-    println!(
+    out!(
         "== checked: {} turns, never two holders at once, every fencing token above the last ==",
         2 * rounds
     );

@@ -25,12 +25,12 @@ use super::exit;
 use super::show;
 use super::supervise::Signals;
 use super::{
-    barrier_removed, barrier_set, check_election, check_path, custom_outcome, default_id, fence_checked,
-    fence_written, few_entered, few_left, hold, join_run, leader_env, leader_note, lease_env, lock_env,
-    lock_what, no_holders, no_leader, no_members, no_value, not_held, print_item, print_recipes, run_between,
-    stale_version, timed_out, tx_cleaned, tx_outcome, BarrierCommand, Command, ConfigCommand, CounterCommand,
-    Ending, FenceCommand, GroupCommand, Holding, QueueCommand, RecipeRow, RecipesCommand, Run, RunUnder,
-    TxCommand, Waited, TX_CLEAN,
+    barrier_removed, barrier_set, check_election, check_path, check_tx, custom_outcome, default_id,
+    fence_checked, fence_written, few_entered, few_left, hold, join_run, leader_env, leader_note, lease_env,
+    lock_env, lock_what, no_holders, no_leader, no_members, no_value, not_held, print_item, print_recipes,
+    run_between, stale_version, timed_out, tx_cleaned, tx_outcome, BarrierCommand, Command, ConfigCommand,
+    CounterCommand, Ending, FenceCommand, GroupCommand, Holding, QueueCommand, RecipeRow, RecipesCommand,
+    Run, RunUnder, TxCommand, Waited, TX_CLEAN,
 };
 use super::{interrupted, left_queue};
 use wazoo::keeper::CUT_OFF;
@@ -149,7 +149,7 @@ fn check(command: &Command) -> anyhow::Result<()> {
         Command::Counter { command } => check_path("counter", command.path()),
         Command::Group { command } => check_path("group", command.path()),
         Command::DoubleBarrier { path, .. } => check_path("barrier", path),
-        Command::TwoPhaseCommit { command } => check_path("transaction", command.tx()),
+        Command::TwoPhaseCommit { command } => check_tx(command),
         Command::Fence { command } => {
             command.paths().into_iter().try_for_each(|(kind, path)| check_path(kind, path))
         }
@@ -258,7 +258,22 @@ impl Remote {
             }
         };
         let channel = tonic::service::interceptor::InterceptedService::new(channel, Bearer(bearer));
-        Ok(Remote { addr: addr.to_string(), channel })
+        let remote = Remote { addr: addr.to_string(), channel };
+        // A listener that accepts but never answers (a stopped daemon, something else on the
+        // port) is out of reach too: one call must be answered within the connect timeout,
+        // whatever it says.
+        let mut admin = AdminClient::new(remote.channel.clone());
+        match tokio::time::timeout(timeout, admin.health(pb::Empty {})).await {
+            Err(_) => {
+                let within = super::args::human(timeout);
+                Err(exit::unavailable(format!("the wazoo daemon at {addr} did not answer within {within}")))
+            }
+            Ok(Err(status)) if status.code() == Code::Unavailable => Err(exit::unavailable(format!(
+                "cannot reach the wazoo daemon at {addr}: {}",
+                status.message()
+            ))),
+            Ok(_) => Ok(remote),
+        }
     }
 
     fn recipes(&self) -> RecipesClient<Authed> {
@@ -573,7 +588,7 @@ impl Remote {
                 };
                 let item =
                     recipes.queue_put(request).await.map_err(|s| self.failed(format!("queue {path}"), s))?;
-                println!("{}", item.into_inner().node);
+                out!("{}", item.into_inner().node);
                 if let Some(session) = session {
                     session.close().await;
                 }
@@ -625,7 +640,7 @@ impl Remote {
                     recipe: String::new(),
                 };
                 match recipes.config_set(request).await {
-                    Ok(entry) => println!("{}", entry.into_inner().version),
+                    Ok(entry) => out!("{}", entry.into_inner().version),
                     Err(status) if is_bad_version(&status) => return Ok(stale_version(&path, version)),
                     Err(status) => return Err(self.failed(format!("config {path}"), status)),
                 }
@@ -660,14 +675,14 @@ impl Remote {
                     .barrier_set(request(&path))
                     .await
                     .map_err(|s| self.failed(format!("barrier {path}"), s))?;
-                println!("{}", barrier_set(done.into_inner().changed));
+                out!("{}", barrier_set(done.into_inner().changed));
             }
             BarrierCommand::Remove { path } => {
                 let done = recipes
                     .barrier_remove(request(&path))
                     .await
                     .map_err(|s| self.failed(format!("barrier {path}"), s))?;
-                println!("{}", barrier_removed(done.into_inner().changed));
+                out!("{}", barrier_removed(done.into_inner().changed));
             }
             BarrierCommand::Wait { path, timeout } => {
                 let request = pb::WaitRequest {
@@ -676,7 +691,7 @@ impl Remote {
                     recipe: String::new(),
                 };
                 match recipes.barrier_wait(request).await {
-                    Ok(_) => println!("down"),
+                    Ok(_) => out!("down"),
                     Err(status) if is_timeout(&status) => {
                         return Ok(timed_out(Waited::BarrierDown, &path, timeout))
                     }
@@ -697,7 +712,7 @@ impl Remote {
             .await
             .map_err(|s| self.failed(format!("revoking {node}"), s))?
             .into_inner();
-        println!("{}", if reply.released { "released" } else { "forced" });
+        out!("{}", if reply.released { "released" } else { "forced" });
         Ok(0)
     }
 
@@ -1008,7 +1023,7 @@ impl Remote {
             bail!("{recipe} is not serving: {}", found.refused);
         }
         for f in found.functions {
-            println!("{f}");
+            out!("{f}");
         }
         Ok(0)
     }

@@ -96,6 +96,10 @@ macro_rules! follow {
 
 /// Shortest client-session TTL accepted.
 const MIN_TTL: Duration = Duration::from_millis(500);
+/// The longest TTL a client session is granted (a longer one asked for is cut to it).
+const MAX_TTL: Duration = Duration::from_secs(3600);
+/// The longest timeout a call takes; a longer one means no timeout.
+const LONGEST_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
 /// How often expired client sessions are looked for.
 const REAP_EVERY: Duration = Duration::from_millis(100);
 /// How long a streaming call blocks in the recipe before it looks whether its client left.
@@ -749,8 +753,10 @@ fn no_handle(e: anyhow::Error) -> Status {
     Status::failed_precondition(format!("recipe: {e:#}"))
 }
 
+/// A request's timeout: none beyond [`LONGEST_WAIT`], which is waiting for good (and could not
+/// be added to a clock).
 fn millis(ms: Option<u64>) -> Option<Duration> {
-    ms.map(Duration::from_millis)
+    ms.map(Duration::from_millis).filter(|d| *d <= LONGEST_WAIT)
 }
 
 fn or<'a>(recipe: &'a str, default: &'a str) -> &'a str {
@@ -778,7 +784,7 @@ impl std::ops::Deref for Api {
 impl Sessions for Api {
     async fn open(&self, request: Request<pb::OpenRequest>) -> Result<Response<pb::OpenReply>, Status> {
         let req = request.into_inner();
-        let ttl = Duration::from_millis(req.ttl_ms).max(MIN_TTL);
+        let ttl = Duration::from_millis(req.ttl_ms).clamp(MIN_TTL, MAX_TTL);
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let session = Arc::new(ClientSession {
             id,

@@ -148,8 +148,12 @@ pub(crate) fn held(env: &[(&'static str, String)]) {
             _ => String::new(),
         },
     };
-    match find("FENCING_TOKEN") {
-        Some(token) => emit(&format!("held {node} token {token}")),
-        None => emit(&format!("held {node}")),
-    }
+    let line = match find("FENCING_TOKEN") {
+        Some(token) => format!("held {node} token {token}"),
+        None => format!("held {node}"),
+    };
+    // A reader gone away does not end a claim held until a signal: it is released as usual.
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }

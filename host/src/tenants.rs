@@ -134,6 +134,9 @@ fn tenant(t: &Value) -> anyhow::Result<TenantSpec> {
             for (key, value) in q {
                 let n =
                     value.as_u64().ok_or_else(|| anyhow!("{name}: quota.{key} must be a whole number"))?;
+                if i64::try_from(n).is_err() {
+                    bail!("{name}: quota.{key} is too large (at most {})", i64::MAX);
+                }
                 match key.as_str() {
                     "znodes" => quota.0 = Some(n),
                     "bytes" => quota.1 = Some(n),
@@ -152,11 +155,13 @@ fn limits(name: &str, v: Option<&Value>) -> anyhow::Result<SandboxLimits> {
     let object = v.as_object().ok_or_else(|| anyhow!("{name}: \"limits\" must be an object"))?;
     for (key, value) in object {
         let n = value.as_u64().ok_or_else(|| anyhow!("{name}: limits.{key} must be a whole number"))?;
-        let n_usize = usize::try_from(n).map_err(|_| anyhow!("{name}: limits.{key} is too large"))?;
+        let too_large = || anyhow!("{name}: limits.{key} is too large");
+        let n_usize = usize::try_from(n).map_err(|_| too_large())?;
         match key.as_str() {
-            "memory_mib" => limits.memory_bytes = n_usize << 20,
+            "memory_mib" => limits.memory_bytes = n_usize.checked_mul(1 << 20).ok_or_else(too_large)?,
+            "cpu_ms" if n > 3_600_000 => return Err(too_large()),
             "cpu_ms" => limits.cpu_per_call = Duration::from_millis(n),
-            "stack_kib" => limits.wasm_stack_bytes = n_usize << 10,
+            "stack_kib" => limits.wasm_stack_bytes = n_usize.checked_mul(1 << 10).ok_or_else(too_large)?,
             "instances" => limits.max_instances = u32::try_from(n)?,
             "data_bytes" => limits.max_data_bytes = n_usize.min(SandboxLimits::default().max_data_bytes),
             "children" => limits.max_children = n_usize,
@@ -215,7 +220,8 @@ async fn set_quota(
         Ok(()) | Err(Error::NodeExists) => {}
         Err(e) => bail!("creating {dir}: {e}"),
     }
-    let hard = |n: Option<u64>| n.map_or(-1, |n| n as i64);
+    // Quotas are at most i64::MAX (checked when the file is read).
+    let hard = |n: Option<u64>| n.and_then(|n| i64::try_from(n).ok()).unwrap_or(-1);
     let limits = format!("count=-1,bytes=-1,countHardLimit={},byteHardLimit={}", hard(count), hard(bytes));
     let limit_node = format!("{dir}/zookeeper_limits");
     match client.create(&limit_node, limits.as_bytes(), &open).await {

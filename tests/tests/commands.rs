@@ -366,13 +366,19 @@ async fn bad_values_are_usage_errors_never_panics() {
         (vec!["--session-timeout", "0", "lock", &path, "--", "true"], "above zero"),
         (vec!["--session-timeout", "30d", "lock", &path, "--", "true"], "at most 24 days"),
         (vec!["--connect-timeout", "0s", "config", "get", &path], "above zero"),
-        (vec!["serve", "--watch-every", "0", "--metrics", "off"], "above zero"),
+        (vec!["serve", "--watch-every", "0", "--metrics", "off"], "at least 100ms"),
         (vec!["server", "--tick-ms", "0"], "1..=60000"),
         (vec!["holders", &path, "--kind", "mutex"], "--kind"),
         (vec!["holders", &path, "--leases", "0"], "1.."),
         (vec!["lock", "relative", "--", "true"], "invalid lock path"),
         (vec!["holders", "/a//b"], "invalid claim path"),
         (vec!["call", "lock", "lock.acquire", "{not json"], "ARGS is not JSON"),
+        (vec!["config", "set", &path, "v", "--version=-1"], "--version"),
+        (vec!["elect", &path, "--id", "", "--", "true"], "--id"),
+        (vec!["elect", &path, "--id", "two\nlines", "--", "true"], "--id"),
+        (vec!["2pc", "coordinate", &path, "--sites", "a,a"], "named twice"),
+        (vec!["2pc", "coordinate", &path, "--sites", "a,,b"], "--sites"),
+        (vec!["serve", "--watch-every", "1ms", "--metrics", "off"], "at least 100ms"),
     ];
     for (args, says) in cases {
         for via_daemon in [false, true] {
@@ -432,4 +438,80 @@ async fn double_barrier_commands_are_supervised() {
     within(Duration::from_secs(1), "its node is deleted within 1 s", wait_gone(&checker, &node)).await;
     let (code, stderr) = waiting.exit().await;
     assert_eq!(code, 128 + libc::SIGTERM, "{stderr}");
+}
+
+/// `revoke` touches only claim nodes: a configuration value is neither overwritten nor deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoke_refuses_what_is_not_a_claim() {
+    let daemon = daemon().await;
+    let checker = client(&zk().address()).await;
+    let value = format!("{}/setting", unique("revoke-value"));
+    assert_eq!(output(cli().args(["config", "set", &value, "on"])).await.0, 0);
+    for mut base in [cli(), through(&daemon)] {
+        let (code, stdout, stderr) = output(base.args(["revoke", &value, "--grace", "0s"])).await;
+        assert_eq!((code, stdout.as_str()), (1, ""), "{stderr}");
+        assert!(stderr.contains("not a lock"), "{stderr}");
+        assert_eq!(checker.get_data(&value).await.unwrap().0, b"on", "the value is untouched");
+    }
+}
+
+/// A daemon's client names recipes of its plugins directory, never a file of the daemon's host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_loads_no_file_a_client_names() {
+    let daemon = daemon().await;
+    let tree = plugins().join("tree.wasm");
+    for recipe in [tree.to_str().unwrap(), "/etc/passwd", "../plugins/tree"] {
+        let (code, stdout, stderr) = output(through(&daemon).args(["run", recipe, "/"])).await;
+        assert_eq!((code, stdout.as_str()), (70, ""), "{recipe}: {stderr}");
+        assert!(stderr.contains("not files"), "{recipe}: {stderr}");
+    }
+}
+
+/// A listener that accepts and never answers is a daemon out of reach: 69 within the connect
+/// timeout, not a hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_that_never_answers_is_out_of_reach() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    let started = Instant::now();
+    let (code, _, stderr) =
+        output(cli().args(["--server", &addr, "--connect-timeout", "1s", "config", "get", "/x"])).await;
+    assert_eq!((code, stderr.lines().count()), (69, 1), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(10), "answered in {:?}", started.elapsed());
+    held.abort();
+}
+
+/// `wazoo server` on a port another server holds says so, instead of vouching for the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_on_a_taken_port_fails_at_once() {
+    let port = zk().address().rsplit(':').next().unwrap().to_string();
+    let (code, stdout, stderr) = output(cli().args(["server", "--port", &port])).await;
+    assert_eq!((code, stdout.as_str()), (70, ""), "{stderr}");
+    assert!(stderr.contains(&format!("cannot serve on 127.0.0.1:{port}")), "{stderr}");
+}
+
+/// A reader that goes away ends a command quietly (status 141, as SIGPIPE ends a shell tool),
+/// never with a panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_is_no_panic() {
+    let path = unique("closed-stdout");
+    for args in [vec!["queue", "put", &path, "x"], vec!["recipes", "list", "--json"], vec!["leader", &path]] {
+        let mut child = cli()
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = within(LIMIT, "wazoo exits", child.wait_with_output()).await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!([Some(141), Some(1)].contains(&out.status.code()), "{args:?}: {:?} {stderr}", out.status);
+    }
 }

@@ -134,7 +134,8 @@ pub struct Deadline(Option<Instant>);
 
 impl Deadline {
     pub fn after_ms(timeout_ms: Option<u64>) -> Self {
-        Deadline(timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms)))
+        // A deadline past what the clock can hold is no deadline.
+        Deadline(timeout_ms.and_then(|ms| Instant::now().checked_add(Duration::from_millis(ms))))
     }
 
     pub fn never() -> Self {

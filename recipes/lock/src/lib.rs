@@ -44,6 +44,11 @@ impl Guest for Lock {
 
     fn revoke(node: String, grace_ms: Option<u64>) -> Result<bool, ZkError> {
         zk::check_path(&node)?;
+        if !is_claim_node(zk::node_name(&node)) {
+            return Err(ZkError::InvalidArgument(format!(
+                "{node} is not a lock, read/write lock or lease node (…-lock-, …__READ__, …__WRIT__ or …-lease- and a 10-digit sequence)"
+            )));
+        }
         match zk::retrying(|| zk::set_data(&node, REVOKE, None)) {
             Ok(_) => {}
             Err(ZkError::NoNode) => return Ok(true),
@@ -79,3 +84,13 @@ impl Guest for Lock {
 const REVOKE: &[u8] = b"__REVOKE__";
 
 export!(Lock);
+
+/// Whether `name` is a claim node's name in the formats revocation applies to: a lock's, either
+/// side of a read/write lock's, or a semaphore lease's, each ending in its 10-digit sequence. No
+/// other node (a configuration value, a queue item) is ever written `__REVOKE__` or deleted.
+fn is_claim_node(name: &str) -> bool {
+    let Some(stem) = name.len().checked_sub(10).and_then(|at| name.get(..at)) else { return false };
+    let sequence = &name[stem.len()..];
+    sequence.bytes().all(|b| b.is_ascii_digit())
+        && ["-lock-", "__READ__", "__WRIT__", "-lease-"].iter().any(|marker| stem.ends_with(marker))
+}
