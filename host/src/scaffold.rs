@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 
 /// A recipe language `wazoo new recipe` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -45,7 +45,11 @@ const JS: &[(&str, &str)] = &[
 pub fn new_recipe(name: &str, lang: Lang, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     check_name(name)?;
     if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
-        bail!("{} exists and is not empty", dir.display());
+        return Err(crate::exit::Exit {
+            code: crate::exit::NOTHING,
+            message: format!("{} exists and is not empty", dir.display()),
+        }
+        .into());
     }
     let files = match lang {
         Lang::Rust => RUST,
@@ -75,7 +79,9 @@ fn check_name(name: &str) -> anyhow::Result<()> {
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !name.ends_with('-');
     if !ok {
-        bail!("recipe name {name:?}: use lowercase letters, digits and inner dashes (e.g. wait-for), at most 64");
+        return Err(crate::exit::usage(format!(
+            "recipe name {name:?}: use lowercase letters, digits and inner dashes (e.g. wait-for), at most 64"
+        )));
     }
     Ok(())
 }

@@ -377,3 +377,24 @@ impl Kazoo {
             .expect("kazoo exited")
     }
 }
+
+/// Every ephemeral node under `path`.
+pub async fn ephemerals(checker: &Client, path: &str) -> std::collections::BTreeSet<String> {
+    let mut found = std::collections::BTreeSet::new();
+    let mut dirs = vec![path.to_string()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(children) = checker.list_children(&dir).await else { continue };
+        for child in children {
+            let full = format!("{dir}/{child}");
+            if let Ok(Some(stat)) = checker.check_stat(&full).await {
+                if stat.ephemeral_owner != 0 {
+                    found.insert(full.clone());
+                }
+                if stat.num_children > 0 {
+                    dirs.push(full);
+                }
+            }
+        }
+    }
+    found
+}

@@ -109,35 +109,15 @@ async fn every_claim_command_takes_no_wait() {
         };
         let mut holder = Running::start(cli().args(with_path(&holder_args)));
         let (node, _) = held(&mut holder).await;
-        let before = ephemerals_under(&checker, &path).await;
+        let before = ephemerals(&checker, &path).await;
         let (code, stdout, stderr) =
             output(cli().args(with_path(&contender_args)).args(["-n", "--", "sh", "-c", "echo ran"])).await;
         assert_eq!((code, stdout.as_str()), (3, ""), "{contender_args:?} -n: {stderr}");
-        assert_eq!(ephemerals_under(&checker, &path).await, before, "{contender_args:?}: nothing left");
+        assert_eq!(ephemerals(&checker, &path).await, before, "{contender_args:?}: nothing left");
         holder.signal(libc::SIGTERM);
         assert_eq!(holder.exit().await.0, 0);
         assert!(checker.check_stat(&node).await.unwrap().is_none());
     }
-}
-
-/// Every ephemeral node anywhere under `path`.
-async fn ephemerals_under(checker: &zookeeper_client::Client, path: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut dirs = vec![path.to_string()];
-    while let Some(dir) = dirs.pop() {
-        let Ok(kids) = checker.list_children(&dir).await else { continue };
-        for kid in kids {
-            let full = format!("{dir}/{kid}");
-            if let Ok(Some(stat)) = checker.check_stat(&full).await {
-                if stat.ephemeral_owner != 0 {
-                    found.push(full.clone());
-                }
-                dirs.push(full);
-            }
-        }
-    }
-    found.sort();
-    found
 }
 
 /// `--lost-exit-code` and `--revoked-exit-code` replace 4 and 5, with and without CMD, so a

@@ -86,7 +86,7 @@ async fn bad_names_and_languages_are_refused() {
     for name in ["Upper", "has space", "9lives", "trailing-", "../escape", ""] {
         let dir = std::env::temp_dir().join(format!("wazoo-scaffold-bad-{}", std::process::id()));
         let (code, _, stderr) = output(cli().args(["new", "recipe", name, "--dir"]).arg(&dir)).await;
-        assert_eq!(code, 1, "{name:?}: {stderr}");
+        assert_eq!(code, 2, "{name:?}: a bad name is bad usage: {stderr}");
         assert!(stderr.contains("use lowercase letters"), "{name:?}: {stderr}");
         assert!(!dir.exists(), "{name:?} wrote nothing");
     }

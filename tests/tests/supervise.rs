@@ -56,27 +56,6 @@ impl Kind {
     }
 }
 
-/// Every ephemeral node under `path`.
-async fn ephemerals(checker: &Client, path: &str) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    let mut dirs = vec![path.to_string()];
-    while let Some(dir) = dirs.pop() {
-        let Ok(children) = checker.list_children(&dir).await else { continue };
-        for child in children {
-            let full = format!("{dir}/{child}");
-            if let Ok(Some(stat)) = checker.check_stat(&full).await {
-                if stat.ephemeral_owner != 0 {
-                    found.insert(full.clone());
-                }
-                if stat.num_children > 0 {
-                    dirs.push(full);
-                }
-            }
-        }
-    }
-    found
-}
-
 /// Waits, by a recursive watch on `path`, until its ephemeral nodes are `before` and `more`
 /// others, made by `contender`; returns the others.
 async fn wait_more(
@@ -434,16 +413,35 @@ async fn partition(
     assert_eq!(holder.line("the holder's command starts").await, "started");
     let mut base = cli();
     base.env("LOG", &new_log).args(["--zookeeper", &others, "--session-timeout", session]);
-    let mut contender = claim(&mut base, kind, &path, "b", &[], r#"date +%s%N >> "$LOG"; echo started"#);
+    let stamp = r#"date +%s%N >> "$LOG"; echo started"#;
+    let mut contender = match kind {
+        // A member's name is its claim, and a join does not queue: the contender asks for the
+        // same name again while it is taken (exit status 1).
+        Kind::Join => {
+            base.args(kind.args(&path, "a")).args(["--", "sh", "-c", stamp]);
+            let wazoo = base.as_std();
+            let mut retry = Command::new("sh");
+            retry
+                .args(["-c", r#"while :; do "$@"; s=$?; [ $s -ne 1 ] && exit $s; sleep 0.05; done"#, "sh"])
+                .arg(wazoo.get_program())
+                .args(wazoo.get_args())
+                .kill_on_drop(true);
+            for (key, value) in wazoo.get_envs() {
+                match value {
+                    Some(value) => retry.env(key, value),
+                    None => retry.env_remove(key),
+                };
+            }
+            Running::start(&mut retry)
+        }
+        _ => claim(&mut base, kind, &path, "b", &[], stamp),
+    };
     match kind {
         // The waiter's lease node, and its place in the lease mutex's queue.
-        Kind::Semaphore => {
-            wait_children(&checker, &format!("{path}/leases"), 2).await;
-        }
-        _ => {
-            wait_children(&checker, &path, 2).await;
-        }
-    }
+        Kind::Semaphore => wait_children(&checker, &format!("{path}/leases"), 2).await,
+        Kind::Join => wait_children(&checker, &path, 1).await,
+        _ => wait_children(&checker, &path, 2).await,
+    };
 
     let fault_at = now_ns();
     if isolate {
@@ -492,6 +490,7 @@ async fn a_cut_off_holder_stops_its_command_before_the_majority_hands_the_lock_o
         (Kind::Write, "2s", false, false),
         (Kind::Semaphore, "2s", true, false),
         (Kind::Elect, "2s", false, true),
+        (Kind::Join, "2s", true, false),
     ] {
         cases.push(partition(&cluster, kind, session, isolate, daemon).await);
     }

@@ -254,7 +254,7 @@ async fn clean_refuses_a_transaction_in_progress_and_deletes_a_decided_one() {
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("no transaction"), "{stderr}");
     let (code, _, stderr) = output(cli().args(["2pc", "clean", "relative/tx"])).await;
-    assert_eq!((code, stderr.lines().count()), (1, 1), "{stderr}");
+    assert_eq!((code, stderr.lines().count()), (2, 1), "an invalid path is bad usage: {stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
