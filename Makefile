@@ -24,7 +24,7 @@ recipes: setup
 	bash plugins/js/build.sh
 
 build: recipes
-	$(CARGO) build --release -p wazoo
+	$(CARGO) build --release -p wazoo-cli
 
 demo: build
 	./target/release/wazoo recipes list
@@ -35,11 +35,11 @@ test: build
 	$(CARGO) test --target x86_64-unknown-linux-gnu -p wazoo-guest
 
 bench: build
-	$(CARGO) bench -p wazoo --bench lock
-	$(CARGO) bench -p wazoo --bench serve
-	$(CARGO) bench -p wazoo --bench languages
+	$(CARGO) bench -p wazoo-cli --bench lock
+	$(CARGO) bench -p wazoo-cli --bench serve
+	$(CARGO) bench -p wazoo-cli --bench languages
 	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests -p wazoo-misbehave
-	$(CARGO) bench -p wazoo --bench tenants
+	$(CARGO) bench -p wazoo-cli --bench tenants
 
 # The chaos suite's randomised soak run: make soak SOAK="--seed 42 --minutes 30"
 SOAK ?= --minutes 10

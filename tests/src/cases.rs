@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use wazoo::DynamicHandle;
+use wazoo_runtime::DynamicHandle;
 
 use crate::matrix::{ok, Case, Ctx, Fut, Verdict, WAIT_MS};
 use crate::proxy::Request;

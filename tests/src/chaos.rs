@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
-use wazoo::fence::{Fence, Written};
-use wazoo::server::Ensemble;
-use wazoo::{Host, RecipeError, SandboxLimits, ZkError};
+use wazoo_runtime::fence::{Fence, Written};
+use wazoo_runtime::{Host, RecipeError, SandboxLimits, ZkError};
+use wazoo_testkit::Ensemble;
 use zookeeper_client::{Client, SessionInfo};
 
 use crate::proxy::Proxy;
@@ -362,7 +362,7 @@ pub enum Write {
     Unavailable,
 }
 
-/// A fenced register: the resource a lock protects, written through [`wazoo::fence`]. It takes a
+/// A fenced register: the resource a lock protects, written through [`wazoo_runtime::fence`]. It takes a
 /// write only from a holder whose lock node still exists with its token (one multi: `check` the
 /// node, then a versioned write of the register) and only with a token at or above the last
 /// accepted one. Its data is the writer's token, a newline, and the writer's name.

@@ -22,11 +22,11 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
-use wazoo::server::{ServerOptions, ZkServer};
-use wazoo::{Host, HostConfig, KeeperConfig, SandboxLimits};
+use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits};
+use wazoo_testkit::{ServerOptions, ZkServer};
 use zookeeper_client::Client;
 
-pub use wazoo::server::Ensemble;
+pub use wazoo_testkit::Ensemble;
 
 /// The workspace root.
 pub fn root() -> PathBuf {

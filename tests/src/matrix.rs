@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
-use wazoo::{DynamicHandle, Host};
+use wazoo_runtime::{DynamicHandle, Host};
 use zookeeper_client::Client;
 
 use crate::chaos::{Lab, Site};

@@ -458,7 +458,7 @@ impl Link {
                 // Watch removals are not counted: the client library sends them when a watch
                 // is dropped, whenever that happens (often after the call that armed it ended),
                 // and they change nothing on the server.
-                // Nor is the host's own liveness probe (a sync of `/`, `wazoo::keeper`), which
+                // Nor is the host's own liveness probe (a sync of `/`, `wazoo_runtime::keeper`), which
                 // runs on a clock of its own, not as part of any recipe's operation.
                 let (path, watch) = request_path(kind, &frame[8..]);
                 let probe = kind == op::SYNC && path == "/";

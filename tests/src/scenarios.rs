@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
-use wazoo::{Ballot, ElectionHandle, Host, LockHandle, Lost, Outcome, RecipeError, TxMode, ZkError};
+use wazoo_runtime::{Ballot, ElectionHandle, Host, LockHandle, Lost, Outcome, RecipeError, TxMode, ZkError};
 use zookeeper_client::SessionState;
 
 use crate::chaos::{is_fault, Lab, Register, Report, Rng, Run, Site, Write};
@@ -56,7 +56,7 @@ async fn epilogue(run: &Run, lab: &Lab, path: &str, sites: &[&Site]) {
 fn acquire_on_task(
     mut lock: LockHandle,
     path: &str,
-) -> tokio::task::JoinHandle<(LockHandle, Result<wazoo::Held, RecipeError>)> {
+) -> tokio::task::JoinHandle<(LockHandle, Result<wazoo_runtime::Held, RecipeError>)> {
     let path = path.to_string();
     tokio::spawn(async move {
         let outcome = lock.acquire(&path, None).await;
@@ -997,7 +997,7 @@ async fn sleep_until(when: Instant) {
 pub async fn guest_traps_holding_a_lock(lab: &Lab) -> Report {
     let run = Run::start();
     let path = lab.path("trap");
-    let limits = wazoo::SandboxLimits { cpu_per_call: Duration::from_secs(2), ..Default::default() };
+    let limits = wazoo_runtime::SandboxLimits { cpu_per_call: Duration::from_secs(2), ..Default::default() };
     let a = lab.site_with("a", &lab.members, limits).await;
     let b = lab.site("b").await;
     let session = a.host.live().await.unwrap().session_id();

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use wazoo::{BarrierHandle, Host, RecipeError, ZkError};
+use wazoo_runtime::{BarrierHandle, Host, RecipeError, ZkError};
 use wazoo_tests::proxy::Proxy;
 use wazoo_tests::*;
 

@@ -116,7 +116,7 @@ async fn cli_stops_command_when_session_expires() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_refuses_bad_input_clearly() {
-    let free = wazoo::server::free_port().unwrap();
+    let free = wazoo_testkit::free_port().unwrap();
     let unreachable = format!("127.0.0.1:{free}");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["lock", "relative/path", "--", "true"], "must be absolute"),
@@ -244,7 +244,7 @@ async fn cli_barrier_set_wait_remove() {
     // The waiter's exists watch is on the server before the barrier comes down.
     within(LIMIT, "the CLI waiter arms its watch", async {
         loop {
-            let watches = wazoo::server::four_letter(zk().port, "wchp").unwrap_or_default();
+            let watches = wazoo_testkit::four_letter(zk().port, "wchp").unwrap_or_default();
             if watches.lines().any(|l| l.trim() == path) {
                 break;
             }

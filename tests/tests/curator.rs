@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use wazoo::{RecipeError, ZkError};
+use wazoo_runtime::{RecipeError, ZkError};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
-use wazoo::serve::pb::{
+use wazoo_proto::{
     recipes_client::RecipesClient, sessions_client::SessionsClient, AcknowledgeRequest, CampaignRequest,
     ObserveRequest, OpenRequest,
 };
-use wazoo::{ElectionHandle, Host, LeaderInfo, Lost, RecipeError, ZkError};
+use wazoo_runtime::{ElectionHandle, Host, LeaderInfo, Lost, RecipeError, ZkError};
 use wazoo_tests::chaos::Cluster;
 use wazoo_tests::daemon::{cli, Daemon};
 use wazoo_tests::proxy::{op, Proxy};

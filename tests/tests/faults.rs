@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use wazoo::server::{ServerOptions, ZkServer};
+use wazoo_testkit::{ServerOptions, ZkServer};
 use wazoo_tests::matrix::{Bench, Figure};
 use wazoo_tests::{cases, plugins};
 

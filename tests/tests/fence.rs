@@ -4,14 +4,14 @@
 use std::time::Duration;
 
 use tokio::process::Command;
-use wazoo::{Held, LockHandle};
+use wazoo_runtime::{Held, LockHandle};
 use wazoo_tests::daemon::{cli, output, Daemon};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// Takes the lock at `path` on a handle of its own.
-async fn hold(host: &wazoo::Host, path: &str) -> (LockHandle, Held) {
+async fn hold(host: &wazoo_runtime::Host, path: &str) -> (LockHandle, Held) {
     let mut handle = host.lock("lock").await.unwrap();
     let held = within(LIMIT, "the lock is taken", handle.acquire(path, None)).await.unwrap();
     (handle, held)

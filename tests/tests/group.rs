@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::ChildStdout;
-use wazoo::Membership;
+use wazoo_runtime::Membership;
 use wazoo_tests::daemon::cli;
 use wazoo_tests::*;
 

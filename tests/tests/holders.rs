@@ -1,4 +1,4 @@
-//! `wazoo::holders`: who holds a claim and who waits, in queue order, read on a plain session,
+//! `wazoo_runtime::holders`: who holds a claim and who waits, in queue order, read on a plain session,
 //! for wazoo's lock, read/write lock, semaphore and election, for Curator's on the same paths
 //! (compared with Curator's own `getParticipantNodes()` / `getParticipants()`), and through the
 //! daemon's `Holders` call. Every waiter really waits: the tests watch for its node before they
@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use wazoo::holders::{self, Contender, Contenders, Kind, State};
-use wazoo::serve::pb::{recipes_client::RecipesClient, ContenderMode, HoldersKind, HoldersRequest};
-use wazoo::{Host, Mode, ZkError};
+use wazoo_proto::{recipes_client::RecipesClient, ContenderMode, HoldersKind, HoldersRequest};
+use wazoo_runtime::holders::{self, Contender, Contenders, Kind, State};
+use wazoo_runtime::{Host, Mode, ZkError};
 use wazoo_tests::daemon::Daemon;
 use wazoo_tests::*;
 use zookeeper_client::{Client, CreateMode};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use wazoo::{Host, LockHandle, Lost, RecipeError, ZkError};
+use wazoo_runtime::{Host, LockHandle, Lost, RecipeError, ZkError};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(90);

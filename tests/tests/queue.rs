@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use wazoo::{Host, QueueHandle, RecipeError, ZkError};
+use wazoo_runtime::{Host, QueueHandle, RecipeError, ZkError};
 use wazoo_tests::proxy::{op, Proxy};
 use wazoo_tests::*;
 use zookeeper_client::{Acls, CreateMode};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use wazoo::{Host, Lost, Mode, RecipeError, ZkError};
+use wazoo_runtime::{Host, Lost, Mode, RecipeError, ZkError};
 use wazoo_tests::proxy::Proxy;
 use wazoo_tests::*;
 use zookeeper_client::{Acls, CreateMode, SessionState};

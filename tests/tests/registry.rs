@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use wazoo::registry::World;
-use wazoo::Host;
+use wazoo_runtime::registry::World;
+use wazoo_runtime::Host;
 use wazoo_tests::components::{compile_bomb, deploy, relabelled, traps_at_start};
 use wazoo_tests::*;
 

@@ -417,7 +417,7 @@ async fn remote_recipes_list_shows_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_subcommands_without_a_daemon_call_exit_2() {
     // Refused before any connection: nothing listens at this address.
-    let free = wazoo::server::free_port().unwrap();
+    let free = wazoo_testkit::free_port().unwrap();
     let nowhere = format!("127.0.0.1:{free}");
     let cases: Vec<(Vec<&str>, &str)> =
         vec![(vec!["server"], "server"), (vec!["serve"], "serve"), (vec!["demo"], "demo")];
@@ -432,7 +432,7 @@ async fn remote_subcommands_without_a_daemon_call_exit_2() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_unreachable_daemon_exits_69_naming_it() {
-    let free = wazoo::server::free_port().unwrap();
+    let free = wazoo_testkit::free_port().unwrap();
     let nowhere = format!("127.0.0.1:{free}");
     for args in [vec!["lock", "/t/x", "--", "true"], vec!["config", "get", "/t/x"], vec!["recipes", "list"]] {
         let (code, _, stderr) = output(wazoo_at(&nowhere).arg("--server").arg(&nowhere).args(&args)).await;

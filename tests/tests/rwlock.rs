@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use wazoo::{Host, Mode, RecipeError, RwLockHandle, ZkError};
+use wazoo_runtime::{Host, Mode, RecipeError, RwLockHandle, ZkError};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);

@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use wazoo::{CustomHandle, Host, RecipeError};
+use wazoo_runtime::{CustomHandle, Host, RecipeError};
 use wazoo_tests::*;
 use zookeeper_client::{Acls, Client, CreateMode};
 

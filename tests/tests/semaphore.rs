@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use wazoo::{Host, RecipeError, SemaphoreHandle, ZkError};
+use wazoo_runtime::{Host, RecipeError, SemaphoreHandle, ZkError};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);

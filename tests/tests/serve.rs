@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tonic::transport::Channel;
-use wazoo::serve::pb::{
+use wazoo_proto::{
     admin_client::AdminClient, recipes_client::RecipesClient, sessions_client::SessionsClient,
     AcquireRequest, Empty, Family, GroupJoinRequest, HandleRef, InvokeRequest, KeepAliveRequest, OpenRequest,
     PathRequest, QueueClaimRequest, QueuePutRequest, WaitRequest,
@@ -296,7 +296,7 @@ async fn silent_session(channel: &Channel, ttl_ms: u64) -> u64 {
     sessions.open(OpenRequest { ttl_ms, name: "silent".into() }).await.unwrap().into_inner().session
 }
 
-fn names(m: &wazoo::serve::pb::Membership) -> Vec<String> {
+fn names(m: &wazoo_proto::Membership) -> Vec<String> {
     m.members.iter().map(|m| m.name.clone()).collect()
 }
 

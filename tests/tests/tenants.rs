@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::transport::Channel;
-use wazoo::serve::pb::{
+use wazoo_proto::{
     admin_client::AdminClient, recipes_client::RecipesClient, sessions_client::SessionsClient,
     AcquireRequest, Empty, Family, HandleRef, InvokeRequest, OpenRequest,
 };
-use wazoo::{Host, HostConfig, RecipeError, SandboxLimits};
+use wazoo_runtime::{Host, HostConfig, RecipeError, SandboxLimits};
 use wazoo_tests::daemon::Daemon;
 use wazoo_tests::*;
 use zookeeper_client::{Acls, Client, CreateMode};

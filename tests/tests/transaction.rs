@@ -3,7 +3,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use wazoo::{Ballot, Host, Outcome, RecipeError, TxMode};
+use wazoo_runtime::{Ballot, Host, Outcome, RecipeError, TxMode};
 use wazoo_tests::daemon::{cli, output, Daemon};
 use wazoo_tests::proxy::{op, Proxy};
 use wazoo_tests::*;

@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use wazoo::{Host, RecipeError, ZkError};
+use wazoo_runtime::{Host, RecipeError, ZkError};
 use wazoo_tests::proxy::Proxy;
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn names(m: &wazoo::Membership) -> Vec<&str> {
+fn names(m: &wazoo_runtime::Membership) -> Vec<&str> {
     m.members.iter().map(|m| m.name.as_str()).collect()
 }
 

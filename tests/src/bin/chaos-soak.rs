@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wazoo::server::{ServerOptions, ZkServer};
+use wazoo_testkit::{ServerOptions, ZkServer};
 use wazoo_tests::chaos::{Cluster, Lab, Report, Rng};
 use wazoo_tests::matrix::Bench;
 use wazoo_tests::scenarios::{self, EnsembleFault};

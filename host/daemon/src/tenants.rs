@@ -35,7 +35,7 @@ use serde_json::Value;
 use sha2::Digest as _;
 
 use crate::serve::Tenant;
-use crate::{Host, HostConfig, SandboxLimits};
+use wazoo_runtime::{Host, HostConfig, SandboxLimits};
 
 /// One tenant as the file declares it.
 #[derive(Clone, Debug, PartialEq)]
@@ -111,7 +111,7 @@ fn tenant(t: &Value) -> anyhow::Result<TenantSpec> {
         bail!("{name}: zookeeper_secret must be non-empty and without ':'");
     }
     let root = text("root").unwrap_or_else(|| format!("/tenants/{name}"));
-    crate::paths::check_node(&root).map_err(|why| anyhow!("{name}: root: {why}"))?;
+    wazoo_runtime::paths::check_node(&root).map_err(|why| anyhow!("{name}: root: {why}"))?;
     let recipes = match t.get("recipes") {
         None => None,
         Some(v) => Some(
@@ -181,7 +181,7 @@ fn limits(name: &str, v: Option<&Value>) -> anyhow::Result<SandboxLimits> {
 /// Starts `spec`'s host on `base`'s ZooKeeper (its hosts; any chroot of `base` is replaced by
 /// the tenant's root), with the tenant's digest identity, recipes and limits.
 pub async fn start(spec: &TenantSpec, base: &HostConfig) -> anyhow::Result<Tenant> {
-    let (hosts, _) = crate::keeper::split_chroot(&base.keeper.zookeeper);
+    let (hosts, _) = wazoo_runtime::keeper::split_chroot(&base.keeper.zookeeper);
 
     let mut config = base.clone();
     config.keeper.zookeeper = format!("{hosts}{}", spec.root);

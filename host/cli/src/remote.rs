@@ -11,15 +11,11 @@ use std::future::Future;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
-use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::{Channel, Endpoint};
-use tonic::{Code, Status, Streaming};
-use wazoo::serve::pb;
-use wazoo::serve::pb::admin_client::AdminClient;
-use wazoo::serve::pb::recipes_client::RecipesClient;
-use wazoo::serve::pb::sessions_client::SessionsClient;
-use wazoo::Mode;
+use tonic::{Code, Status};
+use wazoo_client::{Authed, Client, ConnectError, Session};
+use wazoo_proto as pb;
+use wazoo_proto::recipes_client::RecipesClient;
+use wazoo_runtime::Mode;
 
 use super::exit;
 use super::show;
@@ -33,7 +29,6 @@ use super::{
     Run, RunUnder, TxCommand, Waited, TX_CLEAN,
 };
 use super::{interrupted, left_queue};
-use wazoo::keeper::CUT_OFF;
 
 /// The WIT error names the daemon puts before a recipe's error (see the proto's header); the
 /// rest of the message is what the local path would say.
@@ -160,20 +155,6 @@ fn check(command: &Command) -> anyhow::Result<()> {
     }
 }
 
-/// An error and its sources on one line, each said once (tonic repeats some).
-fn causes(error: &dyn std::error::Error) -> String {
-    let mut said: Vec<String> = Vec::new();
-    let mut next = Some(error);
-    while let Some(e) = next {
-        let text = e.to_string();
-        if said.last() != Some(&text) {
-            said.push(text);
-        }
-        next = e.source();
-    }
-    said.join(": ")
-}
-
 /// The exit status of a failed call, as the local path has it for the same failure
 /// ([`exit::zk_code`] for a recipe's error): 69 for a daemon (or its ZooKeeper) out of reach, 2
 /// for a request the daemon refuses as malformed, else 70.
@@ -208,76 +189,22 @@ fn is_bad_version(status: &Status) -> bool {
 struct Remote {
     /// As given, for messages.
     addr: String,
-    channel: Authed,
-}
-
-/// The channel to the daemon, every call carrying the tenant's token (if any).
-type Authed = tonic::service::interceptor::InterceptedService<Channel, Bearer>;
-
-/// Adds `authorization: Bearer TOKEN` to every call.
-#[derive(Clone)]
-struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
-
-impl tonic::service::Interceptor for Bearer {
-    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
-        if let Some(value) = &self.0 {
-            request.metadata_mut().insert("authorization", value.clone());
-        }
-        Ok(request)
-    }
+    client: Client,
 }
 
 impl Remote {
-    /// Connects (eagerly, so an unreachable daemon is one clear error).
+    /// Connects (eagerly, so an unreachable daemon is one clear error, exit status 69).
     async fn connect(addr: &str, token: Option<String>, timeout: Duration) -> anyhow::Result<Remote> {
-        let bearer = match token {
-            Some(t) => Some(
-                format!("Bearer {t}")
-                    .parse()
-                    .map_err(|_| anyhow!("--token: only visible ASCII characters are allowed"))?,
-            ),
-            None => None,
-        };
-        let uri = if addr.contains("://") { addr.to_string() } else { format!("http://{addr}") };
-        let endpoint = Endpoint::from_shared(uri)
-            .map_err(|e| anyhow!("--server: not an address: {addr:?} ({e})"))?
-            .connect_timeout(timeout);
-        let channel = match tokio::time::timeout(timeout, endpoint.connect()).await {
-            Ok(Ok(channel)) => channel,
-            Ok(Err(e)) => {
-                return Err(exit::unavailable(format!(
-                    "cannot reach the wazoo daemon at {addr}: {}",
-                    causes(&e)
-                )))
-            }
-            Err(_) => {
-                let within = super::args::human(timeout);
-                return Err(exit::unavailable(format!(
-                    "cannot reach the wazoo daemon at {addr}: no connection within {within}"
-                )));
-            }
-        };
-        let channel = tonic::service::interceptor::InterceptedService::new(channel, Bearer(bearer));
-        let remote = Remote { addr: addr.to_string(), channel };
-        // A listener that accepts but never answers (a stopped daemon, something else on the
-        // port) is out of reach too: one call must be answered within the connect timeout,
-        // whatever it says.
-        let mut admin = AdminClient::new(remote.channel.clone());
-        match tokio::time::timeout(timeout, admin.health(pb::Empty {})).await {
-            Err(_) => {
-                let within = super::args::human(timeout);
-                Err(exit::unavailable(format!("the wazoo daemon at {addr} did not answer within {within}")))
-            }
-            Ok(Err(status)) if status.code() == Code::Unavailable => Err(exit::unavailable(format!(
-                "cannot reach the wazoo daemon at {addr}: {}",
-                status.message()
-            ))),
-            Ok(_) => Ok(remote),
+        match Client::connect(addr, token.as_deref(), timeout).await {
+            Ok(client) => Ok(Remote { addr: addr.to_string(), client }),
+            Err(ConnectError::BadToken) => bail!("--token: only visible ASCII characters are allowed"),
+            Err(ConnectError::BadAddress(why)) => bail!("--server: {why}"),
+            Err(ConnectError::Unreachable(why)) => Err(exit::unavailable(why)),
         }
     }
 
     fn recipes(&self) -> RecipesClient<Authed> {
-        RecipesClient::new(self.channel.clone())
+        self.client.recipes()
     }
 
     /// A failed call as an error: the daemon's message as the local path words it (after
@@ -317,39 +244,14 @@ impl Remote {
 
     /// Opens a client session kept alive from a task, named `name` in the daemon's logs.
     async fn session(&self, ttl: Duration, name: String) -> anyhow::Result<Session> {
-        let mut sessions = SessionsClient::new(self.channel.clone());
-        let ttl_ms = ttl.as_millis().try_into().unwrap_or(u64::MAX);
-        let opened = sessions
-            .open(pb::OpenRequest { ttl_ms, name })
-            .await
-            .map_err(|s| self.failed("opening a client session", s))?
-            .into_inner();
-        let (id, ttl) = (opened.session, Duration::from_millis(opened.ttl_ms));
-        let (tx, rx) = mpsc::channel(4);
-        let replies = sessions
-            .keep_alive(ReceiverStream::new(rx))
-            .await
-            .map_err(|s| self.failed("keeping the client session alive", s))?
-            .into_inner();
-        let (ended_tx, ended) = watch::channel(None);
-        let keeper = tokio::spawn(keep_alive(id, ttl, tx, replies, ended_tx, self.addr.clone()));
-        Ok(Session { id, ttl, sessions, ended, keeper })
+        self.client.session(ttl, name).await.map_err(|s| self.failed("opening a client session", s))
     }
 
     /// Follows the loss of `claim` (made in `session`) from now on: what `hold` runs under.
     async fn follow(&self, session: Session, claim: &pb::Claim, what: &str) -> anyhow::Result<RemoteClaim> {
-        let handle = pb::HandleRef { session: session.id, handle: claim.handle };
-        match self.recipes().lost(handle).await {
-            Ok(lost) => Ok(RemoteClaim {
-                remote: self.clone(),
-                session,
-                handle,
-                lost: std::sync::Mutex::new(Some(lost.into_inner())),
-            }),
-            Err(status) => {
-                session.close().await;
-                Err(self.failed(format!("following the {what}"), status))
-            }
+        match self.client.follow(session, claim.clone()).await {
+            Ok(claim) => Ok(RemoteClaim { remote: self.clone(), claim }),
+            Err(status) => Err(self.failed(format!("following the {what}"), status)),
         }
     }
 
@@ -385,7 +287,7 @@ impl Remote {
             }
         };
         tracing::info!(node = %claim.node, token = claim.fencing_token, "{what} held");
-        let ttl = session.ttl;
+        let ttl = session.ttl();
         let held = self.follow(session, &claim, &what).await?;
         hold(held, RunUnder::new(run, what, env(claim), ttl), signals).await
     }
@@ -408,7 +310,7 @@ impl Remote {
         };
         let session = self.session(ttl, format!("wazoo {what}")).await?;
         let request = pb::AcquireRequest {
-            session: session.id,
+            session: session.id(),
             path: path.to_string(),
             family: family as i32,
             max_leases: 0,
@@ -436,7 +338,7 @@ impl Remote {
         let what = format!("lease of {path}");
         let session = self.session(ttl, format!("wazoo {what}")).await?;
         let request = pb::AcquireRequest {
-            session: session.id,
+            session: session.id(),
             path: path.to_string(),
             family: pb::Family::Semaphore as i32,
             max_leases: leases,
@@ -466,13 +368,13 @@ impl Remote {
         let what = format!("leadership of {path}");
         let session = self.session(ttl, format!("wazoo elect {path} as {id}")).await?;
         let request = pb::CampaignRequest {
-            session: session.id,
+            session: session.id(),
             path: path.to_string(),
             id: id.clone(),
             timeout_ms: millis(run.wait.wait()),
             recipe: recipe.to_string(),
         };
-        let session_id = session.id;
+        let session_id = session.id();
         let campaigning = async {
             let reply = self.recipes().campaign(request).await;
             if let Ok(claim) = &reply {
@@ -525,11 +427,11 @@ impl Remote {
     async fn holders(
         &self,
         path: &str,
-        kind: Option<wazoo::holders::Kind>,
+        kind: Option<wazoo_runtime::holders::Kind>,
         leases: Option<u32>,
         json: bool,
     ) -> anyhow::Result<u8> {
-        use wazoo::holders::Kind;
+        use wazoo_runtime::holders::Kind;
         let kind = match kind {
             None => pb::HoldersKind::Detect,
             Some(Kind::Lock) => pb::HoldersKind::Lock,
@@ -584,7 +486,7 @@ impl Remote {
                     priority: priority.map(u32::from),
                     recipe: String::new(),
                     ephemeral,
-                    session: session.as_ref().map_or(0, |s| s.id),
+                    session: session.as_ref().map_or(0, |s| s.id()),
                 };
                 let item =
                     recipes.queue_put(request).await.map_err(|s| self.failed(format!("queue {path}"), s))?;
@@ -747,7 +649,7 @@ impl Remote {
                 let what = format!("membership of {path} as {name}");
                 let session = self.session(ttl, format!("wazoo group join {path} as {name}")).await?;
                 let request = pb::GroupJoinRequest {
-                    session: session.id,
+                    session: session.id(),
                     path: path.clone(),
                     name: name.clone(),
                     data: data.into_bytes(),
@@ -764,7 +666,7 @@ impl Remote {
                         return Ok(interrupted(caught, &what));
                     }
                 };
-                let ttl = session.ttl;
+                let ttl = session.ttl();
                 let held = self.follow(session, &claim, &what).await?;
                 let env = vec![("WAZOO_GROUP_PATH", path.clone()), ("WAZOO_MEMBER", name)];
                 hold(held, join_run(&holding, &command, what, env, ttl), &mut signals).await
@@ -811,7 +713,7 @@ impl Remote {
     ) -> anyhow::Result<u8> {
         let session = self.session(ttl, format!("wazoo double-barrier {path}")).await?;
         let request = pb::DoubleBarrierEnterRequest {
-            session: session.id,
+            session: session.id(),
             path: path.to_string(),
             count,
             timeout_ms: millis(timeout),
@@ -842,7 +744,7 @@ impl Remote {
             }
         };
         let request = pb::DoubleBarrierLeaveRequest {
-            session: session.id,
+            session: session.id(),
             handle: entered.handle,
             timeout_ms: millis(timeout),
         };
@@ -884,8 +786,8 @@ impl Remote {
         let outcome = match command {
             TxCommand::Coordinate { sites, payload, mode, timeout, .. } => {
                 let mode = match mode {
-                    wazoo::TxMode::Coordinated => pb::TxMode::Coordinated,
-                    wazoo::TxMode::AllToAll => pb::TxMode::AllToAll,
+                    wazoo_runtime::TxMode::Coordinated => pb::TxMode::Coordinated,
+                    wazoo_runtime::TxMode::AllToAll => pb::TxMode::AllToAll,
                 };
                 let request = pb::TxCoordinateRequest {
                     tx: tx.clone(),
@@ -899,8 +801,8 @@ impl Remote {
             }
             TxCommand::Vote { site, ballot, timeout, .. } => {
                 let ballot = match ballot {
-                    wazoo::Ballot::Commit => pb::Ballot::Commit,
-                    wazoo::Ballot::Abort => pb::Ballot::Abort,
+                    wazoo_runtime::Ballot::Commit => pb::Ballot::Commit,
+                    wazoo_runtime::Ballot::Abort => pb::Ballot::Abort,
                 };
                 let request = pb::TxVoteRequest {
                     tx: tx.clone(),
@@ -929,9 +831,11 @@ impl Remote {
                     .map_err(|s| self.failed(format!("fence {node}"), s))?
                     .into_inner();
                 let holder = match reply.holder() {
-                    pb::FenceHolder::Holds => wazoo::fence::Holder::Holds,
-                    pb::FenceHolder::Gone => wazoo::fence::Holder::Gone,
-                    pb::FenceHolder::OtherToken => wazoo::fence::Holder::OtherToken(reply.holder_token),
+                    pb::FenceHolder::Holds => wazoo_runtime::fence::Holder::Holds,
+                    pb::FenceHolder::Gone => wazoo_runtime::fence::Holder::Gone,
+                    pb::FenceHolder::OtherToken => {
+                        wazoo_runtime::fence::Holder::OtherToken(reply.holder_token)
+                    }
                 };
                 Ok(fence_checked(&node, token, holder))
             }
@@ -948,16 +852,17 @@ impl Remote {
                     .map_err(|s| self.failed(format!("fence {path}"), s))?
                     .into_inner();
                 let written = match (reply.written, reply.holder()) {
-                    (true, _) => {
-                        wazoo::fence::Written::Accepted { version: reply.version, previous: reply.last_token }
-                    }
-                    (false, pb::FenceHolder::Gone) => wazoo::fence::Written::Gone,
+                    (true, _) => wazoo_runtime::fence::Written::Accepted {
+                        version: reply.version,
+                        previous: reply.last_token,
+                    },
+                    (false, pb::FenceHolder::Gone) => wazoo_runtime::fence::Written::Gone,
                     (false, pb::FenceHolder::OtherToken) => {
-                        wazoo::fence::Written::OtherToken(reply.holder_token)
+                        wazoo_runtime::fence::Written::OtherToken(reply.holder_token)
                     }
-                    (false, pb::FenceHolder::Holds) => {
-                        wazoo::fence::Written::Superseded { last: reply.last_token.unwrap_or_default() }
-                    }
+                    (false, pb::FenceHolder::Holds) => wazoo_runtime::fence::Written::Superseded {
+                        last: reply.last_token.unwrap_or_default(),
+                    },
                 };
                 Ok(fence_written(&node, token, &path, written))
             }
@@ -1011,7 +916,9 @@ impl Remote {
 
     /// `wazoo recipes functions`: what the daemon's version of `recipe` exports.
     async fn functions(&self, recipe: &str) -> anyhow::Result<u8> {
-        let listed = AdminClient::new(self.channel.clone())
+        let listed = self
+            .client
+            .admin()
             .list_recipes(pb::Empty {})
             .await
             .map_err(|s| self.failed("listing recipes", s))?
@@ -1031,7 +938,9 @@ impl Remote {
     /// `wazoo recipes list`: the daemon's components, and why a newer file was refused while an
     /// older version serves.
     async fn list_recipes(&self, json: bool) -> anyhow::Result<u8> {
-        let listed = AdminClient::new(self.channel.clone())
+        let listed = self
+            .client
+            .admin()
             .list_recipes(pb::Empty {})
             .await
             .map_err(|s| self.failed("listing recipes", s))?
@@ -1061,148 +970,42 @@ impl Remote {
     }
 }
 
-/// A client session: kept alive by a task while this lives.
-struct Session {
-    id: u64,
-    /// As the daemon granted it.
-    ttl: Duration,
-    sessions: SessionsClient<Authed>,
-    /// Why the daemon no longer keeps the session, once it does not.
-    ended: watch::Receiver<Option<String>>,
-    keeper: tokio::task::JoinHandle<()>,
-}
-
-impl Session {
-    /// Closes the session, deleting whatever it still holds.
-    async fn close(mut self) {
-        let _ = self.sessions.close(pb::SessionRef { session: self.id }).await;
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        // Ends the KeepAlive stream, and with it the session.
-        self.keeper.abort();
-    }
-}
-
-/// Sends a keepalive for `session` every sixth of its `ttl`; publishes on `ended` why it stopped
-/// being kept: the daemon forgot the session, the stream broke, or no keepalive sent in the last
-/// [`CUT_OFF`] of the TTL was answered. The daemon ends a session a TTL after the last keepalive
-/// it received, so what the session's claims guard is stopped before that.
-async fn keep_alive(
-    session: u64,
-    ttl: Duration,
-    requests: mpsc::Sender<pb::KeepAliveRequest>,
-    mut replies: Streaming<pb::KeepAliveReply>,
-    ended: watch::Sender<Option<String>>,
-    addr: String,
-) {
-    let limit = ttl * CUT_OFF.0 / CUT_OFF.1;
-    let mut tick = tokio::time::interval((ttl / 6).max(Duration::from_millis(50)));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // When each keepalive not yet answered was sent (answers come in order), and when the last
-    // answered one was: the daemon heard from this client no earlier.
-    let mut sent = std::collections::VecDeque::new();
-    let mut answered = tokio::time::Instant::now();
-    let why = loop {
-        tokio::select! {
-            _ = tokio::time::sleep_until(answered + limit) => {
-                break format!(
-                    "no keepalive answer from the wazoo daemon at {addr} for {:.1}s, 2/3 of the client session's TTL",
-                    limit.as_secs_f64()
-                );
-            }
-            _ = tick.tick() => {
-                sent.push_back(tokio::time::Instant::now());
-                if requests.send(pb::KeepAliveRequest { session }).await.is_err() {
-                    break format!("the keepalive stream to the wazoo daemon at {addr} closed");
-                }
-            }
-            reply = replies.message() => match reply {
-                Ok(Some(reply)) if reply.ttl_ms == 0 => {
-                    break format!("the wazoo daemon at {addr} ended the client session");
-                }
-                Ok(Some(_)) => {
-                    if let Some(at) = sent.pop_front() {
-                        answered = at;
-                    }
-                }
-                Ok(None) => break format!("the wazoo daemon at {addr} ended the keepalive stream"),
-                Err(status) => {
-                    break format!("lost the connection to the wazoo daemon at {addr}: {}", status.message());
-                }
-            },
-        }
-    };
-    ended.send_replace(Some(why));
-}
-
 /// A claim the daemon holds for this process, in a session of its own.
 struct RemoteClaim {
     remote: Remote,
-    session: Session,
-    handle: pb::HandleRef,
-    /// The Lost stream, opened before the command starts; taken by [`Holding::lost`].
-    lost: std::sync::Mutex<Option<Streaming<pb::LostEvent>>>,
+    claim: wazoo_client::Claim,
 }
 
 impl Holding for RemoteClaim {
     fn lost(&self) -> impl std::future::Future<Output = Ending> + Send + 'static {
-        let stream = self.lost.lock().unwrap().take();
-        let mut ended = self.session.ended.clone();
-        let addr = self.remote.addr.clone();
-        async move {
-            let event = async {
-                let Some(mut stream) = stream else { return std::future::pending().await };
-                match stream.message().await {
-                    Ok(Some(event)) => ending(&event.reason),
-                    // The daemon ends the stream quietly when it closes the handle itself.
-                    Ok(None) => lost(format!("the wazoo daemon at {addr} closed the claim")),
-                    Err(status) => lost(format!(
-                        "lost the connection to the wazoo daemon at {addr}: {}",
-                        status.message()
-                    )),
-                }
-            };
-            let session_ended = async {
-                let _ = ended.wait_for(Option::is_some).await;
-                let why = ended.borrow().clone();
-                lost(why.unwrap_or_else(|| "the client session ended".to_string()))
-            };
-            tokio::select! {
-                ending = event => ending,
-                ending = session_ended => ending,
-            }
-        }
+        let lost = self.claim.lost();
+        async move { ending(lost.await) }
     }
 
     async fn release(&mut self) -> Result<(), String> {
-        match self.remote.recipes().release(self.handle).await {
-            Ok(_) => Ok(()),
-            Err(status) => Err(self.remote.describe(&status).0),
-        }
+        self.claim.release_only().await.map_err(|status| self.remote.describe(&status).0)
     }
 
     async fn close(self) {
-        self.session.close().await;
+        self.claim.close().await;
     }
 }
 
-fn lost(why: String) -> Ending {
+fn lost_because(why: String) -> Ending {
     Ending { why, revoked: false }
 }
 
-/// A LostEvent's reason, worded as the local path words the same loss.
-fn ending(reason: &str) -> Ending {
-    match reason {
-        "session-expired" => wazoo::Lost::Session(zookeeper_client::SessionState::Expired).into(),
-        "node-deleted" => wazoo::Lost::NodeDeleted.into(),
-        "revoked" => wazoo::Lost::Revoked.into(),
-        "cut-off" => lost(
+/// Why a claim was lost, worded as the local path words the same loss.
+fn ending(lost: wazoo_client::Lost) -> Ending {
+    use wazoo_client::Lost;
+    match lost {
+        Lost::SessionExpired => wazoo_runtime::Lost::Session(zookeeper_client::SessionState::Expired).into(),
+        Lost::NodeDeleted => wazoo_runtime::Lost::NodeDeleted.into(),
+        Lost::Revoked => wazoo_runtime::Lost::Revoked.into(),
+        Lost::CutOff => lost_because(
             "the wazoo daemon had no answer from ZooKeeper for 2/3 of its session timeout: assuming the session expired"
                 .to_string(),
         ),
-        other => lost(other.to_string()),
+        Lost::Disconnected(why) | Lost::Other(why) => lost_because(why),
     }
 }

@@ -3,7 +3,7 @@
 //! server in the same run, interleaved round by round. Also: component compile time and the
 //! cost of a new recipe handle.
 //!
-//! Run with `make bench` (or `cargo bench -p wazoo --bench lock` after `make recipes`).
+//! Run with `make bench` (or `cargo bench -p wazoo-cli --bench lock` after `make recipes`).
 //! `WAZOO_BENCH_OPS` sets the operations per side (default 6000); `WAZOO_ZOOKEEPER` uses an
 //! existing ZooKeeper instead of starting one.
 
@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::Component;
-use wazoo::server::{ServerOptions, ZkServer};
-use wazoo::{Host, HostConfig, KeeperConfig, SandboxLimits};
+use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits};
+use wazoo_testkit::{ServerOptions, ZkServer};
 use zookeeper_client::{Acls, Client, CreateMode, LockOptions, LockPrefix};
 
 const ROUNDS: usize = 20;
@@ -50,7 +50,7 @@ async fn run(address: String, plugins: PathBuf, component: PathBuf, ops: usize) 
     let bytes = std::fs::metadata(&component)?.len();
 
     // Compile time: a fresh compile each time (no cache), same engine settings as the host.
-    let engine = wazoo::sandbox::engine(&limits)?;
+    let engine = wazoo_runtime::sandbox::engine(&limits)?;
     let mut compiles = Vec::new();
     for _ in 0..5 {
         let started = Instant::now();

@@ -19,19 +19,16 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::error::RecipeError;
-use crate::fence::{Fence, Holder, Written};
-use crate::handle::{
+use crate::metrics::Metrics;
+use wazoo_runtime::error::RecipeError;
+use wazoo_runtime::fence::{Fence, Holder, Written};
+use wazoo_runtime::{Ballot, Host, Mode, Outcome, TxMode, ZkError};
+use wazoo_runtime::{
     BarrierHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle, Lost, QueueHandle, RwLockHandle,
     SemaphoreHandle,
 };
-use crate::metrics::Metrics;
-use crate::{Ballot, Host, Mode, Outcome, TxMode, ZkError};
 
-/// The generated gRPC types and services.
-pub mod pb {
-    tonic::include_proto!("wazoo.v1");
-}
+use wazoo_proto as pb;
 
 use pb::admin_server::{Admin, AdminServer};
 use pb::recipes_server::{Recipes, RecipesServer};
@@ -598,7 +595,7 @@ impl State {
 
     /// Fenced checks and writes on the host's ZooKeeper session (`live`); the nodes a tenant's
     /// writes create are its own.
-    fn fence<'a>(&self, live: &'a crate::Live) -> Fence<'a> {
+    fn fence<'a>(&self, live: &'a wazoo_runtime::Live) -> Fence<'a> {
         let acls = match self.tenant {
             Some(_) => zookeeper_client::Acls::creator_all(),
             None => zookeeper_client::Acls::anyone_all(),
@@ -607,7 +604,7 @@ impl State {
     }
 
     /// The host's ZooKeeper session, for calls that run on it without a recipe.
-    async fn live(&self) -> Result<Arc<crate::Live>, Status> {
+    async fn live(&self) -> Result<Arc<wazoo_runtime::Live>, Status> {
         self.host.live().await.map_err(|e| Status::unavailable(format!("connection-loss: {e:#}")))
     }
 
@@ -983,8 +980,8 @@ impl Recipes for Api {
         follow!(
             h = self.host.election(or(&req.recipe, "election")),
             first: h.leader(&req.path),
-            key: |info: &Option<crate::LeaderInfo>| info.as_ref().map(ElectionHandle::seen),
-            event: |info: Option<crate::LeaderInfo>| match info {
+            key: |info: &Option<wazoo_runtime::LeaderInfo>| info.as_ref().map(ElectionHandle::seen),
+            event: |info: Option<wazoo_runtime::LeaderInfo>| match info {
                 Some(i) => pb::LeaderEvent {
                     leader_id: i.id,
                     node: i.node,
@@ -1123,7 +1120,7 @@ impl Recipes for Api {
         follow!(
             h = self.host.config(or(&req.recipe, "config")),
             first: h.get(&req.path),
-            key: |found: &Option<crate::Entry>| found.as_ref().map(|e| e.version),
+            key: |found: &Option<wazoo_runtime::Entry>| found.as_ref().map(|e| e.version),
             event: entry,
             next: |known| h.watch(&req.path, known, Some(STREAM_POLL))
         )
@@ -1263,7 +1260,7 @@ impl Recipes for Api {
         follow!(
             h = self.host.group(or(&req.recipe, "group")),
             first: h.members(&req.path),
-            key: |m: &crate::Membership| m.version,
+            key: |m: &wazoo_runtime::Membership| m.version,
             event: membership,
             next: |known| h.watch(&req.path, known, Some(STREAM_POLL))
         )
@@ -1399,7 +1396,7 @@ impl Recipes for Api {
         &self,
         request: Request<pb::HoldersRequest>,
     ) -> Result<Response<pb::HoldersReply>, Status> {
-        use crate::holders::{self, Kind, State};
+        use wazoo_runtime::holders::{self, Kind, State};
         let req = request.into_inner();
         self.measured("Holders", "holders", async {
             let kind = match pb::HoldersKind::try_from(req.kind) {
@@ -1558,14 +1555,14 @@ fn version_of(held: &Held) -> String {
     version.map(|v| v.short_hash().to_string()).unwrap_or_default()
 }
 
-fn entry(found: Option<crate::Entry>) -> pb::ConfigEntry {
+fn entry(found: Option<wazoo_runtime::Entry>) -> pb::ConfigEntry {
     match found {
         Some(e) => pb::ConfigEntry { exists: true, data: e.data, version: e.version },
         None => pb::ConfigEntry::default(),
     }
 }
 
-fn membership(m: crate::Membership) -> pb::Membership {
+fn membership(m: wazoo_runtime::Membership) -> pb::Membership {
     let members = m.members.into_iter().map(|m| pb::Member { name: m.name, data: m.data }).collect();
     pb::Membership { members, version: m.version }
 }
@@ -1574,7 +1571,7 @@ fn tx_outcome(outcome: Outcome) -> pb::TxOutcome {
     pb::TxOutcome { committed: matches!(outcome, Outcome::Committed) }
 }
 
-fn recipe_list(listed: Vec<crate::RecipeInfo>) -> pb::RecipeList {
+fn recipe_list(listed: Vec<wazoo_runtime::RecipeInfo>) -> pb::RecipeList {
     let recipes = listed
         .into_iter()
         .map(|r| pb::Recipe {

@@ -7,7 +7,7 @@
 
 use std::process::ExitCode;
 
-use wazoo::SandboxLimits;
+use wazoo_runtime::SandboxLimits;
 
 fn main() -> ExitCode {
     match run() {
@@ -33,7 +33,7 @@ fn run() -> anyhow::Result<()> {
             other => anyhow::bail!("unknown option {other}"),
         }
     }
-    let engine = wazoo::sandbox::compile_engine(&limits)?;
+    let engine = wazoo_runtime::sandbox::compile_engine(&limits)?;
     let bytes = std::fs::read(&input)?;
     let code = engine.precompile_component(&bytes).map_err(|e| anyhow::anyhow!("{e:#}"))?;
     let tmp = format!("{output}.tmp{}", std::process::id());

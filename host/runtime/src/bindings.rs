@@ -3,7 +3,7 @@
 
 pub(crate) mod lock_recipe {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../../wit",
         world: "wazoo:recipes/lock-recipe",
         imports: { default: async | trappable },
         exports: { default: async },
@@ -16,7 +16,7 @@ macro_rules! recipe_world {
     ($module:ident, $world:literal) => {
         pub(crate) mod $module {
             wasmtime::component::bindgen!({
-                path: "../wit",
+                path: "../../wit",
                 world: $world,
                 imports: { default: async | trappable },
                 exports: { default: async },

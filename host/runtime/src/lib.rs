@@ -15,16 +15,12 @@ pub mod holders;
 mod host;
 pub mod keeper;
 pub mod ledger;
-pub mod metrics;
 pub mod paths;
 pub mod registry;
 pub mod sandbox;
-pub mod serve;
-pub mod server;
 mod session;
 mod state;
 pub mod stats;
-pub mod tenants;
 mod watch;
 mod znode;
 

@@ -16,8 +16,8 @@ pub enum Lang {
 }
 
 const WIT: &[(&str, &str)] = &[
-    ("wit/recipes.wit", include_str!("../../wit/recipes.wit")),
-    ("wit/deps/zk/zk.wit", include_str!("../../wit/deps/zk/zk.wit")),
+    ("wit/recipes.wit", include_str!("../../../wit/recipes.wit")),
+    ("wit/deps/zk/zk.wit", include_str!("../../../wit/deps/zk/zk.wit")),
 ];
 
 const RUST: &[(&str, &str)] = &[
@@ -29,15 +29,15 @@ const RUST: &[(&str, &str)] = &[
 const PYTHON: &[(&str, &str)] = &[
     ("app.py", include_str!("../templates/python/app.py")),
     ("build.sh", include_str!("../templates/python/build.sh")),
-    ("wazoo_guest/__init__.py", include_str!("../../plugins/python/wazoo_guest/__init__.py")),
-    ("wazoo_guest/errors.py", include_str!("../../plugins/python/wazoo_guest/errors.py")),
+    ("wazoo_guest/__init__.py", include_str!("../../../plugins/python/wazoo_guest/__init__.py")),
+    ("wazoo_guest/errors.py", include_str!("../../../plugins/python/wazoo_guest/errors.py")),
 ];
 
 const JS: &[(&str, &str)] = &[
     ("recipe.js", include_str!("../templates/js/recipe.js")),
     ("package.json", include_str!("../templates/js/package.json")),
     ("build.mjs", include_str!("../templates/js/build.mjs")),
-    ("wazoo-guest.js", include_str!("../../plugins/js/wazoo-guest.js")),
+    ("wazoo-guest.js", include_str!("../../../plugins/js/wazoo-guest.js")),
 ];
 
 /// Writes the template for `lang` into `dir` (which must not exist yet, or be empty), with

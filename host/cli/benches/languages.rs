@@ -4,7 +4,7 @@
 //! (election), the two implementations of a family interleaved round by round on the same
 //! server.
 //!
-//! Run with `make bench` (or `cargo bench -p wazoo --bench languages` after `make recipes`).
+//! Run with `make bench` (or `cargo bench -p wazoo-cli --bench languages` after `make recipes`).
 //! `WAZOO_BENCH_OPS` sets the operations per implementation (default 1000).
 
 mod common;
@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::Component;
-use wazoo::server::{ServerOptions, ZkServer};
-use wazoo::{Host, HostConfig, KeeperConfig, SandboxLimits};
+use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits};
+use wazoo_testkit::{ServerOptions, ZkServer};
 
 const ROUNDS: usize = 10;
 /// Live instances held at once to measure memory per instance.
@@ -69,10 +69,10 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
     let limits = SandboxLimits::default();
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     println!(
-        "wazoo languages benchmark: `cargo bench -p wazoo --bench languages`; {cores} cores; ZooKeeper at {address}; \
+        "wazoo languages benchmark: `cargo bench -p wazoo-cli --bench languages`; {cores} cores; ZooKeeper at {address}; \
          {ops} operations per implementation in {ROUNDS} interleaved rounds"
     );
-    let engine = wazoo::sandbox::engine(&limits)?;
+    let engine = wazoo_runtime::sandbox::engine(&limits)?;
     let cache = std::env::temp_dir().join(format!("wazoo-bench-languages-{}", std::process::id()));
     let config = HostConfig {
         keeper: KeeperConfig {

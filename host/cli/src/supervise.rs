@@ -42,7 +42,7 @@ const POLL: Duration = Duration::from_millis(10);
 const KILL_WAIT: Duration = Duration::from_secs(2);
 
 /// The default `--grace`: a fifth of the session timeout. Loss is declared once ZooKeeper has
-/// answered nothing for 2/3 of the timeout ([`wazoo::keeper::CUT_OFF`]), so CMD is gone within
+/// answered nothing for 2/3 of the timeout ([`wazoo_runtime::keeper::CUT_OFF`]), so CMD is gone within
 /// 13/15 of it, before the ensemble can expire the session and hand the claim to anyone else.
 pub(crate) fn default_grace(session_timeout: Duration) -> Duration {
     session_timeout / 5

@@ -1,4 +1,4 @@
-//! The gRPC daemon (`wazoo serve`), run in-process by `wazoo::serve::run` on 127.0.0.1 against a
+//! The gRPC daemon (`wazoo serve`), run in-process by `wazoo_daemon::serve::run` on 127.0.0.1 against a
 //! ZooKeeper this bench starts (standalone, tick 200 ms), with a scratch plugins directory holding
 //! a copy of `plugins/lock.wasm` and a scratch compile cache. Measured:
 //!
@@ -23,7 +23,7 @@
 //!    fresh store, instantiation), and the first load of a component (`Host::version` on a new
 //!    Host) with an empty compile cache versus a warm one.
 //!
-//! Run with `cargo bench -p wazoo --bench serve` after `make recipes`. `WAZOO_BENCH_OPS` sets the
+//! Run with `cargo bench -p wazoo-cli --bench serve` after `make recipes`. `WAZOO_BENCH_OPS` sets the
 //! operations of the multi-client runs (default 4000; the one-client run does half);
 //! `WAZOO_ZOOKEEPER` uses an existing ZooKeeper instead of starting one.
 
@@ -39,12 +39,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch, Barrier};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
-use wazoo::serve::pb::recipes_client::RecipesClient;
-use wazoo::serve::pb::sessions_client::SessionsClient;
-use wazoo::serve::pb::{AcquireRequest, Family, HandleRef, KeepAliveRequest, OpenRequest};
-use wazoo::serve::ServeConfig;
-use wazoo::server::{ServerOptions, ZkServer};
-use wazoo::{Host, HostConfig, KeeperConfig, SandboxLimits, World};
+use wazoo_daemon::serve::ServeConfig;
+use wazoo_proto::recipes_client::RecipesClient;
+use wazoo_proto::sessions_client::SessionsClient;
+use wazoo_proto::{AcquireRequest, Family, HandleRef, KeepAliveRequest, OpenRequest};
+use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits, World};
+use wazoo_testkit::{ServerOptions, ZkServer};
 
 /// The daemon's fallback look at the plugins directory, as `wazoo serve --watch-every` defaults
 /// to; swaps are seen through inotify well before it.
@@ -77,7 +77,7 @@ fn main() -> anyhow::Result<()> {
     };
     let zookeeper = match &server {
         Some(s) => {
-            let version = wazoo::server::four_letter(s.port, "srvr")
+            let version = wazoo_testkit::four_letter(s.port, "srvr")
                 .ok()
                 .and_then(|r| {
                     r.lines().next().map(|l| l.trim_start_matches("Zookeeper version: ").to_string())
@@ -136,7 +136,7 @@ impl Bench {
             metrics: None,
             watch_every: WATCH_EVERY,
         };
-        let daemon = tokio::spawn(wazoo::serve::run(
+        let daemon = tokio::spawn(wazoo_daemon::serve::run(
             host.clone(),
             settings,
             move |grpc, _| {
@@ -160,8 +160,8 @@ impl Bench {
             .and_then(|l| l.split_whitespace().next().map(|l| format!(", load average {l} at start")))
             .unwrap_or_default();
         println!(
-            "wazoo serve benchmark: `cargo bench -p wazoo --bench serve`; {cores} cores{cpu}{load}; {}; \
-             daemon in-process (`wazoo::serve::run`) on {grpc}, plugins watched by inotify (and looked at \
+            "wazoo serve benchmark: `cargo bench -p wazoo-cli --bench serve`; {cores} cores{cpu}{load}; {}; \
+             daemon in-process (`wazoo_daemon::serve::run`) on {grpc}, plugins watched by inotify (and looked at \
              every {} s); lock.wasm {} bytes",
             self.zookeeper,
             WATCH_EVERY.as_secs(),
@@ -205,7 +205,7 @@ impl Bench {
         phases.push(("never seen, compiled in-process", swap_latency(&host, grpc, &fresh, false).await?));
         phases.push(("seen before, from the compile cache", swap_latency(&host, grpc, &seen, true).await?));
         let program = PathBuf::from(env!("CARGO_BIN_EXE_wazoo-compile"));
-        host.registry().use_compile_worker(program, wazoo::serve::COMPILE_MEMORY, host.limits());
+        host.registry().use_compile_worker(program, wazoo_daemon::serve::COMPILE_MEMORY, host.limits());
         phases.push((
             "never seen, compiled by the `wazoo-compile` worker",
             swap_latency(&host, grpc, &worker, false).await?,

@@ -31,8 +31,10 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use args::{HoldArgs, Statuses, WaitArgs};
 use supervise::{default_grace, Caught, Signals, Supervised};
-use wazoo::server::{ServerOptions, ZkServer};
-use wazoo::{Claim, Host, HostConfig, KeeperConfig, Mode, RecipeError, Registry, SandboxLimits, ZkError};
+use wazoo_runtime::{
+    Claim, Host, HostConfig, KeeperConfig, Mode, RecipeError, Registry, SandboxLimits, ZkError,
+};
+use wazoo_testkit::{ServerOptions, ZkServer};
 
 #[derive(Parser)]
 #[command(
@@ -150,7 +152,7 @@ enum Command {
         path: String,
         /// lock, rwlock, semaphore or election [default: told by the node names]
         #[arg(long)]
-        kind: Option<wazoo::holders::Kind>,
+        kind: Option<wazoo_runtime::holders::Kind>,
         /// A semaphore's lease count: the first N lease nodes hold [default: every lease node
         /// but a waiting one]
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
@@ -451,7 +453,7 @@ enum TxCommand {
         payload: String,
         /// all-to-all (every site watches every vote) or coordinated (only the coordinator does)
         #[arg(long, default_value = "coordinated", value_parser = parse_tx_mode)]
-        mode: wazoo::TxMode,
+        mode: wazoo_runtime::TxMode,
         /// Abort if not every site has voted within this time
         #[arg(long, default_value = "60s", value_parser = args::duration)]
         timeout: Duration,
@@ -463,7 +465,7 @@ enum TxCommand {
         #[arg(long)]
         site: String,
         #[arg(value_parser = parse_ballot)]
-        ballot: wazoo::Ballot,
+        ballot: wazoo_runtime::Ballot,
         #[arg(long, default_value = "60s", value_parser = args::duration)]
         timeout: Duration,
     },
@@ -621,7 +623,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         cache: match &cli.cache {
             Some(dir) if dir.as_os_str() == "none" => None,
             Some(dir) => Some(dir.clone()),
-            None => wazoo::registry::default_cache_dir(),
+            None => wazoo_runtime::registry::default_cache_dir(),
         },
     };
     match cli.command {
@@ -681,8 +683,8 @@ async fn serve(
         addr => Some(addr.parse().with_context(|| format!("--metrics: not an address: {addr:?}"))?),
     };
     let tenants_file = tenants;
-    let specs = tenants.map(wazoo::tenants::load).transpose()?;
-    let settings = wazoo::serve::ServeConfig { listen, metrics, watch_every };
+    let specs = tenants.map(wazoo_daemon::tenants::load).transpose()?;
+    let settings = wazoo_daemon::serve::ServeConfig { listen, metrics, watch_every };
     let ready = |grpc: std::net::SocketAddr, metrics: Option<std::net::SocketAddr>| match metrics {
         Some(m) => out!("serving gRPC on {grpc}, metrics on http://{m}/metrics"),
         None => out!("serving gRPC on {grpc}"),
@@ -698,17 +700,17 @@ async fn serve(
         Some(specs) => {
             let mut tenants = Vec::new();
             for spec in &specs {
-                tenants.push(wazoo::tenants::start(spec, &config).await?);
+                tenants.push(wazoo_daemon::tenants::start(spec, &config).await?);
             }
             let file = tenants_file.expect("specs come from the file").to_path_buf();
             let (changes, applied) = tokio::sync::mpsc::channel(16);
             tokio::spawn(reload_tenants_on_sighup(file, specs, config, changes));
-            wazoo::serve::run_tenants(tenants, settings, applied, ready, shutdown).await?
+            wazoo_daemon::serve::run_tenants(tenants, settings, applied, ready, shutdown).await?
         }
         None => {
             // A client names recipes of the plugins directory, never a file of the host's.
             let config = HostConfig { allowed: Some(vec!["*".to_string()]), ..config };
-            wazoo::serve::run(Host::start(config).await?, settings, ready, shutdown).await?
+            wazoo_daemon::serve::run(Host::start(config).await?, settings, ready, shutdown).await?
         }
     }
     Ok(0)
@@ -719,14 +721,14 @@ async fn serve(
 /// does not parse, or a tenant that cannot start, is logged and the tenants stay as they were.
 async fn reload_tenants_on_sighup(
     file: PathBuf,
-    mut current: Vec<wazoo::tenants::TenantSpec>,
+    mut current: Vec<wazoo_daemon::tenants::TenantSpec>,
     base: HostConfig,
-    changes: tokio::sync::mpsc::Sender<wazoo::serve::TenantChange>,
+    changes: tokio::sync::mpsc::Sender<wazoo_daemon::serve::TenantChange>,
 ) {
-    use wazoo::serve::TenantChange;
+    use wazoo_daemon::serve::TenantChange;
     let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
     while hup.recv().await.is_some() {
-        let specs = match wazoo::tenants::load(&file) {
+        let specs = match wazoo_daemon::tenants::load(&file) {
             Ok(specs) => specs,
             Err(e) => {
                 tracing::warn!("tenants not reloaded: {e:#}");
@@ -736,7 +738,7 @@ async fn reload_tenants_on_sighup(
         let mut started = Vec::new();
         let mut failed = false;
         for spec in specs.iter().filter(|s| !current.contains(s)) {
-            match wazoo::tenants::start(spec, &base).await {
+            match wazoo_daemon::tenants::start(spec, &base).await {
                 Ok(t) => started.push(t),
                 Err(e) => {
                     tracing::warn!("tenants not reloaded: {e:#}");
@@ -887,8 +889,8 @@ fn leader_env(path: &str, id: &str, node: String, token: i64) -> Vec<(&'static s
 
 /// The handle `wazoo lock` or `wazoo rwlock` holds.
 enum Locked {
-    Exclusive(wazoo::LockHandle),
-    ReadWrite(wazoo::RwLockHandle),
+    Exclusive(wazoo_runtime::LockHandle),
+    ReadWrite(wazoo_runtime::RwLockHandle),
 }
 
 impl Locked {
@@ -911,7 +913,7 @@ impl Locked {
         }
     }
 
-    fn live(&self) -> &std::sync::Arc<wazoo::Live> {
+    fn live(&self) -> &std::sync::Arc<wazoo_runtime::Live> {
         match self {
             Locked::Exclusive(h) => h.live(),
             Locked::ReadWrite(h) => h.live(),
@@ -927,11 +929,12 @@ impl Claim for Locked {
         }
     }
 
-    fn lost(&self) -> impl std::future::Future<Output = wazoo::Lost> + Send + 'static {
-        let lost: std::pin::Pin<Box<dyn std::future::Future<Output = wazoo::Lost> + Send>> = match self {
-            Locked::Exclusive(h) => Box::pin(h.lost()),
-            Locked::ReadWrite(h) => Box::pin(h.lost()),
-        };
+    fn lost(&self) -> impl std::future::Future<Output = wazoo_runtime::Lost> + Send + 'static {
+        let lost: std::pin::Pin<Box<dyn std::future::Future<Output = wazoo_runtime::Lost> + Send>> =
+            match self {
+                Locked::Exclusive(h) => Box::pin(h.lost()),
+                Locked::ReadWrite(h) => Box::pin(h.lost()),
+            };
         lost
     }
 
@@ -1047,7 +1050,7 @@ async fn leader(config: HostConfig, path: &str, watch: bool, recipe: &str, json:
         if !watch {
             return Ok(if current.is_some() { 0 } else { no_leader(path) });
         }
-        let known = current.as_ref().map(wazoo::ElectionHandle::seen);
+        let known = current.as_ref().map(wazoo_runtime::ElectionHandle::seen);
         current = loop {
             match handle.observe(path, known.as_deref(), Some(OBSERVE_CALL)).await {
                 Err(RecipeError::Zk(ZkError::Timeout)) => continue,
@@ -1067,25 +1070,25 @@ fn no_leader(path: &str) -> u8 {
 
 /// `wazoo leader` reads any election path, even one of a single component.
 fn check_election(path: &str) -> anyhow::Result<()> {
-    wazoo::paths::check(path).map_err(|why| exit::usage(format!("invalid election path: {why}")))
+    wazoo_runtime::paths::check(path).map_err(|why| exit::usage(format!("invalid election path: {why}")))
 }
 
 /// `wazoo holders`: on a ZooKeeper session of this process's own, no recipe.
 async fn holders(
     config: HostConfig,
     path: &str,
-    kind: Option<wazoo::holders::Kind>,
+    kind: Option<wazoo_runtime::holders::Kind>,
     leases: Option<u32>,
     json: bool,
 ) -> anyhow::Result<u8> {
     check_path("claim", path)?;
-    let keeper = wazoo::keeper::Keeper::connect(config.keeper).await?;
+    let keeper = wazoo_runtime::keeper::Keeper::connect(config.keeper).await?;
     let live = keeper.live().await?;
-    let found = wazoo::holders::read(&live.client, path, kind, leases)
+    let found = wazoo_runtime::holders::read(&live.client, path, kind, leases)
         .await
         .map_err(|e| exit::recipe(format!("holders of {path}"), RecipeError::Zk(e)))?;
     let rows = found.contenders.iter().map(|c| show::Contender {
-        holds: c.state == wazoo::holders::State::Holds,
+        holds: c.state == wazoo_runtime::holders::State::Holds,
         node: &c.node,
         mode: c.mode.map(mode_name),
         token: c.token,
@@ -1119,7 +1122,7 @@ async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> 
     };
     let mut handle = host.group("group").await?;
     let failed = |e: RecipeError| exit::recipe(format!("group {path}"), e);
-    fn listed(m: &wazoo::Membership) -> Vec<(&str, &[u8])> {
+    fn listed(m: &wazoo_runtime::Membership) -> Vec<(&str, &[u8])> {
         m.members.iter().map(|m| (m.name.as_str(), m.data.as_slice())).collect()
     }
     match command {
@@ -1379,7 +1382,7 @@ async fn two_phase_commit(config: HostConfig, command: TxCommand) -> anyhow::Res
     }
     .map_err(|e| exit::recipe(format!("transaction {tx}"), e))?;
     handle.close().await;
-    Ok(tx_outcome(matches!(outcome, wazoo::Outcome::Committed)))
+    Ok(tx_outcome(matches!(outcome, wazoo_runtime::Outcome::Committed)))
 }
 
 /// A transaction's path and sites, checked before anything is asked: each site named once.
@@ -1431,10 +1434,10 @@ fn tx_outcome(committed: bool) -> u8 {
     }
 }
 
-fn parse_tx_mode(text: &str) -> Result<wazoo::TxMode, String> {
+fn parse_tx_mode(text: &str) -> Result<wazoo_runtime::TxMode, String> {
     match text {
-        "all-to-all" => Ok(wazoo::TxMode::AllToAll),
-        "coordinated" => Ok(wazoo::TxMode::Coordinated),
+        "all-to-all" => Ok(wazoo_runtime::TxMode::AllToAll),
+        "coordinated" => Ok(wazoo_runtime::TxMode::Coordinated),
         _ => Err(format!("expected all-to-all or coordinated, not {text:?}")),
     }
 }
@@ -1444,9 +1447,9 @@ async fn fence(config: HostConfig, command: FenceCommand) -> anyhow::Result<u8> 
     for (kind, path) in command.paths() {
         check_path(kind, path)?;
     }
-    let keeper = wazoo::keeper::Keeper::connect(config.keeper).await?;
+    let keeper = wazoo_runtime::keeper::Keeper::connect(config.keeper).await?;
     let live = keeper.live().await?;
-    let fence = wazoo::fence::Fence {
+    let fence = wazoo_runtime::fence::Fence {
         client: &live.client,
         acls: zookeeper_client::Acls::anyone_all(),
         max_bytes: config.limits.max_data_bytes,
@@ -1469,13 +1472,16 @@ async fn fence(config: HostConfig, command: FenceCommand) -> anyhow::Result<u8> 
 
 /// A fenced check or write that could not be made.
 fn fence_failed(path: &str, e: &ZkError) -> anyhow::Error {
-    exit::Exit { code: exit::zk_code(e), message: format!("fence {path}: {}", wazoo::error::describe(e)) }
-        .into()
+    exit::Exit {
+        code: exit::zk_code(e),
+        message: format!("fence {path}: {}", wazoo_runtime::error::describe(e)),
+    }
+    .into()
 }
 
 /// What `fence check` says: exit status 0 if `node` still has `token`, else 1 and why.
-fn fence_checked(node: &str, token: i64, holder: wazoo::fence::Holder) -> u8 {
-    use wazoo::fence::Holder;
+fn fence_checked(node: &str, token: i64, holder: wazoo_runtime::fence::Holder) -> u8 {
+    use wazoo_runtime::fence::Holder;
     match holder {
         Holder::Holds => {
             out!("{node} holds token {token}");
@@ -1494,8 +1500,8 @@ fn fence_checked(node: &str, token: i64, holder: wazoo::fence::Holder) -> u8 {
 
 /// What `fence write` says: `written PATH version V token T` (exit status 0), or why the write
 /// was refused (exit status 1).
-fn fence_written(node: &str, token: i64, path: &str, written: wazoo::fence::Written) -> u8 {
-    use wazoo::fence::Written;
+fn fence_written(node: &str, token: i64, path: &str, written: wazoo_runtime::fence::Written) -> u8 {
+    use wazoo_runtime::fence::Written;
     match written {
         Written::Accepted { version, previous } => {
             let was = previous.map(|p| format!(" (was token {p})")).unwrap_or_default();
@@ -1516,10 +1522,10 @@ fn parse_token(text: &str) -> Result<i64, String> {
     text.trim().parse().map_err(|_| format!("not a fencing token (an integer): {text:?}"))
 }
 
-fn parse_ballot(text: &str) -> Result<wazoo::Ballot, String> {
+fn parse_ballot(text: &str) -> Result<wazoo_runtime::Ballot, String> {
     match text {
-        "commit" => Ok(wazoo::Ballot::Commit),
-        "abort" => Ok(wazoo::Ballot::Abort),
+        "commit" => Ok(wazoo_runtime::Ballot::Commit),
+        "abort" => Ok(wazoo_runtime::Ballot::Abort),
         _ => Err(format!("expected commit or abort, not {text:?}")),
     }
 }
@@ -1567,7 +1573,7 @@ fn barrier_removed(removed: bool) -> &'static str {
 /// The path of a recipe's node, checked before anything is asked of ZooKeeper (`kind` names it
 /// in the message).
 fn check_path(kind: &str, path: &str) -> anyhow::Result<()> {
-    wazoo::paths::check_node(path).map_err(|why| exit::usage(format!("invalid {kind} path: {why}")))
+    wazoo_runtime::paths::check_node(path).map_err(|why| exit::usage(format!("invalid {kind} path: {why}")))
 }
 
 fn default_id() -> String {
@@ -1621,9 +1627,9 @@ struct Ending {
     revoked: bool,
 }
 
-impl From<wazoo::Lost> for Ending {
-    fn from(lost: wazoo::Lost) -> Ending {
-        Ending { why: lost.to_string(), revoked: lost == wazoo::Lost::Revoked }
+impl From<wazoo_runtime::Lost> for Ending {
+    fn from(lost: wazoo_runtime::Lost) -> Ending {
+        Ending { why: lost.to_string(), revoked: lost == wazoo_runtime::Lost::Revoked }
     }
 }
 
@@ -1771,8 +1777,11 @@ async fn server(port: u16, data_dir: Option<PathBuf>, tick_ms: u32) -> anyhow::R
 }
 
 fn recipes_list(config: &HostConfig, json: bool) -> anyhow::Result<u8> {
-    let registry =
-        Registry::new(wazoo::sandbox::engine(&config.limits)?, config.plugins.clone(), config.cache.clone())?;
+    let registry = Registry::new(
+        wazoo_runtime::sandbox::engine(&config.limits)?,
+        config.plugins.clone(),
+        config.cache.clone(),
+    )?;
     let rows = registry
         .list()?
         .into_iter()
@@ -1854,8 +1863,11 @@ async fn run_custom(config: HostConfig, component: &str, args: &[String]) -> any
 
 /// `wazoo recipes functions`: one signature per line.
 fn recipe_functions(config: &HostConfig, recipe: &str) -> anyhow::Result<u8> {
-    let registry =
-        Registry::new(wazoo::sandbox::engine(&config.limits)?, config.plugins.clone(), config.cache.clone())?;
+    let registry = Registry::new(
+        wazoo_runtime::sandbox::engine(&config.limits)?,
+        config.plugins.clone(),
+        config.cache.clone(),
+    )?;
     let path = registry.resolve(recipe);
     let version = registry.load(&path)?;
     for f in version.functions() {

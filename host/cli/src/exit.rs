@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use wazoo::{RecipeError, ZkError};
+use wazoo_runtime::{RecipeError, ZkError};
 
 /// Nothing there, or a definite no: no value, no leader, no holders, a stale version, a fenced
 /// write refused, a transaction still running, a name taken, a recipe's `err` answer.
@@ -87,7 +87,7 @@ pub(crate) fn code_of(error: &anyhow::Error) -> u8 {
         if let Some(exit) = cause.downcast_ref::<Exit>() {
             return exit.code;
         }
-        if cause.is::<wazoo::keeper::Unreachable>() {
+        if cause.is::<wazoo_runtime::keeper::Unreachable>() {
             return UNAVAILABLE;
         }
         if let Some(e) = cause.downcast_ref::<RecipeError>() {

@@ -7,7 +7,7 @@
 //! 2. Live lock instances per GiB: resident memory of many idle handles (pooling allocator).
 //!
 //! Run with `make bench` (or build `wazoo-misbehave` for wasm32-wasip2 into target/guests and
-//! `cargo bench -p wazoo --bench tenants`). `WAZOO_BENCH_OPS` sets alice's operations per phase
+//! `cargo bench -p wazoo-cli --bench tenants`). `WAZOO_BENCH_OPS` sets alice's operations per phase
 //! (default 1500).
 
 mod common;
@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wazoo::server::{ServerOptions, ZkServer};
-use wazoo::{Host, HostConfig, KeeperConfig, SandboxLimits};
+use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits};
+use wazoo_testkit::{ServerOptions, ZkServer};
 
 const ATTACKS: &[(&str, &[&str])] = &[
     ("none (alice alone)", &[]),
@@ -67,7 +67,7 @@ fn tenant(address: &str, plugins: &PathBuf, name: &str, limits: SandboxLimits) -
 async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     println!(
-        "wazoo tenants benchmark: `cargo bench -p wazoo --bench tenants`; {cores} cores; ZooKeeper at {address}; \
+        "wazoo tenants benchmark: `cargo bench -p wazoo-cli --bench tenants`; {cores} cores; ZooKeeper at {address}; \
          {ops} lock acquire+release by alice per phase"
     );
     let alice = Host::start(tenant(&address, &plugins, "alice", SandboxLimits::default())).await?;

@@ -1,0 +1,435 @@
+//! A Rust client of a `wazoo serve` daemon: claims with fencing tokens over gRPC, kept alive by a
+//! client session, with no wasmtime and no ZooKeeper client of its own.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! let client = wazoo_client::Client::connect("127.0.0.1:50051", None, Duration::from_secs(5)).await?;
+//! let lock = client.lock("/app/lock", wazoo_client::LockOptions::default()).await?;
+//! println!("held {} with token {}", lock.node(), lock.token());
+//! // … work that passes lock.token() to what it writes, while watching lock.lost() …
+//! lock.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! A claim lives in a client session of its own. A task sends a keepalive every sixth of the
+//! session's TTL; once none sent in the last [`CUT_OFF`] of the TTL has been answered, the claim
+//! counts as lost ([`Claim::lost`] resolves), before the daemon, which ends a session a TTL after
+//! the last keepalive it received, can hand it to anyone else. Dropping a claim (or the session)
+//! ends the keepalives, and with them the session and what it holds.
+
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status, Streaming};
+use wazoo_proto as pb;
+use wazoo_proto::admin_client::AdminClient;
+use wazoo_proto::recipes_client::RecipesClient;
+use wazoo_proto::sessions_client::SessionsClient;
+
+pub use wazoo_proto as proto;
+
+/// The part of a client session's TTL after which a session none of whose keepalives was
+/// answered counts as lost: 2/3, as the daemon's own ZooKeeper sessions.
+pub const CUT_OFF: (u32, u32) = (2, 3);
+
+/// The channel to the daemon, every call carrying the tenant's token (if any).
+pub type Authed = tonic::service::interceptor::InterceptedService<Channel, Bearer>;
+
+/// Adds `authorization: Bearer TOKEN` to every call.
+#[derive(Clone)]
+pub struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
+        if let Some(value) = &self.0 {
+            request.metadata_mut().insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// Why [`Client::connect`] failed.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// The token has characters a header cannot carry.
+    BadToken,
+    /// The address is not a URI or `host:port`.
+    BadAddress(String),
+    /// Nothing answered at the address within the timeout, or the connection was refused.
+    Unreachable(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::BadToken => f.write_str("the token may hold only visible ASCII characters"),
+            ConnectError::BadAddress(why) | ConnectError::Unreachable(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+/// A connection to the daemon.
+#[derive(Clone)]
+pub struct Client {
+    /// As given, for messages.
+    addr: String,
+    channel: Authed,
+}
+
+impl Client {
+    /// Connects to the daemon at `addr` (`host:port` or a URI), sending `token` with every call,
+    /// and checks that it answers (`Admin.Health`) within `timeout`: a listener that accepts but
+    /// never answers is out of reach too.
+    pub async fn connect(addr: &str, token: Option<&str>, timeout: Duration) -> Result<Client, ConnectError> {
+        let bearer = match token {
+            Some(t) => Some(format!("Bearer {t}").parse().map_err(|_| ConnectError::BadToken)?),
+            None => None,
+        };
+        let uri = if addr.contains("://") { addr.to_string() } else { format!("http://{addr}") };
+        let endpoint = Endpoint::from_shared(uri)
+            .map_err(|e| ConnectError::BadAddress(format!("not an address: {addr:?} ({e})")))?
+            .connect_timeout(timeout);
+        let unreachable = |why: String| {
+            ConnectError::Unreachable(format!("cannot reach the wazoo daemon at {addr}: {why}"))
+        };
+        let channel = match tokio::time::timeout(timeout, endpoint.connect()).await {
+            Ok(Ok(channel)) => channel,
+            Ok(Err(e)) => return Err(unreachable(causes(&e))),
+            Err(_) => return Err(unreachable(format!("no connection within {timeout:?}"))),
+        };
+        let channel = tonic::service::interceptor::InterceptedService::new(channel, Bearer(bearer));
+        let client = Client { addr: addr.to_string(), channel };
+        match tokio::time::timeout(timeout, client.admin().health(pb::Empty {})).await {
+            Err(_) => Err(ConnectError::Unreachable(format!(
+                "the wazoo daemon at {addr} did not answer within {timeout:?}"
+            ))),
+            Ok(Err(status)) if status.code() == Code::Unavailable => {
+                Err(unreachable(status.message().to_string()))
+            }
+            Ok(_) => Ok(client),
+        }
+    }
+
+    /// The address as given to [`Client::connect`].
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The generated client of the `Recipes` service, on this connection.
+    pub fn recipes(&self) -> RecipesClient<Authed> {
+        RecipesClient::new(self.channel.clone())
+    }
+
+    /// The generated client of the `Admin` service, on this connection.
+    pub fn admin(&self) -> AdminClient<Authed> {
+        AdminClient::new(self.channel.clone())
+    }
+
+    /// The generated client of the `Sessions` service, on this connection.
+    pub fn sessions(&self) -> SessionsClient<Authed> {
+        SessionsClient::new(self.channel.clone())
+    }
+
+    /// Opens a client session of `ttl` (the daemon may clamp it), kept alive from a task while
+    /// the returned [`Session`] lives; `name` names it in the daemon's logs.
+    pub async fn session(&self, ttl: Duration, name: String) -> Result<Session, Status> {
+        let mut sessions = self.sessions();
+        let ttl_ms = ttl.as_millis().try_into().unwrap_or(u64::MAX);
+        let opened = sessions.open(pb::OpenRequest { ttl_ms, name }).await?.into_inner();
+        let (id, ttl) = (opened.session, Duration::from_millis(opened.ttl_ms));
+        let (tx, rx) = mpsc::channel(4);
+        let replies = sessions.keep_alive(ReceiverStream::new(rx)).await?.into_inner();
+        let (ended_tx, ended) = watch::channel(None);
+        let keeper = tokio::spawn(keep_alive(id, ttl, tx, replies, ended_tx, self.addr.clone()));
+        Ok(Session { id, ttl, sessions, ended, keeper })
+    }
+
+    /// Takes the lock (or one side of a read/write lock, or a lease) at `path` in a session of
+    /// its own: waits until it is held, or `options.timeout` passes (`Code::DeadlineExceeded`).
+    pub async fn lock(&self, path: &str, options: LockOptions) -> Result<Claim, Status> {
+        let session = self.session(options.ttl, format!("wazoo-client lock {path}")).await?;
+        let request = pb::AcquireRequest {
+            session: session.id,
+            path: path.to_string(),
+            family: options.family as i32,
+            max_leases: options.leases,
+            timeout_ms: options.timeout.map(|t| t.as_millis().try_into().unwrap_or(u64::MAX)),
+            recipe: options.recipe,
+        };
+        match self.recipes().acquire(request).await {
+            Ok(claim) => self.follow(session, claim.into_inner()).await,
+            Err(status) => {
+                session.close().await;
+                Err(status)
+            }
+        }
+    }
+
+    /// Follows the loss of `claim`, which `session` holds, from now on: the claim as a [`Claim`].
+    /// What [`Client::lock`] does once `Acquire` answers; for the other claim calls
+    /// (`Campaign`, `GroupJoin`), made on [`Client::recipes`].
+    pub async fn follow(&self, session: Session, claim: pb::Claim) -> Result<Claim, Status> {
+        let handle = pb::HandleRef { session: session.id, handle: claim.handle };
+        match self.recipes().lost(handle).await {
+            Ok(lost) => Ok(Claim {
+                client: self.clone(),
+                session,
+                handle,
+                claim,
+                lost: std::sync::Mutex::new(Some(lost.into_inner())),
+            }),
+            Err(status) => {
+                session.close().await;
+                Err(status)
+            }
+        }
+    }
+}
+
+/// What [`Client::lock`] takes.
+#[derive(Clone, Debug)]
+pub struct LockOptions {
+    /// The lock, the read or write side of a read/write lock, or a semaphore lease.
+    pub family: pb::Family,
+    /// For a semaphore: how many may hold it at once.
+    pub leases: u32,
+    /// How long to wait; `None` waits as long as it takes.
+    pub timeout: Option<Duration>,
+    /// The client session's TTL.
+    pub ttl: Duration,
+    /// The recipe serving it; empty for the daemon's default.
+    pub recipe: String,
+}
+
+impl Default for LockOptions {
+    fn default() -> LockOptions {
+        LockOptions {
+            family: pb::Family::Lock,
+            leases: 0,
+            timeout: None,
+            ttl: Duration::from_secs(10),
+            recipe: String::new(),
+        }
+    }
+}
+
+/// A client session: kept alive by a task while this lives.
+pub struct Session {
+    id: u64,
+    /// As the daemon granted it.
+    ttl: Duration,
+    sessions: SessionsClient<Authed>,
+    /// Why the daemon no longer keeps the session, once it does not.
+    ended: watch::Receiver<Option<String>>,
+    keeper: tokio::task::JoinHandle<()>,
+}
+
+impl Session {
+    /// The session's id, for the calls that take one.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The TTL the daemon granted.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Resolves, with why, once the session is no longer kept: the daemon ended it, the stream
+    /// broke, or no keepalive sent in the last [`CUT_OFF`] of the TTL was answered.
+    pub fn ended(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let mut ended = self.ended.clone();
+        async move {
+            let _ = ended.wait_for(Option::is_some).await;
+            let why = ended.borrow().clone();
+            why.unwrap_or_else(|| "the client session ended".to_string())
+        }
+    }
+
+    /// Closes the session, deleting whatever it still holds.
+    pub async fn close(mut self) {
+        let _ = self.sessions.close(pb::SessionRef { session: self.id }).await;
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Ends the KeepAlive stream, and with it the session.
+        self.keeper.abort();
+    }
+}
+
+/// Sends a keepalive for `session` every sixth of its `ttl`; publishes on `ended` why it stopped
+/// being kept.
+async fn keep_alive(
+    session: u64,
+    ttl: Duration,
+    requests: mpsc::Sender<pb::KeepAliveRequest>,
+    mut replies: Streaming<pb::KeepAliveReply>,
+    ended: watch::Sender<Option<String>>,
+    addr: String,
+) {
+    let limit = ttl * CUT_OFF.0 / CUT_OFF.1;
+    let mut tick = tokio::time::interval((ttl / 6).max(Duration::from_millis(50)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // When each keepalive not yet answered was sent (answers come in order), and when the last
+    // answered one was: the daemon heard from this client no earlier.
+    let mut sent = std::collections::VecDeque::new();
+    let mut answered = tokio::time::Instant::now();
+    let why = loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(answered + limit) => {
+                break format!(
+                    "no keepalive answer from the wazoo daemon at {addr} for {:.1}s, 2/3 of the client session's TTL",
+                    limit.as_secs_f64()
+                );
+            }
+            _ = tick.tick() => {
+                sent.push_back(tokio::time::Instant::now());
+                if requests.send(pb::KeepAliveRequest { session }).await.is_err() {
+                    break format!("the keepalive stream to the wazoo daemon at {addr} closed");
+                }
+            }
+            reply = replies.message() => match reply {
+                Ok(Some(reply)) if reply.ttl_ms == 0 => {
+                    break format!("the wazoo daemon at {addr} ended the client session");
+                }
+                Ok(Some(_)) => {
+                    if let Some(at) = sent.pop_front() {
+                        answered = at;
+                    }
+                }
+                Ok(None) => break format!("the wazoo daemon at {addr} ended the keepalive stream"),
+                Err(status) => {
+                    break format!("lost the connection to the wazoo daemon at {addr}: {}", status.message());
+                }
+            },
+        }
+    };
+    ended.send_replace(Some(why));
+}
+
+/// A claim the daemon holds for this client (a lock, a lease, a leadership, a membership), in a
+/// session of its own. Dropping it ends the session, which lets the claim go.
+pub struct Claim {
+    client: Client,
+    session: Session,
+    handle: pb::HandleRef,
+    claim: pb::Claim,
+    /// The Lost stream, opened before the claim is handed out; taken by [`Claim::lost`].
+    lost: std::sync::Mutex<Option<Streaming<pb::LostEvent>>>,
+}
+
+/// Why a claim was lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lost {
+    /// The daemon's ZooKeeper session expired: the claim's node is gone.
+    SessionExpired,
+    /// The claim's node was deleted by someone else.
+    NodeDeleted,
+    /// Another client revoked the claim.
+    Revoked,
+    /// The daemon had no answer from ZooKeeper for [`CUT_OFF`] of its session timeout.
+    CutOff,
+    /// The client session ended, or the connection to the daemon broke (the reason in words).
+    Disconnected(String),
+    /// A reason this client does not know, as the daemon said it.
+    Other(String),
+}
+
+impl Lost {
+    /// A `LostEvent`'s reason.
+    pub fn from_reason(reason: &str) -> Lost {
+        match reason {
+            "session-expired" => Lost::SessionExpired,
+            "node-deleted" => Lost::NodeDeleted,
+            "revoked" => Lost::Revoked,
+            "cut-off" => Lost::CutOff,
+            other => Lost::Other(other.to_string()),
+        }
+    }
+}
+
+impl Claim {
+    /// The claim's node.
+    pub fn node(&self) -> &str {
+        &self.claim.node
+    }
+
+    /// The fencing token: the node's czxid; every later holder's is greater.
+    pub fn token(&self) -> i64 {
+        self.claim.fencing_token
+    }
+
+    /// The version (SHA-256, 12 hex digits) of the recipe component that serves the claim.
+    pub fn recipe_version(&self) -> &str {
+        &self.claim.recipe_version
+    }
+
+    /// The client session holding the claim.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Resolves once the claim is lost, with why. The first call follows the daemon's `Lost`
+    /// stream and the session; a later call follows the session alone.
+    pub fn lost(&self) -> impl std::future::Future<Output = Lost> + Send + 'static {
+        let stream = self.lost.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let ended = self.session.ended();
+        let addr = self.client.addr.clone();
+        async move {
+            let event = async {
+                let Some(mut stream) = stream else { return std::future::pending().await };
+                match stream.message().await {
+                    Ok(Some(event)) => Lost::from_reason(&event.reason),
+                    // The daemon ends the stream quietly when it closes the handle itself.
+                    Ok(None) => Lost::Disconnected(format!("the wazoo daemon at {addr} closed the claim")),
+                    Err(status) => Lost::Disconnected(format!(
+                        "lost the connection to the wazoo daemon at {addr}: {}",
+                        status.message()
+                    )),
+                }
+            };
+            tokio::select! {
+                lost = event => lost,
+                why = ended => Lost::Disconnected(why),
+            }
+        }
+    }
+
+    /// Lets the claim go (its node deleted) and closes its session.
+    pub async fn release(mut self) -> Result<(), Status> {
+        let released = self.release_only().await;
+        self.session.close().await;
+        released
+    }
+
+    /// Lets the claim go and keeps the session, for [`Claim::close`] to end.
+    pub async fn release_only(&mut self) -> Result<(), Status> {
+        self.client.recipes().release(self.handle).await.map(|_| ())
+    }
+
+    /// Closes the claim's session, deleting whatever it still holds.
+    pub async fn close(self) {
+        self.session.close().await;
+    }
+}
+
+/// An error and its sources on one line, each said once (tonic repeats some).
+pub fn causes(error: &dyn std::error::Error) -> String {
+    let mut said: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let text = e.to_string();
+        if said.last() != Some(&text) {
+            said.push(text);
+        }
+        next = e.source();
+    }
+    said.join(": ")
+}

@@ -1,0 +1,10 @@
+//! `wazoo serve`: the recipes of one host served over gRPC to many clients ([`serve`]), each
+//! tenant in a namespace of its own with its own limits ([`tenants`]), measured in Prometheus
+//! metrics ([`metrics`]).
+//!
+//! It stands on `wazoo-runtime` (the host, its handles and registry) and `wazoo-proto` (the
+//! wire); nothing below depends on it.
+
+pub mod metrics;
+pub mod serve;
+pub mod tenants;

@@ -1,0 +1,104 @@
+//! `wazoo-client`, the Rust client of the daemon with no wasmtime: a lock through a real
+//! `wazoo serve` on a real ZooKeeper excludes, fences, reports its loss and lets go; the
+//! example program does the same from the command line.
+
+use std::time::Duration;
+
+use tonic::Code;
+use wazoo_client::{Client, LockOptions, Lost};
+use wazoo_tests::daemon::{output, Daemon};
+use wazoo_tests::procs::{through, Running};
+use wazoo_tests::*;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+async fn daemon() -> Daemon {
+    Daemon::start(&plugins(), &root().join("target/component-cache")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_through_the_client_excludes_fences_and_reports_its_loss() {
+    let daemon = daemon().await;
+    let checker = client(&zk().address()).await;
+    let client = Client::connect(&daemon.grpc, None, Duration::from_secs(5)).await.unwrap();
+    let path = unique("client-lock");
+
+    let first = client.lock(&path, LockOptions::default()).await.unwrap();
+    let stat = checker.check_stat(first.node()).await.unwrap().expect("the holder's node exists");
+    assert_ne!(stat.ephemeral_owner, 0, "the lock node is ephemeral");
+    assert_eq!(first.token(), stat.czxid, "the fencing token is the node's czxid");
+    assert_eq!(first.recipe_version().len(), 12, "{}", first.recipe_version());
+
+    // Taken: a bounded wait ends with DeadlineExceeded and leaves no node behind.
+    let options = LockOptions { timeout: Some(Duration::from_millis(300)), ..LockOptions::default() };
+    let refused = client.lock(&path, options).await.err().expect("the lock is taken");
+    assert_eq!(refused.code(), Code::DeadlineExceeded, "{refused:?}");
+    assert_eq!(ephemerals(&checker, &path).await.len(), 1, "only the holder's node is left");
+
+    // A waiter gets it once the holder lets go, with a greater token.
+    let waiting = tokio::spawn({
+        let client = client.clone();
+        let path = path.clone();
+        async move { client.lock(&path, LockOptions::default()).await }
+    });
+    wait_children(&checker, &path, 2).await;
+    let first_token = first.token();
+    first.release().await.unwrap();
+    let second = within(LIMIT, "the waiter takes the lock", waiting).await.unwrap().unwrap();
+    assert!(second.token() > first_token, "{} > {first_token}", second.token());
+
+    // Its node deleted by someone else: lost() says so.
+    let lost = second.lost();
+    checker.delete(second.node(), None).await.unwrap();
+    assert_eq!(within(LIMIT, "the loss is reported", lost).await, Lost::NodeDeleted);
+    drop(second);
+    within(LIMIT, "nothing is left", async {
+        while !ephemerals(&checker, &path).await.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_claim_lets_go_and_an_unreachable_daemon_is_one_error() {
+    let daemon = daemon().await;
+    let checker = client(&zk().address()).await;
+    let client = Client::connect(&daemon.grpc, None, Duration::from_secs(5)).await.unwrap();
+    let path = unique("client-drop");
+    let held = client
+        .lock(&path, LockOptions { ttl: Duration::from_secs(1), ..LockOptions::default() })
+        .await
+        .unwrap();
+    let node = held.node().to_string();
+    drop(held);
+    within(LIMIT, "the dropped claim's node goes", wait_gone(&checker, &node)).await;
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = listener.local_addr().unwrap().to_string();
+    let refused =
+        Client::connect(&silent, None, Duration::from_millis(500)).await.err().expect("nobody answers");
+    assert!(matches!(refused, wazoo_client::ConnectError::Unreachable(_)), "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_program_takes_a_lock_through_the_daemon() {
+    let example = wazoo_bin().with_file_name("examples").join("lock");
+    assert!(example.exists(), "{} is built by `cargo test --workspace` (make test)", example.display());
+    let daemon = daemon().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("client-example");
+    let mut holder =
+        Running::start(tokio::process::Command::new(&example).args([&daemon.grpc, &path]).kill_on_drop(true));
+    let line = holder.line("the example holds the lock").await;
+    let (node, token) = line.strip_prefix("held ").and_then(|l| l.split_once(" token ")).expect(&line);
+    let stat = checker.check_stat(node).await.unwrap().expect("the node exists");
+    assert_eq!(token.parse::<i64>().unwrap(), stat.czxid);
+    // The CLI through the same daemon finds it taken.
+    let (code, _, stderr) = output(through(&daemon).args(["lock", &path, "-n"])).await;
+    assert_eq!(code, 3, "{stderr}");
+    holder.signal(libc::SIGINT);
+    assert_eq!(holder.line("the example lets go").await, "released");
+    assert_eq!(holder.exit().await.0, 0);
+    assert!(checker.check_stat(node).await.unwrap().is_none(), "the node is gone");
+}
