@@ -32,7 +32,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use args::{HoldArgs, Statuses, WaitArgs};
 use supervise::{default_grace, Caught, Signals, Supervised};
 use wazoo_runtime::{
-    Claim, Host, HostConfig, KeeperConfig, Mode, RecipeError, Registry, SandboxLimits, ZkError,
+    Claim, Host, HostConfig, KeeperConfig, Mode, RecipeError, Registry, SandboxLimits, World, ZkError,
 };
 use wazoo_testkit::{ServerOptions, ZkServer};
 
@@ -83,7 +83,7 @@ enum Command {
         #[command(flatten)]
         hold: HoldArgs,
         /// Lock recipe component: a name in the plugins directory or a .wasm path
-        #[arg(long, default_value = "lock")]
+        #[arg(long, default_value = World::Lock.default_recipe())]
         recipe: String,
         /// The command and its arguments, after `--`
         #[arg(last = true, value_name = "CMD")]
@@ -102,7 +102,7 @@ enum Command {
         #[command(flatten)]
         hold: HoldArgs,
         /// Read/write lock recipe component
-        #[arg(long, default_value = "rwlock")]
+        #[arg(long, default_value = World::RwLock.default_recipe())]
         recipe: String,
         /// The command and its arguments, after `--`
         #[arg(last = true, value_name = "CMD")]
@@ -121,7 +121,7 @@ enum Command {
         #[command(flatten)]
         hold: HoldArgs,
         /// Semaphore recipe component
-        #[arg(long, default_value = "semaphore")]
+        #[arg(long, default_value = World::Semaphore.default_recipe())]
         recipe: String,
         /// The command and its arguments, after `--`
         #[arg(last = true, value_name = "CMD")]
@@ -140,7 +140,7 @@ enum Command {
         #[command(flatten)]
         hold: HoldArgs,
         /// Election recipe component
-        #[arg(long, default_value = "election")]
+        #[arg(long, default_value = World::Election.default_recipe())]
         recipe: String,
         /// The command and its arguments, after `--`
         #[arg(last = true, value_name = "CMD")]
@@ -172,7 +172,7 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Election recipe component
-        #[arg(long, default_value = "election")]
+        #[arg(long, default_value = World::Election.default_recipe())]
         recipe: String,
     },
     /// Queue at PATH: put items, take them (each goes to exactly one consumer), count them
@@ -978,7 +978,7 @@ async fn semaphore(
 async fn revoke(config: HostConfig, node: &str, grace: Option<Duration>) -> anyhow::Result<u8> {
     check_path("node", node)?;
     let host = Host::start(config).await?;
-    let mut handle = host.lock("lock").await?;
+    let mut handle = host.lock(World::Lock.default_recipe()).await?;
     let released =
         handle.revoke(node, grace).await.map_err(|e| exit::recipe(format!("revoking {node}"), e))?;
     out!("{}", if released { "released" } else { "forced" });
@@ -1120,7 +1120,7 @@ async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> 
         },
         None => Host::start(config).await?,
     };
-    let mut handle = host.group("group").await?;
+    let mut handle = host.group(World::Group.default_recipe()).await?;
     let failed = |e: RecipeError| exit::recipe(format!("group {path}"), e);
     fn listed(m: &wazoo_runtime::Membership) -> Vec<(&str, &[u8])> {
         m.members.iter().map(|m| (m.name.as_str(), m.data.as_slice())).collect()
@@ -1185,7 +1185,7 @@ async fn config_values(config: HostConfig, command: ConfigCommand) -> anyhow::Re
     let path = command.path().to_string();
     check_path("config", &path)?;
     let host = Host::start(config).await?;
-    let mut handle = host.config("config").await?;
+    let mut handle = host.config(World::Config.default_recipe()).await?;
     let failed = |e: RecipeError| exit::recipe(format!("config {path}"), e);
     match command {
         ConfigCommand::Get { json, .. } => match handle.get(&path).await.map_err(failed)? {
@@ -1227,7 +1227,7 @@ async fn counter(config: HostConfig, command: CounterCommand) -> anyhow::Result<
     let path = command.path().to_string();
     check_path("counter", &path)?;
     let host = Host::start(config).await?;
-    let mut handle = host.config("config").await?;
+    let mut handle = host.config(World::Config.default_recipe()).await?;
     let failed = |e: RecipeError| exit::recipe(format!("counter {path}"), e);
     match command {
         CounterCommand::Get { json, .. } => {
@@ -1243,7 +1243,7 @@ async fn queue(config: HostConfig, command: QueueCommand) -> anyhow::Result<u8> 
     let path = command.path().to_string();
     check_path("queue", &path)?;
     let host = Host::start(config).await?;
-    let mut handle = host.queue("queue").await?;
+    let mut handle = host.queue(World::Queue.default_recipe()).await?;
     let failed = |e: RecipeError| exit::recipe(format!("queue {path}"), e);
     match command {
         QueueCommand::Put { data, priority, ephemeral, .. } => {
@@ -1290,7 +1290,7 @@ async fn double_barrier(
         Ok(host) => host?,
         Err(caught) => return Ok(interrupted(caught, &what)),
     };
-    let mut handle = host.barrier("barrier").await?;
+    let mut handle = host.barrier(World::Barrier.default_recipe()).await?;
     match signals.interrupt(handle.enter(path, count, timeout)).await {
         Err(caught) => {
             handle.close().await;
@@ -1367,12 +1367,12 @@ async fn two_phase_commit(config: HostConfig, command: TxCommand) -> anyhow::Res
     check_tx(&command)?;
     let host = Host::start(config).await?;
     if let TxCommand::Clean { .. } = command {
-        let mut handle = host.dynamic("transaction").await?;
+        let mut handle = host.dynamic(World::Transaction.default_recipe()).await?;
         let result = handle.call(TX_CLEAN, &serde_json::json!([tx])).await;
         handle.close().await;
         return tx_cleaned(&tx, &result.map_err(|e| exit::recipe(format!("transaction {tx}"), e))?);
     }
-    let mut handle = host.transaction("transaction").await?;
+    let mut handle = host.transaction(World::Transaction.default_recipe()).await?;
     let outcome = match command {
         TxCommand::Coordinate { sites, payload, mode, timeout, .. } => {
             handle.coordinate(&tx, &sites, payload.as_bytes(), mode, Some(timeout)).await
@@ -1534,7 +1534,7 @@ async fn barrier(config: HostConfig, command: BarrierCommand) -> anyhow::Result<
     let path = command.path().to_string();
     check_path("barrier", &path)?;
     let host = Host::start(config).await?;
-    let mut handle = host.barrier("barrier").await?;
+    let mut handle = host.barrier(World::Barrier.default_recipe()).await?;
     let failed = |e: RecipeError| exit::recipe(format!("barrier {path}"), e);
     match command {
         BarrierCommand::Set { .. } => out!("{}", barrier_set(handle.set(&path).await.map_err(failed)?)),

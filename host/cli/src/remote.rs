@@ -768,7 +768,7 @@ impl Remote {
         let tx = command.tx().to_string();
         if let TxCommand::Clean { .. } = command {
             let request = pb::InvokeRequest {
-                recipe: "transaction".to_string(),
+                recipe: wazoo_runtime::World::Transaction.default_recipe().to_string(),
                 function: TX_CLEAN.to_string(),
                 args_json: serde_json::json!([tx]).to_string(),
                 ..Default::default()

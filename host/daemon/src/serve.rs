@@ -20,9 +20,10 @@ use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::metrics::Metrics;
+pub use crate::tenants::Tenant;
 use wazoo_runtime::error::RecipeError;
 use wazoo_runtime::fence::{Fence, Holder, Written};
-use wazoo_runtime::{Ballot, Host, Mode, Outcome, TxMode, ZkError};
+use wazoo_runtime::{Ballot, Host, Mode, Outcome, TxMode, World, ZkError};
 use wazoo_runtime::{
     BarrierHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle, Lost, QueueHandle, RwLockHandle,
     SemaphoreHandle,
@@ -115,14 +116,6 @@ pub struct ServeConfig {
 
 /// Address space a compile worker may use: a recipe compiles in tens of MiB.
 pub const COMPILE_MEMORY: u64 = 1 << 30;
-
-/// A tenant of a multi-tenant daemon: its name, the SHA-256 of its API token, and its host
-/// (its own ZooKeeper session, identity, namespace, recipes and limits).
-pub struct Tenant {
-    pub name: String,
-    pub token_sha256: [u8; 32],
-    pub host: Host,
-}
 
 /// Serves `host` to every client (no authentication) until `shutdown` resolves. `ready` is
 /// called with the bound addresses (gRPC, metrics) once clients can connect.
@@ -945,7 +938,7 @@ impl Recipes for Api {
 
     async fn campaign(&self, request: Request<pb::CampaignRequest>) -> Result<Response<pb::Claim>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "election").to_string();
+        let recipe = or(&req.recipe, World::Election.default_recipe()).to_string();
         self.measured("Campaign", &recipe, async {
             let session = self.session(req.session)?;
             let mut h = self.host.election(&recipe).await.map_err(no_handle)?;
@@ -978,7 +971,7 @@ impl Recipes for Api {
     ) -> Result<Response<Self::ObserveStream>, Status> {
         let req = request.into_inner();
         follow!(
-            h = self.host.election(or(&req.recipe, "election")),
+            h = self.host.election(or(&req.recipe, World::Election.default_recipe())),
             first: h.leader(&req.path),
             key: |info: &Option<wazoo_runtime::LeaderInfo>| info.as_ref().map(ElectionHandle::seen),
             event: |info: Option<wazoo_runtime::LeaderInfo>| match info {
@@ -1015,9 +1008,14 @@ impl Recipes for Api {
 
     async fn barrier_set(&self, request: Request<pb::PathRequest>) -> Result<Response<pb::Done>, Status> {
         let req = request.into_inner();
-        once!(self, "BarrierSet", or(&req.recipe, "barrier"), barrier, |h| h.set(&req.path), |changed| {
-            pb::Done { changed }
-        })
+        once!(
+            self,
+            "BarrierSet",
+            or(&req.recipe, World::Barrier.default_recipe()),
+            barrier,
+            |h| h.set(&req.path),
+            |changed| { pb::Done { changed } }
+        )
     }
 
     async fn barrier_remove(&self, request: Request<pb::PathRequest>) -> Result<Response<pb::Done>, Status> {
@@ -1025,7 +1023,7 @@ impl Recipes for Api {
         once!(
             self,
             "BarrierRemove",
-            or(&req.recipe, "barrier"),
+            or(&req.recipe, World::Barrier.default_recipe()),
             barrier,
             |h| h.remove(&req.path),
             |changed| pb::Done { changed }
@@ -1037,7 +1035,7 @@ impl Recipes for Api {
         once!(
             self,
             "BarrierWait",
-            or(&req.recipe, "barrier"),
+            or(&req.recipe, World::Barrier.default_recipe()),
             barrier,
             |h| h.wait(&req.path, millis(req.timeout_ms)),
             |()| pb::Empty {}
@@ -1049,7 +1047,7 @@ impl Recipes for Api {
         request: Request<pb::QueuePutRequest>,
     ) -> Result<Response<pb::QueueItem>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "queue").to_string();
+        let recipe = or(&req.recipe, World::Queue.default_recipe()).to_string();
         self.measured("QueuePut", &recipe, async {
             let priority = match req.priority {
                 Some(p) => {
@@ -1080,7 +1078,7 @@ impl Recipes for Api {
         once!(
             self,
             "QueueTake",
-            or(&req.recipe, "queue"),
+            or(&req.recipe, World::Queue.default_recipe()),
             queue,
             |h| h.take(&req.path, millis(req.timeout_ms)),
             |item| pb::QueueItem { node: item.node, data: item.data, handle: 0 }
@@ -1092,7 +1090,14 @@ impl Recipes for Api {
         request: Request<pb::PathRequest>,
     ) -> Result<Response<pb::ConfigEntry>, Status> {
         let req = request.into_inner();
-        once!(self, "ConfigGet", or(&req.recipe, "config"), config, |h| h.get(&req.path), entry)
+        once!(
+            self,
+            "ConfigGet",
+            or(&req.recipe, World::Config.default_recipe()),
+            config,
+            |h| h.get(&req.path),
+            entry
+        )
     }
 
     async fn config_set(
@@ -1103,7 +1108,7 @@ impl Recipes for Api {
         once!(
             self,
             "ConfigSet",
-            or(&req.recipe, "config"),
+            or(&req.recipe, World::Config.default_recipe()),
             config,
             |h| h.set(&req.path, &req.data, req.expected_version),
             |version| pb::ConfigEntry { exists: true, data: req.data.clone(), version }
@@ -1118,7 +1123,7 @@ impl Recipes for Api {
     ) -> Result<Response<Self::ConfigWatchStream>, Status> {
         let req = request.into_inner();
         follow!(
-            h = self.host.config(or(&req.recipe, "config")),
+            h = self.host.config(or(&req.recipe, World::Config.default_recipe())),
             first: h.get(&req.path),
             key: |found: &Option<wazoo_runtime::Entry>| found.as_ref().map(|e| e.version),
             event: entry,
@@ -1131,7 +1136,7 @@ impl Recipes for Api {
         once!(
             self,
             "Revoke",
-            or(&req.recipe, "lock"),
+            or(&req.recipe, World::Lock.default_recipe()),
             lock,
             |h| h.revoke(&req.node, millis(req.grace_ms)),
             |released| pb::RevokeReply { released }
@@ -1143,9 +1148,14 @@ impl Recipes for Api {
         request: Request<pb::PathRequest>,
     ) -> Result<Response<pb::QueueLength>, Status> {
         let req = request.into_inner();
-        once!(self, "QueueLen", or(&req.recipe, "queue"), queue, |h| h.len(&req.path), |items| {
-            pb::QueueLength { items }
-        })
+        once!(
+            self,
+            "QueueLen",
+            or(&req.recipe, World::Queue.default_recipe()),
+            queue,
+            |h| h.len(&req.path),
+            |items| { pb::QueueLength { items } }
+        )
     }
 
     async fn queue_claim(
@@ -1153,7 +1163,7 @@ impl Recipes for Api {
         request: Request<pb::QueueClaimRequest>,
     ) -> Result<Response<pb::QueueClaimed>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "queue").to_string();
+        let recipe = or(&req.recipe, World::Queue.default_recipe()).to_string();
         self.measured("QueueClaim", &recipe, async {
             let session = self.session(req.session)?;
             let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
@@ -1192,9 +1202,14 @@ impl Recipes for Api {
         request: Request<pb::PathRequest>,
     ) -> Result<Response<pb::CounterValue>, Status> {
         let req = request.into_inner();
-        once!(self, "CounterGet", or(&req.recipe, "config"), config, |h| h.counter(&req.path), |value| {
-            pb::CounterValue { value }
-        })
+        once!(
+            self,
+            "CounterGet",
+            or(&req.recipe, World::Config.default_recipe()),
+            config,
+            |h| h.counter(&req.path),
+            |value| { pb::CounterValue { value } }
+        )
     }
 
     async fn counter_add(
@@ -1205,7 +1220,7 @@ impl Recipes for Api {
         once!(
             self,
             "CounterAdd",
-            or(&req.recipe, "config"),
+            or(&req.recipe, World::Config.default_recipe()),
             config,
             |h| h.add(&req.path, req.delta),
             |value| pb::CounterValue { value }
@@ -1217,7 +1232,7 @@ impl Recipes for Api {
         request: Request<pb::GroupJoinRequest>,
     ) -> Result<Response<pb::Claim>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "group").to_string();
+        let recipe = or(&req.recipe, World::Group.default_recipe()).to_string();
         self.measured("GroupJoin", &recipe, async {
             let session = self.session(req.session)?;
             let mut h = self.host.group(&recipe).await.map_err(no_handle)?;
@@ -1247,7 +1262,14 @@ impl Recipes for Api {
         request: Request<pb::PathRequest>,
     ) -> Result<Response<pb::Membership>, Status> {
         let req = request.into_inner();
-        once!(self, "GroupMembers", or(&req.recipe, "group"), group, |h| h.members(&req.path), membership)
+        once!(
+            self,
+            "GroupMembers",
+            or(&req.recipe, World::Group.default_recipe()),
+            group,
+            |h| h.members(&req.path),
+            membership
+        )
     }
 
     type GroupWatchStream = Events<pb::Membership>;
@@ -1258,7 +1280,7 @@ impl Recipes for Api {
     ) -> Result<Response<Self::GroupWatchStream>, Status> {
         let req = request.into_inner();
         follow!(
-            h = self.host.group(or(&req.recipe, "group")),
+            h = self.host.group(or(&req.recipe, World::Group.default_recipe())),
             first: h.members(&req.path),
             key: |m: &wazoo_runtime::Membership| m.version,
             event: membership,
@@ -1271,7 +1293,7 @@ impl Recipes for Api {
         request: Request<pb::DoubleBarrierEnterRequest>,
     ) -> Result<Response<pb::Entered>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "barrier").to_string();
+        let recipe = or(&req.recipe, World::Barrier.default_recipe()).to_string();
         self.measured("DoubleBarrierEnter", &recipe, async {
             let session = self.session(req.session)?;
             let mut h = self.host.barrier(&recipe).await.map_err(no_handle)?;
@@ -1315,7 +1337,7 @@ impl Recipes for Api {
         request: Request<pb::TxCoordinateRequest>,
     ) -> Result<Response<pb::TxOutcome>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "transaction").to_string();
+        let recipe = or(&req.recipe, World::Transaction.default_recipe()).to_string();
         self.measured("TxCoordinate", &recipe, async {
             let mode = match pb::TxMode::try_from(req.mode) {
                 Ok(pb::TxMode::Coordinated) => TxMode::Coordinated,
@@ -1332,7 +1354,7 @@ impl Recipes for Api {
 
     async fn tx_vote(&self, request: Request<pb::TxVoteRequest>) -> Result<Response<pb::TxOutcome>, Status> {
         let req = request.into_inner();
-        let recipe = or(&req.recipe, "transaction").to_string();
+        let recipe = or(&req.recipe, World::Transaction.default_recipe()).to_string();
         self.measured("TxVote", &recipe, async {
             let ballot = match pb::Ballot::try_from(req.ballot) {
                 Ok(pb::Ballot::Commit) => Ballot::Commit,

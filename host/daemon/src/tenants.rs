@@ -34,8 +34,15 @@ use anyhow::{anyhow, bail, Context as _};
 use serde_json::Value;
 use sha2::Digest as _;
 
-use crate::serve::Tenant;
 use wazoo_runtime::{Host, HostConfig, SandboxLimits};
+
+/// A tenant of a multi-tenant daemon: its name, the SHA-256 of its API token, and its host
+/// (its own ZooKeeper session, identity, namespace, recipes and limits).
+pub struct Tenant {
+    pub name: String,
+    pub token_sha256: [u8; 32],
+    pub host: Host,
+}
 
 /// One tenant as the file declares it.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,5 +1,16 @@
 //! The WIT contract's generated bindings, kept in this one module. The rest of the host uses
 //! the types re-exported here and never names generated modules directly.
+//!
+//! The one host type the bindings name, the `watcher` resource's [`WatchSlot`], lives here too,
+//! so that this module depends on no other module of the host's but the store data it links
+//! (`state`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use zookeeper_client::{OneshotWatcher, WatchedEvent};
 
 pub(crate) mod lock_recipe {
     wasmtime::component::bindgen!({
@@ -7,7 +18,7 @@ pub(crate) mod lock_recipe {
         world: "wazoo:recipes/lock-recipe",
         imports: { default: async | trappable },
         exports: { default: async },
-        with: { "wazoo:zk/watch.watcher": crate::watch::WatchSlot },
+        with: { "wazoo:zk/watch.watcher": super::WatchSlot },
     });
 }
 
@@ -57,6 +68,27 @@ pub use queue_recipe::exports::wazoo::recipes::queue::Item;
 pub use rwlock_recipe::exports::wazoo::recipes::rwlock::{Held as RwHeld, Mode};
 pub use semaphore_recipe::exports::wazoo::recipes::semaphore::Lease;
 pub use transaction_recipe::exports::wazoo::recipes::two_phase_commit::{Ballot, Mode as TxMode, Outcome};
+
+/// The host side of a `watcher` resource (its methods are `wazoo:zk/watch`, in the `watch`
+/// module): the armed watch, or the event it fired with. It counts against the host's watch
+/// limit until it is dropped.
+pub struct WatchSlot {
+    pub(crate) pending: Option<Pin<Box<dyn Future<Output = WatchedEvent> + Send>>>,
+    pub(crate) fired: Option<WatchEvent>,
+    live: Arc<AtomicUsize>,
+}
+
+impl WatchSlot {
+    pub(crate) fn new(watcher: OneshotWatcher, live: Arc<AtomicUsize>) -> WatchSlot {
+        WatchSlot { pending: Some(Box::pin(watcher.changed())), fired: None, live }
+    }
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// Export names that identify each world, for `wazoo recipes list` and load-time checks.
 pub const LOCK_EXPORT: &str = "wazoo:recipes/lock@0.1.0";

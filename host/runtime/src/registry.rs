@@ -69,6 +69,24 @@ pub enum World {
 }
 
 impl World {
+    /// The recipe (plugin file `NAME.wasm`) that serves this world when a caller names none:
+    /// the one place the CLI and the daemon take their defaults from.
+    pub const fn default_recipe(self) -> &'static str {
+        match self {
+            World::Lock => "lock",
+            World::RwLock => "rwlock",
+            World::Election => "election",
+            World::Barrier => "barrier",
+            World::Semaphore => "semaphore",
+            World::Queue => "queue",
+            World::Group => "group",
+            World::Config => "config",
+            World::Transaction => "transaction",
+            // A custom recipe is always named by its caller.
+            World::Custom => "",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             World::Lock => "wazoo:recipes/lock-recipe@0.1.0",

@@ -1,13 +1,11 @@
 //! The sandbox: engine settings, per-store limits and the CPU clock that enforces them.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits,
     StoreLimitsBuilder, Trap, UpdateDeadline,
 };
-
-use crate::state::HostState;
 
 /// Limits applied to every recipe instance.
 #[derive(Clone, Debug, PartialEq)]
@@ -130,13 +128,20 @@ fn start_epoch_ticker(engine: &Engine) {
         .expect("spawning the epoch ticker");
 }
 
+/// What a sandboxed store's data gives the sandbox: its memory limits and its CPU clock.
+pub(crate) trait Sandboxed: Send + 'static {
+    fn store_limits(&mut self) -> &mut StoreLimits;
+    fn clock(&mut self) -> &mut CallClock;
+    fn clock_ref(&self) -> &CallClock;
+}
+
 /// A store for one recipe instance, with memory limits and the per-call CPU clock: the call
 /// hooks time the guest, the epoch callback stops it once over budget.
-pub(crate) fn store(engine: &Engine, state: HostState) -> Store<HostState> {
+pub(crate) fn store<T: Sandboxed>(engine: &Engine, state: T) -> Store<T> {
     let mut store = Store::new(engine, state);
-    store.limiter(|s| &mut s.store_limits);
+    store.limiter(|s| s.store_limits());
     store.call_hook(|mut ctx, hook| {
-        let clock = &mut ctx.data_mut().clock;
+        let clock = ctx.data_mut().clock();
         if hook.exiting_host() {
             clock.enter_wasm();
         } else {
@@ -146,13 +151,49 @@ pub(crate) fn store(engine: &Engine, state: HostState) -> Store<HostState> {
     });
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|ctx| {
-        if ctx.data().clock.over_budget() {
+        if ctx.data().clock_ref().over_budget() {
             return Err(Trap::Interrupt.into());
         }
         // Yield to the executor at every tick so one busy guest cannot hog a worker thread.
         Ok(UpdateDeadline::Yield(1))
     });
     store
+}
+
+/// Guest CPU time of the current call: only the time wasm code runs counts, measured between
+/// the store's call hooks. Time in any host call (awaiting ZooKeeper, a watch, a WASI sleep)
+/// never counts against the guest.
+#[derive(Debug)]
+pub(crate) struct CallClock {
+    in_wasm: Duration,
+    entered_wasm: Option<Instant>,
+    budget: Duration,
+}
+
+impl CallClock {
+    pub(crate) fn new(budget: Duration) -> CallClock {
+        CallClock { in_wasm: Duration::ZERO, entered_wasm: None, budget }
+    }
+
+    /// A new call from the host begins: the budget starts afresh.
+    pub(crate) fn begin(&mut self) {
+        self.in_wasm = Duration::ZERO;
+        self.entered_wasm = None;
+    }
+
+    pub(crate) fn enter_wasm(&mut self) {
+        self.entered_wasm = Some(Instant::now());
+    }
+
+    pub(crate) fn leave_wasm(&mut self) {
+        if let Some(since) = self.entered_wasm.take() {
+            self.in_wasm += since.elapsed();
+        }
+    }
+
+    pub(crate) fn over_budget(&self) -> bool {
+        self.in_wasm + self.entered_wasm.map_or(Duration::ZERO, |since| since.elapsed()) > self.budget
+    }
 }
 
 #[cfg(test)]

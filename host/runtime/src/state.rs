@@ -1,7 +1,7 @@
 //! What a recipe instance's store holds, and how a host call reaches it.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use wasmtime::StoreLimits;
 use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
@@ -9,7 +9,7 @@ use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
 use crate::faults::Faults;
 use crate::keeper::Live;
 use crate::ledger::Ledger;
-use crate::sandbox::SandboxLimits;
+use crate::sandbox::{CallClock, SandboxLimits, Sandboxed};
 use crate::stats::Stats;
 
 /// State shared by every handle of one host.
@@ -98,44 +98,22 @@ impl HostState {
     }
 }
 
+impl Sandboxed for HostState {
+    fn store_limits(&mut self) -> &mut StoreLimits {
+        &mut self.store_limits
+    }
+
+    fn clock(&mut self) -> &mut CallClock {
+        &mut self.clock
+    }
+
+    fn clock_ref(&self) -> &CallClock {
+        &self.clock
+    }
+}
+
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
-    }
-}
-
-/// Guest CPU time of the current call: only the time wasm code runs counts, measured between
-/// the store's call hooks. Time in any host call (awaiting ZooKeeper, a watch, a WASI sleep)
-/// never counts against the guest.
-#[derive(Debug)]
-pub(crate) struct CallClock {
-    in_wasm: Duration,
-    entered_wasm: Option<Instant>,
-    budget: Duration,
-}
-
-impl CallClock {
-    pub(crate) fn new(budget: Duration) -> CallClock {
-        CallClock { in_wasm: Duration::ZERO, entered_wasm: None, budget }
-    }
-
-    /// A new call from the host begins: the budget starts afresh.
-    pub(crate) fn begin(&mut self) {
-        self.in_wasm = Duration::ZERO;
-        self.entered_wasm = None;
-    }
-
-    pub(crate) fn enter_wasm(&mut self) {
-        self.entered_wasm = Some(Instant::now());
-    }
-
-    pub(crate) fn leave_wasm(&mut self) {
-        if let Some(since) = self.entered_wasm.take() {
-            self.in_wasm += since.elapsed();
-        }
-    }
-
-    pub(crate) fn over_budget(&self) -> bool {
-        self.in_wasm + self.entered_wasm.map_or(Duration::ZERO, |since| since.elapsed()) > self.budget
     }
 }

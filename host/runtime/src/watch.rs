@@ -1,10 +1,7 @@
 //! `wazoo:zk/watch`: one-shot watches as a resource. `wait` suspends the guest's fiber while the
 //! host awaits the watch, so a recipe blocks in straight-line code without blocking a thread.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use wasmtime::component::Resource;
@@ -12,6 +9,7 @@ use zookeeper_client::{EventType, OneshotWatcher, SessionState, WatchedEvent};
 
 use crate::bindings::types::{EventKind, Stat as WitStat, WatchEvent, ZkError};
 use crate::bindings::watch::{Host, HostWatcher};
+use crate::bindings::WatchSlot;
 use crate::error::from_client;
 use crate::paths;
 use crate::state::HostState;
@@ -19,26 +17,6 @@ use crate::stats::Stats;
 use crate::znode::stat;
 
 type Reply<T> = wasmtime::Result<Result<T, ZkError>>;
-
-/// The host side of a `watcher`: the armed watch, or the event it fired with. It counts
-/// against the host's watch limit until it is dropped.
-pub struct WatchSlot {
-    pending: Option<Pin<Box<dyn Future<Output = WatchedEvent> + Send>>>,
-    fired: Option<WatchEvent>,
-    live: Arc<AtomicUsize>,
-}
-
-impl WatchSlot {
-    fn new(watcher: OneshotWatcher, live: Arc<AtomicUsize>) -> WatchSlot {
-        WatchSlot { pending: Some(Box::pin(watcher.changed())), fired: None, live }
-    }
-}
-
-impl Drop for WatchSlot {
-    fn drop(&mut self) {
-        self.live.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 
 fn event(e: WatchedEvent) -> WatchEvent {
     let kind = match e.event_type {
