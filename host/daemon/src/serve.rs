@@ -839,10 +839,11 @@ impl Recipes for Api {
         let family =
             pb::Family::try_from(req.family).map_err(|_| Status::invalid_argument("unknown family"))?;
         let default = match family {
-            pb::Family::Lock => "lock",
-            pb::Family::ReadLock | pb::Family::WriteLock => "rwlock",
-            pb::Family::Semaphore => "semaphore",
-        };
+            pb::Family::Lock => World::Lock,
+            pb::Family::ReadLock | pb::Family::WriteLock => World::RwLock,
+            pb::Family::Semaphore => World::Semaphore,
+        }
+        .default_recipe();
         let recipe = or(&req.recipe, default).to_string();
         self.measured("Acquire", &recipe, async {
             let session = self.session(req.session)?;
