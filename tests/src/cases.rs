@@ -28,9 +28,11 @@ fn watches_path(ctx: &Ctx, r: &Request) -> bool {
     r.watch && r.path == ctx.path
 }
 
-/// The faulted host armed a watch on something under the recipe's path.
+/// The faulted host armed a watch on the recipe's path or a node under it (not on a sibling
+/// whose name merely begins the same, such as an election's `PATH-leader-ack`).
 fn watches_under(ctx: &Ctx, r: &Request) -> bool {
-    r.watch && r.path.starts_with(&ctx.path)
+    r.watch
+        && r.path.strip_prefix(ctx.path.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 fn node(v: &Value) -> Option<String> {

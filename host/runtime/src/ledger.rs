@@ -16,10 +16,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
-use std::time::Duration;
 
 use zookeeper_client::{Client, Error};
 
+use crate::error::retry;
 use crate::paths;
 
 #[derive(Debug, Default)]
@@ -83,7 +83,7 @@ impl Ledger {
         for requested in uncertain {
             let (dir, name) =
                 (paths::parent(&requested), &requested[requested.rfind('/').unwrap_or(0) + 1..]);
-            let Ok(children) = retry(|| client.list_children(dir)).await else { continue };
+            let Ok(children) = retry(CLEANUP_ATTEMPTS, || client.list_children(dir)).await else { continue };
             for child in children.iter().filter(|c| c.starts_with(name)) {
                 targets.entry(paths::join(dir, child)).or_insert(None);
             }
@@ -112,7 +112,7 @@ async fn delete_if_ours(
     session: i64,
 ) -> Result<bool, Error> {
     for _ in 0..CLEANUP_ATTEMPTS {
-        let Some(stat) = retry(|| client.check_stat(path)).await? else { return Ok(false) };
+        let Some(stat) = retry(CLEANUP_ATTEMPTS, || client.check_stat(path)).await? else { return Ok(false) };
         let ours = match czxid {
             Some(czxid) => stat.czxid == czxid,
             None => stat.ephemeral_owner == session,
@@ -120,7 +120,7 @@ async fn delete_if_ours(
         if !ours {
             return Ok(false);
         }
-        match retry(|| client.delete(path, Some(stat.version))).await {
+        match retry(CLEANUP_ATTEMPTS, || client.delete(path, Some(stat.version))).await {
             Ok(()) => return Ok(true),
             Err(Error::NoNode) => return Ok(false),
             Err(Error::BadVersion) => continue,
@@ -128,22 +128,4 @@ async fn delete_if_ours(
         }
     }
     Ok(false)
-}
-
-/// Retries a request through connection loss, with a short backoff.
-async fn retry<T, F, Fut>(mut op: F) -> Result<T, Error>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, Error>>,
-{
-    let mut attempt = 0;
-    loop {
-        match op().await {
-            Err(Error::ConnectionLoss | Error::Timeout | Error::Custom(_)) if attempt < CLEANUP_ATTEMPTS => {
-                attempt += 1;
-                tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
-            }
-            other => return other,
-        }
-    }
 }

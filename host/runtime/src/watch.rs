@@ -10,7 +10,7 @@ use zookeeper_client::{EventType, OneshotWatcher, SessionState, WatchedEvent};
 use crate::bindings::types::{EventKind, Stat as WitStat, WatchEvent, ZkError};
 use crate::bindings::watch::{Host, HostWatcher};
 use crate::bindings::WatchSlot;
-use crate::error::from_client;
+use crate::error::{from_client, retry, READ_RETRIES};
 use crate::paths;
 use crate::state::HostState;
 use crate::stats::Stats;
@@ -95,7 +95,7 @@ impl Host for HostState {
             return Ok(Err(e));
         }
         let live = self.live.clone();
-        let result = live.client.check_and_watch_stat(&path).await;
+        let result = retry(READ_RETRIES, || live.client.check_and_watch_stat(&path)).await;
         match result {
             Ok((st, watcher)) => Ok(Ok((st.map(stat), self.arm(watcher)?))),
             Err(e) => Ok(Err(from_client(e))),
@@ -110,7 +110,7 @@ impl Host for HostState {
             return Ok(Err(e));
         }
         let live = self.live.clone();
-        let result = live.client.get_and_watch_data(&path).await;
+        let result = retry(READ_RETRIES, || live.client.get_and_watch_data(&path)).await;
         match result {
             Ok((data, st, watcher)) => Ok(Ok((data, stat(st), self.arm(watcher)?))),
             Err(e) => Ok(Err(from_client(e))),
@@ -128,7 +128,7 @@ impl Host for HostState {
             return Ok(Err(e));
         }
         let live = self.live.clone();
-        let result = live.client.get_and_watch_children(&path).await;
+        let result = retry(READ_RETRIES, || live.client.get_and_watch_children(&path)).await;
         match result {
             Ok((children, st, watcher)) => match self.check_children(children.len()) {
                 Ok(()) => Ok(Ok((children, stat(st), self.arm(watcher)?))),

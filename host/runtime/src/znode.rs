@@ -6,7 +6,7 @@ use zookeeper_client::{Acls, CreateOptions, MultiWriteError, MultiWriteResult};
 
 use crate::bindings::types::{CreateMode, Created, MultiError, Op, OpResult, Stat as WitStat, ZkError};
 use crate::bindings::znode::Host;
-use crate::error::from_client;
+use crate::error::{from_client, retry, READ_RETRIES};
 use crate::paths;
 use crate::state::HostState;
 use crate::stats::Stats;
@@ -318,7 +318,7 @@ impl Host for HostState {
         if let Err(e) = self.count_call() {
             return Ok(Err(e));
         }
-        let result = live.client.check_stat(&path).await;
+        let result = retry(READ_RETRIES, || live.client.check_stat(&path)).await;
         Ok(result.map(|s| s.map(stat)).map_err(from_client))
     }
 
@@ -330,7 +330,7 @@ impl Host for HostState {
         if let Err(e) = self.count_call() {
             return Ok(Err(e));
         }
-        let result = live.client.get_data(&path).await;
+        let result = retry(READ_RETRIES, || live.client.get_data(&path)).await;
         Ok(result.map(|(data, s)| (data, stat(s))).map_err(from_client))
     }
 
@@ -342,7 +342,7 @@ impl Host for HostState {
         if let Err(e) = self.count_call() {
             return Ok(Err(e));
         }
-        let result = live.client.get_children(&path).await;
+        let result = retry(READ_RETRIES, || live.client.get_children(&path)).await;
         Ok(match result {
             Ok((children, s)) => self.check_children(children.len()).map(|()| (children, stat(s))),
             Err(e) => Err(from_client(e)),
@@ -376,7 +376,7 @@ impl Host for HostState {
         if let Err(e) = self.count_call() {
             return Ok(Err(e));
         }
-        let result = live.client.sync(&path).await;
+        let result = retry(READ_RETRIES, || live.client.sync(&path)).await;
         Ok(result.map_err(from_client))
     }
 
@@ -392,7 +392,7 @@ impl Host for HostState {
         if let Err(e) = self.count_call() {
             return Ok(Err(e));
         }
-        let result = live.client.list_ephemerals(&path).await;
+        let result = retry(READ_RETRIES, || live.client.list_ephemerals(&path)).await;
         Ok(result.map_err(from_client))
     }
 }
