@@ -14,7 +14,11 @@ macro_rules! out {
 }
 
 mod args;
+mod backend;
+mod claims;
+mod commands;
 mod exit;
+mod local;
 mod remote;
 mod scaffold;
 mod show;
@@ -29,10 +33,11 @@ use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{signal, SignalKind};
 
-use args::{HoldArgs, Statuses, WaitArgs};
-use supervise::{default_grace, Caught, Signals, Supervised};
+use args::{HoldArgs, WaitArgs};
+use claims::interrupted;
+use supervise::{Signals, Supervised};
 use wazoo_runtime::{
-    Claim, Host, HostConfig, KeeperConfig, Mode, RecipeError, Registry, SandboxLimits, World, ZkError,
+    Host, HostConfig, KeeperConfig, Mode, RecipeError, Registry, SandboxLimits, World, ZkError,
 };
 use wazoo_testkit::{ServerOptions, ZkServer};
 
@@ -626,20 +631,13 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             None => wazoo_runtime::registry::default_cache_dir(),
         },
     };
+    let local = local::Local::new(config.clone());
+    if let Some((asked, run)) = asked(&cli.command) {
+        return claims::claim(&local, asked, run).await;
+    }
     match cli.command {
-        Command::Lock { path, wait, hold, recipe, command } => {
-            lock(config, None, &path, Run { wait: &wait, hold: &hold, command: &command }, &recipe).await
-        }
-        Command::Rwlock { mode, path, wait, hold, recipe, command } => {
-            let run = Run { wait: &wait, hold: &hold, command: &command };
-            lock(config, Some(mode), &path, run, &recipe).await
-        }
-        Command::Semaphore { path, leases, wait, hold, recipe, command } => {
-            semaphore(config, &path, leases, Run { wait: &wait, hold: &hold, command: &command }, &recipe)
-                .await
-        }
-        Command::Elect { path, id, wait, hold, recipe, command } => {
-            elect(config, &path, id, Run { wait: &wait, hold: &hold, command: &command }, &recipe).await
+        Command::Lock { .. } | Command::Rwlock { .. } | Command::Semaphore { .. } | Command::Elect { .. } => {
+            unreachable!("claim commands: see asked")
         }
         Command::Holders { path, kind, leases, json } => holders(config, &path, kind, leases, json).await,
         Command::Leader { path, watch, recipe, json } => leader(config, &path, watch, &recipe, json).await,
@@ -649,10 +647,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::DoubleBarrier { path, count, timeout, command } => {
             double_barrier(config, &path, count, timeout, &command).await
         }
-        Command::Queue { command } => queue(config, command).await,
-        Command::Group { command } => group(config, command).await,
-        Command::Config { command } => config_values(config, command).await,
-        Command::Counter { command } => counter(config, command).await,
+        Command::Queue { command } => commands::queue(&local, command).await,
+        Command::Group { command } => commands::group(&local, command).await,
+        Command::Config { command } => commands::config(&local, command).await,
+        Command::Counter { command } => commands::counter(&local, command).await,
         Command::Revoke { node, grace } => revoke(config, &node, grace).await,
         Command::Server { port, data_dir, tick_ms } => server(port, data_dir, tick_ms).await,
         Command::Recipes { command: RecipesCommand::List { json } } => recipes_list(&config, json),
@@ -667,6 +665,33 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             serve(config, listen, &metrics, watch_every, tenants.as_deref()).await
         }
     }
+}
+
+/// The claim a claim command asks for, and how it runs CMD under it ([`claims::claim`]); none
+/// for the other commands.
+fn asked(command: &Command) -> Option<(claims::Asked<'_>, claims::Run<'_>)> {
+    use wazoo_runtime::Want;
+    let (want, path, recipe, wait, hold, command) = match command {
+        Command::Lock { path, wait, hold, recipe, command } => {
+            (Want::Lock, path, recipe.as_str(), Some(wait), hold, command)
+        }
+        Command::Rwlock { mode, path, wait, hold, recipe, command } => {
+            (Want::ReadWrite(*mode), path, recipe.as_str(), Some(wait), hold, command)
+        }
+        Command::Semaphore { path, leases, wait, hold, recipe, command } => {
+            (Want::Lease { max_leases: *leases }, path, recipe.as_str(), Some(wait), hold, command)
+        }
+        Command::Elect { path, id, wait, hold, recipe, command } => {
+            let id = id.clone().unwrap_or_else(default_id);
+            (Want::Leadership { id }, path, recipe.as_str(), Some(wait), hold, command)
+        }
+        Command::Group { command: GroupCommand::Join { path, name, data, hold, command } } => {
+            let want = Want::Membership { name: name.clone(), data: data.clone().into_bytes() };
+            (want, path, World::Group.default_recipe(), None, hold, command)
+        }
+        _ => return None,
+    };
+    Some((claims::Asked { want, path, recipe }, claims::Run { wait, hold, command }))
 }
 
 /// `wazoo serve`: prints `serving gRPC on ADDR` (and the metrics address) once clients can
@@ -766,215 +791,6 @@ async fn reload_tenants_on_sighup(
     }
 }
 
-/// What a claim command was asked to do: how to wait, how to hold, and CMD (empty: hold until
-/// a signal).
-#[derive(Clone, Copy)]
-struct Run<'a> {
-    wait: &'a WaitArgs,
-    hold: &'a HoldArgs,
-    command: &'a [String],
-}
-
-/// How a held claim runs its command.
-struct RunUnder<'a> {
-    /// CMD; empty: hold until a signal.
-    command: &'a [String],
-    grace: Duration,
-    /// What is held, for messages ("the lock at /x").
-    what: String,
-    /// Exported to the command; its `*_NODE` and `WAZOO_FENCING_TOKEN` are printed when there
-    /// is no command.
-    env: Vec<(&'static str, String)>,
-    statuses: Statuses,
-}
-
-impl<'a> RunUnder<'a> {
-    fn new(run: Run<'a>, what: String, env: Vec<(&'static str, String)>, session_timeout: Duration) -> Self {
-        RunUnder {
-            command: run.command,
-            grace: run.hold.grace.unwrap_or_else(|| default_grace(session_timeout)),
-            what,
-            env,
-            statuses: Statuses::new(run.hold, Some(run.wait)),
-        }
-    }
-}
-
-/// `wazoo lock` (no mode) and `wazoo rwlock MODE`: acquire, then run the command under it.
-async fn lock(
-    config: HostConfig,
-    mode: Option<Mode>,
-    path: &str,
-    run: Run<'_>,
-    recipe: &str,
-) -> anyhow::Result<u8> {
-    let mut signals = Signals::new()?;
-    // Refuse a bad path before touching ZooKeeper (the host checks it again for the recipe).
-    check_path("lock", path)?;
-    let what = lock_what(mode, path);
-    let host = match signals.interrupt(Host::start(config)).await {
-        Ok(host) => host?,
-        Err(caught) => return Ok(interrupted(caught, &what)),
-    };
-    let mut handle = match mode {
-        None => Locked::Exclusive(host.lock(recipe).await?),
-        Some(_) => Locked::ReadWrite(host.rwlock(recipe).await?),
-    };
-    let (node, token) = match signals.interrupt(handle.acquire(path, mode, run.wait.wait())).await {
-        Err(caught) => {
-            Claim::close(handle).await;
-            return Ok(left_queue(caught, &what));
-        }
-        Ok(Ok(held)) => held,
-        Ok(Err(RecipeError::Zk(ZkError::Timeout))) => return Ok(not_held(Waited::Lock, path, run.wait)),
-        Ok(Err(e)) => return Err(exit::recipe(format!("cannot acquire the {what}"), e)),
-    };
-    tracing::info!(%node, token, "lock held");
-    let env = lock_env(mode, path, node, token);
-    let session_timeout = handle.live().client.session_timeout();
-    hold(handle, RunUnder::new(run, what, env, session_timeout), &mut signals).await
-}
-
-/// A signal came before anything was held: exit status 128 + the signal.
-fn interrupted(caught: Caught, what: &str) -> u8 {
-    eprintln!("wazoo: {} before the {what} was held", caught.name());
-    caught.status()
-}
-
-/// A signal came while waiting in the queue for `what`, and the wait was given up: cancelling
-/// the recipe call retired the handle, and closing it (or the client session) deleted its
-/// waiting nodes. Exit status 128 + the signal.
-fn left_queue(caught: Caught, what: &str) -> u8 {
-    eprintln!("wazoo: {} while waiting for the {what}; left the queue", caught.name());
-    caught.status()
-}
-
-/// What `wazoo lock` (no mode) or `wazoo rwlock MODE` holds, for messages.
-fn lock_what(mode: Option<Mode>, path: &str) -> String {
-    match mode {
-        Some(mode) => format!("{} lock at {path}", mode_name(mode)),
-        None => format!("lock at {path}"),
-    }
-}
-
-/// The environment of a command run under a lock.
-fn lock_env(mode: Option<Mode>, path: &str, node: String, token: i64) -> Vec<(&'static str, String)> {
-    let mut env = vec![("WAZOO_LOCK_PATH", path.to_string())];
-    if let Some(mode) = mode {
-        env.push(("WAZOO_LOCK_MODE", mode_name(mode).to_string()));
-    }
-    env.push(("WAZOO_FENCING_TOKEN", token.to_string()));
-    env.push(("WAZOO_LOCK_NODE", node));
-    env
-}
-
-/// The environment of a command run under a semaphore lease.
-fn lease_env(path: &str, node: String, token: i64) -> Vec<(&'static str, String)> {
-    vec![
-        ("WAZOO_FENCING_TOKEN", token.to_string()),
-        ("WAZOO_LEASE_NODE", node),
-        ("WAZOO_SEMAPHORE_PATH", path.to_string()),
-    ]
-}
-
-/// The environment of a command run as leader.
-fn leader_env(path: &str, id: &str, node: String, token: i64) -> Vec<(&'static str, String)> {
-    vec![
-        ("WAZOO_FENCING_TOKEN", token.to_string()),
-        ("WAZOO_LEADER_NODE", node),
-        ("WAZOO_ELECTION_PATH", path.to_string()),
-        ("WAZOO_LEADER_ID", id.to_string()),
-    ]
-}
-
-/// The handle `wazoo lock` or `wazoo rwlock` holds.
-enum Locked {
-    Exclusive(wazoo_runtime::LockHandle),
-    ReadWrite(wazoo_runtime::RwLockHandle),
-}
-
-impl Locked {
-    /// Blocks until the lock at `path` is held (in `mode`, for a read/write lock): its node and
-    /// fencing token.
-    async fn acquire(
-        &mut self,
-        path: &str,
-        mode: Option<Mode>,
-        timeout: Option<Duration>,
-    ) -> Result<(String, i64), RecipeError> {
-        match (self, mode) {
-            (Locked::Exclusive(h), _) => h.acquire(path, timeout).await.map(|held| (held.node, held.token)),
-            (Locked::ReadWrite(h), Some(mode)) => {
-                h.acquire(path, mode, timeout).await.map(|held| (held.node, held.token))
-            }
-            (Locked::ReadWrite(_), None) => {
-                Err(RecipeError::Zk(ZkError::InvalidArgument("a read/write lock needs a mode".into())))
-            }
-        }
-    }
-
-    fn live(&self) -> &std::sync::Arc<wazoo_runtime::Live> {
-        match self {
-            Locked::Exclusive(h) => h.live(),
-            Locked::ReadWrite(h) => h.live(),
-        }
-    }
-}
-
-impl Claim for Locked {
-    async fn release(&mut self) -> Result<(), RecipeError> {
-        match self {
-            Locked::Exclusive(h) => h.release().await,
-            Locked::ReadWrite(h) => h.release().await,
-        }
-    }
-
-    fn lost(&self) -> impl std::future::Future<Output = wazoo_runtime::Lost> + Send + 'static {
-        let lost: std::pin::Pin<Box<dyn std::future::Future<Output = wazoo_runtime::Lost> + Send>> =
-            match self {
-                Locked::Exclusive(h) => Box::pin(h.lost()),
-                Locked::ReadWrite(h) => Box::pin(h.lost()),
-            };
-        lost
-    }
-
-    async fn close(self) {
-        match self {
-            Locked::Exclusive(h) => h.close().await,
-            Locked::ReadWrite(h) => h.close().await,
-        }
-    }
-}
-
-async fn semaphore(
-    config: HostConfig,
-    path: &str,
-    leases: u32,
-    run: Run<'_>,
-    recipe: &str,
-) -> anyhow::Result<u8> {
-    let mut signals = Signals::new()?;
-    check_path("semaphore", path)?;
-    let what = format!("lease of {path}");
-    let host = match signals.interrupt(Host::start(config)).await {
-        Ok(host) => host?,
-        Err(caught) => return Ok(interrupted(caught, &what)),
-    };
-    let mut handle = host.semaphore(recipe).await?;
-    let lease = match signals.interrupt(handle.acquire(path, leases, run.wait.wait())).await {
-        Err(caught) => {
-            handle.close().await;
-            return Ok(left_queue(caught, &what));
-        }
-        Ok(Ok(lease)) => lease,
-        Ok(Err(RecipeError::Zk(ZkError::Timeout))) => return Ok(not_held(Waited::Lease, path, run.wait)),
-        Ok(Err(e)) => return Err(exit::recipe(format!("cannot take a lease of {path}"), e)),
-    };
-    let env = lease_env(path, lease.node, lease.token);
-    let session_timeout = handle.live().client.session_timeout();
-    hold(handle, RunUnder::new(run, what, env, session_timeout), &mut signals).await
-}
-
 async fn revoke(config: HostConfig, node: &str, grace: Option<Duration>) -> anyhow::Result<u8> {
     check_path("node", node)?;
     let host = Host::start(config).await?;
@@ -984,50 +800,6 @@ async fn revoke(config: HostConfig, node: &str, grace: Option<Duration>) -> anyh
     out!("{}", if released { "released" } else { "forced" });
     handle.close().await;
     Ok(0)
-}
-
-async fn elect(
-    config: HostConfig,
-    path: &str,
-    id: Option<String>,
-    run: Run<'_>,
-    recipe: &str,
-) -> anyhow::Result<u8> {
-    let mut signals = Signals::new()?;
-    check_path("election", path)?;
-    let id = id.unwrap_or_else(default_id);
-    let what = format!("leadership of {path}");
-    let host = match signals.interrupt(Host::start(config)).await {
-        Ok(host) => host?,
-        Err(caught) => return Ok(interrupted(caught, &what)),
-    };
-    let mut handle = host.election(recipe).await?;
-    let leadership = match signals.interrupt(handle.campaign(path, &id, run.wait.wait())).await {
-        Err(caught) => {
-            handle.close().await;
-            return Ok(left_queue(caught, &what));
-        }
-        Ok(Ok(leadership)) => leadership,
-        Ok(Err(RecipeError::Zk(ZkError::Timeout))) => {
-            return Ok(not_held(Waited::Leadership, path, run.wait))
-        }
-        Ok(Err(e)) => return Err(exit::recipe(format!("cannot campaign in {path}"), e)),
-    };
-    let env = leader_env(path, &id, leadership.node.clone(), leadership.token);
-    // The seed's acknowledgement: observers see that this leader has started its work.
-    if let Err(e) = handle.acknowledge(&leader_note(&id, run.command)).await {
-        eprintln!("wazoo: could not acknowledge leadership of {path}: {e}");
-    }
-    let session_timeout = handle.live().client.session_timeout();
-    hold(handle, RunUnder::new(run, what, env, session_timeout), &mut signals).await
-}
-
-/// What a leader acknowledges: `ID running CMD`, or `ID holding` without a command.
-fn leader_note(id: &str, command: &[String]) -> String {
-    match command.first() {
-        Some(cmd) => format!("{id} running {cmd}"),
-        None => format!("{id} holding"),
-    }
 }
 
 async fn leader(config: HostConfig, path: &str, watch: bool, recipe: &str, json: bool) -> anyhow::Result<u8> {
@@ -1105,110 +877,10 @@ fn no_holders(path: &str) -> u8 {
     exit::NOTHING
 }
 
-async fn group(config: HostConfig, command: GroupCommand) -> anyhow::Result<u8> {
-    let path = command.path().to_string();
-    check_path("group", &path)?;
-    // `join` handles signals from the start; `list` and `watch` keep their default action.
-    let mut signals = match &command {
-        GroupCommand::Join { .. } => Some(Signals::new()?),
-        _ => None,
-    };
-    let host = match &mut signals {
-        Some(signals) => match signals.interrupt(Host::start(config)).await {
-            Ok(host) => host?,
-            Err(caught) => return Ok(interrupted(caught, &format!("membership of {path}"))),
-        },
-        None => Host::start(config).await?,
-    };
-    let mut handle = host.group(World::Group.default_recipe()).await?;
-    let failed = |e: RecipeError| exit::recipe(format!("group {path}"), e);
-    fn listed(m: &wazoo_runtime::Membership) -> Vec<(&str, &[u8])> {
-        m.members.iter().map(|m| (m.name.as_str(), m.data.as_slice())).collect()
-    }
-    match command {
-        GroupCommand::Join { name, data, hold: holding, command, .. } => {
-            let mut signals = signals.expect("made for join");
-            let what = format!("membership of {path} as {name}");
-            match signals.interrupt(handle.join(&path, &name, data.as_bytes())).await {
-                Ok(joined) => joined.map_err(failed)?,
-                Err(caught) => {
-                    handle.close().await;
-                    return Ok(interrupted(caught, &what));
-                }
-            }
-            let env = vec![("WAZOO_GROUP_PATH", path.clone()), ("WAZOO_MEMBER", name.clone())];
-            let run = join_run(&holding, &command, what, env, handle.live().client.session_timeout());
-            return hold(handle, run, &mut signals).await;
-        }
-        GroupCommand::List { json, .. } => {
-            let membership = handle.members(&path).await.map_err(failed)?;
-            show::members(json, listed(&membership));
-            if membership.members.is_empty() {
-                return Ok(no_members(&path));
-            }
-        }
-        GroupCommand::Watch { json, .. } => {
-            let mut now = handle.members(&path).await.map_err(failed)?;
-            loop {
-                show::membership(json, listed(&now));
-                now = handle.watch(&path, now.version, None).await.map_err(failed)?;
-            }
-        }
-    }
-    Ok(0)
-}
-
-/// How `group join` runs its command: a membership cannot be revoked or waited for.
-fn join_run<'a>(
-    holding: &HoldArgs,
-    command: &'a [String],
-    what: String,
-    env: Vec<(&'static str, String)>,
-    session_timeout: Duration,
-) -> RunUnder<'a> {
-    RunUnder {
-        command,
-        grace: holding.grace.unwrap_or_else(|| default_grace(session_timeout)),
-        what,
-        env,
-        statuses: Statuses::new(holding, None),
-    }
-}
-
 /// `group list` found no members: exit status 1.
 fn no_members(path: &str) -> u8 {
     eprintln!("wazoo: group {path} has no members");
     exit::NOTHING
-}
-
-async fn config_values(config: HostConfig, command: ConfigCommand) -> anyhow::Result<u8> {
-    let path = command.path().to_string();
-    check_path("config", &path)?;
-    let host = Host::start(config).await?;
-    let mut handle = host.config(World::Config.default_recipe()).await?;
-    let failed = |e: RecipeError| exit::recipe(format!("config {path}"), e);
-    match command {
-        ConfigCommand::Get { json, .. } => match handle.get(&path).await.map_err(failed)? {
-            Some(entry) => show::value(json, entry.version, &entry.data),
-            None => return Ok(no_value(&path)),
-        },
-        ConfigCommand::Set { value, version, .. } => match handle.set(&path, value.as_bytes(), version).await
-        {
-            Ok(version) => out!("{version}"),
-            Err(RecipeError::Zk(ZkError::BadVersion)) => return Ok(stale_version(&path, version)),
-            Err(e) => return Err(failed(e)),
-        },
-        ConfigCommand::Watch { json, .. } => {
-            let mut now = handle.get(&path).await.map_err(failed)?;
-            loop {
-                show::entry(json, now.as_ref().map(|e| (e.version, &e.data[..])));
-                let known = now.as_ref().map(|e| e.version);
-                now = handle.watch(&path, known, None).await.map_err(failed)?;
-            }
-        }
-    }
-    handle.close().await;
-    Ok(0)
 }
 
 /// `config get` found nothing: exit status 1.
@@ -1221,50 +893,6 @@ fn no_value(path: &str) -> u8 {
 fn stale_version(path: &str, version: Option<i32>) -> u8 {
     eprintln!("wazoo: {path} is no longer at version {}", version.unwrap_or(-1));
     exit::NOTHING
-}
-
-async fn counter(config: HostConfig, command: CounterCommand) -> anyhow::Result<u8> {
-    let path = command.path().to_string();
-    check_path("counter", &path)?;
-    let host = Host::start(config).await?;
-    let mut handle = host.config(World::Config.default_recipe()).await?;
-    let failed = |e: RecipeError| exit::recipe(format!("counter {path}"), e);
-    match command {
-        CounterCommand::Get { json, .. } => {
-            show::number(json, "value", handle.counter(&path).await.map_err(failed)?)
-        }
-        CounterCommand::Add { delta, .. } => out!("{}", handle.add(&path, delta).await.map_err(failed)?),
-    }
-    handle.close().await;
-    Ok(0)
-}
-
-async fn queue(config: HostConfig, command: QueueCommand) -> anyhow::Result<u8> {
-    let path = command.path().to_string();
-    check_path("queue", &path)?;
-    let host = Host::start(config).await?;
-    let mut handle = host.queue(World::Queue.default_recipe()).await?;
-    let failed = |e: RecipeError| exit::recipe(format!("queue {path}"), e);
-    match command {
-        QueueCommand::Put { data, priority, ephemeral, .. } => {
-            if ephemeral {
-                eprintln!("wazoo: note: an ephemeral item lives only as long as this command");
-            }
-            out!("{}", handle.put(&path, data.as_bytes(), priority, ephemeral).await.map_err(failed)?);
-        }
-        QueueCommand::Take { timeout, .. } => match handle.take(&path, timeout).await {
-            Ok(item) => print_item(&item.data)?,
-            Err(RecipeError::Zk(ZkError::Timeout)) => {
-                return Ok(timed_out(Waited::QueueItem, &path, timeout))
-            }
-            Err(e) => return Err(failed(e)),
-        },
-        QueueCommand::Len { json, .. } => {
-            show::number(json, "len", handle.len(&path).await.map_err(failed)? as i64)
-        }
-    }
-    handle.close().await;
-    Ok(0)
 }
 
 /// A taken queue item's data, as it is, and a newline.
@@ -1617,144 +1245,6 @@ fn not_held(waited: Waited, path: &str, wait: &WaitArgs) -> u8 {
         timed_out(waited, path, wait.timeout);
     }
     wait.conflict_exit_code
-}
-
-/// Why a claim ended while its command ran.
-struct Ending {
-    /// For the message, e.g. "lock node was deleted".
-    why: String,
-    /// Another client asked for it (exit status 5, and the claim is released), rather than lost.
-    revoked: bool,
-}
-
-impl From<wazoo_runtime::Lost> for Ending {
-    fn from(lost: wazoo_runtime::Lost) -> Ending {
-        Ending { why: lost.to_string(), revoked: lost == wazoo_runtime::Lost::Revoked }
-    }
-}
-
-/// What a command can run under: a recipe handle's claim here, or one held for us by a
-/// `wazoo serve` daemon ([`remote`]).
-trait Holding {
-    /// Resolves when what is held is lost or revoked.
-    fn lost(&self) -> impl std::future::Future<Output = Ending> + Send + 'static;
-    /// Gives up what is held.
-    async fn release(&mut self) -> Result<(), String>;
-    /// Ends the handle (or session) now, deleting whatever nodes it still owns.
-    async fn close(self);
-}
-
-impl<C: Claim> Holding for C {
-    fn lost(&self) -> impl std::future::Future<Output = Ending> + Send + 'static {
-        let lost = Claim::lost(self);
-        async move { Ending::from(lost.await) }
-    }
-
-    async fn release(&mut self) -> Result<(), String> {
-        Claim::release(self).await.map_err(|e| e.to_string())
-    }
-
-    async fn close(self) {
-        Claim::close(self).await
-    }
-}
-
-/// Runs the command while `claim` is held, supervised ([`supervise`]): every process of it gets
-/// the signals wazoo gets, and none outlives the claim. When the command ends, whatever it left
-/// running is stopped (SIGTERM, SIGKILL after `grace`), the claim released, and its exit status
-/// returned. When the claim is lost first, the command is stopped the same way before anything
-/// else: exit status 4, or 5 if revoked (released then), or what `--lost-exit-code` and
-/// `--revoked-exit-code` say. Without a command, prints `held NODE token T` and holds until
-/// SIGINT, SIGTERM or SIGHUP, then releases: exit status 0.
-async fn hold(claim: impl Holding, run: RunUnder<'_>, signals: &mut Signals) -> anyhow::Result<u8> {
-    if run.command.is_empty() {
-        return hold_until_signal(claim, run, signals).await;
-    }
-    let RunUnder { command, grace, what, env, statuses } = run;
-    let mut claim = claim;
-    let lost = claim.lost();
-    let mut cmd = match Supervised::spawn(command, &env) {
-        Ok(cmd) => cmd,
-        Err(e) => {
-            let _ = claim.release().await;
-            claim.close().await;
-            return Err(e);
-        }
-    };
-    tokio::pin!(lost);
-    let code = loop {
-        tokio::select! {
-            status = cmd.wait() => {
-                if cmd.remains() {
-                    eprintln!("wazoo: the command left processes running; stopping them before releasing the {what}");
-                    cmd.stop(grace).await;
-                }
-                if let Err(e) = claim.release().await {
-                    eprintln!("wazoo: releasing the {what}: {e}");
-                }
-                claim.close().await;
-                break match status {
-                    Ok(status) => exit_status(status),
-                    Err(e) => {
-                        eprintln!("wazoo: waiting for the command: {e}");
-                        exit::FAILED
-                    }
-                };
-            }
-            ending = &mut lost => {
-                eprintln!("wazoo: {what} lost ({}); stopping the command", ending.why);
-                // Stopping the command is the on-revoke step: the claim is let go after it.
-                cmd.stop(grace).await;
-                break lost_claim(claim, &ending, &what, statuses).await;
-            }
-            caught = signals.recv() => cmd.forward(caught),
-        }
-    };
-    cmd.finish().await;
-    Ok(code)
-}
-
-/// `hold` without a command: held until a signal (released, exit status 0) or lost.
-async fn hold_until_signal(
-    mut claim: impl Holding,
-    run: RunUnder<'_>,
-    signals: &mut Signals,
-) -> anyhow::Result<u8> {
-    let RunUnder { what, env, statuses, .. } = run;
-    show::held(&env);
-    let lost = claim.lost();
-    tokio::pin!(lost);
-    tokio::select! {
-        caught = signals.recv() => {
-            tracing::info!("{}: releasing the {what}", caught.name());
-            let released = claim.release().await;
-            claim.close().await;
-            match released {
-                Ok(()) => Ok(0),
-                Err(e) => Err(anyhow::anyhow!("releasing the {what}: {e}")),
-            }
-        }
-        ending = &mut lost => {
-            eprintln!("wazoo: {what} lost ({})", ending.why);
-            Ok(lost_claim(claim, &ending, &what, statuses).await)
-        }
-    }
-}
-
-/// After a claim's loss (its command, if any, already stopped): a revoked claim is released.
-/// Closes it; the exit status.
-async fn lost_claim(mut claim: impl Holding, ending: &Ending, what: &str, statuses: Statuses) -> u8 {
-    if ending.revoked {
-        if let Err(e) = claim.release().await {
-            eprintln!("wazoo: releasing the revoked {what}: {e}");
-        }
-    }
-    claim.close().await;
-    if ending.revoked {
-        statuses.revoked
-    } else {
-        statuses.lost
-    }
 }
 
 async fn server(port: u16, data_dir: Option<PathBuf>, tick_ms: u32) -> anyhow::Result<u8> {

@@ -7,7 +7,6 @@
 //! the ZooKeeper error's WIT name (`timeout:`, `bad-version:` …), which is mapped back to what
 //! the local path says and does.
 
-use std::future::Future;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
@@ -15,20 +14,19 @@ use tonic::{Code, Status};
 use wazoo_client::{Authed, Client, ConnectError, Session};
 use wazoo_proto as pb;
 use wazoo_proto::recipes_client::RecipesClient;
-use wazoo_runtime::Mode;
+use wazoo_runtime::{Entry, Membership, Mode, Want};
 
+use super::backend::{Backend, Contender, Ending, Failure, Granted, Holding};
 use super::exit;
 use super::show;
 use super::supervise::Signals;
 use super::{
-    barrier_removed, barrier_set, check_election, check_path, check_tx, custom_outcome, default_id,
-    fence_checked, fence_written, few_entered, few_left, hold, join_run, leader_env, leader_note, lease_env,
-    lock_env, lock_what, no_holders, no_leader, no_members, no_value, not_held, print_item, print_recipes,
-    run_between, stale_version, timed_out, tx_cleaned, tx_outcome, BarrierCommand, Command, ConfigCommand,
-    CounterCommand, Ending, FenceCommand, GroupCommand, Holding, QueueCommand, RecipeRow, RecipesCommand,
-    Run, RunUnder, TxCommand, Waited, TX_CLEAN,
+    barrier_removed, barrier_set, check_election, check_path, check_tx, custom_outcome, fence_checked,
+    fence_written, few_entered, few_left, no_holders, no_leader, print_recipes, run_between, timed_out,
+    tx_cleaned, tx_outcome, BarrierCommand, Command, FenceCommand, RecipeRow, RecipesCommand, TxCommand,
+    Waited, TX_CLEAN,
 };
-use super::{interrupted, left_queue};
+use super::{claims, commands};
 
 /// The WIT error names the daemon puts before a recipe's error (see the proto's header); the
 /// rest of the message is what the local path would say.
@@ -62,32 +60,19 @@ pub(crate) async fn run(
         return Ok(2);
     }
     check(&command)?;
-    let remote = Remote::connect(server, token, connect_timeout).await?;
+    let remote = Remote::connect(server, token, connect_timeout, ttl).await?;
+    if let Some((asked, run)) = super::asked(&command) {
+        return claims::claim(&remote, asked, run).await;
+    }
     match command {
-        Command::Lock { path, wait, hold, recipe, command } => {
-            let run = Run { wait: &wait, hold: &hold, command: &command };
-            remote.lock(ttl, None, &path, run, &recipe).await
-        }
-        Command::Rwlock { mode, path, wait, hold, recipe, command } => {
-            let run = Run { wait: &wait, hold: &hold, command: &command };
-            remote.lock(ttl, Some(mode), &path, run, &recipe).await
-        }
-        Command::Semaphore { path, leases, wait, hold, recipe, command } => {
-            let run = Run { wait: &wait, hold: &hold, command: &command };
-            remote.semaphore(ttl, &path, leases, run, &recipe).await
-        }
-        Command::Elect { path, id, wait, hold, recipe, command } => {
-            let run = Run { wait: &wait, hold: &hold, command: &command };
-            remote.elect(ttl, &path, id, run, &recipe).await
-        }
         Command::Holders { path, kind, leases, json } => remote.holders(&path, kind, leases, json).await,
         Command::Leader { path, watch, recipe, json } => remote.leader(&path, watch, &recipe, json).await,
-        Command::Queue { command } => remote.queue(ttl, command).await,
-        Command::Config { command } => remote.config(command).await,
+        Command::Queue { command } => commands::queue(&remote, command).await,
+        Command::Config { command } => commands::config(&remote, command).await,
         Command::Barrier { command } => remote.barrier(command).await,
         Command::Revoke { node, grace } => remote.revoke(&node, grace).await,
-        Command::Counter { command } => remote.counter(command).await,
-        Command::Group { command } => remote.group(ttl, command).await,
+        Command::Counter { command } => commands::counter(&remote, command).await,
+        Command::Group { command } => commands::group(&remote, command).await,
         Command::DoubleBarrier { path, count, timeout, command } => {
             remote.double_barrier(ttl, &path, count, timeout, &command).await
         }
@@ -190,13 +175,22 @@ struct Remote {
     /// As given, for messages.
     addr: String,
     client: Client,
+    /// The TTL of the client sessions claims are held in.
+    ttl: Duration,
+    /// What lives until [`Backend::end`]: an ephemeral queue item's session.
+    kept: std::sync::Arc<tokio::sync::Mutex<Vec<Session>>>,
 }
 
 impl Remote {
     /// Connects (eagerly, so an unreachable daemon is one clear error, exit status 69).
-    async fn connect(addr: &str, token: Option<String>, timeout: Duration) -> anyhow::Result<Remote> {
+    async fn connect(
+        addr: &str,
+        token: Option<String>,
+        timeout: Duration,
+        ttl: Duration,
+    ) -> anyhow::Result<Remote> {
         match Client::connect(addr, token.as_deref(), timeout).await {
-            Ok(client) => Ok(Remote { addr: addr.to_string(), client }),
+            Ok(client) => Ok(Remote { addr: addr.to_string(), client, ttl, kept: Default::default() }),
             Err(ConnectError::BadToken) => bail!("--token: only visible ASCII characters are allowed"),
             Err(ConnectError::BadAddress(why)) => bail!("--server: {why}"),
             Err(ConnectError::Unreachable(why)) => Err(exit::unavailable(why)),
@@ -215,6 +209,18 @@ impl Remote {
             (text, false) => text,
         };
         exit::Exit { code: status_code(&status), message }.into()
+    }
+
+    /// A failed call as the claim commands see it ([`Failure`]).
+    fn failure(&self, status: &Status) -> Failure {
+        if is_timeout(status) {
+            return Failure::Timeout;
+        }
+        if is_bad_version(status) {
+            return Failure::Stale(self.describe(status).0);
+        }
+        let (text, after_context) = self.describe(status);
+        Failure::Error { code: status_code(status), text, after_context }
     }
 
     /// What a failed call says, and whether it goes after a context (as a recipe's error does).
@@ -245,153 +251,6 @@ impl Remote {
     /// Opens a client session kept alive from a task, named `name` in the daemon's logs.
     async fn session(&self, ttl: Duration, name: String) -> anyhow::Result<Session> {
         self.client.session(ttl, name).await.map_err(|s| self.failed("opening a client session", s))
-    }
-
-    /// Follows the loss of `claim` (made in `session`) from now on: what `hold` runs under.
-    async fn follow(&self, session: Session, claim: &pb::Claim, what: &str) -> anyhow::Result<RemoteClaim> {
-        match self.client.follow(session, claim.clone()).await {
-            Ok(claim) => Ok(RemoteClaim { remote: self.clone(), claim }),
-            Err(status) => Err(self.failed(format!("following the {what}"), status)),
-        }
-    }
-
-    /// Runs `command` under the claim `acquiring` brings, as the local path does. A signal while
-    /// it waits cancels the call and closes the session, deleting its waiting nodes: exit status
-    /// 128 + the signal. A refused claim closes the session too: a timeout is exit status 3,
-    /// anything else an error `doing`. The grace is a fifth of the session's TTL unless given.
-    #[allow(clippy::too_many_arguments)]
-    async fn run_under(
-        &self,
-        session: Session,
-        acquiring: impl Future<Output = Result<tonic::Response<pb::Claim>, tonic::Status>>,
-        waited: Waited,
-        path: &str,
-        doing: String,
-        what: String,
-        env: impl FnOnce(pb::Claim) -> Vec<(&'static str, String)>,
-        run: Run<'_>,
-        signals: &mut Signals,
-    ) -> anyhow::Result<u8> {
-        let claim = match signals.interrupt(acquiring).await {
-            Ok(Ok(claim)) => claim.into_inner(),
-            Ok(Err(status)) => {
-                session.close().await;
-                if is_timeout(&status) {
-                    return Ok(not_held(waited, path, run.wait));
-                }
-                return Err(self.failed(doing, status));
-            }
-            Err(caught) => {
-                session.close().await;
-                return Ok(left_queue(caught, &what));
-            }
-        };
-        tracing::info!(node = %claim.node, token = claim.fencing_token, "{what} held");
-        let ttl = session.ttl();
-        let held = self.follow(session, &claim, &what).await?;
-        hold(held, RunUnder::new(run, what, env(claim), ttl), signals).await
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn lock(
-        &self,
-        ttl: Duration,
-        mode: Option<Mode>,
-        path: &str,
-        run: Run<'_>,
-        recipe: &str,
-    ) -> anyhow::Result<u8> {
-        let mut signals = Signals::new()?;
-        let what = lock_what(mode, path);
-        let family = match mode {
-            None => pb::Family::Lock,
-            Some(Mode::Read) => pb::Family::ReadLock,
-            Some(Mode::Write) => pb::Family::WriteLock,
-        };
-        let session = self.session(ttl, format!("wazoo {what}")).await?;
-        let request = pb::AcquireRequest {
-            session: session.id(),
-            path: path.to_string(),
-            family: family as i32,
-            max_leases: 0,
-            timeout_ms: millis(run.wait.wait()),
-            recipe: recipe.to_string(),
-        };
-        let mut recipes = self.recipes();
-        let acquiring = recipes.acquire(request);
-        let doing = format!("cannot acquire the {what}");
-        let env = |claim: pb::Claim| lock_env(mode, path, claim.node, claim.fencing_token);
-        let waited = Waited::Lock;
-        self.run_under(session, acquiring, waited, path, doing, what, env, run, &mut signals).await
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn semaphore(
-        &self,
-        ttl: Duration,
-        path: &str,
-        leases: u32,
-        run: Run<'_>,
-        recipe: &str,
-    ) -> anyhow::Result<u8> {
-        let mut signals = Signals::new()?;
-        let what = format!("lease of {path}");
-        let session = self.session(ttl, format!("wazoo {what}")).await?;
-        let request = pb::AcquireRequest {
-            session: session.id(),
-            path: path.to_string(),
-            family: pb::Family::Semaphore as i32,
-            max_leases: leases,
-            timeout_ms: millis(run.wait.wait()),
-            recipe: recipe.to_string(),
-        };
-        let mut recipes = self.recipes();
-        let acquiring = recipes.acquire(request);
-        let doing = format!("cannot take a lease of {path}");
-        let env = |claim: pb::Claim| lease_env(path, claim.node, claim.fencing_token);
-        let waited = Waited::Lease;
-        self.run_under(session, acquiring, waited, path, doing, what, env, run, &mut signals).await
-    }
-
-    /// As the local path, without the leader's acknowledgement (the API has no call for it).
-    #[allow(clippy::too_many_arguments)]
-    async fn elect(
-        &self,
-        ttl: Duration,
-        path: &str,
-        id: Option<String>,
-        run: Run<'_>,
-        recipe: &str,
-    ) -> anyhow::Result<u8> {
-        let mut signals = Signals::new()?;
-        let id = id.unwrap_or_else(default_id);
-        let what = format!("leadership of {path}");
-        let session = self.session(ttl, format!("wazoo elect {path} as {id}")).await?;
-        let request = pb::CampaignRequest {
-            session: session.id(),
-            path: path.to_string(),
-            id: id.clone(),
-            timeout_ms: millis(run.wait.wait()),
-            recipe: recipe.to_string(),
-        };
-        let session_id = session.id();
-        let campaigning = async {
-            let reply = self.recipes().campaign(request).await;
-            if let Ok(claim) = &reply {
-                // The seed's acknowledgement: observers see that this leader has started its work.
-                let note = leader_note(&id, run.command);
-                let ack =
-                    pb::AcknowledgeRequest { session: session_id, handle: claim.get_ref().handle, note };
-                if let Err(s) = self.recipes().acknowledge(ack).await {
-                    eprintln!("wazoo: could not acknowledge leadership of {path}: {}", s.message());
-                }
-            }
-            reply
-        };
-        let doing = format!("cannot campaign in {path}");
-        let env = |claim: pb::Claim| leader_env(path, &id, claim.node, claim.fencing_token);
-        let waited = Waited::Leadership;
-        self.run_under(session, campaigning, waited, path, doing, what, env, run, &mut signals).await
     }
 
     /// As the local path.
@@ -468,106 +327,6 @@ impl Remote {
         Ok(if reply.contenders.is_empty() { no_holders(path) } else { 0 })
     }
 
-    async fn queue(&self, ttl: Duration, command: QueueCommand) -> anyhow::Result<u8> {
-        let mut recipes = self.recipes();
-        match command {
-            QueueCommand::Put { path, data, priority, ephemeral } => {
-                // An ephemeral item lives in a client session, which ends with this command.
-                let session = match ephemeral {
-                    true => {
-                        eprintln!("wazoo: note: an ephemeral item lives only as long as this command");
-                        Some(self.session(ttl, format!("wazoo queue put --ephemeral {path}")).await?)
-                    }
-                    false => None,
-                };
-                let request = pb::QueuePutRequest {
-                    path: path.clone(),
-                    data: data.into_bytes(),
-                    priority: priority.map(u32::from),
-                    recipe: String::new(),
-                    ephemeral,
-                    session: session.as_ref().map_or(0, |s| s.id()),
-                };
-                let item =
-                    recipes.queue_put(request).await.map_err(|s| self.failed(format!("queue {path}"), s))?;
-                out!("{}", item.into_inner().node);
-                if let Some(session) = session {
-                    session.close().await;
-                }
-            }
-            QueueCommand::Take { path, timeout } => {
-                let request = pb::WaitRequest {
-                    path: path.clone(),
-                    timeout_ms: millis(timeout),
-                    recipe: String::new(),
-                };
-                match recipes.queue_take(request).await {
-                    Ok(item) => print_item(&item.into_inner().data)?,
-                    Err(status) if is_timeout(&status) => {
-                        return Ok(timed_out(Waited::QueueItem, &path, timeout))
-                    }
-                    Err(status) => return Err(self.failed(format!("queue {path}"), status)),
-                }
-            }
-            QueueCommand::Len { path, json } => {
-                let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
-                let length =
-                    recipes.queue_len(request).await.map_err(|s| self.failed(format!("queue {path}"), s))?;
-                show::number(json, "len", i64::from(length.into_inner().items));
-            }
-        }
-        Ok(0)
-    }
-
-    async fn config(&self, command: ConfigCommand) -> anyhow::Result<u8> {
-        let mut recipes = self.recipes();
-        match command {
-            ConfigCommand::Get { path, json } => {
-                let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
-                let entry = recipes
-                    .config_get(request)
-                    .await
-                    .map_err(|s| self.failed(format!("config {path}"), s))?
-                    .into_inner();
-                if !entry.exists {
-                    return Ok(no_value(&path));
-                }
-                show::value(json, entry.version, &entry.data);
-            }
-            ConfigCommand::Set { path, value, version } => {
-                let request = pb::ConfigSetRequest {
-                    path: path.clone(),
-                    data: value.into_bytes(),
-                    expected_version: version,
-                    recipe: String::new(),
-                };
-                match recipes.config_set(request).await {
-                    Ok(entry) => out!("{}", entry.into_inner().version),
-                    Err(status) if is_bad_version(&status) => return Ok(stale_version(&path, version)),
-                    Err(status) => return Err(self.failed(format!("config {path}"), status)),
-                }
-            }
-            ConfigCommand::Watch { path, json } => {
-                let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
-                let mut entries = recipes
-                    .config_watch(request)
-                    .await
-                    .map_err(|s| self.failed(format!("config {path}"), s))?
-                    .into_inner();
-                loop {
-                    match entries.message().await {
-                        Ok(Some(e)) => show::entry(json, e.exists.then_some((e.version, &e.data[..]))),
-                        Ok(None) => {
-                            bail!("the wazoo daemon at {} stopped reporting changes of {path}", self.addr)
-                        }
-                        Err(status) => return Err(self.failed(format!("config {path}"), status)),
-                    }
-                }
-            }
-        }
-        Ok(0)
-    }
-
     async fn barrier(&self, command: BarrierCommand) -> anyhow::Result<u8> {
         let mut recipes = self.recipes();
         let request = |path: &str| pb::PathRequest { path: path.to_string(), recipe: String::new() };
@@ -616,89 +375,6 @@ impl Remote {
             .into_inner();
         out!("{}", if reply.released { "released" } else { "forced" });
         Ok(0)
-    }
-
-    async fn counter(&self, command: CounterCommand) -> anyhow::Result<u8> {
-        let mut recipes = self.recipes();
-        let path = command.path().to_string();
-        let (value, json) = match command {
-            CounterCommand::Get { json, .. } => (
-                recipes.counter_get(pb::PathRequest { path: path.clone(), recipe: String::new() }).await,
-                json,
-            ),
-            CounterCommand::Add { delta, .. } => {
-                let request = pb::CounterAddRequest { path: path.clone(), delta, recipe: String::new() };
-                (recipes.counter_add(request).await, false)
-            }
-        };
-        let value = value.map_err(|s| self.failed(format!("counter {path}"), s))?;
-        show::number(json, "value", value.into_inner().value);
-        Ok(0)
-    }
-
-    /// `group join` holds the membership in a client session of its own, as `lock` holds a lock.
-    async fn group(&self, ttl: Duration, command: GroupCommand) -> anyhow::Result<u8> {
-        let mut recipes = self.recipes();
-        let path = command.path().to_string();
-        fn listed(m: &pb::Membership) -> Vec<(&str, &[u8])> {
-            m.members.iter().map(|m| (m.name.as_str(), m.data.as_slice())).collect()
-        }
-        match command {
-            GroupCommand::Join { name, data, hold: holding, command, .. } => {
-                let mut signals = Signals::new()?;
-                let what = format!("membership of {path} as {name}");
-                let session = self.session(ttl, format!("wazoo group join {path} as {name}")).await?;
-                let request = pb::GroupJoinRequest {
-                    session: session.id(),
-                    path: path.clone(),
-                    name: name.clone(),
-                    data: data.into_bytes(),
-                    recipe: String::new(),
-                };
-                let claim = match signals.interrupt(recipes.group_join(request)).await {
-                    Ok(Ok(claim)) => claim.into_inner(),
-                    Ok(Err(status)) => {
-                        session.close().await;
-                        return Err(self.failed(format!("group {path}"), status));
-                    }
-                    Err(caught) => {
-                        session.close().await;
-                        return Ok(interrupted(caught, &what));
-                    }
-                };
-                let ttl = session.ttl();
-                let held = self.follow(session, &claim, &what).await?;
-                let env = vec![("WAZOO_GROUP_PATH", path.clone()), ("WAZOO_MEMBER", name)];
-                hold(held, join_run(&holding, &command, what, env, ttl), &mut signals).await
-            }
-            GroupCommand::List { json, .. } => {
-                let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
-                let members = recipes
-                    .group_members(request)
-                    .await
-                    .map_err(|s| self.failed(format!("group {path}"), s))?
-                    .into_inner();
-                show::members(json, listed(&members));
-                Ok(if members.members.is_empty() { no_members(&path) } else { 0 })
-            }
-            GroupCommand::Watch { json, .. } => {
-                let request = pb::PathRequest { path: path.clone(), recipe: String::new() };
-                let mut changes = recipes
-                    .group_watch(request)
-                    .await
-                    .map_err(|s| self.failed(format!("group {path}"), s))?
-                    .into_inner();
-                loop {
-                    match changes.message().await {
-                        Ok(Some(members)) => show::membership(json, listed(&members)),
-                        Ok(None) => {
-                            bail!("the wazoo daemon at {} stopped reporting changes of {path}", self.addr)
-                        }
-                        Err(status) => return Err(self.failed(format!("group {path}"), status)),
-                    }
-                }
-            }
-        }
     }
 
     /// `double-barrier`: the participant's node lives in a client session of this process's own
@@ -970,8 +646,219 @@ impl Remote {
     }
 }
 
+/// A claim the daemon holds for this process, in a client session of its own.
+impl Backend for Remote {
+    type Contender = RemoteContender;
+
+    async fn contender(&self, want: &Want, recipe: &str, label: &str) -> anyhow::Result<RemoteContender> {
+        let session = self.session(self.ttl, format!("wazoo {label}")).await?;
+        Ok(RemoteContender {
+            remote: self.clone(),
+            session,
+            want: want.clone(),
+            recipe: recipe.to_string(),
+            claim: None,
+        })
+    }
+
+    async fn queue_put(
+        &self,
+        path: &str,
+        data: Vec<u8>,
+        priority: Option<u8>,
+        ephemeral: bool,
+    ) -> Result<String, Failure> {
+        // An ephemeral item lives in a client session, which ends with this command.
+        let session = match ephemeral {
+            true => Some(self.session(self.ttl, format!("wazoo queue put --ephemeral {path}")).await?),
+            false => None,
+        };
+        let request = pb::QueuePutRequest {
+            path: path.to_string(),
+            data,
+            priority: priority.map(u32::from),
+            recipe: String::new(),
+            ephemeral,
+            session: session.as_ref().map_or(0, |s| s.id()),
+        };
+        let put = self.recipes().queue_put(request).await;
+        self.kept.lock().await.extend(session);
+        Ok(put.map_err(|s| self.failure(&s))?.into_inner().node)
+    }
+
+    async fn queue_take(&self, path: &str, timeout: Option<Duration>) -> Result<Vec<u8>, Failure> {
+        let request =
+            pb::WaitRequest { path: path.to_string(), timeout_ms: millis(timeout), recipe: String::new() };
+        Ok(self.recipes().queue_take(request).await.map_err(|s| self.failure(&s))?.into_inner().data)
+    }
+
+    async fn queue_len(&self, path: &str) -> Result<u32, Failure> {
+        let reply = self.recipes().queue_len(by_path(path)).await;
+        Ok(reply.map_err(|s| self.failure(&s))?.into_inner().items)
+    }
+
+    async fn config_get(&self, path: &str) -> Result<Option<Entry>, Failure> {
+        let reply = self.recipes().config_get(by_path(path)).await;
+        Ok(entry(reply.map_err(|s| self.failure(&s))?.into_inner()))
+    }
+
+    async fn config_set(&self, path: &str, data: Vec<u8>, version: Option<i32>) -> Result<i32, Failure> {
+        let request = pb::ConfigSetRequest {
+            path: path.to_string(),
+            data,
+            expected_version: version,
+            recipe: String::new(),
+        };
+        Ok(self.recipes().config_set(request).await.map_err(|s| self.failure(&s))?.into_inner().version)
+    }
+
+    async fn config_watch(&self, path: &str, each: &mut dyn FnMut(Option<&Entry>)) -> Result<(), Failure> {
+        let reply = self.recipes().config_watch(by_path(path)).await;
+        let mut entries = reply.map_err(|s| self.failure(&s))?.into_inner();
+        loop {
+            match entries.message().await {
+                Ok(Some(e)) => each(entry(e).as_ref()),
+                Ok(None) => return Err(self.stopped_reporting(path)),
+                Err(status) => return Err(self.failure(&status)),
+            }
+        }
+    }
+
+    async fn counter_get(&self, path: &str) -> Result<i64, Failure> {
+        let reply = self.recipes().counter_get(by_path(path)).await;
+        Ok(reply.map_err(|s| self.failure(&s))?.into_inner().value)
+    }
+
+    async fn counter_add(&self, path: &str, delta: i64) -> Result<i64, Failure> {
+        let request = pb::CounterAddRequest { path: path.to_string(), delta, recipe: String::new() };
+        Ok(self.recipes().counter_add(request).await.map_err(|s| self.failure(&s))?.into_inner().value)
+    }
+
+    async fn group_members(&self, path: &str) -> Result<Membership, Failure> {
+        let reply = self.recipes().group_members(by_path(path)).await;
+        Ok(membership(reply.map_err(|s| self.failure(&s))?.into_inner()))
+    }
+
+    async fn group_watch(&self, path: &str, each: &mut dyn FnMut(&Membership)) -> Result<(), Failure> {
+        let reply = self.recipes().group_watch(by_path(path)).await;
+        let mut changes = reply.map_err(|s| self.failure(&s))?.into_inner();
+        loop {
+            match changes.message().await {
+                Ok(Some(members)) => each(&membership(members)),
+                Ok(None) => return Err(self.stopped_reporting(path)),
+                Err(status) => return Err(self.failure(&status)),
+            }
+        }
+    }
+
+    async fn end(&self) {
+        for session in self.kept.lock().await.drain(..) {
+            session.close().await;
+        }
+    }
+}
+
+impl Remote {
+    /// A watch stream the daemon ended.
+    fn stopped_reporting(&self, path: &str) -> Failure {
+        let text = format!("the wazoo daemon at {} stopped reporting changes of {path}", self.addr);
+        Failure::Error { code: exit::FAILED, text, after_context: false }
+    }
+}
+
+/// A request naming a path, for the family's default recipe.
+fn by_path(path: &str) -> pb::PathRequest {
+    pb::PathRequest { path: path.to_string(), recipe: String::new() }
+}
+
+fn entry(e: pb::ConfigEntry) -> Option<Entry> {
+    e.exists.then_some(Entry { data: e.data, version: e.version })
+}
+
+fn membership(m: pb::Membership) -> Membership {
+    let members =
+        m.members.into_iter().map(|m| wazoo_runtime::Member { name: m.name, data: m.data }).collect();
+    Membership { members, version: m.version }
+}
+
+/// A client session about to ask for one claim; closing it deletes whatever the claim made.
+pub(crate) struct RemoteContender {
+    remote: Remote,
+    session: Session,
+    want: Want,
+    recipe: String,
+    /// What the daemon granted.
+    claim: Option<pb::Claim>,
+}
+
+impl Contender for RemoteContender {
+    type Held = RemoteClaim;
+
+    async fn acquire(&mut self, path: &str, timeout: Option<Duration>) -> Result<Granted, Failure> {
+        let mut recipes = self.remote.recipes();
+        let (session, path, recipe) = (self.session.id(), path.to_string(), self.recipe.clone());
+        let timeout_ms = millis(timeout);
+        let acquire = |family: pb::Family, max_leases: u32| pb::AcquireRequest {
+            session,
+            path: path.clone(),
+            family: family as i32,
+            max_leases,
+            timeout_ms,
+            recipe: recipe.clone(),
+        };
+        let reply = match &self.want {
+            Want::Lock => recipes.acquire(acquire(pb::Family::Lock, 0)).await,
+            Want::ReadWrite(Mode::Read) => recipes.acquire(acquire(pb::Family::ReadLock, 0)).await,
+            Want::ReadWrite(Mode::Write) => recipes.acquire(acquire(pb::Family::WriteLock, 0)).await,
+            Want::Lease { max_leases } => recipes.acquire(acquire(pb::Family::Semaphore, *max_leases)).await,
+            Want::Leadership { id } => {
+                let request = pb::CampaignRequest { session, path, id: id.clone(), timeout_ms, recipe };
+                recipes.campaign(request).await
+            }
+            Want::Membership { name, data } => {
+                let request =
+                    pb::GroupJoinRequest { session, path, name: name.clone(), data: data.clone(), recipe };
+                recipes.group_join(request).await
+            }
+        };
+        let claim = reply.map_err(|status| self.remote.failure(&status))?.into_inner();
+        let granted = Granted { node: claim.node.clone(), token: claim.fencing_token };
+        self.claim = Some(claim);
+        Ok(granted)
+    }
+
+    async fn acknowledge(&mut self, note: &str) -> Result<(), String> {
+        let Some(claim) = &self.claim else { return Ok(()) };
+        let request = pb::AcknowledgeRequest {
+            session: self.session.id(),
+            handle: claim.handle,
+            note: note.to_string(),
+        };
+        self.remote.recipes().acknowledge(request).await.map(drop).map_err(|s| s.message().to_string())
+    }
+
+    async fn hold(self) -> anyhow::Result<RemoteClaim> {
+        let Some(claim) = self.claim else {
+            self.session.close().await;
+            bail!("nothing was acquired");
+        };
+        match self.remote.client.follow(self.session, claim).await {
+            Ok(claim) => Ok(RemoteClaim { remote: self.remote, claim }),
+            Err(status) => Err(self.remote.failed("following the claim", status)),
+        }
+    }
+
+    async fn close(self) {
+        self.session.close().await
+    }
+
+    fn session_timeout(&self) -> Duration {
+        self.session.ttl()
+    }
+}
+
 /// A claim the daemon holds for this process, in a session of its own.
-struct RemoteClaim {
+pub(crate) struct RemoteClaim {
     remote: Remote,
     claim: wazoo_client::Claim,
 }
@@ -982,8 +869,11 @@ impl Holding for RemoteClaim {
         async move { ending(lost.await) }
     }
 
-    async fn release(&mut self) -> Result<(), String> {
-        self.claim.release_only().await.map_err(|status| self.remote.describe(&status).0)
+    async fn release(self) -> Result<(), String> {
+        let RemoteClaim { remote, mut claim } = self;
+        let released = claim.release_only().await.map_err(|status| remote.describe(&status).0);
+        claim.close().await;
+        released
     }
 
     async fn close(self) {

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::Store;
-use zookeeper_client::{EventType, SessionState};
 
 use crate::bindings::barrier_recipe::BarrierRecipe;
 use crate::bindings::config_recipe::ConfigRecipe;
@@ -24,6 +23,7 @@ use crate::bindings::transaction_recipe::TransactionRecipe;
 use crate::bindings::{
     Ballot, Entry, Held, Item, LeaderInfo, Leadership, Lease, Membership, Mode, Outcome, RwHeld, TxMode,
 };
+use crate::claim::Lost;
 use crate::error::RecipeError;
 use crate::keeper::Live;
 use crate::ledger::Ledger;
@@ -96,23 +96,9 @@ impl Sandbox {
         }
     }
 
-    /// Resolves when this handle's session ends, `node` is deleted or revoked by someone else,
-    /// or ZooKeeper has answered nothing for [`Live::cut_off_after`]: whichever comes first,
-    /// and a known end of the session before the rest.
+    /// Resolves when this handle's claim on `node` is lost ([`crate::claim::lost`]).
     fn lost(&self, node: Option<String>) -> impl Future<Output = Lost> + Send + 'static {
-        let live = self.live.clone();
-        async move {
-            let node_gone = async {
-                let Some(node) = node else { return std::future::pending().await };
-                watch_deleted(&live, &node).await
-            };
-            tokio::select! {
-                biased;
-                state = live.wait_ended() => Lost::Session(state),
-                lost = node_gone => lost,
-                after = live.cut_off() => Lost::CutOff(after),
-            }
-        }
+        crate::claim::lost(self.live.clone(), node)
     }
 }
 
@@ -132,84 +118,6 @@ impl Drop for Sandbox {
             Err(_) => tracing::warn!("handle dropped outside a runtime; its nodes go with the session"),
         }
     }
-}
-
-/// Waits until `node` is deleted (or the session ends), or its data asks its holder to let go.
-async fn watch_deleted(live: &Live, node: &str) -> Lost {
-    let mut failures = 0u32;
-    loop {
-        match live.client.get_and_watch_data(node).await {
-            Err(zookeeper_client::Error::NoNode) => return Lost::NodeDeleted,
-            Ok((data, _, _)) if is_revocation(&data) => return Lost::Revoked,
-            Ok((_, _, watcher)) => {
-                let event = watcher.changed().await;
-                match event.event_type {
-                    EventType::NodeDeleted => return Lost::NodeDeleted,
-                    EventType::Session => return Lost::Session(event.session_state),
-                    // Data changed: look at it again.
-                    _ => {}
-                }
-            }
-            Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed) => {
-                return Lost::Session(SessionState::Expired)
-            }
-            // Disconnected: the session may still be alive; look again once it reconnects.
-            Err(_) => {
-                failures += 1;
-                tokio::time::sleep(Duration::from_millis(100 * u64::from(failures.min(10)))).await;
-            }
-        }
-    }
-}
-
-/// Curator's `__REVOKE__` and the seed's `unlock`.
-fn is_revocation(data: &[u8]) -> bool {
-    data == b"__REVOKE__" || data == b"unlock"
-}
-
-/// Why a held lock (or any handle's claim) was lost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lost {
-    /// The session ended (expired, closed): every ephemeral node is gone.
-    Session(SessionState),
-    /// Someone deleted the lock node.
-    NodeDeleted,
-    /// Someone asked the holder to let go (the node's data was set to `__REVOKE__` or
-    /// `unlock`); the node is still there until the holder releases.
-    Revoked,
-    /// ZooKeeper answered nothing the session sent for this long, [`crate::keeper::CUT_OFF`] of
-    /// its timeout: the ensemble may expire the session before the host hears of it again, so
-    /// the claim counts as lost now.
-    CutOff(Duration),
-}
-
-impl std::fmt::Display for Lost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Lost::Session(SessionState::Expired) => f.write_str("ZooKeeper session expired"),
-            Lost::Session(state) => write!(f, "ZooKeeper session ended ({state:?})"),
-            Lost::NodeDeleted => f.write_str("lock node was deleted"),
-            Lost::Revoked => f.write_str("revoked by another client"),
-            Lost::CutOff(after) => write!(
-                f,
-                "no answer from ZooKeeper for {:.1}s, 2/3 of the session timeout: assuming the session expired",
-                after.as_secs_f64()
-            ),
-        }
-    }
-}
-
-/// What every handle that holds something (a lock, a lease, leadership) offers, so callers such
-/// as `wazoo lock` can run a command under any of them.
-#[allow(async_fn_in_trait)]
-pub trait Claim {
-    /// Gives up what is held (one count of a re-entrant hold).
-    async fn release(&mut self) -> Result<(), RecipeError>;
-    /// Resolves when what is held is lost: the session ended, its node was deleted or revoked,
-    /// or ZooKeeper stopped answering for 2/3 of the session timeout ([`Lost`]).
-    fn lost(&self) -> impl Future<Output = Lost> + Send + 'static;
-    /// Ends the handle now, deleting whatever nodes it still owns.
-    async fn close(self);
 }
 
 /// Methods every handle has, over its `sandbox` and the `node` it last claimed.
@@ -271,25 +179,6 @@ macro_rules! handle_basics {
     };
 }
 
-/// `Claim` for a handle with inherent `release`, `lost` and `close`.
-macro_rules! claim {
-    ($handle:ident) => {
-        impl Claim for $handle {
-            async fn release(&mut self) -> Result<(), RecipeError> {
-                $handle::release(self).await
-            }
-
-            fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
-                $handle::lost(self)
-            }
-
-            async fn close(self) {
-                $handle::close(self).await
-            }
-        }
-    };
-}
-
 /// Ties each handle to its generated bindings type without naming it in the public API.
 pub(crate) trait HasBindings {
     type Bindings;
@@ -317,7 +206,6 @@ impl HasBindings for LockHandle {
 }
 
 handle_basics!(LockHandle);
-claim!(LockHandle);
 
 impl LockHandle {
     /// Blocks until the lock at `path` is held, or `timeout` passes.
@@ -363,7 +251,6 @@ impl HasBindings for RwLockHandle {
 }
 
 handle_basics!(RwLockHandle);
-claim!(RwLockHandle);
 
 impl RwLockHandle {
     /// Blocks until the lock at `path` is held in `mode`, or `timeout` passes.
@@ -407,20 +294,6 @@ impl HasBindings for ElectionHandle {
 }
 
 handle_basics!(ElectionHandle);
-
-impl Claim for ElectionHandle {
-    async fn release(&mut self) -> Result<(), RecipeError> {
-        self.resign().await
-    }
-
-    fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
-        ElectionHandle::lost(self)
-    }
-
-    async fn close(self) {
-        ElectionHandle::close(self).await
-    }
-}
 
 impl ElectionHandle {
     /// Joins the election at `path` as `id` and blocks until this handle leads (or `timeout`).
@@ -536,7 +409,6 @@ impl HasBindings for SemaphoreHandle {
 }
 
 handle_basics!(SemaphoreHandle);
-claim!(SemaphoreHandle);
 
 impl SemaphoreHandle {
     /// Blocks until one of `max_leases` leases at `path` is ours, or `timeout` passes.
@@ -628,20 +500,6 @@ impl HasBindings for GroupHandle {
 }
 
 handle_basics!(GroupHandle);
-
-impl Claim for GroupHandle {
-    async fn release(&mut self) -> Result<(), RecipeError> {
-        self.leave().await
-    }
-
-    fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
-        GroupHandle::lost(self)
-    }
-
-    async fn close(self) {
-        GroupHandle::close(self).await
-    }
-}
 
 impl GroupHandle {
     /// Joins the group at `path` as `name` with `data`.

@@ -117,6 +117,15 @@ impl Host {
         self.inner.keeper.live().await
     }
 
+    /// A fresh handle of the component `recipe` to contend for `want` ([`crate::claim`]).
+    pub async fn contender(
+        &self,
+        want: crate::claim::Want,
+        recipe: &str,
+    ) -> anyhow::Result<crate::claim::Contender> {
+        crate::claim::Contender::new(self, want, recipe).await
+    }
+
     /// A new lock handle running the component `recipe` (a name in the plugins directory or a
     /// path to a `.wasm` file).
     pub async fn lock(&self, recipe: &str) -> anyhow::Result<LockHandle> {

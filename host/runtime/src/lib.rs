@@ -6,6 +6,7 @@
 //! [`ledger`] deletes what a handle leaves behind.
 
 mod bindings;
+pub mod claim;
 pub mod dynamic;
 pub mod error;
 pub mod faults;
@@ -28,10 +29,11 @@ pub use bindings::{
     Ballot, Entry, EventKind, Held, Item, LeaderInfo, Leadership, Lease, Member, Membership, Mode, Outcome,
     RwHeld, Stat, TxMode, WatchEvent, ZkError,
 };
+pub use claim::{Claim, ClaimKind, Contender, Granted, Lost, Want};
 pub use error::RecipeError;
 pub use handle::{
-    BarrierHandle, Claim, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle,
-    Lost, QueueHandle, RwLockHandle, SemaphoreHandle, TransactionHandle,
+    BarrierHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle,
+    QueueHandle, RwLockHandle, SemaphoreHandle, TransactionHandle,
 };
 pub use host::{Host, HostConfig};
 pub use keeper::{KeeperConfig, Live};

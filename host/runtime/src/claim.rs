@@ -1,0 +1,436 @@
+//! Held claims: one type for everything a caller holds through a recipe handle (a lock, a read
+//! or write lock, a semaphore lease, a leadership, a group membership, a claimed queue item, an
+//! ephemeral queue item, a double-barrier participant, a kept custom instance).
+//!
+//! A [`Contender`] is a fresh handle about to contend for one [`Want`]; once it holds, it becomes
+//! a [`Claim`]. A claim carries its node, fencing token and the recipe version that took it,
+//! says when it is [`lost`](Claim::lost), and lets go on [`release`](Claim::release); dropped, its
+//! handle's ledger deletes its nodes. The CLI and the daemon hold these and nothing parallel.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use zookeeper_client::{EventType, SessionState};
+
+use crate::bindings::Mode;
+use crate::error::RecipeError;
+use crate::handle::{BarrierHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle, QueueHandle};
+use crate::handle::{RwLockHandle, SemaphoreHandle};
+use crate::keeper::Live;
+use crate::registry::{Version, World};
+
+/// What a contender asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Want {
+    /// The exclusive lock.
+    Lock,
+    /// The read/write lock in one mode.
+    ReadWrite(Mode),
+    /// One of `max_leases` leases of a semaphore.
+    Lease { max_leases: u32 },
+    /// Leadership of an election, campaigning as `id`.
+    Leadership { id: String },
+    /// Membership of a group as `name`, with `data`.
+    Membership { name: String, data: Vec<u8> },
+}
+
+impl Want {
+    /// The recipe world that serves it.
+    pub fn world(&self) -> World {
+        match self {
+            Want::Lock => World::Lock,
+            Want::ReadWrite(_) => World::RwLock,
+            Want::Lease { .. } => World::Semaphore,
+            Want::Leadership { .. } => World::Election,
+            Want::Membership { .. } => World::Group,
+        }
+    }
+
+    fn kind(&self) -> ClaimKind {
+        match self {
+            Want::Lock => ClaimKind::Lock,
+            Want::ReadWrite(Mode::Read) => ClaimKind::Read,
+            Want::ReadWrite(Mode::Write) => ClaimKind::Write,
+            Want::Lease { .. } => ClaimKind::Lease,
+            Want::Leadership { .. } => ClaimKind::Leadership,
+            Want::Membership { .. } => ClaimKind::Membership,
+        }
+    }
+}
+
+/// What a claim is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimKind {
+    Lock,
+    Read,
+    Write,
+    Lease,
+    Leadership,
+    Membership,
+    /// A queue item claimed for processing: acked, or back in the queue when the claim ends.
+    QueueClaim,
+    /// An ephemeral queue item: gone when its producer's claim ends.
+    QueueItem,
+    /// A participant of a double barrier, until it leaves.
+    Participant,
+    /// A custom recipe instance kept between calls, with whatever it owns.
+    Instance,
+}
+
+/// The handle behind a claim.
+enum Holder {
+    Lock(LockHandle),
+    RwLock(RwLockHandle),
+    Semaphore(SemaphoreHandle),
+    Election(ElectionHandle),
+    Group(GroupHandle),
+    Queue(QueueHandle),
+    Barrier(BarrierHandle),
+    Dynamic(DynamicHandle),
+}
+
+/// `$body` with `$h` bound to the handle, whatever its type.
+macro_rules! each {
+    ($holder:expr, $h:ident => $body:expr) => {
+        match $holder {
+            Holder::Lock($h) => $body,
+            Holder::RwLock($h) => $body,
+            Holder::Semaphore($h) => $body,
+            Holder::Election($h) => $body,
+            Holder::Group($h) => $body,
+            Holder::Queue($h) => $body,
+            Holder::Barrier($h) => $body,
+            Holder::Dynamic($h) => $body,
+        }
+    };
+}
+
+impl Holder {
+    /// A fresh handle for `want`, from the host.
+    async fn new(host: &crate::Host, want: &Want, recipe: &str) -> anyhow::Result<Holder> {
+        Ok(match want {
+            Want::Lock => Holder::Lock(host.lock(recipe).await?),
+            Want::ReadWrite(_) => Holder::RwLock(host.rwlock(recipe).await?),
+            Want::Lease { .. } => Holder::Semaphore(host.semaphore(recipe).await?),
+            Want::Leadership { .. } => Holder::Election(host.election(recipe).await?),
+            Want::Membership { .. } => Holder::Group(host.group(recipe).await?),
+        })
+    }
+
+    fn live(&self) -> &Arc<Live> {
+        each!(self, h => h.live())
+    }
+
+    fn version(&self) -> Option<&Arc<Version>> {
+        each!(self, h => h.version())
+    }
+
+    /// Lets go of what the handle holds; for the kinds that end only with their handle, nothing.
+    async fn let_go(&mut self) -> Result<(), RecipeError> {
+        match self {
+            Holder::Lock(h) => h.release().await,
+            Holder::RwLock(h) => h.release().await,
+            Holder::Semaphore(h) => h.release().await,
+            Holder::Election(h) => h.resign().await,
+            Holder::Group(h) => h.leave().await,
+            // Closing the handle deletes the claim (the item goes back to the queue), the
+            // participant's node, the ephemeral item, or whatever the instance owns.
+            Holder::Queue(_) | Holder::Barrier(_) | Holder::Dynamic(_) => Ok(()),
+        }
+    }
+
+    fn lost(&self) -> Pin<Box<dyn Future<Output = Lost> + Send>> {
+        each!(self, h => Box::pin(h.lost()))
+    }
+
+    async fn close(self) {
+        each!(self, h => h.close().await)
+    }
+}
+
+/// A fresh handle about to contend for one [`Want`] ([`crate::Host::contender`]).
+pub struct Contender {
+    want: Want,
+    holder: Holder,
+}
+
+/// What [`Contender::acquire`] got: the node and fencing token, for [`Contender::claim`].
+#[derive(Debug)]
+pub struct Granted {
+    node: String,
+    token: i64,
+}
+
+impl Granted {
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    pub fn token(&self) -> i64 {
+        self.token
+    }
+}
+
+impl Contender {
+    pub(crate) async fn new(host: &crate::Host, want: Want, recipe: &str) -> anyhow::Result<Contender> {
+        let holder = Holder::new(host, &want, recipe).await?;
+        Ok(Contender { want, holder })
+    }
+
+    pub fn want(&self) -> &Want {
+        &self.want
+    }
+
+    /// Blocks until what is wanted at `path` is held, or `timeout` passes (`timeout`, leaving no
+    /// node). Cancelled (dropped mid-call), the handle is retired: [`Contender::close`] it.
+    pub async fn acquire(&mut self, path: &str, timeout: Option<Duration>) -> Result<Granted, RecipeError> {
+        let (node, token) = match (&mut self.holder, &self.want) {
+            (Holder::Lock(h), _) => h.acquire(path, timeout).await.map(|g| (g.node, g.token))?,
+            (Holder::RwLock(h), Want::ReadWrite(mode)) => {
+                h.acquire(path, *mode, timeout).await.map(|g| (g.node, g.token))?
+            }
+            (Holder::Semaphore(h), Want::Lease { max_leases }) => {
+                h.acquire(path, *max_leases, timeout).await.map(|g| (g.node, g.token))?
+            }
+            (Holder::Election(h), Want::Leadership { id }) => {
+                h.campaign(path, id, timeout).await.map(|g| (g.node, g.token))?
+            }
+            (Holder::Group(h), Want::Membership { name, data }) => {
+                // Membership has no wait, and no token: the member's node is its name.
+                h.join(path, name, data).await?;
+                (if path == "/" { format!("/{name}") } else { format!("{path}/{name}") }, 0)
+            }
+            _ => unreachable!("a contender's handle is made for its want"),
+        };
+        Ok(Granted { node, token })
+    }
+
+    /// The election handle of a leadership contender, to acknowledge the leadership once had.
+    pub fn election(&mut self) -> Option<&mut ElectionHandle> {
+        match &mut self.holder {
+            Holder::Election(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The session it runs on.
+    pub fn live(&self) -> &Arc<Live> {
+        self.holder.live()
+    }
+
+    /// The claim `granted` by [`Contender::acquire`].
+    pub fn claim(self, granted: Granted) -> Claim {
+        Claim { kind: self.want.kind(), node: granted.node, token: granted.token, holder: Some(self.holder) }
+    }
+
+    /// Ends the handle, deleting whatever nodes it made (a waiting node leaves the queue).
+    pub async fn close(self) {
+        self.holder.close().await
+    }
+}
+
+/// Something held through a recipe handle. Dropped without [`Claim::release`] or
+/// [`Claim::close`], its handle's ledger deletes its nodes in the background.
+pub struct Claim {
+    kind: ClaimKind,
+    node: String,
+    token: i64,
+    /// Taken by `release` and `close`.
+    holder: Option<Holder>,
+}
+
+impl Claim {
+    /// A queue item `node` claimed by `handle` for processing.
+    pub fn queue_claim(handle: QueueHandle, node: String) -> Claim {
+        Claim::kept(ClaimKind::QueueClaim, Holder::Queue(handle), node)
+    }
+
+    /// An ephemeral queue item `node` put by `handle`.
+    pub fn queue_item(handle: QueueHandle, node: String) -> Claim {
+        Claim::kept(ClaimKind::QueueItem, Holder::Queue(handle), node)
+    }
+
+    /// A double-barrier participant entered through `handle`.
+    pub fn participant(handle: BarrierHandle, node: String) -> Claim {
+        Claim::kept(ClaimKind::Participant, Holder::Barrier(handle), node)
+    }
+
+    /// A custom instance kept with whatever it owns.
+    pub fn instance(handle: DynamicHandle) -> Claim {
+        Claim::kept(ClaimKind::Instance, Holder::Dynamic(handle), String::new())
+    }
+
+    fn kept(kind: ClaimKind, holder: Holder, node: String) -> Claim {
+        Claim { kind, node, token: 0, holder: Some(holder) }
+    }
+
+    pub fn kind(&self) -> ClaimKind {
+        self.kind
+    }
+
+    /// The node that holds it (empty for an instance).
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The fencing token: the node's czxid (0 for the kinds without one).
+    pub fn token(&self) -> i64 {
+        self.token
+    }
+
+    fn holder(&self) -> &Holder {
+        self.holder.as_ref().expect("a claim keeps its handle until it is consumed")
+    }
+
+    /// The recipe version that took it (it keeps running that version until it ends).
+    pub fn version(&self) -> Option<&Arc<Version>> {
+        self.holder().version()
+    }
+
+    /// The ZooKeeper session it lives on.
+    pub fn live(&self) -> &Arc<Live> {
+        self.holder().live()
+    }
+
+    /// Resolves when it is lost ([`Lost`]): the session ended, its node was deleted or revoked,
+    /// or ZooKeeper answered nothing for 2/3 of the session timeout. Take it right after
+    /// acquiring.
+    pub fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
+        self.holder().lost()
+    }
+
+    /// The leadership's handle, to acknowledge it.
+    pub fn election(&mut self) -> Option<&mut ElectionHandle> {
+        match self.holder.as_mut() {
+            Some(Holder::Election(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The queue handle of a claimed or put item, to ack it.
+    pub fn queue(&mut self) -> Option<&mut QueueHandle> {
+        match self.holder.as_mut() {
+            Some(Holder::Queue(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The kept instance's handle, for further calls.
+    pub fn instance_mut(&mut self) -> Option<&mut DynamicHandle> {
+        match self.holder.as_mut() {
+            Some(Holder::Dynamic(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// Lets go (unlock, resign, leave; a claimed item goes back to the queue), then ends the
+    /// handle, deleting whatever nodes it still owns. The handle ends even when letting go fails.
+    pub async fn release(mut self) -> Result<(), RecipeError> {
+        let Some(mut holder) = self.holder.take() else { return Ok(()) };
+        let outcome = holder.let_go().await;
+        holder.close().await;
+        outcome
+    }
+
+    /// Ends the handle now without asking the recipe to let go: its ledger deletes its nodes.
+    pub async fn close(mut self) {
+        if let Some(holder) = self.holder.take() {
+            holder.close().await;
+        }
+    }
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim")
+            .field("kind", &self.kind)
+            .field("node", &self.node)
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+/// Curator's `__REVOKE__` and the seed's `unlock`.
+fn is_revocation(data: &[u8]) -> bool {
+    data == b"__REVOKE__" || data == b"unlock"
+}
+
+/// Why a held claim was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lost {
+    /// The session ended (expired, closed): every ephemeral node is gone.
+    Session(SessionState),
+    /// Someone deleted the claim's node.
+    NodeDeleted,
+    /// Someone asked the holder to let go (the node's data was set to `__REVOKE__` or
+    /// `unlock`); the node is still there until the holder releases.
+    Revoked,
+    /// ZooKeeper answered nothing the session sent for this long, [`crate::keeper::CUT_OFF`] of
+    /// its timeout: the ensemble may expire the session before the host hears of it again, so
+    /// the claim counts as lost now.
+    CutOff(Duration),
+}
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lost::Session(SessionState::Expired) => f.write_str("ZooKeeper session expired"),
+            Lost::Session(state) => write!(f, "ZooKeeper session ended ({state:?})"),
+            Lost::NodeDeleted => f.write_str("lock node was deleted"),
+            Lost::Revoked => f.write_str("revoked by another client"),
+            Lost::CutOff(after) => write!(
+                f,
+                "no answer from ZooKeeper for {:.1}s, 2/3 of the session timeout: assuming the session expired",
+                after.as_secs_f64()
+            ),
+        }
+    }
+}
+
+/// Resolves when the session behind `live` ends, `node` is deleted or revoked by someone else,
+/// or ZooKeeper has answered nothing for [`Live::cut_off_after`]: whichever comes first, and a
+/// known end of the session before the rest.
+pub(crate) fn lost(live: Arc<Live>, node: Option<String>) -> impl Future<Output = Lost> + Send + 'static {
+    async move {
+        let node_gone = async {
+            let Some(node) = node else { return std::future::pending().await };
+            watch_deleted(&live, &node).await
+        };
+        tokio::select! {
+            biased;
+            state = live.wait_ended() => Lost::Session(state),
+            lost = node_gone => lost,
+            after = live.cut_off() => Lost::CutOff(after),
+        }
+    }
+}
+
+/// Waits until `node` is deleted (or the session ends), or its data asks its holder to let go.
+async fn watch_deleted(live: &Live, node: &str) -> Lost {
+    let mut failures = 0u32;
+    loop {
+        match live.client.get_and_watch_data(node).await {
+            Err(zookeeper_client::Error::NoNode) => return Lost::NodeDeleted,
+            Ok((data, _, _)) if is_revocation(&data) => return Lost::Revoked,
+            Ok((_, _, watcher)) => {
+                let event = watcher.changed().await;
+                match event.event_type {
+                    EventType::NodeDeleted => return Lost::NodeDeleted,
+                    EventType::Session => return Lost::Session(event.session_state),
+                    // Data changed: look at it again.
+                    _ => {}
+                }
+            }
+            Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed) => {
+                return Lost::Session(SessionState::Expired)
+            }
+            // Disconnected: the session may still be alive; look again once it reconnects.
+            Err(_) => {
+                failures += 1;
+                tokio::time::sleep(Duration::from_millis(100 * u64::from(failures.min(10)))).await;
+            }
+        }
+    }
+}
