@@ -1,7 +1,12 @@
-//! Compiles the gRPC contract (wazoo.proto) with protox, so no `protoc` is needed.
+//! Compiles the gRPC contract (wazoo.proto) with protox, so no `protoc` is needed; and the two
+//! messages of the standard rich error model its error statuses carry (google/rpc).
 
 fn main() {
     println!("cargo:rerun-if-changed=wazoo.proto");
-    let files = protox::compile(["wazoo.proto"], ["."]).expect("wazoo.proto does not compile");
+    println!("cargo:rerun-if-changed=google/rpc/status.proto");
+    println!("cargo:rerun-if-changed=google/rpc/error_details.proto");
+    let files =
+        protox::compile(["wazoo.proto", "google/rpc/status.proto", "google/rpc/error_details.proto"], ["."])
+            .expect("wazoo.proto does not compile");
     tonic_prost_build::configure().compile_fds(files).expect("generating the gRPC code");
 }

@@ -17,6 +17,31 @@
 //! counts as lost ([`Claim::lost`] resolves), before the daemon, which ends a session a TTL after
 //! the last keepalive it received, can hand it to anyone else. Dropping a claim (or the session)
 //! ends the keepalives, and with them the session and what it holds.
+//!
+//! ## Errors are typed
+//!
+//! A failed call returns the daemon's [`tonic::Status`]; every status the daemon's services
+//! make carries an [`ErrorKind`] (a `google.rpc.ErrorInfo` of domain `wazoo.v1` in the status
+//! details; `host/proto/wazoo.proto` has the table of kinds and codes). Branch on the kind,
+//! never on the message, which is for people:
+//!
+//! ```no_run
+//! # async fn example(client: wazoo_client::Client) {
+//! use std::time::Duration;
+//! use wazoo_client::{error_kind, ErrorKind, LockOptions};
+//! let options = LockOptions { timeout: Some(Duration::from_secs(1)), ..LockOptions::default() };
+//! match client.lock("/app/lock", options).await {
+//!     Ok(lock) => drop(lock),
+//!     Err(status) if error_kind(&status) == Some(ErrorKind::Timeout) => println!("taken; later"),
+//!     Err(status) => println!("failed: {}", wazoo_client::Error::from(status)),
+//! }
+//! # }
+//! ```
+//!
+//! [`error_kind`] reads the kind of a status; [`Error`] (`From<Status>`) is a failed call with
+//! its kind, code and message, as an [`std::error::Error`]. A status with no kind did not come
+//! from the daemon's services (a broken connection, for one). Why a claim was lost comes typed
+//! as well ([`Lost`], from the `LostEvent`'s [`LossReason`]).
 
 use std::time::Duration;
 
@@ -30,6 +55,48 @@ use wazoo_proto::recipes_client::RecipesClient;
 use wazoo_proto::sessions_client::SessionsClient;
 
 pub use wazoo_proto as proto;
+pub use wazoo_proto::{ErrorKind, LossReason};
+
+/// The kind of error a failed call's `status` carries, read from its details (never from its
+/// message); `None` if it carries none: it did not come from the daemon's services (a broken
+/// connection, an unknown method, an older daemon), or its kind is newer than this client
+/// (then go by [`Status::code`]).
+pub fn error_kind(status: &Status) -> Option<ErrorKind> {
+    ErrorKind::of(status)
+}
+
+/// A failed call, typed: what [`error_kind`] reads from its status, with the status's code and
+/// message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    /// What went wrong; `None` for a status the daemon's services did not make (see
+    /// [`error_kind`]).
+    pub kind: Option<ErrorKind>,
+    /// The gRPC code (the proto's header maps each kind to its code).
+    pub code: Code,
+    /// The status's message, for people: do not branch on it.
+    pub message: String,
+}
+
+impl From<Status> for Error {
+    fn from(status: Status) -> Error {
+        Error::from(&status)
+    }
+}
+
+impl From<&Status> for Error {
+    fn from(status: &Status) -> Error {
+        Error { kind: error_kind(status), code: status.code(), message: status.message().to_string() }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
 
 /// The part of a client session's TTL after which a session none of whose keepalives was
 /// answered counts as lost: 2/3, as the daemon's own ZooKeeper sessions.
@@ -328,7 +395,8 @@ pub struct Claim {
 /// Why a claim was lost.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Lost {
-    /// The daemon's ZooKeeper session expired: the claim's node is gone.
+    /// The daemon's ZooKeeper session ended (expired, or closed as the daemon stops): the
+    /// claim's node is gone.
     SessionExpired,
     /// The claim's node was deleted by someone else.
     NodeDeleted,
@@ -338,12 +406,25 @@ pub enum Lost {
     CutOff,
     /// The client session ended, or the connection to the daemon broke (the reason in words).
     Disconnected(String),
-    /// A reason this client does not know, as the daemon said it.
+    /// A reason this client does not know (or none, from an older daemon), with the daemon's
+    /// words for it.
     Other(String),
 }
 
 impl Lost {
-    /// A `LostEvent`'s reason.
+    /// Why a `LostEvent` says the claim was lost: its typed `loss_reason`.
+    pub fn from_event(event: &pb::LostEvent) -> Lost {
+        match LossReason::try_from(event.loss_reason) {
+            Ok(LossReason::SessionExpired | LossReason::SessionClosed) => Lost::SessionExpired,
+            Ok(LossReason::NodeDeleted) => Lost::NodeDeleted,
+            Ok(LossReason::Revoked) => Lost::Revoked,
+            Ok(LossReason::CutOff) => Lost::CutOff,
+            Ok(LossReason::Unspecified) | Err(_) => Lost::Other(event.reason.clone()),
+        }
+    }
+
+    /// A `LostEvent`'s reason in words.
+    #[deprecated(note = "the words are going; use Lost::from_event, which reads the typed loss_reason")]
     pub fn from_reason(reason: &str) -> Lost {
         match reason {
             "session-expired" => Lost::SessionExpired,
@@ -386,7 +467,7 @@ impl Claim {
             let event = async {
                 let Some(mut stream) = stream else { return std::future::pending().await };
                 match stream.message().await {
-                    Ok(Some(event)) => Lost::from_reason(&event.reason),
+                    Ok(Some(event)) => Lost::from_event(&event),
                     // The daemon ends the stream quietly when it closes the handle itself.
                     Ok(None) => Lost::Disconnected(format!("the wazoo daemon at {addr} closed the claim")),
                     Err(status) => Lost::Disconnected(format!(

@@ -21,13 +21,10 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::metrics::Metrics;
 pub use crate::tenants::Tenant;
+use crate::wire::{self, no_handle, status};
 use wazoo_runtime::error::RecipeError;
 use wazoo_runtime::fence::{Fence, Holder, Written};
-use wazoo_runtime::{Ballot, Host, Mode, Outcome, TxMode, World, ZkError};
-use wazoo_runtime::{
-    BarrierHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle, Lost, QueueHandle, RwLockHandle,
-    SemaphoreHandle,
-};
+use wazoo_runtime::{Claim, ClaimKind, ElectionHandle, Host, Mode, Outcome, Want, World, ZkError};
 
 use wazoo_proto as pb;
 
@@ -385,7 +382,7 @@ where
         match found {
             Some(mut service) => Box::pin(async move { service.call(request).await }),
             None => Box::pin(async {
-                Ok(Status::unauthenticated("no tenant has this token (authorization: Bearer TOKEN)")
+                Ok(wire::unauthenticated("no tenant has this token (authorization: Bearer TOKEN)")
                     .into_http())
             }),
         }
@@ -402,68 +399,9 @@ struct State {
     metrics: Arc<Metrics>,
 }
 
-/// A claim held for a client.
-enum Held {
-    Lock(LockHandle),
-    RwLock(RwLockHandle),
-    Semaphore(SemaphoreHandle),
-    Election(ElectionHandle),
-    Group(GroupHandle),
-    /// A claimed queue item: the handle owns the claim node; the item's node, for the ack.
-    QueueClaim(QueueHandle, String),
-    /// A participant in a double barrier: the handle owns its node.
-    DoubleBarrier(BarrierHandle),
-    /// An instance kept by a generic Invoke, with whatever it owns.
-    Dynamic(DynamicHandle),
-    /// The producer of an ephemeral queue item: the handle owns the item's node.
-    QueueItem(QueueHandle),
-}
-
-impl Held {
-    async fn release(&mut self) -> Result<(), RecipeError> {
-        match self {
-            Held::Lock(h) => h.release().await,
-            Held::RwLock(h) => h.release().await,
-            Held::Semaphore(h) => h.release().await,
-            Held::Election(h) => h.resign().await,
-            Held::Group(h) => h.leave().await,
-            // Closing the handle deletes the claim (the item goes back to the queue) or the
-            // participant's node.
-            Held::QueueClaim(..) | Held::DoubleBarrier(_) | Held::Dynamic(_) | Held::QueueItem(_) => Ok(()),
-        }
-    }
-
-    fn lost(&self) -> Pin<Box<dyn std::future::Future<Output = Lost> + Send>> {
-        match self {
-            Held::Lock(h) => Box::pin(h.lost()),
-            Held::RwLock(h) => Box::pin(h.lost()),
-            Held::Semaphore(h) => Box::pin(h.lost()),
-            Held::Election(h) => Box::pin(h.lost()),
-            Held::Group(h) => Box::pin(h.lost()),
-            Held::QueueClaim(h, _) => Box::pin(h.lost()),
-            Held::DoubleBarrier(h) => Box::pin(h.lost()),
-            Held::Dynamic(h) => Box::pin(h.lost()),
-            Held::QueueItem(h) => Box::pin(h.lost()),
-        }
-    }
-
-    async fn close(self) {
-        match self {
-            Held::Lock(h) => h.close().await,
-            Held::RwLock(h) => h.close().await,
-            Held::Semaphore(h) => h.close().await,
-            Held::Election(h) => h.close().await,
-            Held::Group(h) => h.close().await,
-            Held::QueueClaim(h, _) => h.close().await,
-            Held::DoubleBarrier(h) => h.close().await,
-            Held::Dynamic(h) => h.close().await,
-            Held::QueueItem(h) => h.close().await,
-        }
-    }
-}
-
 struct Entry {
-    held: tokio::sync::Mutex<Option<Held>>,
+    /// What the client holds (`wazoo_runtime::Claim`); taken when it ends.
+    held: tokio::sync::Mutex<Option<Claim>>,
     /// Set when the claim is given up on purpose: a Lost stream then ends quietly.
     released: watch::Sender<bool>,
 }
@@ -503,7 +441,7 @@ impl State {
     fn session(&self, id: u64) -> Result<Arc<ClientSession>, Status> {
         match self.sessions.lock().unwrap().get(&id) {
             Some(s) if s.alive() => Ok(s.clone()),
-            _ => Err(Status::not_found(format!("session: {id} is not open (expired or closed)"))),
+            _ => Err(wire::unknown_session(format!("session: {id} is not open (expired or closed)"))),
         }
     }
 
@@ -518,7 +456,7 @@ impl State {
 
     /// Adds a claim to `session`: its handle id. A session that closed meanwhile gets the
     /// claim closed at once.
-    async fn keep(&self, session: &ClientSession, held: Held) -> Result<u64, Status> {
+    async fn keep(&self, session: &ClientSession, held: Claim) -> Result<u64, Status> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let entry =
             Arc::new(Entry { held: tokio::sync::Mutex::new(Some(held)), released: watch::channel(false).0 });
@@ -528,10 +466,34 @@ impl State {
             if let Some(held) = entry.held.lock().await.take() {
                 held.close().await;
             }
-            return Err(Status::not_found(format!("session: {} closed while acquiring", session.id)));
+            return Err(wire::unknown_session(format!("session: {} closed while acquiring", session.id)));
         }
         self.gauges();
         Ok(id)
+    }
+
+    /// Takes `want` at `path` for `session` with a fresh handle of `recipe`, and keeps it there.
+    async fn claim(
+        &self,
+        session: &ClientSession,
+        want: Want,
+        recipe: &str,
+        path: &str,
+        timeout: Option<Duration>,
+    ) -> Result<pb::Claim, Status> {
+        let mut contender = self.host.contender(want, recipe).await.map_err(no_handle)?;
+        let granted = match contender.acquire(path, timeout).await {
+            Ok(granted) => granted,
+            Err(e) => {
+                contender.close().await;
+                return Err(status(e));
+            }
+        };
+        let claim = contender.claim(granted);
+        let (node, fencing_token, recipe_version) =
+            (claim.node().to_string(), claim.token(), version_of(&claim));
+        let handle = self.keep(session, claim).await?;
+        Ok(pb::Claim { handle, node, fencing_token, recipe_version })
     }
 
     fn entry(&self, session: u64, handle: u64) -> Result<(Arc<ClientSession>, Arc<Entry>), Status> {
@@ -539,30 +501,28 @@ impl State {
         let e = s.handles.lock().unwrap().get(&handle).cloned();
         match e {
             Some(e) => Ok((s, e)),
-            None => Err(Status::not_found(format!("handle: {handle} is not held by session {session}"))),
+            None => Err(wire::unknown_handle(format!("handle: {handle} is not held by session {session}"))),
         }
     }
 
-    /// Takes `handle` out of `session` if `fits` its claim: the claim, to be ended by the caller.
-    /// A handle of another kind stays held (FAILED_PRECONDITION, message `handle:`).
-    async fn take_held(&self, session: u64, handle: u64, fits: fn(&Held) -> bool) -> Result<Held, Status> {
+    /// Takes `handle` out of `session` if its claim is of `kind`: the claim, to be ended by the
+    /// caller. A handle of another kind stays held (FAILED_PRECONDITION, message `handle:`).
+    async fn take_held(&self, session: u64, handle: u64, kind: ClaimKind) -> Result<Claim, Status> {
         let (s, entry) = self.entry(session, handle)?;
         let mut slot = entry.held.lock().await;
         match slot.as_ref() {
-            Some(held) if fits(held) => {}
+            Some(held) if held.kind() == kind => {}
             Some(_) => {
-                return Err(Status::failed_precondition(format!(
-                    "handle: {handle} holds another kind of claim"
-                )))
+                return Err(wire::wrong_handle(format!("handle: {handle} holds another kind of claim")))
             }
-            None => return Err(Status::not_found(format!("handle: {handle} was released"))),
+            None => return Err(wire::unknown_handle(format!("handle: {handle} was released"))),
         }
         s.handles.lock().unwrap().remove(&handle);
         entry.released.send_replace(true);
         let held = slot.take();
         drop(slot);
         self.gauges();
-        held.ok_or_else(|| Status::not_found(format!("handle: {handle} was released")))
+        held.ok_or_else(|| wire::unknown_handle(format!("handle: {handle} was released")))
     }
 
     fn gauges(&self) {
@@ -598,7 +558,7 @@ impl State {
 
     /// The host's ZooKeeper session, for calls that run on it without a recipe.
     async fn live(&self) -> Result<Arc<wazoo_runtime::Live>, Status> {
-        self.host.live().await.map_err(|e| Status::unavailable(format!("connection-loss: {e:#}")))
+        self.host.live().await.map_err(wire::no_zookeeper)
     }
 
     /// Runs `f`, recording the call's outcome and latency.
@@ -712,37 +672,6 @@ async fn watch_plugins(state: &State, seen: &mut HashMap<String, (String, String
     state.metrics.gauge("cache_hits", stats.cache_hits.load(Ordering::Relaxed) as f64);
 }
 
-/// A recipe error as a gRPC status (see the proto's header for the mapping).
-fn status(e: RecipeError) -> Status {
-    let text = e.to_string();
-    match e {
-        RecipeError::Zk(z) => {
-            let (code, name) = match z {
-                ZkError::Timeout => (tonic::Code::DeadlineExceeded, "timeout"),
-                ZkError::NoNode => (tonic::Code::NotFound, "no-node"),
-                ZkError::NodeExists => (tonic::Code::AlreadyExists, "node-exists"),
-                ZkError::BadVersion => (tonic::Code::FailedPrecondition, "bad-version"),
-                ZkError::NotEmpty => (tonic::Code::FailedPrecondition, "not-empty"),
-                ZkError::InvalidPath(_) => (tonic::Code::InvalidArgument, "invalid-path"),
-                ZkError::InvalidArgument(_) => (tonic::Code::InvalidArgument, "invalid-argument"),
-                ZkError::ConnectionLoss => (tonic::Code::Unavailable, "connection-loss"),
-                ZkError::SessionExpired => (tonic::Code::Unavailable, "session-expired"),
-                ZkError::NoAuth => (tonic::Code::PermissionDenied, "no-auth"),
-                ZkError::LimitExceeded(_) => (tonic::Code::ResourceExhausted, "limit-exceeded"),
-                ZkError::QuotaExceeded => (tonic::Code::ResourceExhausted, "quota-exceeded"),
-                _ => (tonic::Code::Unknown, "other"),
-            };
-            Status::new(code, format!("{name}: {text}"))
-        }
-        RecipeError::Trapped(_) | RecipeError::Retired => Status::internal(format!("trapped: {text}")),
-    }
-}
-
-/// A handle that could not be made (no such recipe, refused component, ZooKeeper down).
-fn no_handle(e: anyhow::Error) -> Status {
-    Status::failed_precondition(format!("recipe: {e:#}"))
-}
-
 /// A request's timeout: none beyond [`LONGEST_WAIT`], which is waiting for good (and could not
 /// be added to a clock).
 fn millis(ms: Option<u64>) -> Option<Duration> {
@@ -837,54 +766,17 @@ impl Recipes for Api {
     async fn acquire(&self, request: Request<pb::AcquireRequest>) -> Result<Response<pb::Claim>, Status> {
         let req = request.into_inner();
         let family =
-            pb::Family::try_from(req.family).map_err(|_| Status::invalid_argument("unknown family"))?;
-        let default = match family {
-            pb::Family::Lock => World::Lock,
-            pb::Family::ReadLock | pb::Family::WriteLock => World::RwLock,
-            pb::Family::Semaphore => World::Semaphore,
-        }
-        .default_recipe();
-        let recipe = or(&req.recipe, default).to_string();
+            pb::Family::try_from(req.family).map_err(|_| wire::invalid_argument("unknown family"))?;
+        let want = match family {
+            pb::Family::Lock => Want::Lock,
+            pb::Family::ReadLock => Want::ReadWrite(Mode::Read),
+            pb::Family::WriteLock => Want::ReadWrite(Mode::Write),
+            pb::Family::Semaphore => Want::Lease { max_leases: req.max_leases },
+        };
+        let recipe = or(&req.recipe, want.world().default_recipe()).to_string();
         self.measured("Acquire", &recipe, async {
             let session = self.session(req.session)?;
-            let timeout = millis(req.timeout_ms);
-            let host = &self.host;
-            let (held, node, token) = match family {
-                pb::Family::Lock => {
-                    let mut h = host.lock(&recipe).await.map_err(no_handle)?;
-                    match h.acquire(&req.path, timeout).await {
-                        Ok(c) => (Held::Lock(h), c.node, c.token),
-                        Err(e) => {
-                            h.close().await;
-                            return Err(status(e));
-                        }
-                    }
-                }
-                pb::Family::ReadLock | pb::Family::WriteLock => {
-                    let mode = if family == pb::Family::ReadLock { Mode::Read } else { Mode::Write };
-                    let mut h = host.rwlock(&recipe).await.map_err(no_handle)?;
-                    match h.acquire(&req.path, mode, timeout).await {
-                        Ok(c) => (Held::RwLock(h), c.node, c.token),
-                        Err(e) => {
-                            h.close().await;
-                            return Err(status(e));
-                        }
-                    }
-                }
-                pb::Family::Semaphore => {
-                    let mut h = host.semaphore(&recipe).await.map_err(no_handle)?;
-                    match h.acquire(&req.path, req.max_leases, timeout).await {
-                        Ok(c) => (Held::Semaphore(h), c.node, c.token),
-                        Err(e) => {
-                            h.close().await;
-                            return Err(status(e));
-                        }
-                    }
-                }
-            };
-            let version = version_of(&held);
-            let handle = self.keep(&session, held).await?;
-            Ok(pb::Claim { handle, node, fencing_token: token, recipe_version: version })
+            self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms)).await
         })
         .await
     }
@@ -897,10 +789,8 @@ impl Recipes for Api {
             entry.released.send_replace(true);
             let held = entry.held.lock().await.take();
             self.gauges();
-            let Some(mut held) = held else { return Ok(pb::Empty {}) };
-            let outcome = held.release().await;
-            held.close().await;
-            outcome.map(|()| pb::Empty {}).map_err(status)
+            let Some(held) = held else { return Ok(pb::Empty {}) };
+            held.release().await.map(|()| pb::Empty {}).map_err(status)
         })
         .await
     }
@@ -912,7 +802,7 @@ impl Recipes for Api {
         let (_, entry) = self.entry(req.session, req.handle)?;
         let lost = match entry.held.lock().await.as_ref() {
             Some(held) => held.lost(),
-            None => return Err(Status::not_found(format!("handle: {} was released", req.handle))),
+            None => return Err(wire::unknown_handle(format!("handle: {} was released", req.handle))),
         };
         let mut released = entry.released.subscribe();
         let (tx, rx) = mpsc::channel(1);
@@ -925,13 +815,7 @@ impl Recipes for Api {
             // A claim given up on purpose deletes its node too: that is no loss.
             let on_purpose = *released.borrow();
             if let (Some(why), false) = (why, on_purpose) {
-                let reason = match why {
-                    Lost::Session(_) => "session-expired",
-                    Lost::NodeDeleted => "node-deleted",
-                    Lost::Revoked => "revoked",
-                    Lost::CutOff(_) => "cut-off",
-                };
-                let _ = tx.send(Ok(pb::LostEvent { reason: reason.into() })).await;
+                let _ = tx.send(Ok(wire::lost_event(&why))).await;
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -942,24 +826,8 @@ impl Recipes for Api {
         let recipe = or(&req.recipe, World::Election.default_recipe()).to_string();
         self.measured("Campaign", &recipe, async {
             let session = self.session(req.session)?;
-            let mut h = self.host.election(&recipe).await.map_err(no_handle)?;
-            match h.campaign(&req.path, &req.id, millis(req.timeout_ms)).await {
-                Ok(led) => {
-                    let held = Held::Election(h);
-                    let version = version_of(&held);
-                    let handle = self.keep(&session, held).await?;
-                    Ok(pb::Claim {
-                        handle,
-                        node: led.node,
-                        fencing_token: led.token,
-                        recipe_version: version,
-                    })
-                }
-                Err(e) => {
-                    h.close().await;
-                    Err(status(e))
-                }
-            }
+            let want = Want::Leadership { id: req.id.clone() };
+            self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms)).await
         })
         .await
     }
@@ -996,11 +864,8 @@ impl Recipes for Api {
         self.measured("Acknowledge", "", async {
             let (_, entry) = self.entry(req.session, req.handle)?;
             let mut slot = entry.held.lock().await;
-            let Some(Held::Election(h)) = slot.as_mut() else {
-                return Err(Status::failed_precondition(format!(
-                    "handle: {} holds no leadership",
-                    req.handle
-                )));
+            let Some(h) = slot.as_mut().and_then(Claim::election) else {
+                return Err(wire::wrong_handle(format!("handle: {} holds no leadership", req.handle)));
             };
             h.acknowledge(&req.note).await.map(|()| pb::Empty {}).map_err(status)
         })
@@ -1051,9 +916,7 @@ impl Recipes for Api {
         let recipe = or(&req.recipe, World::Queue.default_recipe()).to_string();
         self.measured("QueuePut", &recipe, async {
             let priority = match req.priority {
-                Some(p) => {
-                    Some(u8::try_from(p).map_err(|_| Status::invalid_argument("priority is 0 to 255"))?)
-                }
+                Some(p) => Some(u8::try_from(p).map_err(|_| wire::invalid_argument("priority is 0 to 255"))?),
                 None => None,
             };
             let session = if req.ephemeral { Some(self.session(req.session)?) } else { None };
@@ -1061,7 +924,7 @@ impl Recipes for Api {
             let outcome = h.put(&req.path, &req.data, priority, req.ephemeral).await;
             let node = match (outcome, session) {
                 (Ok(node), Some(session)) => {
-                    let handle = self.keep(&session, Held::QueueItem(h)).await?;
+                    let handle = self.keep(&session, Claim::queue_item(h, node.clone())).await?;
                     return Ok(pb::QueueItem { node, data: req.data.clone(), handle });
                 }
                 (outcome, _) => {
@@ -1171,7 +1034,7 @@ impl Recipes for Api {
             match h.claim(&req.path, millis(req.timeout_ms)).await {
                 Ok(item) => {
                     let claimed = pb::QueueItem { node: item.node.clone(), data: item.data, handle: 0 };
-                    let handle = self.keep(&session, Held::QueueClaim(h, item.node)).await?;
+                    let handle = self.keep(&session, Claim::queue_claim(h, item.node)).await?;
                     Ok(pb::QueueClaimed { handle, item: Some(claimed) })
                 }
                 Err(e) => {
@@ -1186,13 +1049,13 @@ impl Recipes for Api {
     async fn queue_ack(&self, request: Request<pb::HandleRef>) -> Result<Response<pb::Empty>, Status> {
         let req = request.into_inner();
         self.measured("QueueAck", "", async {
-            let held = self.take_held(req.session, req.handle, |h| matches!(h, Held::QueueClaim(..))).await?;
-            let Held::QueueClaim(mut h, node) = held else {
-                held.close().await;
-                return Err(Status::internal("handle: not a queue claim"));
+            let mut held = self.take_held(req.session, req.handle, ClaimKind::QueueClaim).await?;
+            let node = held.node().to_string();
+            let outcome = match held.queue() {
+                Some(h) => h.ack(&node).await,
+                None => Err(RecipeError::Retired),
             };
-            let outcome = h.ack(&node).await;
-            h.close().await;
+            held.close().await;
             outcome.map(|()| pb::Empty {}).map_err(status)
         })
         .await
@@ -1236,24 +1099,8 @@ impl Recipes for Api {
         let recipe = or(&req.recipe, World::Group.default_recipe()).to_string();
         self.measured("GroupJoin", &recipe, async {
             let session = self.session(req.session)?;
-            let mut h = self.host.group(&recipe).await.map_err(no_handle)?;
-            match h.join(&req.path, &req.name, &req.data).await {
-                Ok(()) => {
-                    let node = if req.path == "/" {
-                        format!("/{}", req.name)
-                    } else {
-                        format!("{}/{}", req.path, req.name)
-                    };
-                    let held = Held::Group(h);
-                    let version = version_of(&held);
-                    let handle = self.keep(&session, held).await?;
-                    Ok(pb::Claim { handle, node, fencing_token: 0, recipe_version: version })
-                }
-                Err(e) => {
-                    h.close().await;
-                    Err(status(e))
-                }
-            }
+            let want = Want::Membership { name: req.name.clone(), data: req.data.clone() };
+            self.claim(&session, want, &recipe, &req.path, None).await
         })
         .await
     }
@@ -1300,7 +1147,7 @@ impl Recipes for Api {
             let mut h = self.host.barrier(&recipe).await.map_err(no_handle)?;
             match h.enter(&req.path, req.count, millis(req.timeout_ms)).await {
                 Ok(()) => {
-                    let held = Held::DoubleBarrier(h);
+                    let held = Claim::participant(h, String::new());
                     let recipe_version = version_of(&held);
                     let handle = self.keep(&session, held).await?;
                     Ok(pb::Entered { handle, recipe_version })
@@ -1320,14 +1167,12 @@ impl Recipes for Api {
     ) -> Result<Response<pb::Empty>, Status> {
         let req = request.into_inner();
         self.measured("DoubleBarrierLeave", "", async {
-            let held =
-                self.take_held(req.session, req.handle, |h| matches!(h, Held::DoubleBarrier(_))).await?;
-            let Held::DoubleBarrier(mut h) = held else {
-                held.close().await;
-                return Err(Status::internal("handle: not a double barrier"));
+            let mut held = self.take_held(req.session, req.handle, ClaimKind::Participant).await?;
+            let outcome = match held.barrier() {
+                Some(h) => h.leave_double(millis(req.timeout_ms)).await,
+                None => Err(RecipeError::Retired),
             };
-            let outcome = h.leave_double(millis(req.timeout_ms)).await;
-            h.close().await;
+            held.close().await;
             outcome.map(|()| pb::Empty {}).map_err(status)
         })
         .await
@@ -1340,11 +1185,7 @@ impl Recipes for Api {
         let req = request.into_inner();
         let recipe = or(&req.recipe, World::Transaction.default_recipe()).to_string();
         self.measured("TxCoordinate", &recipe, async {
-            let mode = match pb::TxMode::try_from(req.mode) {
-                Ok(pb::TxMode::Coordinated) => TxMode::Coordinated,
-                Ok(pb::TxMode::AllToAll) => TxMode::AllToAll,
-                Err(_) => return Err(Status::invalid_argument("unknown transaction mode")),
-            };
+            let mode = wire::tx_mode(req.mode)?;
             let mut h = self.host.transaction(&recipe).await.map_err(no_handle)?;
             let outcome = h.coordinate(&req.tx, &req.sites, &req.payload, mode, millis(req.timeout_ms)).await;
             h.close().await;
@@ -1357,11 +1198,7 @@ impl Recipes for Api {
         let req = request.into_inner();
         let recipe = or(&req.recipe, World::Transaction.default_recipe()).to_string();
         self.measured("TxVote", &recipe, async {
-            let ballot = match pb::Ballot::try_from(req.ballot) {
-                Ok(pb::Ballot::Commit) => Ballot::Commit,
-                Ok(pb::Ballot::Abort) => Ballot::Abort,
-                Err(_) => return Err(Status::invalid_argument("unknown ballot")),
-            };
+            let ballot = wire::ballot(req.ballot)?;
             // The vote node is the handle's: it lives for this call only.
             let mut h = self.host.transaction(&recipe).await.map_err(no_handle)?;
             let outcome = h.vote(&req.tx, &req.site, ballot, millis(req.timeout_ms)).await;
@@ -1428,7 +1265,7 @@ impl Recipes for Api {
                 Ok(pb::HoldersKind::ReadWrite) => Some(Kind::ReadWrite),
                 Ok(pb::HoldersKind::Semaphore) => Some(Kind::Semaphore),
                 Ok(pb::HoldersKind::Election) => Some(Kind::Election),
-                Err(_) => return Err(Status::invalid_argument("invalid-argument: unknown holders kind")),
+                Err(_) => return Err(wire::invalid_argument("invalid-argument: unknown holders kind")),
             };
             // A tenant's client is rooted in its namespace, as for FenceCheck.
             let live = self.live().await?;
@@ -1471,17 +1308,14 @@ impl Recipes for Api {
                 serde_json::Value::Null
             } else {
                 serde_json::from_str(&req.args_json)
-                    .map_err(|e| Status::invalid_argument(format!("args_json is not JSON: {e}")))?
+                    .map_err(|e| wire::invalid_argument(format!("args_json is not JSON: {e}")))?
             };
             if req.handle != 0 {
                 // A call on a kept instance.
                 let (_, entry) = self.entry(req.session, req.handle)?;
                 let mut slot = entry.held.lock().await;
-                let Some(Held::Dynamic(h)) = slot.as_mut() else {
-                    return Err(Status::failed_precondition(format!(
-                        "handle: {} was not kept by Invoke",
-                        req.handle
-                    )));
+                let Some(h) = slot.as_mut().and_then(Claim::instance_mut) else {
+                    return Err(wire::wrong_handle(format!("handle: {} was not kept by Invoke", req.handle)));
                 };
                 let result = h.call(&req.function, &args).await.map_err(status)?;
                 return Ok(pb::InvokeReply { result_json: result.to_string(), handle: req.handle });
@@ -1492,7 +1326,7 @@ impl Recipes for Api {
                     Vec::new()
                 } else {
                     serde_json::from_value(args).map_err(|e| {
-                        Status::invalid_argument(format!("args_json must be a JSON array of strings: {e}"))
+                        wire::invalid_argument(format!("args_json must be a JSON array of strings: {e}"))
                     })?
                 };
                 let mut h = self.host.custom(&recipe).await.map_err(no_handle)?;
@@ -1514,7 +1348,7 @@ impl Recipes for Api {
                 }
             };
             let handle = match session {
-                Some(session) => self.keep(&session, Held::Dynamic(h)).await?,
+                Some(session) => self.keep(&session, Claim::instance(h)).await?,
                 None => {
                     h.close().await;
                     0
@@ -1529,12 +1363,12 @@ impl Recipes for Api {
 #[tonic::async_trait]
 impl Admin for Api {
     async fn list_recipes(&self, _: Request<pb::Empty>) -> Result<Response<pb::RecipeList>, Status> {
-        let listed = self.host.registry().list().map_err(|e| Status::internal(format!("{e:#}")))?;
+        let listed = self.host.registry().list().map_err(|e| wire::internal(format!("{e:#}")))?;
         Ok(Response::new(recipe_list(listed)))
     }
 
     async fn reload(&self, _: Request<pb::Empty>) -> Result<Response<pb::RecipeList>, Status> {
-        let listed = self.host.reload().await.map_err(|e| Status::internal(format!("{e:#}")))?;
+        let listed = self.host.reload().await.map_err(|e| wire::internal(format!("{e:#}")))?;
         Ok(Response::new(recipe_list(listed)))
     }
 
@@ -1563,19 +1397,8 @@ impl Admin for Api {
     }
 }
 
-fn version_of(held: &Held) -> String {
-    let version = match held {
-        Held::Lock(h) => h.version(),
-        Held::RwLock(h) => h.version(),
-        Held::Semaphore(h) => h.version(),
-        Held::Election(h) => h.version(),
-        Held::Group(h) => h.version(),
-        Held::QueueClaim(h, _) => h.version(),
-        Held::DoubleBarrier(h) => h.version(),
-        Held::Dynamic(h) => h.version(),
-        Held::QueueItem(h) => h.version(),
-    };
-    version.map(|v| v.short_hash().to_string()).unwrap_or_default()
+fn version_of(held: &Claim) -> String {
+    held.version().map(|v| v.short_hash().to_string()).unwrap_or_default()
 }
 
 fn entry(found: Option<wazoo_runtime::Entry>) -> pb::ConfigEntry {

@@ -317,6 +317,14 @@ impl Claim {
         }
     }
 
+    /// A double-barrier participant's handle, to leave.
+    pub fn barrier(&mut self) -> Option<&mut BarrierHandle> {
+        match self.holder.as_mut() {
+            Some(Holder::Barrier(h)) => Some(h),
+            _ => None,
+        }
+    }
+
     /// The kept instance's handle, for further calls.
     pub fn instance_mut(&mut self) -> Option<&mut DynamicHandle> {
         match self.holder.as_mut() {

@@ -1,0 +1,247 @@
+//! The daemon's side of the wire in one place: the runtime's errors, losses and values as the
+//! `wazoo.v1` ones (`host/proto/wazoo.proto`).
+//!
+//! Every error status the daemon returns is made here, with its gRPC code and its
+//! [`pb::ErrorKind`] (carried as a `google.rpc.ErrorInfo` in the status details, see
+//! [`pb::ErrorKind::status`]) fixed together, so a client reads the kind and never the message.
+//! The messages keep their leading word (`bad-version:`, `session:` …) for the clients that still
+//! read it.
+
+use tonic::{Code, Status};
+use wazoo_proto as pb;
+use wazoo_runtime::error::RecipeError;
+use wazoo_runtime::{Ballot, Lost, TxMode, ZkError};
+use zookeeper_client::SessionState;
+
+use pb::ErrorKind;
+
+/// A recipe error as a gRPC status (the proto's header has the table): the kind of its
+/// `zk-error` case, or TRAPPED / RETIRED; the message is the error's WIT name, then what it says.
+pub fn status(e: RecipeError) -> Status {
+    let text = e.to_string();
+    match e {
+        RecipeError::Zk(z) => {
+            let (kind, code, name) = zk(&z);
+            kind.status(code, format!("{name}: {text}"))
+        }
+        RecipeError::Trapped(_) => ErrorKind::Trapped.status(Code::Internal, format!("trapped: {text}")),
+        RecipeError::Retired => ErrorKind::Retired.status(Code::Internal, format!("trapped: {text}")),
+    }
+}
+
+/// A `zk-error`'s kind, gRPC code and the word its message starts with (the WIT name, or `other`
+/// for the cases that had no code of their own).
+fn zk(e: &ZkError) -> (ErrorKind, Code, &'static str) {
+    match e {
+        ZkError::Timeout => (ErrorKind::Timeout, Code::DeadlineExceeded, "timeout"),
+        ZkError::NoNode => (ErrorKind::NoNode, Code::NotFound, "no-node"),
+        ZkError::NodeExists => (ErrorKind::NodeExists, Code::AlreadyExists, "node-exists"),
+        ZkError::BadVersion => (ErrorKind::BadVersion, Code::FailedPrecondition, "bad-version"),
+        ZkError::NotEmpty => (ErrorKind::NotEmpty, Code::FailedPrecondition, "not-empty"),
+        ZkError::NoChildrenForEphemerals => (ErrorKind::NoChildrenForEphemerals, Code::Unknown, "other"),
+        ZkError::InvalidPath(_) => (ErrorKind::InvalidPath, Code::InvalidArgument, "invalid-path"),
+        ZkError::InvalidArgument(_) => {
+            (ErrorKind::InvalidArgument, Code::InvalidArgument, "invalid-argument")
+        }
+        ZkError::ConnectionLoss => (ErrorKind::ConnectionLoss, Code::Unavailable, "connection-loss"),
+        ZkError::SessionExpired => (ErrorKind::SessionExpired, Code::Unavailable, "session-expired"),
+        ZkError::NoAuth => (ErrorKind::NoAuth, Code::PermissionDenied, "no-auth"),
+        ZkError::LimitExceeded(_) => (ErrorKind::LimitExceeded, Code::ResourceExhausted, "limit-exceeded"),
+        ZkError::QuotaExceeded => (ErrorKind::QuotaExceeded, Code::ResourceExhausted, "quota-exceeded"),
+        ZkError::Unimplemented => (ErrorKind::Unimplemented, Code::Unknown, "other"),
+        ZkError::Other(_) => (ErrorKind::Other, Code::Unknown, "other"),
+    }
+}
+
+/// A handle that could not be made (no such recipe, refused component, ZooKeeper down):
+/// FAILED_PRECONDITION, RECIPE_UNAVAILABLE, message `recipe:`.
+pub fn no_handle(e: anyhow::Error) -> Status {
+    ErrorKind::RecipeUnavailable.status(Code::FailedPrecondition, format!("recipe: {e:#}"))
+}
+
+/// A client session that is not open: NOT_FOUND, UNKNOWN_SESSION (the message starts `session:`).
+pub fn unknown_session(message: String) -> Status {
+    ErrorKind::UnknownSession.status(Code::NotFound, message)
+}
+
+/// A handle the session does not hold: NOT_FOUND, UNKNOWN_HANDLE (the message starts `handle:`).
+pub fn unknown_handle(message: String) -> Status {
+    ErrorKind::UnknownHandle.status(Code::NotFound, message)
+}
+
+/// A handle holding another kind of claim than the call needs: FAILED_PRECONDITION,
+/// WRONG_HANDLE (the message starts `handle:`).
+pub fn wrong_handle(message: String) -> Status {
+    ErrorKind::WrongHandle.status(Code::FailedPrecondition, message)
+}
+
+/// A request field the daemon refuses itself: INVALID_ARGUMENT, INVALID_ARGUMENT.
+pub fn invalid_argument(message: impl Into<String>) -> Status {
+    ErrorKind::InvalidArgument.status(Code::InvalidArgument, message)
+}
+
+/// No ZooKeeper session to run a call on: UNAVAILABLE, CONNECTION_LOSS (message
+/// `connection-loss:`).
+pub fn no_zookeeper(e: anyhow::Error) -> Status {
+    ErrorKind::ConnectionLoss.status(Code::Unavailable, format!("connection-loss: {e:#}"))
+}
+
+/// A call with no known tenant token: UNAUTHENTICATED, UNAUTHENTICATED.
+pub fn unauthenticated(message: impl Into<String>) -> Status {
+    ErrorKind::Unauthenticated.status(Code::Unauthenticated, message)
+}
+
+/// The daemon failed itself: INTERNAL, INTERNAL.
+pub fn internal(message: impl Into<String>) -> Status {
+    ErrorKind::Internal.status(Code::Internal, message)
+}
+
+/// The event a claim's loss sends on its Lost stream: the typed reason, and the words older
+/// clients read (`session-expired` for any end of the session, closed included).
+pub fn lost_event(why: &Lost) -> pb::LostEvent {
+    let (loss_reason, reason) = match why {
+        Lost::Session(SessionState::Closed) => (pb::LossReason::SessionClosed, "session-expired"),
+        Lost::Session(_) => (pb::LossReason::SessionExpired, "session-expired"),
+        Lost::NodeDeleted => (pb::LossReason::NodeDeleted, "node-deleted"),
+        Lost::Revoked => (pb::LossReason::Revoked, "revoked"),
+        Lost::CutOff(_) => (pb::LossReason::CutOff, "cut-off"),
+    };
+    pb::LostEvent { reason: reason.to_string(), loss_reason: loss_reason as i32 }
+}
+
+/// A TxCoordinate request's mode.
+pub fn tx_mode(mode: i32) -> Result<TxMode, Status> {
+    match pb::TxMode::try_from(mode) {
+        Ok(pb::TxMode::Coordinated) => Ok(TxMode::Coordinated),
+        Ok(pb::TxMode::AllToAll) => Ok(TxMode::AllToAll),
+        Err(_) => Err(invalid_argument("unknown transaction mode")),
+    }
+}
+
+/// A TxVote request's ballot.
+pub fn ballot(ballot: i32) -> Result<Ballot, Status> {
+    match pb::Ballot::try_from(ballot) {
+        Ok(pb::Ballot::Commit) => Ok(Ballot::Commit),
+        Ok(pb::Ballot::Abort) => Ok(Ballot::Abort),
+        Err(_) => Err(invalid_argument("unknown ballot")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_zk_error_keeps_its_code_and_message_and_carries_its_kind() {
+        let cases = [
+            (ZkError::Timeout, ErrorKind::Timeout, Code::DeadlineExceeded, "timeout: timed out"),
+            (ZkError::NoNode, ErrorKind::NoNode, Code::NotFound, "no-node: node does not exist"),
+            (
+                ZkError::NodeExists,
+                ErrorKind::NodeExists,
+                Code::AlreadyExists,
+                "node-exists: node already exists",
+            ),
+            (
+                ZkError::BadVersion,
+                ErrorKind::BadVersion,
+                Code::FailedPrecondition,
+                "bad-version: version mismatch",
+            ),
+            (
+                ZkError::NotEmpty,
+                ErrorKind::NotEmpty,
+                Code::FailedPrecondition,
+                "not-empty: node has children",
+            ),
+            (
+                ZkError::NoChildrenForEphemerals,
+                ErrorKind::NoChildrenForEphemerals,
+                Code::Unknown,
+                "other: ephemeral nodes cannot have children",
+            ),
+            (
+                ZkError::InvalidPath("x".into()),
+                ErrorKind::InvalidPath,
+                Code::InvalidArgument,
+                "invalid-path: invalid path: x",
+            ),
+            (
+                ZkError::InvalidArgument("x".into()),
+                ErrorKind::InvalidArgument,
+                Code::InvalidArgument,
+                "invalid-argument: invalid argument: x",
+            ),
+            (
+                ZkError::ConnectionLoss,
+                ErrorKind::ConnectionLoss,
+                Code::Unavailable,
+                "connection-loss: connection lost (outcome unknown)",
+            ),
+            (
+                ZkError::SessionExpired,
+                ErrorKind::SessionExpired,
+                Code::Unavailable,
+                "session-expired: ZooKeeper session expired",
+            ),
+            (ZkError::NoAuth, ErrorKind::NoAuth, Code::PermissionDenied, "no-auth: not authorised"),
+            (
+                ZkError::LimitExceeded("x".into()),
+                ErrorKind::LimitExceeded,
+                Code::ResourceExhausted,
+                "limit-exceeded: limit exceeded: x",
+            ),
+            (
+                ZkError::QuotaExceeded,
+                ErrorKind::QuotaExceeded,
+                Code::ResourceExhausted,
+                "quota-exceeded: ZooKeeper quota exceeded",
+            ),
+            (
+                ZkError::Unimplemented,
+                ErrorKind::Unimplemented,
+                Code::Unknown,
+                "other: not supported by the server",
+            ),
+            (ZkError::Other("x".into()), ErrorKind::Other, Code::Unknown, "other: x"),
+        ];
+        for (error, kind, code, message) in cases {
+            let s = status(RecipeError::Zk(error));
+            assert_eq!((ErrorKind::of(&s), s.code(), s.message()), (Some(kind), code, message));
+        }
+        let s = status(RecipeError::Trapped("boom".into()));
+        assert_eq!((ErrorKind::of(&s), s.code()), (Some(ErrorKind::Trapped), Code::Internal));
+        assert!(s.message().starts_with("trapped: "), "{}", s.message());
+        let s = status(RecipeError::Retired);
+        assert_eq!((ErrorKind::of(&s), s.code()), (Some(ErrorKind::Retired), Code::Internal));
+        assert!(s.message().starts_with("trapped: "), "{}", s.message());
+    }
+
+    #[test]
+    fn a_loss_carries_its_reason_typed_and_in_words() {
+        let cases = [
+            (Lost::Session(SessionState::Expired), pb::LossReason::SessionExpired, "session-expired"),
+            (Lost::Session(SessionState::Closed), pb::LossReason::SessionClosed, "session-expired"),
+            (Lost::NodeDeleted, pb::LossReason::NodeDeleted, "node-deleted"),
+            (Lost::Revoked, pb::LossReason::Revoked, "revoked"),
+            (Lost::CutOff(std::time::Duration::from_secs(1)), pb::LossReason::CutOff, "cut-off"),
+        ];
+        for (lost, typed, words) in cases {
+            let event = lost_event(&lost);
+            assert_eq!((event.loss_reason(), event.reason.as_str()), (typed, words), "{lost:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_modes_and_ballots_are_invalid_arguments() {
+        assert!(matches!(tx_mode(pb::TxMode::AllToAll as i32), Ok(TxMode::AllToAll)));
+        assert!(matches!(ballot(pb::Ballot::Commit as i32), Ok(Ballot::Commit)));
+        for refused in [tx_mode(7).err(), ballot(7).err()] {
+            let s = refused.expect("refused");
+            assert_eq!(
+                (ErrorKind::of(&s), s.code()),
+                (Some(ErrorKind::InvalidArgument), Code::InvalidArgument)
+            );
+        }
+    }
+}
