@@ -400,18 +400,16 @@ impl std::fmt::Display for Lost {
 /// Resolves when the session behind `live` ends, `node` is deleted or revoked by someone else,
 /// or ZooKeeper has answered nothing for [`Live::cut_off_after`]: whichever comes first, and a
 /// known end of the session before the rest.
-pub(crate) fn lost(live: Arc<Live>, node: Option<String>) -> impl Future<Output = Lost> + Send + 'static {
-    async move {
-        let node_gone = async {
-            let Some(node) = node else { return std::future::pending().await };
-            watch_deleted(&live, &node).await
-        };
-        tokio::select! {
-            biased;
-            state = live.wait_ended() => Lost::Session(state),
-            lost = node_gone => lost,
-            after = live.cut_off() => Lost::CutOff(after),
-        }
+pub(crate) async fn lost(live: Arc<Live>, node: Option<String>) -> Lost {
+    let node_gone = async {
+        let Some(node) = node else { return std::future::pending().await };
+        watch_deleted(&live, &node).await
+    };
+    tokio::select! {
+        biased;
+        state = live.wait_ended() => Lost::Session(state),
+        lost = node_gone => lost,
+        after = live.cut_off() => Lost::CutOff(after),
     }
 }
 

@@ -77,7 +77,7 @@ impl DynamicHandle {
             None => self.bindings.get_export_index(&mut self.sandbox.store, None, &export.name),
         };
         let func = index
-            .and_then(|i| self.bindings.get_func(&mut self.sandbox.store, &i))
+            .and_then(|i| self.bindings.get_func(&mut self.sandbox.store, i))
             .ok_or_else(|| bad(format!("{function} is not a function of this instance")))?;
         let result_types: Vec<wasmtime::component::Type> = export.ty.results().collect();
         let mut results = vec![wasmtime::component::Val::Bool(false); result_types.len()];

@@ -1,0 +1,167 @@
+//! The `Sessions` and `Admin` services, and the replies the services share.
+
+use super::state::*;
+use super::{Events, MAX_TTL, MIN_TTL};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt as _;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::wire;
+use wazoo_runtime::{Claim, Outcome};
+
+use wazoo_proto as pb;
+
+use pb::admin_server::Admin;
+use pb::sessions_server::Sessions;
+
+/// The gRPC services, over the shared state.
+#[derive(Clone)]
+pub(super) struct Api(pub(super) Arc<State>);
+
+impl std::ops::Deref for Api {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.0
+    }
+}
+
+#[tonic::async_trait]
+impl Sessions for Api {
+    async fn open(&self, request: Request<pb::OpenRequest>) -> Result<Response<pb::OpenReply>, Status> {
+        let req = request.into_inner();
+        let ttl = Duration::from_millis(req.ttl_ms).clamp(MIN_TTL, MAX_TTL);
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let session = Arc::new(ClientSession {
+            id,
+            name: req.name.clone(),
+            ttl,
+            deadline: Mutex::new(Instant::now() + ttl),
+            handles: Mutex::default(),
+            closed: watch::channel(false).0,
+        });
+        self.sessions.lock().unwrap().insert(id, session);
+        tracing::info!(session = id, name = %req.name, ttl_ms = ttl.as_millis() as u64, "client session opened");
+        self.gauges();
+        Ok(Response::new(pb::OpenReply { session: id, ttl_ms: ttl.as_millis() as u64 }))
+    }
+
+    type KeepAliveStream = Events<pb::KeepAliveReply>;
+
+    async fn keep_alive(
+        &self,
+        request: Request<Streaming<pb::KeepAliveRequest>>,
+    ) -> Result<Response<Self::KeepAliveStream>, Status> {
+        let mut incoming = request.into_inner();
+        let (tx, rx) = mpsc::channel(16);
+        let state = self.0.clone();
+        tokio::spawn(async move {
+            let mut kept = Vec::new();
+            while let Some(Ok(req)) = incoming.next().await {
+                let ttl = match state.session(req.session) {
+                    Ok(s) => {
+                        s.touch();
+                        if !kept.contains(&s.id) {
+                            kept.push(s.id);
+                        }
+                        s.ttl.as_millis() as u64
+                    }
+                    Err(_) => 0,
+                };
+                if tx.send(Ok(pb::KeepAliveReply { session: req.session, ttl_ms: ttl })).await.is_err() {
+                    break;
+                }
+            }
+            // The stream ended: the client is gone (or says it is done).
+            for id in kept {
+                state.end_session(id, "its keepalive stream ended").await;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn close(&self, request: Request<pb::SessionRef>) -> Result<Response<pb::Empty>, Status> {
+        let id = request.into_inner().session;
+        self.session(id)?;
+        self.end_session(id, "closed by the client").await;
+        Ok(Response::new(pb::Empty {}))
+    }
+}
+
+#[tonic::async_trait]
+impl Admin for Api {
+    async fn list_recipes(&self, _: Request<pb::Empty>) -> Result<Response<pb::RecipeList>, Status> {
+        let listed = self.host.registry().list().map_err(|e| wire::internal(format!("{e:#}")))?;
+        Ok(Response::new(recipe_list(listed)))
+    }
+
+    async fn reload(&self, _: Request<pb::Empty>) -> Result<Response<pb::RecipeList>, Status> {
+        let listed = self.host.reload().await.map_err(|e| wire::internal(format!("{e:#}")))?;
+        Ok(Response::new(recipe_list(listed)))
+    }
+
+    async fn health(&self, _: Request<pb::Empty>) -> Result<Response<pb::HealthReply>, Status> {
+        let (status, zookeeper_session) = match self.host.live().await {
+            Ok(live) if live.ended().is_none() => ("serving".to_string(), live.session_id()),
+            Ok(live) => (format!("ZooKeeper session ended ({:?})", live.ended()), live.session_id()),
+            Err(e) => (format!("no ZooKeeper session: {e:#}"), 0),
+        };
+        let (client_sessions, handles) = {
+            let sessions = self.sessions.lock().unwrap();
+            let handles: usize = sessions.values().map(|s| s.handles.lock().unwrap().len()).sum();
+            (sessions.len() as u64, handles as u64)
+        };
+        let stats = self.host.registry().stats();
+        Ok(Response::new(pb::HealthReply {
+            status,
+            zookeeper_session,
+            client_sessions,
+            handles,
+            compiles: stats.compiles.load(Ordering::Relaxed),
+            cache_hits: stats.cache_hits.load(Ordering::Relaxed),
+            swaps: stats.swaps.load(Ordering::Relaxed),
+            refusals: stats.refusals.load(Ordering::Relaxed),
+        }))
+    }
+}
+
+pub(super) fn version_of(held: &Claim) -> String {
+    held.version().map(|v| v.short_hash().to_string()).unwrap_or_default()
+}
+
+pub(super) fn entry(found: Option<wazoo_runtime::Entry>) -> pb::ConfigEntry {
+    match found {
+        Some(e) => pb::ConfigEntry { exists: true, data: e.data, version: e.version },
+        None => pb::ConfigEntry::default(),
+    }
+}
+
+pub(super) fn membership(m: wazoo_runtime::Membership) -> pb::Membership {
+    let members = m.members.into_iter().map(|m| pb::Member { name: m.name, data: m.data }).collect();
+    pb::Membership { members, version: m.version }
+}
+
+pub(super) fn tx_outcome(outcome: Outcome) -> pb::TxOutcome {
+    pb::TxOutcome { committed: matches!(outcome, Outcome::Committed) }
+}
+
+pub(super) fn recipe_list(listed: Vec<wazoo_runtime::RecipeInfo>) -> pb::RecipeList {
+    let recipes = listed
+        .into_iter()
+        .map(|r| pb::Recipe {
+            name: r.name,
+            path: r.path.display().to_string(),
+            bytes: r.bytes,
+            world: r.serving.as_ref().map(|v| v.world.name().to_string()).unwrap_or_default(),
+            version: r.serving.as_ref().map(|v| v.short_hash().to_string()).unwrap_or_default(),
+            from_cache: r.serving.as_ref().is_some_and(|v| v.from_cache),
+            refused: r.refused.map(|f| f.reason).unwrap_or_default(),
+            functions: r.serving.as_ref().map(|v| v.functions()).unwrap_or_default(),
+        })
+        .collect();
+    pb::RecipeList { recipes }
+}

@@ -1,0 +1,356 @@
+//! `wazoo serve`: a long-running host that serves the recipes over gRPC (`host/proto/wazoo.proto`),
+//! watches its plugins directory and swaps changed components in without dropping the ZooKeeper
+//! session, and exposes Prometheus metrics.
+//!
+//! Every claim a client makes (lock, lease, leadership, group membership, queue claim, double
+//! barrier participation) is a recipe handle tied to its client session; a session that ends
+//! (its keepalive stream closes, or its TTL passes without a keepalive) closes its handles,
+//! which deletes their nodes.
+
+mod api;
+mod recipes;
+mod state;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tonic::Status;
+
+use crate::metrics::Metrics;
+pub use crate::tenants::Tenant;
+use crate::wire;
+use wazoo_runtime::Host;
+
+use wazoo_proto as pb;
+
+use pb::admin_server::AdminServer;
+use pb::recipes_server::RecipesServer;
+use pb::sessions_server::SessionsServer;
+
+use api::Api;
+use state::{reaper, watch_plugins, watcher, State};
+
+/// Shortest client-session TTL accepted.
+const MIN_TTL: Duration = Duration::from_millis(500);
+/// The longest TTL a client session is granted (a longer one asked for is cut to it).
+const MAX_TTL: Duration = Duration::from_secs(3600);
+/// The longest timeout a call takes; a longer one means no timeout.
+const LONGEST_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
+/// How often expired client sessions are looked for.
+const REAP_EVERY: Duration = Duration::from_millis(100);
+/// How long a streaming call blocks in the recipe before it looks whether its client left.
+const STREAM_POLL: Duration = Duration::from_secs(1);
+
+/// How to serve.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// gRPC address.
+    pub listen: SocketAddr,
+    /// Prometheus address (`/metrics`), if any.
+    pub metrics: Option<SocketAddr>,
+    /// How often the plugins directory is checked for new, changed and removed components.
+    pub watch_every: Duration,
+}
+
+/// Address space a compile worker may use: a recipe compiles in tens of MiB.
+pub const COMPILE_MEMORY: u64 = 1 << 30;
+
+/// Serves `host` to every client (no authentication) until `shutdown` resolves. `ready` is
+/// called with the bound addresses (gRPC, metrics) once clients can connect.
+pub async fn run(
+    host: Host,
+    config: ServeConfig,
+    ready: impl FnOnce(SocketAddr, Option<SocketAddr>),
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    serve(vec![(None, host)], config, None, ready, shutdown).await
+}
+
+/// Serves each tenant's host to the clients that present its token (gRPC metadata
+/// `authorization: Bearer TOKEN`); a call without a known token is UNAUTHENTICATED. Each tenant
+/// has its own client sessions, recipes and limits; metrics carry the tenant in the recipe label
+/// (`alice/lock`).
+///
+/// Each [`TenantChange`] received on `changes` is applied while serving: a tenant that is added
+/// starts serving, and one that is removed or replaced stops (its client sessions close, which
+/// deletes their nodes); a replacement serves from then on with its new token, host and limits.
+pub async fn run_tenants(
+    tenants: Vec<Tenant>,
+    config: ServeConfig,
+    changes: mpsc::Receiver<TenantChange>,
+    ready: impl FnOnce(SocketAddr, Option<SocketAddr>),
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(!tenants.is_empty(), "no tenants to serve");
+    let hosts = tenants.into_iter().map(|t| (Some((t.name, t.token_sha256)), t.host)).collect();
+    serve(hosts, config, Some(changes), ready, shutdown).await
+}
+
+/// A change to the tenants of a running daemon (`wazoo serve --tenants`, on SIGHUP).
+pub enum TenantChange {
+    /// Serve this tenant, replacing one of the same name.
+    Put(Tenant),
+    /// Stop serving the tenant of this name.
+    Remove(String),
+}
+
+/// A host to serve, with its tenant's name and token hash (none: one host open to every client).
+type Served = (Option<(String, [u8; 32])>, Host);
+
+async fn serve(
+    hosts: Vec<Served>,
+    config: ServeConfig,
+    changes: Option<mpsc::Receiver<TenantChange>>,
+    ready: impl FnOnce(SocketAddr, Option<SocketAddr>),
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let metrics = Arc::new(Metrics::new());
+    // Compile in a worker process when the binary has one beside it (a compile bomb then costs
+    // a refused file, not the daemon).
+    let worker = std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.join("wazoo-compile")));
+    let worker = worker.filter(|w| w.exists());
+    if worker.is_none() {
+        tracing::warn!("no wazoo-compile beside this binary: components compile in-process");
+    }
+    let new_state = |host: Host, name: Option<String>| {
+        if let Some(w) = &worker {
+            host.registry().use_compile_worker(w.clone(), COMPILE_MEMORY, host.limits());
+        }
+        Arc::new(State {
+            host,
+            tenant: name,
+            sessions: Mutex::default(),
+            next: AtomicU64::new(1),
+            metrics: metrics.clone(),
+        })
+    };
+    let mut states = Vec::new();
+    for (tenant, host) in hosts {
+        let (name, token) = match tenant {
+            Some((name, token)) => (Some(name), Some(token)),
+            None => (None, None),
+        };
+        states.push((token, new_state(host, name)));
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let grpc = listener.local_addr()?;
+    let metrics_addr = match config.metrics {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr).await?;
+            let bound = listener.local_addr()?;
+            tokio::spawn(crate::metrics::serve(listener, metrics.clone()));
+            Some(bound)
+        }
+        None => None,
+    };
+    // Check each plugins directory once now, then keep watching it.
+    let mut tasks: HashMap<Option<String>, Vec<tokio::task::JoinHandle<()>>> = HashMap::new();
+    for (_, state) in &states {
+        tasks.insert(state.tenant.clone(), tend(state, config.watch_every).await);
+    }
+    ready(grpc, metrics_addr);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let builder = tonic::transport::Server::builder().http2_keepalive_interval(Some(Duration::from_secs(10)));
+    let until = async {
+        let _ = stopped.await;
+    };
+    let mut routes = None;
+    let mut server = match states.as_slice() {
+        [(None, state)] => {
+            let api = Api(state.clone());
+            tokio::spawn(
+                builder
+                    .clone()
+                    .add_service(SessionsServer::new(api.clone()))
+                    .add_service(RecipesServer::new(api.clone()))
+                    .add_service(AdminServer::new(api))
+                    .serve_with_incoming_shutdown(incoming, until),
+            )
+        }
+        _ => {
+            let sessions = ByTenant::new(&states, SessionsServer::new);
+            let recipes = ByTenant::new(&states, RecipesServer::new);
+            let admin = ByTenant::new(&states, AdminServer::new);
+            routes = Some((sessions.clone(), recipes.clone(), admin.clone()));
+            tokio::spawn(
+                builder
+                    .clone()
+                    .add_service(sessions)
+                    .add_service(recipes)
+                    .add_service(admin)
+                    .serve_with_incoming_shutdown(incoming, until),
+            )
+        }
+    };
+    let mut changes = changes;
+    tokio::pin!(shutdown);
+    let served = loop {
+        let change = async {
+            match changes.as_mut() {
+                Some(c) => c.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            done = &mut server => break Some(done),
+            () = &mut shutdown => break None,
+            Some(change) = change => {
+                let Some((sessions, recipes, admin)) = &routes else { continue };
+                // The tenant of that name stops first (its routes, tasks and sessions).
+                let name = match &change {
+                    TenantChange::Put(t) => t.name.clone(),
+                    TenantChange::Remove(name) => name.clone(),
+                };
+                if let Some(i) = states.iter().position(|(_, s)| s.tenant.as_deref() == Some(name.as_str())) {
+                    let (token, old) = states.remove(i);
+                    if let Some(token) = token {
+                        sessions.remove(&token);
+                        recipes.remove(&token);
+                        admin.remove(&token);
+                    }
+                    for task in tasks.remove(&old.tenant).unwrap_or_default() {
+                        task.abort();
+                    }
+                    let closing: Vec<_> = old.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
+                    for session in closing {
+                        session.close().await;
+                    }
+                    tracing::info!(tenant = %name, "tenant stopped");
+                }
+                if let TenantChange::Put(t) = change {
+                    let state = new_state(t.host, Some(t.name.clone()));
+                    tasks.insert(state.tenant.clone(), tend(&state, config.watch_every).await);
+                    sessions.insert(t.token_sha256, SessionsServer::new(Api(state.clone())));
+                    recipes.insert(t.token_sha256, RecipesServer::new(Api(state.clone())));
+                    admin.insert(t.token_sha256, AdminServer::new(Api(state.clone())));
+                    states.push((Some(t.token_sha256), state));
+                    tracing::info!(tenant = %t.name, "tenant serving");
+                }
+            }
+        }
+    };
+    for task in tasks.into_values().flatten() {
+        task.abort();
+    }
+    // Every client session ends with the daemon: close what they hold. That also ends their
+    // Lost streams; keepalive streams end when their clients see the connection go.
+    for (_, state) in &states {
+        let sessions: Vec<_> = state.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
+        for session in sessions {
+            session.close().await;
+        }
+    }
+    let served = match served {
+        Some(done) => done,
+        None => {
+            let _ = stop.send(());
+            // Streams still open get a moment to finish; then the server is dropped.
+            match tokio::time::timeout(Duration::from_secs(3), &mut server).await {
+                Ok(done) => done,
+                Err(_) => {
+                    server.abort();
+                    Ok(Ok(()))
+                }
+            }
+        }
+    };
+    match served {
+        Ok(result) => result.map_err(|e| anyhow::anyhow!("gRPC server failed: {e}")),
+        Err(e) => Err(anyhow::anyhow!("gRPC server task failed: {e}")),
+    }
+}
+
+/// One gRPC service per tenant behind one name: each call goes to the service of the tenant
+/// whose token it presents (`authorization: Bearer TOKEN`, compared by SHA-256).
+#[derive(Clone)]
+struct ByTenant<S> {
+    routes: Arc<std::sync::RwLock<HashMap<[u8; 32], S>>>,
+}
+
+impl<S> ByTenant<S> {
+    fn new(states: &[(Option<[u8; 32]>, Arc<State>)], make: impl Fn(Api) -> S) -> ByTenant<S> {
+        let routes =
+            states.iter().filter_map(|(token, state)| Some(((*token)?, make(Api(state.clone()))))).collect();
+        ByTenant { routes: Arc::new(std::sync::RwLock::new(routes)) }
+    }
+
+    fn insert(&self, token: [u8; 32], service: S) {
+        self.routes.write().unwrap().insert(token, service);
+    }
+
+    fn remove(&self, token: &[u8; 32]) {
+        self.routes.write().unwrap().remove(token);
+    }
+}
+
+/// The plugins watcher and the session reaper of `state`, after a first look at its plugins.
+async fn tend(state: &Arc<State>, every: Duration) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut seen = HashMap::new();
+    watch_plugins(state, &mut seen).await;
+    vec![tokio::spawn(watcher(state.clone(), seen, every)), tokio::spawn(reaper(state.clone()))]
+}
+
+impl<S: tonic::server::NamedService> tonic::server::NamedService for ByTenant<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+type HttpRequest = tonic::codegen::http::Request<tonic::body::Body>;
+type HttpResponse = tonic::codegen::http::Response<tonic::body::Body>;
+
+impl<S> tonic::codegen::Service<HttpRequest> for ByTenant<S>
+where
+    S: tonic::codegen::Service<HttpRequest, Response = HttpResponse, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = HttpResponse;
+    type Error = std::convert::Infallible;
+    type Future = tonic::codegen::BoxFuture<HttpResponse, std::convert::Infallible>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: HttpRequest) -> Self::Future {
+        use sha2::Digest as _;
+        let token = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(|t| <[u8; 32]>::from(sha2::Sha256::digest(t.as_bytes())));
+        let found = token.and_then(|t| self.routes.read().unwrap().get(&t).cloned());
+        match found {
+            Some(mut service) => Box::pin(async move { service.call(request).await }),
+            None => Box::pin(async {
+                Ok(wire::unauthenticated("no tenant has this token (authorization: Bearer TOKEN)")
+                    .into_http())
+            }),
+        }
+    }
+}
+
+/// A request's timeout: none beyond [`LONGEST_WAIT`], which is waiting for good (and could not
+/// be added to a clock).
+fn millis(ms: Option<u64>) -> Option<Duration> {
+    ms.map(Duration::from_millis).filter(|d| *d <= LONGEST_WAIT)
+}
+
+fn or<'a>(recipe: &'a str, default: &'a str) -> &'a str {
+    if recipe.is_empty() {
+        default
+    } else {
+        recipe
+    }
+}
+
+type Events<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;

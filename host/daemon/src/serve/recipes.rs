@@ -1,0 +1,674 @@
+//! The `Recipes` service: every recipe family's calls, each on a fresh or a kept handle.
+
+use super::{millis, or, Events, STREAM_POLL};
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use crate::wire::{self, no_handle, status};
+use wazoo_runtime::error::RecipeError;
+use wazoo_runtime::fence::{Holder, Written};
+use wazoo_runtime::{Claim, ClaimKind, ElectionHandle, Mode, Want, World, ZkError};
+
+use wazoo_proto as pb;
+
+use pb::recipes_server::Recipes;
+
+use super::api::*;
+
+/// One call on a fresh handle of `$recipe` (made by `Host::$make`) that ends with the call:
+/// measured, with its error mapped to a gRPC status.
+macro_rules! once {
+    ($self:ident, $method:literal, $recipe:expr, $make:ident, |$h:ident| $call:expr, $reply:expr) => {{
+        let recipe = $recipe.to_string();
+        $self
+            .measured($method, &recipe, async {
+                let mut $h = $self.host.$make(&recipe).await.map_err(no_handle)?;
+                let outcome = $call.await;
+                $h.close().await;
+                outcome.map($reply).map_err(status)
+            })
+            .await
+    }};
+}
+
+/// A stream over a fresh handle (bound to `$h`): what `first` finds, then every change `next`
+/// reports (blocking up to [`STREAM_POLL`], told the `key` of what was last sent), until the
+/// client goes or the recipe fails; then the handle ends.
+macro_rules! follow {
+    ($h:ident = $open:expr, first: $first:expr, key: $key:expr, event: $event:expr,
+     next: |$known:ident| $next:expr) => {{
+        let mut $h = $open.await.map_err(no_handle)?;
+        let first = match $first.await {
+            Ok(first) => first,
+            Err(e) => {
+                $h.close().await;
+                return Err(status(e));
+            }
+        };
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            let (key, event) = ($key, $event);
+            let mut $known = key(&first);
+            let mut open = tx.send(Ok(event(first))).await.is_ok();
+            while open && !tx.is_closed() {
+                match $next.await {
+                    Ok(now) => {
+                        let seen = key(&now);
+                        if seen != $known {
+                            $known = seen;
+                            open = tx.send(Ok(event(now))).await.is_ok();
+                        }
+                    }
+                    Err(RecipeError::Zk(ZkError::Timeout)) => {}
+                    Err(e) => {
+                        let _ = tx.send(Err(status(e))).await;
+                        break;
+                    }
+                }
+            }
+            $h.close().await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }};
+}
+
+#[tonic::async_trait]
+impl Recipes for Api {
+    async fn acquire(&self, request: Request<pb::AcquireRequest>) -> Result<Response<pb::Claim>, Status> {
+        let req = request.into_inner();
+        let family =
+            pb::Family::try_from(req.family).map_err(|_| wire::invalid_argument("unknown family"))?;
+        let want = match family {
+            pb::Family::Lock => Want::Lock,
+            pb::Family::ReadLock => Want::ReadWrite(Mode::Read),
+            pb::Family::WriteLock => Want::ReadWrite(Mode::Write),
+            pb::Family::Semaphore => Want::Lease { max_leases: req.max_leases },
+        };
+        let recipe = or(&req.recipe, want.world().default_recipe()).to_string();
+        self.measured("Acquire", &recipe, async {
+            let session = self.session(req.session)?;
+            self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms)).await
+        })
+        .await
+    }
+
+    async fn release(&self, request: Request<pb::HandleRef>) -> Result<Response<pb::Empty>, Status> {
+        let req = request.into_inner();
+        self.measured("Release", "", async {
+            let (session, entry) = self.entry(req.session, req.handle)?;
+            session.handles.lock().unwrap().remove(&req.handle);
+            entry.released.send_replace(true);
+            let held = entry.held.lock().await.take();
+            self.gauges();
+            let Some(held) = held else { return Ok(pb::Empty {}) };
+            held.release().await.map(|()| pb::Empty {}).map_err(status)
+        })
+        .await
+    }
+
+    type LostStream = Events<pb::LostEvent>;
+
+    async fn lost(&self, request: Request<pb::HandleRef>) -> Result<Response<Self::LostStream>, Status> {
+        let req = request.into_inner();
+        let (_, entry) = self.entry(req.session, req.handle)?;
+        let lost = match entry.held.lock().await.as_ref() {
+            Some(held) => held.lost(),
+            None => return Err(wire::unknown_handle(format!("handle: {} was released", req.handle))),
+        };
+        let mut released = entry.released.subscribe();
+        let (tx, rx) = mpsc::channel(1);
+        tokio::spawn(async move {
+            let why = tokio::select! {
+                why = lost => Some(why),
+                _ = async { let _ = released.wait_for(|r| *r).await; } => None,
+                _ = tx.closed() => None,
+            };
+            // A claim given up on purpose deletes its node too: that is no loss.
+            let on_purpose = *released.borrow();
+            if let (Some(why), false) = (why, on_purpose) {
+                let _ = tx.send(Ok(wire::lost_event(&why))).await;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn campaign(&self, request: Request<pb::CampaignRequest>) -> Result<Response<pb::Claim>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, World::Election.default_recipe()).to_string();
+        self.measured("Campaign", &recipe, async {
+            let session = self.session(req.session)?;
+            let want = Want::Leadership { id: req.id.clone() };
+            self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms)).await
+        })
+        .await
+    }
+
+    type ObserveStream = Events<pb::LeaderEvent>;
+
+    async fn observe(
+        &self,
+        request: Request<pb::ObserveRequest>,
+    ) -> Result<Response<Self::ObserveStream>, Status> {
+        let req = request.into_inner();
+        follow!(
+            h = self.host.election(or(&req.recipe, World::Election.default_recipe())),
+            first: h.leader(&req.path),
+            key: |info: &Option<wazoo_runtime::LeaderInfo>| info.as_ref().map(ElectionHandle::seen),
+            event: |info: Option<wazoo_runtime::LeaderInfo>| match info {
+                Some(i) => pb::LeaderEvent {
+                    leader_id: i.id,
+                    node: i.node,
+                    fencing_token: i.token,
+                    acknowledged: i.acknowledged,
+                },
+                None => pb::LeaderEvent::default(),
+            },
+            next: |known| h.observe(&req.path, known.as_deref(), Some(STREAM_POLL))
+        )
+    }
+
+    async fn acknowledge(
+        &self,
+        request: Request<pb::AcknowledgeRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let req = request.into_inner();
+        self.measured("Acknowledge", "", async {
+            let (_, entry) = self.entry(req.session, req.handle)?;
+            let mut slot = entry.held.lock().await;
+            let Some(h) = slot.as_mut().and_then(Claim::election) else {
+                return Err(wire::wrong_handle(format!("handle: {} holds no leadership", req.handle)));
+            };
+            h.acknowledge(&req.note).await.map(|()| pb::Empty {}).map_err(status)
+        })
+        .await
+    }
+
+    async fn barrier_set(&self, request: Request<pb::PathRequest>) -> Result<Response<pb::Done>, Status> {
+        let req = request.into_inner();
+        once!(
+            self,
+            "BarrierSet",
+            or(&req.recipe, World::Barrier.default_recipe()),
+            barrier,
+            |h| h.set(&req.path),
+            |changed| { pb::Done { changed } }
+        )
+    }
+
+    async fn barrier_remove(&self, request: Request<pb::PathRequest>) -> Result<Response<pb::Done>, Status> {
+        let req = request.into_inner();
+        once!(
+            self,
+            "BarrierRemove",
+            or(&req.recipe, World::Barrier.default_recipe()),
+            barrier,
+            |h| h.remove(&req.path),
+            |changed| pb::Done { changed }
+        )
+    }
+
+    async fn barrier_wait(&self, request: Request<pb::WaitRequest>) -> Result<Response<pb::Empty>, Status> {
+        let req = request.into_inner();
+        once!(
+            self,
+            "BarrierWait",
+            or(&req.recipe, World::Barrier.default_recipe()),
+            barrier,
+            |h| h.wait(&req.path, millis(req.timeout_ms)),
+            |()| pb::Empty {}
+        )
+    }
+
+    async fn queue_put(
+        &self,
+        request: Request<pb::QueuePutRequest>,
+    ) -> Result<Response<pb::QueueItem>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, World::Queue.default_recipe()).to_string();
+        self.measured("QueuePut", &recipe, async {
+            let priority = match req.priority {
+                Some(p) => Some(u8::try_from(p).map_err(|_| wire::invalid_argument("priority is 0 to 255"))?),
+                None => None,
+            };
+            let session = if req.ephemeral { Some(self.session(req.session)?) } else { None };
+            let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
+            let outcome = h.put(&req.path, &req.data, priority, req.ephemeral).await;
+            let node = match (outcome, session) {
+                (Ok(node), Some(session)) => {
+                    let handle = self.keep(&session, Claim::queue_item(h, node.clone())).await?;
+                    return Ok(pb::QueueItem { node, data: req.data.clone(), handle });
+                }
+                (outcome, _) => {
+                    h.close().await;
+                    outcome.map_err(status)?
+                }
+            };
+            Ok(pb::QueueItem { node, data: req.data.clone(), handle: 0 })
+        })
+        .await
+    }
+
+    async fn queue_take(&self, request: Request<pb::WaitRequest>) -> Result<Response<pb::QueueItem>, Status> {
+        let req = request.into_inner();
+        once!(
+            self,
+            "QueueTake",
+            or(&req.recipe, World::Queue.default_recipe()),
+            queue,
+            |h| h.take(&req.path, millis(req.timeout_ms)),
+            |item| pb::QueueItem { node: item.node, data: item.data, handle: 0 }
+        )
+    }
+
+    async fn config_get(
+        &self,
+        request: Request<pb::PathRequest>,
+    ) -> Result<Response<pb::ConfigEntry>, Status> {
+        let req = request.into_inner();
+        once!(
+            self,
+            "ConfigGet",
+            or(&req.recipe, World::Config.default_recipe()),
+            config,
+            |h| h.get(&req.path),
+            entry
+        )
+    }
+
+    async fn config_set(
+        &self,
+        request: Request<pb::ConfigSetRequest>,
+    ) -> Result<Response<pb::ConfigEntry>, Status> {
+        let req = request.into_inner();
+        once!(
+            self,
+            "ConfigSet",
+            or(&req.recipe, World::Config.default_recipe()),
+            config,
+            |h| h.set(&req.path, &req.data, req.expected_version),
+            |version| pb::ConfigEntry { exists: true, data: req.data.clone(), version }
+        )
+    }
+
+    type ConfigWatchStream = Events<pb::ConfigEntry>;
+
+    async fn config_watch(
+        &self,
+        request: Request<pb::PathRequest>,
+    ) -> Result<Response<Self::ConfigWatchStream>, Status> {
+        let req = request.into_inner();
+        follow!(
+            h = self.host.config(or(&req.recipe, World::Config.default_recipe())),
+            first: h.get(&req.path),
+            key: |found: &Option<wazoo_runtime::Entry>| found.as_ref().map(|e| e.version),
+            event: entry,
+            next: |known| h.watch(&req.path, known, Some(STREAM_POLL))
+        )
+    }
+
+    async fn revoke(&self, request: Request<pb::RevokeRequest>) -> Result<Response<pb::RevokeReply>, Status> {
+        let req = request.into_inner();
+        once!(
+            self,
+            "Revoke",
+            or(&req.recipe, World::Lock.default_recipe()),
+            lock,
+            |h| h.revoke(&req.node, millis(req.grace_ms)),
+            |released| pb::RevokeReply { released }
+        )
+    }
+
+    async fn queue_len(
+        &self,
+        request: Request<pb::PathRequest>,
+    ) -> Result<Response<pb::QueueLength>, Status> {
+        let req = request.into_inner();
+        once!(
+            self,
+            "QueueLen",
+            or(&req.recipe, World::Queue.default_recipe()),
+            queue,
+            |h| h.len(&req.path),
+            |items| { pb::QueueLength { items } }
+        )
+    }
+
+    async fn queue_claim(
+        &self,
+        request: Request<pb::QueueClaimRequest>,
+    ) -> Result<Response<pb::QueueClaimed>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, World::Queue.default_recipe()).to_string();
+        self.measured("QueueClaim", &recipe, async {
+            let session = self.session(req.session)?;
+            let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
+            match h.claim(&req.path, millis(req.timeout_ms)).await {
+                Ok(item) => {
+                    let claimed = pb::QueueItem { node: item.node.clone(), data: item.data, handle: 0 };
+                    let handle = self.keep(&session, Claim::queue_claim(h, item.node)).await?;
+                    Ok(pb::QueueClaimed { handle, item: Some(claimed) })
+                }
+                Err(e) => {
+                    h.close().await;
+                    Err(status(e))
+                }
+            }
+        })
+        .await
+    }
+
+    async fn queue_ack(&self, request: Request<pb::HandleRef>) -> Result<Response<pb::Empty>, Status> {
+        let req = request.into_inner();
+        self.measured("QueueAck", "", async {
+            let mut held = self.take_held(req.session, req.handle, ClaimKind::QueueClaim).await?;
+            let node = held.node().to_string();
+            let outcome = match held.queue() {
+                Some(h) => h.ack(&node).await,
+                None => Err(RecipeError::Retired),
+            };
+            held.close().await;
+            outcome.map(|()| pb::Empty {}).map_err(status)
+        })
+        .await
+    }
+
+    async fn counter_get(
+        &self,
+        request: Request<pb::PathRequest>,
+    ) -> Result<Response<pb::CounterValue>, Status> {
+        let req = request.into_inner();
+        once!(
+            self,
+            "CounterGet",
+            or(&req.recipe, World::Config.default_recipe()),
+            config,
+            |h| h.counter(&req.path),
+            |value| { pb::CounterValue { value } }
+        )
+    }
+
+    async fn counter_add(
+        &self,
+        request: Request<pb::CounterAddRequest>,
+    ) -> Result<Response<pb::CounterValue>, Status> {
+        let req = request.into_inner();
+        once!(
+            self,
+            "CounterAdd",
+            or(&req.recipe, World::Config.default_recipe()),
+            config,
+            |h| h.add(&req.path, req.delta),
+            |value| pb::CounterValue { value }
+        )
+    }
+
+    async fn group_join(
+        &self,
+        request: Request<pb::GroupJoinRequest>,
+    ) -> Result<Response<pb::Claim>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, World::Group.default_recipe()).to_string();
+        self.measured("GroupJoin", &recipe, async {
+            let session = self.session(req.session)?;
+            let want = Want::Membership { name: req.name.clone(), data: req.data.clone() };
+            self.claim(&session, want, &recipe, &req.path, None).await
+        })
+        .await
+    }
+
+    async fn group_members(
+        &self,
+        request: Request<pb::PathRequest>,
+    ) -> Result<Response<pb::Membership>, Status> {
+        let req = request.into_inner();
+        once!(
+            self,
+            "GroupMembers",
+            or(&req.recipe, World::Group.default_recipe()),
+            group,
+            |h| h.members(&req.path),
+            membership
+        )
+    }
+
+    type GroupWatchStream = Events<pb::Membership>;
+
+    async fn group_watch(
+        &self,
+        request: Request<pb::PathRequest>,
+    ) -> Result<Response<Self::GroupWatchStream>, Status> {
+        let req = request.into_inner();
+        follow!(
+            h = self.host.group(or(&req.recipe, World::Group.default_recipe())),
+            first: h.members(&req.path),
+            key: |m: &wazoo_runtime::Membership| m.version,
+            event: membership,
+            next: |known| h.watch(&req.path, known, Some(STREAM_POLL))
+        )
+    }
+
+    async fn double_barrier_enter(
+        &self,
+        request: Request<pb::DoubleBarrierEnterRequest>,
+    ) -> Result<Response<pb::Entered>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, World::Barrier.default_recipe()).to_string();
+        self.measured("DoubleBarrierEnter", &recipe, async {
+            let session = self.session(req.session)?;
+            let mut h = self.host.barrier(&recipe).await.map_err(no_handle)?;
+            match h.enter(&req.path, req.count, millis(req.timeout_ms)).await {
+                Ok(()) => {
+                    let held = Claim::participant(h, String::new());
+                    let recipe_version = version_of(&held);
+                    let handle = self.keep(&session, held).await?;
+                    Ok(pb::Entered { handle, recipe_version })
+                }
+                Err(e) => {
+                    h.close().await;
+                    Err(status(e))
+                }
+            }
+        })
+        .await
+    }
+
+    async fn double_barrier_leave(
+        &self,
+        request: Request<pb::DoubleBarrierLeaveRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let req = request.into_inner();
+        self.measured("DoubleBarrierLeave", "", async {
+            let mut held = self.take_held(req.session, req.handle, ClaimKind::Participant).await?;
+            let outcome = match held.barrier() {
+                Some(h) => h.leave_double(millis(req.timeout_ms)).await,
+                None => Err(RecipeError::Retired),
+            };
+            held.close().await;
+            outcome.map(|()| pb::Empty {}).map_err(status)
+        })
+        .await
+    }
+
+    async fn tx_coordinate(
+        &self,
+        request: Request<pb::TxCoordinateRequest>,
+    ) -> Result<Response<pb::TxOutcome>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, World::Transaction.default_recipe()).to_string();
+        self.measured("TxCoordinate", &recipe, async {
+            let mode = wire::tx_mode(req.mode)?;
+            let mut h = self.host.transaction(&recipe).await.map_err(no_handle)?;
+            let outcome = h.coordinate(&req.tx, &req.sites, &req.payload, mode, millis(req.timeout_ms)).await;
+            h.close().await;
+            outcome.map(tx_outcome).map_err(status)
+        })
+        .await
+    }
+
+    async fn tx_vote(&self, request: Request<pb::TxVoteRequest>) -> Result<Response<pb::TxOutcome>, Status> {
+        let req = request.into_inner();
+        let recipe = or(&req.recipe, World::Transaction.default_recipe()).to_string();
+        self.measured("TxVote", &recipe, async {
+            let ballot = wire::ballot(req.ballot)?;
+            // The vote node is the handle's: it lives for this call only.
+            let mut h = self.host.transaction(&recipe).await.map_err(no_handle)?;
+            let outcome = h.vote(&req.tx, &req.site, ballot, millis(req.timeout_ms)).await;
+            h.close().await;
+            outcome.map(tx_outcome).map_err(status)
+        })
+        .await
+    }
+
+    async fn fence_check(
+        &self,
+        request: Request<pb::FenceCheckRequest>,
+    ) -> Result<Response<pb::FenceCheckReply>, Status> {
+        let req = request.into_inner();
+        self.measured("FenceCheck", "fence", async {
+            let live = self.live().await?;
+            let found = self.fence(&live).check(&req.node, req.token).await;
+            let (holder, holder_token) = match found.map_err(|e| status(RecipeError::Zk(e)))? {
+                Holder::Holds => (pb::FenceHolder::Holds, 0),
+                Holder::Gone => (pb::FenceHolder::Gone, 0),
+                Holder::OtherToken(token) => (pb::FenceHolder::OtherToken, token),
+            };
+            Ok(pb::FenceCheckReply { holder: holder as i32, holder_token })
+        })
+        .await
+    }
+
+    async fn fence_write(
+        &self,
+        request: Request<pb::FenceWriteRequest>,
+    ) -> Result<Response<pb::FenceWriteReply>, Status> {
+        let req = request.into_inner();
+        self.measured("FenceWrite", "fence", async {
+            let live = self.live().await?;
+            let written = self.fence(&live).write(&req.node, req.token, &req.path, &req.value).await;
+            let refused =
+                |holder: pb::FenceHolder| pb::FenceWriteReply { holder: holder as i32, ..Default::default() };
+            Ok(match written.map_err(|e| status(RecipeError::Zk(e)))? {
+                Written::Accepted { version, previous } => {
+                    pb::FenceWriteReply { written: true, version, last_token: previous, ..Default::default() }
+                }
+                Written::Gone => refused(pb::FenceHolder::Gone),
+                Written::OtherToken(token) => {
+                    pb::FenceWriteReply { holder_token: token, ..refused(pb::FenceHolder::OtherToken) }
+                }
+                Written::Superseded { last } => {
+                    pb::FenceWriteReply { last_token: Some(last), ..refused(pb::FenceHolder::Holds) }
+                }
+            })
+        })
+        .await
+    }
+
+    async fn holders(
+        &self,
+        request: Request<pb::HoldersRequest>,
+    ) -> Result<Response<pb::HoldersReply>, Status> {
+        use wazoo_runtime::holders::{self, Kind, State};
+        let req = request.into_inner();
+        self.measured("Holders", "holders", async {
+            let kind = match pb::HoldersKind::try_from(req.kind) {
+                Ok(pb::HoldersKind::Detect) => None,
+                Ok(pb::HoldersKind::Lock) => Some(Kind::Lock),
+                Ok(pb::HoldersKind::ReadWrite) => Some(Kind::ReadWrite),
+                Ok(pb::HoldersKind::Semaphore) => Some(Kind::Semaphore),
+                Ok(pb::HoldersKind::Election) => Some(Kind::Election),
+                Err(_) => return Err(wire::invalid_argument("invalid-argument: unknown holders kind")),
+            };
+            // A tenant's client is rooted in its namespace, as for FenceCheck.
+            let live = self.live().await?;
+            let found = holders::read(&live.client, &req.path, kind, req.leases)
+                .await
+                .map_err(|e| status(RecipeError::Zk(e)))?;
+            let kind = match found.kind {
+                Kind::Lock => pb::HoldersKind::Lock,
+                Kind::ReadWrite => pb::HoldersKind::ReadWrite,
+                Kind::Semaphore => pb::HoldersKind::Semaphore,
+                Kind::Election => pb::HoldersKind::Election,
+            };
+            let contenders = found
+                .contenders
+                .into_iter()
+                .map(|c| pb::Contender {
+                    node: c.node,
+                    sequence: c.sequence,
+                    holds: c.state == State::Holds,
+                    mode: match c.mode {
+                        None => pb::ContenderMode::Unspecified,
+                        Some(Mode::Read) => pb::ContenderMode::Read,
+                        Some(Mode::Write) => pb::ContenderMode::Write,
+                    } as i32,
+                    data: c.data,
+                    session: c.session,
+                    fencing_token: c.token,
+                })
+                .collect();
+            Ok(pb::HoldersReply { kind: kind as i32, contenders })
+        })
+        .await
+    }
+
+    async fn invoke(&self, request: Request<pb::InvokeRequest>) -> Result<Response<pb::InvokeReply>, Status> {
+        let req = request.into_inner();
+        let recipe = req.recipe.clone();
+        self.measured("Invoke", &recipe, async {
+            let args: serde_json::Value = if req.args_json.trim().is_empty() {
+                serde_json::Value::Null
+            } else {
+                serde_json::from_str(&req.args_json)
+                    .map_err(|e| wire::invalid_argument(format!("args_json is not JSON: {e}")))?
+            };
+            if req.handle != 0 {
+                // A call on a kept instance.
+                let (_, entry) = self.entry(req.session, req.handle)?;
+                let mut slot = entry.held.lock().await;
+                let Some(h) = slot.as_mut().and_then(Claim::instance_mut) else {
+                    return Err(wire::wrong_handle(format!("handle: {} was not kept by Invoke", req.handle)));
+                };
+                let result = h.call(&req.function, &args).await.map_err(status)?;
+                return Ok(pb::InvokeReply { result_json: result.to_string(), handle: req.handle });
+            }
+            if req.function.is_empty() {
+                // A custom recipe's `run`, its arguments a list of strings.
+                let args: Vec<String> = if args.is_null() {
+                    Vec::new()
+                } else {
+                    serde_json::from_value(args).map_err(|e| {
+                        wire::invalid_argument(format!("args_json must be a JSON array of strings: {e}"))
+                    })?
+                };
+                let mut h = self.host.custom(&recipe).await.map_err(no_handle)?;
+                let outcome = h.run(&args).await;
+                h.close().await;
+                let result = match outcome.map_err(status)? {
+                    Ok(text) => serde_json::json!({ "ok": text }),
+                    Err(text) => serde_json::json!({ "err": text }),
+                };
+                return Ok(pb::InvokeReply { result_json: result.to_string(), handle: 0 });
+            }
+            let session = if req.keep { Some(self.session(req.session)?) } else { None };
+            let mut h = self.host.dynamic(&recipe).await.map_err(no_handle)?;
+            let result = match h.call(&req.function, &args).await {
+                Ok(result) => result,
+                Err(e) => {
+                    h.close().await;
+                    return Err(status(e));
+                }
+            };
+            let handle = match session {
+                Some(session) => self.keep(&session, Claim::instance(h)).await?,
+                None => {
+                    h.close().await;
+                    0
+                }
+            };
+            Ok(pb::InvokeReply { result_json: result.to_string(), handle })
+        })
+        .await
+    }
+}

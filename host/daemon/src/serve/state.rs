@@ -1,0 +1,311 @@
+//! What the daemon keeps: the client sessions and their claims, and the tasks that tend them
+//! (the reaper of expired sessions, the plugins watcher).
+
+use super::api::version_of;
+use super::REAP_EVERY;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+use tonic::{Response, Status};
+
+use crate::metrics::Metrics;
+use crate::wire::{self, no_handle, status};
+use wazoo_runtime::fence::Fence;
+use wazoo_runtime::{Claim, ClaimKind, Host, Want};
+
+use wazoo_proto as pb;
+
+pub(super) struct State {
+    pub(super) host: Host,
+    /// The tenant this state serves, in a multi-tenant daemon.
+    pub(super) tenant: Option<String>,
+    pub(super) sessions: Mutex<HashMap<u64, Arc<ClientSession>>>,
+    /// Session and handle ids (one sequence; never reused).
+    pub(super) next: AtomicU64,
+    pub(super) metrics: Arc<Metrics>,
+}
+
+pub(super) struct Entry {
+    /// What the client holds (`wazoo_runtime::Claim`); taken when it ends.
+    pub(super) held: tokio::sync::Mutex<Option<Claim>>,
+    /// Set when the claim is given up on purpose: a Lost stream then ends quietly.
+    pub(super) released: watch::Sender<bool>,
+}
+
+pub(super) struct ClientSession {
+    pub(super) id: u64,
+    pub(super) name: String,
+    pub(super) ttl: Duration,
+    pub(super) deadline: Mutex<Instant>,
+    pub(super) handles: Mutex<HashMap<u64, Arc<Entry>>>,
+    pub(super) closed: watch::Sender<bool>,
+}
+
+impl ClientSession {
+    pub(super) fn alive(&self) -> bool {
+        !*self.closed.borrow()
+    }
+
+    pub(super) fn touch(&self) {
+        *self.deadline.lock().unwrap() = Instant::now() + self.ttl;
+    }
+
+    /// Closes every handle (deleting their nodes); later calls find the session gone.
+    pub(super) async fn close(&self) {
+        self.closed.send_replace(true);
+        let entries: Vec<_> = self.handles.lock().unwrap().drain().map(|(_, e)| e).collect();
+        for entry in entries {
+            entry.released.send_replace(true);
+            if let Some(held) = entry.held.lock().await.take() {
+                held.close().await;
+            }
+        }
+    }
+}
+
+impl State {
+    pub(super) fn session(&self, id: u64) -> Result<Arc<ClientSession>, Status> {
+        match self.sessions.lock().unwrap().get(&id) {
+            Some(s) if s.alive() => Ok(s.clone()),
+            _ => Err(wire::unknown_session(format!("session: {id} is not open (expired or closed)"))),
+        }
+    }
+
+    pub(super) async fn end_session(&self, id: u64, why: &str) {
+        let session = self.sessions.lock().unwrap().remove(&id);
+        if let Some(session) = session {
+            tracing::info!(session = id, name = %session.name, "client session ended: {why}");
+            session.close().await;
+        }
+        self.gauges();
+    }
+
+    /// Adds a claim to `session`: its handle id. A session that closed meanwhile gets the
+    /// claim closed at once.
+    pub(super) async fn keep(&self, session: &ClientSession, held: Claim) -> Result<u64, Status> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let entry =
+            Arc::new(Entry { held: tokio::sync::Mutex::new(Some(held)), released: watch::channel(false).0 });
+        session.handles.lock().unwrap().insert(id, entry.clone());
+        if !session.alive() {
+            session.handles.lock().unwrap().remove(&id);
+            if let Some(held) = entry.held.lock().await.take() {
+                held.close().await;
+            }
+            return Err(wire::unknown_session(format!("session: {} closed while acquiring", session.id)));
+        }
+        self.gauges();
+        Ok(id)
+    }
+
+    /// Takes `want` at `path` for `session` with a fresh handle of `recipe`, and keeps it there.
+    pub(super) async fn claim(
+        &self,
+        session: &ClientSession,
+        want: Want,
+        recipe: &str,
+        path: &str,
+        timeout: Option<Duration>,
+    ) -> Result<pb::Claim, Status> {
+        let mut contender = self.host.contender(want, recipe).await.map_err(no_handle)?;
+        let granted = match contender.acquire(path, timeout).await {
+            Ok(granted) => granted,
+            Err(e) => {
+                contender.close().await;
+                return Err(status(e));
+            }
+        };
+        let claim = contender.claim(granted);
+        let (node, fencing_token, recipe_version) =
+            (claim.node().to_string(), claim.token(), version_of(&claim));
+        let handle = self.keep(session, claim).await?;
+        Ok(pb::Claim { handle, node, fencing_token, recipe_version })
+    }
+
+    pub(super) fn entry(
+        &self,
+        session: u64,
+        handle: u64,
+    ) -> Result<(Arc<ClientSession>, Arc<Entry>), Status> {
+        let s = self.session(session)?;
+        let e = s.handles.lock().unwrap().get(&handle).cloned();
+        match e {
+            Some(e) => Ok((s, e)),
+            None => Err(wire::unknown_handle(format!("handle: {handle} is not held by session {session}"))),
+        }
+    }
+
+    /// Takes `handle` out of `session` if its claim is of `kind`: the claim, to be ended by the
+    /// caller. A handle of another kind stays held (FAILED_PRECONDITION, message `handle:`).
+    pub(super) async fn take_held(
+        &self,
+        session: u64,
+        handle: u64,
+        kind: ClaimKind,
+    ) -> Result<Claim, Status> {
+        let (s, entry) = self.entry(session, handle)?;
+        let mut slot = entry.held.lock().await;
+        match slot.as_ref() {
+            Some(held) if held.kind() == kind => {}
+            Some(_) => {
+                return Err(wire::wrong_handle(format!("handle: {handle} holds another kind of claim")))
+            }
+            None => return Err(wire::unknown_handle(format!("handle: {handle} was released"))),
+        }
+        s.handles.lock().unwrap().remove(&handle);
+        entry.released.send_replace(true);
+        let held = slot.take();
+        drop(slot);
+        self.gauges();
+        held.ok_or_else(|| wire::unknown_handle(format!("handle: {handle} was released")))
+    }
+
+    pub(super) fn gauges(&self) {
+        let sessions = self.sessions.lock().unwrap();
+        let handles: usize = sessions.values().map(|s| s.handles.lock().unwrap().len()).sum();
+        match &self.tenant {
+            None => {
+                self.metrics.gauge("client_sessions", sessions.len() as f64);
+                self.metrics.gauge("live_handles", handles as f64);
+            }
+            Some(t) => {
+                let stats = self.host.stats();
+                self.metrics.gauge(&format!("tenant_{t}_client_sessions"), sessions.len() as f64);
+                self.metrics.gauge(&format!("tenant_{t}_live_handles"), handles as f64);
+                self.metrics.gauge(
+                    &format!("tenant_{t}_limit_hits"),
+                    stats.limit_hits.load(Ordering::Relaxed) as f64,
+                );
+                self.metrics.gauge(&format!("tenant_{t}_traps"), stats.traps.load(Ordering::Relaxed) as f64);
+            }
+        }
+    }
+
+    /// Fenced checks and writes on the host's ZooKeeper session (`live`); the nodes a tenant's
+    /// writes create are its own.
+    pub(super) fn fence<'a>(&self, live: &'a wazoo_runtime::Live) -> Fence<'a> {
+        let acls = match self.tenant {
+            Some(_) => zookeeper_client::Acls::creator_all(),
+            None => zookeeper_client::Acls::anyone_all(),
+        };
+        Fence { client: &live.client, acls, max_bytes: self.host.limits().max_data_bytes }
+    }
+
+    /// The host's ZooKeeper session, for calls that run on it without a recipe.
+    pub(super) async fn live(&self) -> Result<Arc<wazoo_runtime::Live>, Status> {
+        self.host.live().await.map_err(wire::no_zookeeper)
+    }
+
+    /// Runs `f`, recording the call's outcome and latency.
+    pub(super) async fn measured<T>(
+        &self,
+        method: &str,
+        recipe: &str,
+        f: impl std::future::Future<Output = Result<T, Status>>,
+    ) -> Result<Response<T>, Status> {
+        let started = Instant::now();
+        let outcome = f.await;
+        let code = match &outcome {
+            Ok(_) => "ok".to_string(),
+            Err(s) => format!("{:?}", s.code()).to_lowercase(),
+        };
+        match &self.tenant {
+            Some(t) => self.metrics.call(method, &format!("{t}/{recipe}"), &code, started.elapsed()),
+            None => self.metrics.call(method, recipe, &code, started.elapsed()),
+        }
+        outcome.map(Response::new)
+    }
+}
+
+/// Ends client sessions whose TTL passed without a keepalive.
+pub(super) async fn reaper(state: Arc<State>) {
+    loop {
+        tokio::time::sleep(REAP_EVERY).await;
+        if state.tenant.is_some() {
+            state.gauges();
+        }
+        let now = Instant::now();
+        let expired: Vec<u64> = state
+            .sessions
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|s| *s.deadline.lock().unwrap() < now)
+            .map(|s| s.id)
+            .collect();
+        for id in expired {
+            state.end_session(id, "no keepalive within its TTL").await;
+        }
+    }
+}
+
+/// Watches the plugins directory (inotify, through `notify`) and looks at it once changes have
+/// settled for [`SETTLE`], so a file still being written is not taken for a broken one; it also
+/// looks every `every` whatever happens, in case an event was missed (or watching failed).
+/// Counts swaps and refusals per recipe.
+pub(super) async fn watcher(state: Arc<State>, mut seen: HashMap<String, (String, String)>, every: Duration) {
+    let (tx, mut changes) = mpsc::unbounded_channel::<()>();
+    let dir = state.host.registry().dir().to_path_buf();
+    let watching = (|| -> notify::Result<notify::RecommendedWatcher> {
+        use notify::Watcher as _;
+        let mut w = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if event.is_ok_and(|e| !e.kind.is_access()) {
+                let _ = tx.send(());
+            }
+        })?;
+        w.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+        Ok(w)
+    })();
+    let _watching = match watching {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!("cannot watch {} ({e}); looking every {every:?} instead", dir.display());
+            None
+        }
+    };
+    loop {
+        tokio::select! {
+            Some(()) = changes.recv() => {
+                // Let a burst of writes settle.
+                while let Ok(Some(())) = tokio::time::timeout(SETTLE, changes.recv()).await {}
+            }
+            () = tokio::time::sleep(every) => {}
+        }
+        watch_plugins(&state, &mut seen).await;
+    }
+}
+
+/// How long the plugins directory must be quiet after a change before it is looked at.
+pub(super) const SETTLE: Duration = Duration::from_millis(50);
+
+/// One look at the plugins directory: `seen` maps each recipe to (serving version, refusal).
+pub(super) async fn watch_plugins(state: &State, seen: &mut HashMap<String, (String, String)>) {
+    let listed = match state.host.reload().await {
+        Ok(listed) => listed,
+        Err(e) => {
+            tracing::warn!("checking the plugins directory: {e:#}");
+            return;
+        }
+    };
+    for r in listed {
+        let version = r.serving.as_ref().map(|v| v.sha256.clone()).unwrap_or_default();
+        let refused = r.refused.as_ref().map(|f| f.reason.clone()).unwrap_or_default();
+        if let Some((before, before_refused)) = seen.get(&r.name) {
+            if !before.is_empty() && !version.is_empty() && *before != version {
+                state.metrics.count("swaps", &r.name, 1);
+            }
+            if !refused.is_empty() && *before_refused != refused {
+                state.metrics.count("refusals", &r.name, 1);
+            }
+        } else if !refused.is_empty() {
+            state.metrics.count("refusals", &r.name, 1);
+        }
+        seen.insert(r.name.clone(), (version, refused));
+    }
+    let stats = state.host.registry().stats();
+    state.metrics.gauge("compiles", stats.compiles.load(Ordering::Relaxed) as f64);
+    state.metrics.gauge("cache_hits", stats.cache_hits.load(Ordering::Relaxed) as f64);
+}
