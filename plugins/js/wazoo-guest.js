@@ -2,9 +2,14 @@
 //
 // It wraps the `wazoo:zk` imports that componentize-js generates in the helpers every ZooKeeper
 // recipe needs and that are easy to get subtly wrong: typed errors, sorting sequential children
-// the way Curator does, creating a sequential node so that a lost reply can be recovered (the
-// "protected" create), watching only the predecessor, deadlines, and deleting through
-// connection loss.
+// the way Curator does, contending for a turn by watching only the predecessor, deadlines, and
+// deleting through connection loss.
+//
+// The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.1`): the protected
+// create that finds its node again after a lost reply (`createProtected`), waiting until a node
+// changes or the session ends (`waitForChange`, `watcher.changed`), the ownership check
+// (`owns`), and trying reads again through connection loss (every read the host lends). The
+// helpers here are thin names for those.
 //
 // How WIT maps to JavaScript here (componentize-js 0.23 / jco conventions):
 // - `result<T, zk-error>` from an import returns T or throws; the wrappers below throw a
@@ -23,6 +28,7 @@
 
 import {
   create as zkCreate,
+  createProtected as zkCreateProtected,
   delete as zkDelete,
   exists as zkExists,
   getData as zkGetData,
@@ -32,13 +38,14 @@ import {
   sync as zkSync,
   listEphemerals as zkListEphemerals,
   checkPath as zkCheckPath,
-} from 'wazoo:zk/znode@0.1.0';
+} from 'wazoo:zk/znode@0.1.1';
 import {
   existsWatch as zkExistsWatch,
   getDataWatch as zkGetDataWatch,
   getChildrenWatch as zkGetChildrenWatch,
-} from 'wazoo:zk/watch@0.1.0';
-import { info as zkInfo, uniqueId as zkUniqueId } from 'wazoo:zk/session@0.1.0';
+  waitForChange as zkWaitForChange,
+} from 'wazoo:zk/watch@0.1.1';
+import { info as zkInfo, uniqueId as zkUniqueId, owns as zkOwns } from 'wazoo:zk/session@0.1.1';
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -141,6 +148,13 @@ export function text(data) {
 
 /** `create(path, data, mode)` → `{ path, stat }`. `data` may be a string. */
 export const create = wrap((path, data, mode) => zkCreate(path, bytes(data), mode));
+/**
+ * `createProtected(dir, name, data, mode)` → `{ path, stat }`: the host's protected create of
+ * `<dir>/_c_<uuid>-<name>` (sequential modes append the sequence). After a lost reply the host
+ * finds the node again by its unique prefix (for ephemeral modes only one this session owns);
+ * missing parents become containers. `data` may be a string.
+ */
+export const createProtected = wrap((dir, name, data, mode) => zkCreateProtected(dir, name, bytes(data), mode));
 /** `deleteNode(path, version?)` (`delete` is a reserved word). */
 export const deleteNode = wrap((path, version) => zkDelete(path, version));
 /** `exists(path)` → stat or undefined. */
@@ -163,6 +177,11 @@ export const existsWatch = wrap(zkExistsWatch);
 export const getDataWatch = wrap(zkGetDataWatch);
 /** `getChildrenWatch(path)` → `[names, stat, watcher]`. */
 export const getChildrenWatch = wrap(zkGetChildrenWatch);
+/**
+ * `owns(path, data?)` → whether `path` exists and is this session's ephemeral node (holding
+ * exactly `data`, a string or bytes, when given: handles on one host share a session).
+ */
+export const owns = wrap((path, data) => zkOwns(path, data === undefined ? undefined : bytes(data)));
 /** `{ id, timeoutMs, generation }` of the session this handle runs on. */
 export const sessionInfo = zkInfo;
 /** A random version-4 UUID from the host. */
@@ -194,10 +213,25 @@ export function waitWatcher(watcher, timeoutMs) {
   }
 }
 
+/**
+ * As `waitWatcher`, but the session's end is the error `session-expired` (the host's
+ * `watcher.changed`): the event returned is always a change to the node.
+ */
+export function watcherChanged(watcher, timeoutMs) {
+  try {
+    return watcher.changed(timeoutMs);
+  } catch (e) {
+    throw ZkError.from(e);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Session, ids, paths
 
-/** How many times a call that failed with `connection-loss` is tried again before giving up. */
+/**
+ * How many times a write that failed with `connection-loss` is tried again before giving up
+ * (reads are tried again by the host).
+ */
 export const CONNECTION_LOSS_RETRIES = 20;
 
 let knownSessionId;
@@ -230,7 +264,8 @@ function splitmix(i) {
 const hex = (v, width) => v.toString(16).padStart(width, '0');
 
 /**
- * A fresh version-4 UUID for a protected create. The host's `unique-id` seeds a SplitMix64
+ * A fresh version-4 UUID, for a protected create a recipe makes itself (inside a `multi`;
+ * `protectedCreate` has the host pick its own). The host's `unique-id` seeds a SplitMix64
  * generator once per instance (the same scheme as the Rust guest); later ids cost no host call.
  */
 export function newGuid() {
@@ -333,7 +368,11 @@ function backoff(attempt) {
 // ---------------------------------------------------------------------------------------------
 // Recipe building blocks
 
-/** Runs `op` again while it fails with `connection-loss` (for idempotent reads only). */
+/**
+ * Runs `op` again while it fails with `connection-loss`: for writes whose repeat is harmless (a
+ * delete, an unconditional write, a step that looks before it writes). Reads need none: the host
+ * tries them again itself.
+ */
 export async function retrying(op) {
   let attempt = 0;
   for (;;) {
@@ -370,79 +409,26 @@ export async function ensureParents(path) {
   }
 }
 
-function isEphemeral(mode) {
-  return mode.tag === 'ephemeral' || mode.tag === 'ephemeral-sequential';
-}
-
 /**
  * Creates `<dir>/_c_<uuid>-<name>` (sequential modes append the sequence), Curator's protected
- * mode. When the reply is lost, the node is found again by its unique prefix and, for ephemeral
- * modes, claimed only if this session owns it. Missing parents become containers.
+ * mode: the host's `createProtected`, which finds the node again after a lost reply (for
+ * ephemeral modes only one this session owns) and makes missing parents as containers.
  * Returns `{ path, stat }`.
  */
-export async function protectedCreate(dir, name, data, mode) {
-  const prefix = `_c_${newGuid()}-`;
-  const path = join(dir, `${prefix}${name}`);
-  const ephemeral = isEphemeral(mode);
-  let attempt = 0;
-  for (;;) {
-    attempt += 1;
-    try {
-      return create(path, data, mode);
-    } catch (e) {
-      if (e.tag === 'no-node' && attempt <= 2) {
-        await ensureParents(path);
-      } else if (e.tag === 'connection-loss' && attempt <= CONNECTION_LOSS_RETRIES) {
-        const found = await findProtected(dir, prefix, ephemeral);
-        if (found) return found;
-        await backoff(attempt);
-      } else {
-        throw e;
-      }
-    }
-  }
-}
-
-/** The child `{ path, stat }` of `dir` whose name starts with `prefix`, if this session created it. */
-export async function findProtected(dir, prefix, ephemeral) {
-  let children;
-  try {
-    [children] = await retrying(() => getChildren(dir));
-  } catch (e) {
-    if (isZk(e, 'no-node')) return undefined;
-    throw e;
-  }
-  const me = sessionId();
-  for (const child of children.filter((c) => c.startsWith(prefix))) {
-    const path = join(dir, child);
-    const stat = await retrying(() => exists(path));
-    if (stat !== undefined && (!ephemeral || stat.ephemeralOwner === me)) {
-      return { path, stat };
-    }
-  }
-  return undefined;
-}
-
-function endedBySession(event) {
-  return event.kind === 'session-expired' || event.kind === 'session-closed';
+export function protectedCreate(dir, name, data, mode) {
+  return createProtected(dir, name, data, mode);
 }
 
 /**
- * Blocks until `path` is deleted or changes (then the caller looks again), or the deadline
- * passes (`timeout`). Uses getData, not exists, so a node already gone leaves no watch behind.
+ * Blocks until `path` is deleted or changes (then the caller looks again; at once if it is gone
+ * already), the session ends (`session-expired`), or the deadline passes (`timeout`): the host's
+ * `waitForChange`.
  */
 export function waitForChange(path, deadline) {
-  let watcher;
   try {
-    [, , watcher] = getDataWatch(path);
+    zkWaitForChange(path, deadline.remainingMs());
   } catch (e) {
-    if (isZk(e, 'no-node')) return;
-    throw e;
-  }
-  try {
-    if (endedBySession(waitWatcher(watcher, deadline.remainingMs()))) throw ZkError.sessionExpired();
-  } finally {
-    dispose(watcher);
+    throw ZkError.from(e);
   }
 }
 
@@ -452,7 +438,7 @@ export function waitForChange(path, deadline) {
  */
 export function waitOn(watcher, deadline) {
   if (deadline.expired()) throw ZkError.timeout();
-  if (endedBySession(waitWatcher(watcher, deadline.remainingMs()))) throw ZkError.sessionExpired();
+  watcherChanged(watcher, deadline.remainingMs());
 }
 
 /**
@@ -480,7 +466,7 @@ export const Turn = Object.freeze({
  */
 export async function waitTurn(dir, myName, markers, deadline, decide) {
   for (;;) {
-    const [children] = await retrying(() => getChildren(dir));
+    const [children] = getChildren(dir);
     const order = sorted(children, markers);
     const index = order.indexOf(myName);
     if (index < 0) throw ZkError.noNode();
@@ -493,16 +479,13 @@ export async function waitTurn(dir, myName, markers, deadline, decide) {
 
 /**
  * Step 1 and the rest of a contention: create our ephemeral sequential node `name` (holding
- * `data`) under `dir` (protected), claim it only if this session owns it, wait for our turn, and
- * delete the node again if we give up or fail. Returns `{ path, stat }` of our node.
+ * `data`) under `dir` (protected: after a lost reply the host claims only a node this session
+ * owns), wait for our turn, and delete the node again if we give up or fail. Returns
+ * `{ path, stat }` of our node.
  */
 export async function contend(dir, name, data, markers, deadline, decide) {
   checkPath(dir);
-  const mine = await protectedCreate(dir, name, data, CreateMode.EphemeralSequential);
-  if (mine.stat.ephemeralOwner !== sessionId()) {
-    await deleteRetrying(mine.path).catch(() => {});
-    throw ZkError.other('created node is not owned by this session');
-  }
+  const mine = protectedCreate(dir, name, data, CreateMode.EphemeralSequential);
   try {
     await waitTurn(dir, nodeName(mine.path), markers, deadline, decide);
     return mine;

@@ -42,11 +42,17 @@ where
         match op().await {
             Err(E::ConnectionLoss | E::Timeout | E::Custom(_)) if attempt < attempts => {
                 attempt += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(50 * u64::from(attempt.min(10)))).await;
+                backoff(attempt).await;
             }
             other => return other,
         }
     }
+}
+
+/// The pause before try `attempt` (from 1) after a connection fault: 50 ms more each time, at
+/// most 0.5 s.
+pub(crate) async fn backoff(attempt: u32) {
+    tokio::time::sleep(std::time::Duration::from_millis(50 * u64::from(attempt.min(10)))).await;
 }
 
 /// A sentence for a `zk-error`, for operators and CLI users.

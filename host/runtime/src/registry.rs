@@ -38,7 +38,7 @@ use crate::bindings::{
 use crate::state::HostState;
 
 /// The WIT packages this host offers, and their versions.
-pub const PACKAGES: [(&str, &str); 2] = [("wazoo:zk", "0.1.0"), ("wazoo:recipes", "0.1.0")];
+pub const PACKAGES: [(&str, &str); 2] = [("wazoo:zk", "0.1.1"), ("wazoo:recipes", "0.1.0")];
 
 /// Largest component file accepted.
 pub const MAX_COMPONENT_BYTES: u64 = 64 << 20;
@@ -655,26 +655,23 @@ fn package_version(name: &str) -> Option<(&str, &str)> {
     Some((package, version))
 }
 
-fn parse(version: &str) -> Option<(u64, u64, u64)> {
-    let core = version.split(['-', '+']).next()?;
-    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
-    Some((parts.next()??, parts.next()??, parts.next()??))
-}
-
-/// Semver compatibility as Cargo reads it: same major, and below 1.0 the same minor.
+/// Whether a host offering `ours` serves a component built against `theirs`: Cargo's caret rule
+/// (same major, and below 1.0 the same minor), and no newer than `ours`, whose additions the
+/// component may import.
 fn compatible(theirs: &str, ours: &str) -> bool {
-    match (parse(theirs), parse(ours)) {
-        (Some((0, a, _)), Some((0, b, _))) => a == b,
-        (Some((a, _, _)), Some((b, _, _))) => a == b && a != 0,
-        _ => false,
-    }
+    let (Ok(wanted), Ok(offered)) = (semver::VersionReq::parse(&format!("^{theirs}")), semver::Version::parse(ours))
+    else {
+        return false;
+    };
+    semver::Version::parse(theirs).is_ok() && wanted.matches(&offered)
 }
 
+/// The versions a host offering `ours` accepts, for messages.
 fn accepted(ours: &str) -> String {
-    match parse(ours) {
-        Some((0, minor, _)) => format!("0.{minor}.x"),
-        Some((major, _, _)) => format!("{major}.x"),
-        None => ours.to_string(),
+    match semver::Version::parse(ours) {
+        Ok(v) if v.major == 0 => format!("0.{}.0 to {ours}", v.minor),
+        Ok(v) => format!("{}.0.0 to {ours}", v.major),
+        Err(_) => ours.to_string(),
     }
 }
 
@@ -731,13 +728,17 @@ mod tests {
     #[test]
     fn semver_rules() {
         assert!(compatible("0.1.0", "0.1.0"));
-        assert!(compatible("0.1.7", "0.1.0"));
+        assert!(compatible("0.1.0", "0.1.1"));
+        // Built against a newer patch, it may import what this host lacks.
+        assert!(!compatible("0.1.7", "0.1.1"));
         assert!(!compatible("0.2.0", "0.1.0"));
-        assert!(compatible("1.3.0", "1.0.0"));
+        assert!(!compatible("0.0.9", "0.1.0"));
+        assert!(compatible("1.0.0", "1.3.0"));
+        assert!(!compatible("1.4.0", "1.3.0"));
         assert!(!compatible("2.0.0", "1.0.0"));
         assert!(!compatible("nonsense", "0.1.0"));
         assert_eq!(package_version("wazoo:zk/znode@0.1.0"), Some(("wazoo:zk", "0.1.0")));
         assert_eq!(package_version("run"), None);
-        assert_eq!(accepted("0.1.0"), "0.1.x");
+        assert_eq!(accepted("0.1.1"), "0.1.0 to 0.1.1");
     }
 }

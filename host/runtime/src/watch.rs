@@ -30,12 +30,50 @@ fn event(e: WatchedEvent) -> WatchEvent {
     WatchEvent { kind, path: e.path }
 }
 
+/// Whether `kind` says the session ended rather than the node changed.
+fn session_ended(kind: EventKind) -> bool {
+    matches!(kind, EventKind::SessionExpired | EventKind::SessionClosed)
+}
+
+/// Awaits `slot`'s watch for at most `timeout_ms` (none: without limit): the event, kept in the
+/// slot, or `timeout` (the watch stays armed). A node event counts as a guest woken.
+async fn await_slot(
+    stats: &Stats,
+    slot: &mut WatchSlot,
+    timeout_ms: Option<u64>,
+) -> Result<WatchEvent, ZkError> {
+    if let Some(fired) = &slot.fired {
+        return Ok(fired.clone());
+    }
+    let Some(pending) = slot.pending.as_mut() else {
+        return Err(ZkError::Other("watch is no longer armed".into()));
+    };
+    let fired = match timeout_ms {
+        None => Some(pending.await),
+        Some(ms) => tokio::time::timeout(Duration::from_millis(ms), pending).await.ok(),
+    };
+    let Some(e) = fired else { return Err(ZkError::Timeout) };
+    let e = event(e);
+    slot.pending = None;
+    slot.fired = Some(e.clone());
+    if !session_ended(e.kind) {
+        Stats::bump(&stats.watch_wakeups);
+    }
+    Ok(e)
+}
+
 impl HostState {
-    fn arm(&mut self, watcher: OneshotWatcher) -> wasmtime::Result<Resource<WatchSlot>> {
+    /// A watch ZooKeeper has registered, counted against the host's watch limit until dropped.
+    fn slot(&mut self, watcher: OneshotWatcher) -> WatchSlot {
         self.shared.stats.armed();
         let live = self.shared.usage.watches.clone();
         live.fetch_add(1, Ordering::Relaxed);
-        Ok(self.table.push(WatchSlot::new(watcher, live))?)
+        WatchSlot::new(watcher, live)
+    }
+
+    fn arm(&mut self, watcher: OneshotWatcher) -> wasmtime::Result<Resource<WatchSlot>> {
+        let slot = self.slot(watcher);
+        Ok(self.table.push(slot)?)
     }
 
     /// Room for one more watch, and one more operation.
@@ -53,30 +91,14 @@ impl HostState {
 impl HostWatcher for HostState {
     async fn wait(&mut self, slot: Resource<WatchSlot>, timeout_ms: Option<u64>) -> Reply<WatchEvent> {
         let watch = self.table.get_mut(&slot)?;
-        if let Some(fired) = &watch.fired {
-            return Ok(Ok(fired.clone()));
-        }
-        let Some(pending) = watch.pending.as_mut() else {
-            return Ok(Err(ZkError::Other("watch is no longer armed".into())));
-        };
-        let fired = match timeout_ms {
-            None => Some(pending.await),
-            Some(ms) => tokio::time::timeout(Duration::from_millis(ms), pending).await.ok(),
-        };
-        let outcome = match fired {
-            Some(e) => {
-                let e = event(e);
-                watch.pending = None;
-                watch.fired = Some(e.clone());
-                Ok(e)
-            }
-            None => Err(ZkError::Timeout),
-        };
-        if matches!(&outcome, Ok(e) if !matches!(e.kind, EventKind::SessionExpired | EventKind::SessionClosed))
-        {
-            Stats::bump(&self.shared.stats.watch_wakeups);
-        }
-        Ok(outcome)
+        Ok(await_slot(&self.shared.stats, watch, timeout_ms).await)
+    }
+
+    async fn changed(&mut self, slot: Resource<WatchSlot>, timeout_ms: Option<u64>) -> Reply<WatchEvent> {
+        Ok(match self.wait(slot, timeout_ms).await? {
+            Ok(e) if session_ended(e.kind) => Err(ZkError::SessionExpired),
+            other => other,
+        })
     }
 
     async fn drop(&mut self, slot: Resource<WatchSlot>) -> wasmtime::Result<()> {
@@ -136,5 +158,28 @@ impl Host for HostState {
             },
             Err(e) => Ok(Err(from_client(e))),
         }
+    }
+
+    async fn wait_for_change(&mut self, path: String, timeout_ms: Option<u64>) -> Reply<()> {
+        if let Err(why) = paths::check(&path) {
+            return Ok(Err(ZkError::InvalidPath(why)));
+        }
+        if let Err(e) = self.admit_watch() {
+            return Ok(Err(e));
+        }
+        let live = self.live.clone();
+        // getData, not exists: a node already gone leaves no watch behind.
+        let watcher = match retry(READ_RETRIES, || live.client.get_and_watch_data(&path)).await {
+            Ok((_, _, watcher)) => watcher,
+            Err(zookeeper_client::Error::NoNode) => return Ok(Ok(())),
+            Err(e) => return Ok(Err(from_client(e))),
+        };
+        // Counted against the watch limit while it is awaited, dropped with the call.
+        let mut slot = self.slot(watcher);
+        Ok(match await_slot(&self.shared.stats, &mut slot, timeout_ms).await {
+            Ok(e) if session_ended(e.kind) => Err(ZkError::SessionExpired),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        })
     }
 }

@@ -6,7 +6,7 @@ use zookeeper_client::{Acls, CreateOptions, MultiWriteError, MultiWriteResult};
 
 use crate::bindings::types::{CreateMode, Created, MultiError, Op, OpResult, Stat as WitStat, ZkError};
 use crate::bindings::znode::Host;
-use crate::error::{from_client, retry, READ_RETRIES};
+use crate::error::{backoff, from_client, retry, READ_RETRIES};
 use crate::paths;
 use crate::state::HostState;
 use crate::stats::Stats;
@@ -66,6 +66,14 @@ fn is_sequential(mode: &CreateMode) -> bool {
             | CreateMode::PersistentSequentialTtl(_)
     )
 }
+
+/// How many times a protected create whose reply was lost, and which left no node, is sent
+/// again.
+const PROTECTED_ATTEMPTS: u32 = READ_RETRIES;
+
+/// How many times a protected create makes the missing ancestors of its node (a container
+/// reaped between those creates and ours asks for a second time).
+const PARENT_ATTEMPTS: u32 = 2;
 
 impl HostState {
     /// Counts a ZooKeeper operation, refused once the host's operations per second are spent.
@@ -196,6 +204,116 @@ impl HostState {
                 st
             }
         }
+    }
+
+    /// `znode.create-protected`: Curator's protected create, `<dir>/_c_<uuid>-<name>`, made
+    /// once however many replies are lost.
+    async fn do_create_protected(
+        &mut self,
+        dir: String,
+        name: String,
+        data: Vec<u8>,
+        mode: CreateMode,
+    ) -> Result<Created, ZkError> {
+        paths::check(&dir).map_err(ZkError::InvalidPath)?;
+        if name.contains('/') {
+            return Err(ZkError::InvalidArgument(format!("protected node name {name:?} contains '/'")));
+        }
+        let prefix = format!("_c_{}-", uuid::Uuid::new_v4());
+        let path = paths::join(&dir, &format!("{prefix}{name}"));
+        paths::check_node(&path).map_err(ZkError::InvalidPath)?;
+        let ephemeral = is_ephemeral(&mode);
+        let (mut parents_made, mut lost) = (0, 0);
+        loop {
+            match self.do_create(path.clone(), data.clone(), mode).await {
+                Ok(created) => return Ok(created),
+                Err(ZkError::NoNode) if parents_made < PARENT_ATTEMPTS => {
+                    parents_made += 1;
+                    self.make_parents(&path).await?;
+                }
+                Err(ZkError::ConnectionLoss) if lost < PROTECTED_ATTEMPTS => {
+                    lost += 1;
+                    if let Some(found) = self.find_protected(&dir, &prefix, ephemeral, &path).await? {
+                        return Ok(found);
+                    }
+                    backoff(lost).await;
+                }
+                // A node of this unique name exists only if an earlier try of ours made it.
+                Err(ZkError::NodeExists) if lost > 0 => {
+                    return match self.find_protected(&dir, &prefix, ephemeral, &path).await? {
+                        Some(found) => Ok(found),
+                        None => Err(ZkError::NodeExists),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Creates every missing ancestor of `path` as a container, as Curator's
+    /// `creatingParentContainersIfNeeded` does: the server removes them once they are empty.
+    async fn make_parents(&mut self, path: &str) -> Result<(), ZkError> {
+        let ancestors: Vec<&str> = path.match_indices('/').skip(1).map(|(i, _)| &path[..i]).collect();
+        for ancestor in ancestors {
+            let mut attempt = 0;
+            loop {
+                match self.do_create(ancestor.to_string(), Vec::new(), CreateMode::Container).await {
+                    Ok(_) | Err(ZkError::NodeExists) => break,
+                    // Making a container again is harmless: `node-exists` then.
+                    Err(ZkError::ConnectionLoss) if attempt < READ_RETRIES => {
+                        attempt += 1;
+                        backoff(attempt).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After a lost reply: the child of `dir` whose name starts with `prefix`, if the create
+    /// applied (for `ephemeral` modes, only a node this session owns), recorded as the create's
+    /// outcome. The server this session reads from is synced first, so a create the ensemble
+    /// applied is seen.
+    async fn find_protected(
+        &mut self,
+        dir: &str,
+        prefix: &str,
+        ephemeral: bool,
+        requested: &str,
+    ) -> Result<Option<Created>, ZkError> {
+        let live = self.live.clone();
+        self.count_call()?;
+        match retry(READ_RETRIES, || live.client.sync(dir)).await {
+            Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
+            Err(e) => return Err(from_client(e)),
+        }
+        self.count_call()?;
+        let children = match retry(READ_RETRIES, || live.client.list_children(dir)).await {
+            Ok(children) => children,
+            Err(zookeeper_client::Error::NoNode) => return Ok(None),
+            Err(e) => return Err(from_client(e)),
+        };
+        let me = live.session_id();
+        for child in children.into_iter().filter(|c| c.starts_with(prefix)) {
+            let path = paths::join(dir, &child);
+            self.count_call()?;
+            let Some(st) =
+                retry(READ_RETRIES, || live.client.check_stat(&path)).await.map_err(from_client)?
+            else {
+                continue;
+            };
+            if ephemeral && st.ephemeral_owner != me {
+                continue;
+            }
+            self.nodes_changed(1);
+            if ephemeral {
+                self.ledger.created(&path, st.czxid);
+                self.ledger.resolved(requested);
+            }
+            return Ok(Some(Created { path, stat: stat(st) }));
+        }
+        Ok(None)
     }
 
     async fn do_multi(&mut self, ops: Vec<Op>) -> Result<Vec<OpResult>, MultiError> {
@@ -382,6 +500,16 @@ impl Host for HostState {
 
     async fn check_path(&mut self, path: String) -> Reply<()> {
         Ok(paths::check(&path).map_err(ZkError::InvalidPath))
+    }
+
+    async fn create_protected(
+        &mut self,
+        dir: String,
+        name: String,
+        data: Vec<u8>,
+        mode: CreateMode,
+    ) -> Reply<Created> {
+        Ok(self.do_create_protected(dir, name, data, mode).await)
     }
 
     async fn list_ephemerals(&mut self, path: String) -> Reply<Vec<String>> {

@@ -26,7 +26,7 @@ import {
   sync,
   getChildrenWatch,
   existsWatch,
-  waitWatcher,
+  watcherChanged,
   dispose,
   retrying,
   deleteRetrying,
@@ -130,7 +130,7 @@ async function resign() {
 async function leader(path) {
   checkPath(path);
   // Catch up with the ensemble's leader first: a lagging server would still show a deposed leader.
-  await retrying(() => sync(path));
+  sync(path);
   return currentLeader(path);
 }
 
@@ -210,7 +210,7 @@ async function currentLeader(path) {
   for (;;) {
     let children;
     try {
-      [children] = await retrying(() => getChildren(path));
+      [children] = getChildren(path);
     } catch (e) {
       if (isZk(e, 'no-node')) return undefined;
       throw e;
@@ -223,14 +223,14 @@ async function currentLeader(path) {
     // by a resignation in between.
     let acknowledged;
     try {
-      const [ack] = await retrying(() => getData(ackPath(path)));
+      const [ack] = getData(ackPath(path));
       acknowledged = noteFor(ack, node);
     } catch (e) {
       if (!isZk(e, 'no-node')) throw e;
     }
     let data, stat;
     try {
-      [data, stat] = await retrying(() => getData(node));
+      [data, stat] = getData(node);
     } catch (e) {
       // It went between the listing and the read: look again.
       if (isZk(e, 'no-node')) continue;
@@ -246,15 +246,11 @@ function waitEither(first, second, deadline) {
     const left = deadline.remainingMs();
     const slice = left === undefined ? ACK_LOOK_MS : Math.min(left, ACK_LOOK_MS);
     for (const [watcher, ms] of [[first, slice], [second, 0]]) {
-      let event;
       try {
-        event = waitWatcher(watcher, ms);
+        watcherChanged(watcher, ms);
       } catch (e) {
         if (isZk(e, 'timeout')) continue;
         throw e;
-      }
-      if (event.kind === 'session-expired' || event.kind === 'session-closed') {
-        throw ZkError.sessionExpired();
       }
       return;
     }
@@ -282,10 +278,7 @@ function waitForCandidates(path, deadline) {
     watcher = w;
   }
   try {
-    const event = waitWatcher(watcher, deadline.remainingMs());
-    if (event.kind === 'session-expired' || event.kind === 'session-closed') {
-      throw ZkError.sessionExpired();
-    }
+    watcherChanged(watcher, deadline.remainingMs());
   } finally {
     dispose(watcher);
   }

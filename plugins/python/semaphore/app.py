@@ -69,17 +69,15 @@ def _acquire(path, max_leases, timeout_ms):
 
 
 def _take_lease(path, max_leases, deadline):
-    """2. Create our lease; 3. while there are more leases than allowed, wait for one to go
-    (only the mutex holder watches the leases). Deletes our lease again on any failure."""
+    """2. Create our lease (protected: after a lost reply the host claims only a node this
+    session owns); 3. while there are more leases than allowed, wait for one to go (only the
+    mutex holder watches the leases). Deletes our lease again on any failure."""
     leases = zk.join(path, "leases")
     mine = zk.protected_create(leases, LEASE_NAME, b"", zk.EPHEMERAL_SEQUENTIAL)
-    if mine.stat.ephemeral_owner != zk.session_id():
-        zk.quietly(zk.delete_retrying, mine.path)
-        raise zk.Other("lease node is not owned by this session")
     name = zk.node_name(mine.path)
     try:
         while True:
-            children, _, watcher = zk.retrying(zk.get_children_watch, leases)
+            children, _, watcher = zk.get_children_watch(leases)
             with watcher:
                 if name not in children:
                     raise zk.NoNode()

@@ -2,10 +2,16 @@
 
 The Python twin of `recipes/guest/src/lib.rs`: the `wazoo:zk` primitives with typed errors,
 plus the helpers every ZooKeeper recipe needs and that are easy to get subtly wrong: ordering
-sequential children the way Curator does, the "protected" create whose lost reply can be
-recovered, watching only the predecessor, deadlines, and deleting through connection loss.
+sequential children the way Curator does, contending for a turn by watching only the
+predecessor, deadlines, and deleting through connection loss.
 
-Use it from a recipe module built against any world that includes `wazoo:zk/imports@0.1.0`
+The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.1`): the protected
+create that finds its node again after a lost reply (`create_protected`), waiting until a node
+changes or the session ends (`wait_for_change`, `watcher.changed`), the ownership check
+(`owns`), and trying reads again through connection loss (every read the host lends). The
+helpers here are thin names for those.
+
+Use it from a recipe module built against any world that includes `wazoo:zk/imports@0.1.1`
 (with componentize-py's default `wit_world` bindings module):
 
     import wazoo_guest as zk
@@ -40,6 +46,7 @@ from .errors import (  # noqa: F401 - re-exported
 # --- The primitives, raising ZkError ---------------------------------------------------------
 
 create = wrap(_znode.create)
+create_protected = wrap(_znode.create_protected)
 delete = wrap(_znode.delete)
 exists = wrap(_znode.exists)
 get_data = wrap(_znode.get_data)
@@ -54,6 +61,15 @@ get_data_watch = wrap(_watch.get_data_watch)
 get_children_watch = wrap(_watch.get_children_watch)
 session_info = _session.info
 unique_id = _session.unique_id
+_owns = wrap(_session.owns)
+
+
+def owns(path, data=None):
+    """Whether `path` exists and is this session's ephemeral node (holding exactly `data`, when
+    given: handles on one host share a session, so a recipe tells its own node by an id it wrote
+    into it)."""
+    return _owns(path, data)
+
 
 Created = types.Created
 Stat = types.Stat
@@ -66,15 +82,20 @@ EPHEMERAL = types.CreateMode_Ephemeral()
 EPHEMERAL_SEQUENTIAL = types.CreateMode_EphemeralSequential()
 CONTAINER = types.CreateMode_Container()
 
-#: How many times a call that failed with `connection-loss` is tried again before giving up.
+#: How many times a write that failed with `connection-loss` is tried again before giving up
+#: (reads are tried again by the host).
 CONNECTION_LOSS_RETRIES = 20
-
-_SESSION_ENDED = (EventKind.SESSION_EXPIRED, EventKind.SESSION_CLOSED)
 
 
 def watch_wait(watcher, timeout_ms):
     """`watcher.wait(timeout_ms)`, raising `ZkError` (`Timeout` when it runs out)."""
     return wrap(watcher.wait)(timeout_ms)
+
+
+def watch_changed(watcher, timeout_ms):
+    """`watcher.changed(timeout_ms)`: as `watch_wait`, but the session's end raises
+    `SessionExpired`, so the event returned is always a change to the node."""
+    return wrap(watcher.changed)(timeout_ms)
 
 
 # --- Identity --------------------------------------------------------------------------------
@@ -173,7 +194,8 @@ def _backoff(attempt):
 
 
 def retrying(op, *args):
-    """`op(*args)`, again while it fails with `connection-loss` (for idempotent calls only)."""
+    """`op(*args)`, again while it fails with `connection-loss`: for writes whose repeat is
+    harmless (a delete, an unconditional write). Reads need none: the host tries them again."""
     attempt = 0
     while True:
         try:
@@ -212,52 +234,12 @@ def ensure_parents(path):
 # --- Protected (recoverable) creates ---------------------------------------------------------
 
 
-def _is_ephemeral(mode):
-    return isinstance(mode, (types.CreateMode_Ephemeral, types.CreateMode_EphemeralSequential))
-
-
 def protected_create(dir, name, data, mode):
     """Creates `<dir>/_c_<uuid>-<name>` (sequential modes append the sequence), Curator's
-    protected mode. When the reply is lost, the node is found again by its unique prefix and,
-    for ephemeral modes, claimed only if this session owns it. Missing parents become
-    containers. Returns a `Created`."""
-    prefix = f"_c_{new_guid()}-"
-    path = join(dir, prefix + name)
-    ephemeral = _is_ephemeral(mode)
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            return create(path, data, mode)
-        except NoNode:
-            if attempt > 2:
-                raise
-            ensure_parents(path)
-        except ConnectionLoss:
-            if attempt > CONNECTION_LOSS_RETRIES:
-                raise
-            found = find_protected(dir, prefix, ephemeral)
-            if found is not None:
-                return found
-            _backoff(attempt)
-
-
-def find_protected(dir, prefix, ephemeral):
-    """The child of `dir` whose name starts with `prefix` (a `Created`), if this session
-    created it; None otherwise."""
-    try:
-        children, _ = retrying(get_children, dir)
-    except NoNode:
-        return None
-    me = session_id()
-    for child in children:
-        if not child.startswith(prefix):
-            continue
-        path = join(dir, child)
-        stat = retrying(exists, path)
-        if stat is not None and (not ephemeral or stat.ephemeral_owner == me):
-            return Created(path=path, stat=stat)
-    return None
+    protected mode: the host's `create-protected`, which finds the node again after a lost reply
+    (for ephemeral modes only one this session owns) and makes missing parents as containers.
+    Returns a `Created`."""
+    return create_protected(dir, name, data, mode)
 
 
 # --- Watching --------------------------------------------------------------------------------
@@ -268,20 +250,17 @@ def wait_on(watcher, deadline):
     passes (`Timeout`)."""
     if deadline.expired():
         raise Timeout()
-    if watch_wait(watcher, deadline.remaining_ms()).kind in _SESSION_ENDED:
-        raise SessionExpired()
+    watch_changed(watcher, deadline.remaining_ms())
+
+
+_wait_for_change = wrap(_watch.wait_for_change)
 
 
 def wait_for_change(path, deadline):
-    """Blocks until `path` is deleted or changes (then the caller looks again), or the deadline
-    passes (`Timeout`). Uses getData, not exists, so a node already gone leaves no watch."""
-    try:
-        _, _, watcher = get_data_watch(path)
-    except NoNode:
-        return
-    with watcher:  # drops the watcher handle at once, whatever happens
-        if watch_wait(watcher, deadline.remaining_ms()).kind in _SESSION_ENDED:
-            raise SessionExpired()
+    """Blocks until `path` is deleted or changes (then the caller looks again; at once if it is
+    gone already), the session ends (`SessionExpired`), or the deadline passes (`Timeout`): the
+    host's `wait-for-change`."""
+    _wait_for_change(path, deadline.remaining_ms())
 
 
 # --- Contending for a turn (locks, leases, leadership) ---------------------------------------
@@ -298,7 +277,7 @@ def wait_turn(dir, my_name, markers, deadline, decide):
     `decide(ordered, index_of_mine)`: None means ours, a sibling name means wait for that node
     to change and look again. `NoNode` if our node disappeared; `Timeout` past the deadline."""
     while True:
-        children, _ = retrying(get_children, dir)
+        children, _ = get_children(dir)
         ordered = sorted_children(children, markers)
         try:
             index = ordered.index(my_name)
@@ -313,14 +292,12 @@ def wait_turn(dir, my_name, markers, deadline, decide):
 
 
 def contend(dir, name, data, markers, deadline, decide):
-    """Creates our ephemeral sequential node `name` (holding `data`) under `dir` (protected),
-    claims it only if this session owns it, waits for our turn (`wait_turn`), and deletes the
-    node again if we give up or fail. Returns the `Created` node."""
+    """Creates our ephemeral sequential node `name` (holding `data`) under `dir` (protected:
+    after a lost reply the host claims only a node this session owns), waits for our turn
+    (`wait_turn`), and deletes the node again if we give up or fail. Returns the `Created`
+    node."""
     check_path(dir)
     mine = protected_create(dir, name, data, EPHEMERAL_SEQUENTIAL)
-    if mine.stat.ephemeral_owner != session_id():
-        quietly(delete_retrying, mine.path)
-        raise Other("created node is not owned by this session")
     try:
         wait_turn(dir, node_name(mine.path), markers, deadline, decide)
     except BaseException:

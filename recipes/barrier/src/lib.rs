@@ -20,9 +20,7 @@ use std::cell::RefCell;
 
 use exports::wazoo::recipes::barrier::Guest;
 use exports::wazoo::recipes::double_barrier::Guest as DoubleGuest;
-use wazoo_guest::{
-    self as zk, CheckOp, CreateMode, CreateOp, Deadline, EventKind, MultiError, Op, OpResult, ZkError,
-};
+use wazoo_guest::{self as zk, CheckOp, CreateMode, CreateOp, Deadline, MultiError, Op, OpResult, ZkError};
 
 const PROC: &str = "proc-";
 
@@ -53,7 +51,7 @@ fn opened(data: &[u8]) -> u64 {
 /// The process nodes of `round` under `path`, ordered by sequence (none once the barrier node
 /// is gone).
 fn processes(path: &str, round: u64) -> Result<Vec<String>, ZkError> {
-    let children = match zk::retrying(|| zk::get_children(path)) {
+    let children = match zk::get_children(path) {
         Ok((children, _)) => children,
         Err(ZkError::NoNode) => return Ok(Vec::new()),
         Err(e) => return Err(e),
@@ -67,7 +65,7 @@ fn join_round(path: &str) -> Result<(String, u64), ZkError> {
     let prefix = format!("_c_{}-", zk::new_guid());
     let mut attempt = 0;
     loop {
-        let (data, stat) = match zk::retrying(|| zk::get_data(path)) {
+        let (data, stat) = match zk::get_data(path) {
             Ok(read) => read,
             Err(ZkError::NoNode) => {
                 zk::ensure_parents(&zk::join(path, PROC))?;
@@ -95,7 +93,6 @@ fn join_round(path: &str) -> Result<(String, u64), ZkError> {
                 if attempt < zk::CONNECTION_LOSS_RETRIES =>
             {
                 attempt += 1;
-                zk::retrying(|| zk::sync(path))?;
                 if let Some(found) = zk::find_protected(path, &prefix, true)? {
                     let round = round_of(zk::node_name(&found.path)).unwrap_or(round);
                     return Ok((found.path, round));
@@ -110,7 +107,7 @@ fn join_round(path: &str) -> Result<(String, u64), ZkError> {
 /// Waits until `round` is open, opening it when `count` of its processes are in.
 fn wait_open(path: &str, round: u64, count: u32, deadline: Deadline) -> Result<(), ZkError> {
     loop {
-        let (data, stat, watcher) = zk::retrying(|| zk::get_data_watch(path))?;
+        let (data, stat, watcher) = zk::get_data_watch(path)?;
         if opened(&data) >= round {
             return Ok(());
         }
@@ -175,7 +172,7 @@ impl DoubleGuest for Barrier {
                 }
                 lowest.clone()
             };
-            let (stat, watcher) = zk::retrying(|| zk::exists_watch(&zk::join(&path, &watch)))?;
+            let (stat, watcher) = zk::exists_watch(&zk::join(&path, &watch))?;
             if stat.is_some() {
                 zk::wait_on(&watcher, deadline)?;
             }
@@ -213,17 +210,11 @@ impl Guest for Barrier {
         loop {
             // 1. exists with a watch; 2. absent: proceed; 3. otherwise wait for the watch and
             // check again (a delete followed by a new set keeps the barrier up).
-            let (stat, watcher) = zk::retrying(|| zk::exists_watch(&path))?;
+            let (stat, watcher) = zk::exists_watch(&path)?;
             if stat.is_none() {
                 return Ok(());
             }
-            if deadline.expired() {
-                return Err(ZkError::Timeout);
-            }
-            match watcher.wait(deadline.remaining_ms())?.kind {
-                EventKind::SessionExpired | EventKind::SessionClosed => return Err(ZkError::SessionExpired),
-                _ => {}
-            }
+            zk::wait_on(&watcher, deadline)?;
         }
     }
 }

@@ -5,12 +5,12 @@ wazoo_guest::recipe_world!("wazoo:recipes/config-recipe@0.1.0");
 
 use exports::wazoo::recipes::config::{Entry, Guest as Config};
 use exports::wazoo::recipes::counter::Guest as Counter;
-use wazoo_guest::{self as zk, CreateMode, Deadline, EventKind, ZkError};
+use wazoo_guest::{self as zk, CreateMode, Deadline, ZkError};
 
 struct Recipe;
 
 fn get(path: &str) -> Result<Option<Entry>, ZkError> {
-    match zk::retrying(|| zk::get_data(path)) {
+    match zk::get_data(path) {
         Ok((data, stat)) => Ok(Some(Entry { data, version: stat.version })),
         Err(ZkError::NoNode) => Ok(None),
         Err(e) => Err(e),
@@ -62,7 +62,7 @@ impl Config for Recipe {
         loop {
             let (now, watcher) = match zk::get_data_watch(&path) {
                 Ok((data, stat, watcher)) => (Some(Entry { data, version: stat.version }), watcher),
-                Err(ZkError::NoNode) => match zk::retrying(|| zk::exists_watch(&path))? {
+                Err(ZkError::NoNode) => match zk::exists_watch(&path)? {
                     (None, watcher) => (None, watcher),
                     (Some(_), _) => continue, // created between the two calls
                 },
@@ -72,14 +72,7 @@ impl Config for Recipe {
             if now.as_ref().map(|e| e.version) != known {
                 return Ok(now);
             }
-            if deadline.expired() {
-                return Err(ZkError::Timeout);
-            }
-            if let EventKind::SessionExpired | EventKind::SessionClosed =
-                watcher.wait(deadline.remaining_ms())?.kind
-            {
-                return Err(ZkError::SessionExpired);
-            }
+            zk::wait_on(&watcher, deadline)?;
         }
     }
 }

@@ -16,8 +16,7 @@ use std::cell::RefCell;
 
 use exports::wazoo::recipes::election::{Guest, LeaderInfo as Leader, Leadership};
 use wazoo_guest::{
-    self as zk, CheckOp, CreateMode, CreateOp, Deadline, DeleteOp, EventKind, MultiError, Op, Watcher,
-    ZkError,
+    self as zk, CheckOp, CreateMode, CreateOp, Deadline, DeleteOp, MultiError, Op, Watcher, ZkError,
 };
 
 /// Curator's latch name: the sequence follows it.
@@ -134,7 +133,7 @@ impl Guest for Election {
         zk::check_path(&path)?;
         // Catch up with the ensemble's leader first: a lagging server would still show a
         // deposed leader.
-        zk::retrying(|| zk::sync(&path))?;
+        zk::sync(&path)?;
         current_leader(&path)
     }
 
@@ -215,7 +214,7 @@ fn deposed(node: &str) -> ZkError {
 /// The lowest proposal, its id, token and (if it names that proposal) acknowledgement.
 fn current_leader(path: &str) -> Result<Option<Leader>, ZkError> {
     loop {
-        let children = match zk::retrying(|| zk::get_children(path)) {
+        let children = match zk::get_children(path) {
             Ok((children, _)) => children,
             Err(ZkError::NoNode) => return Ok(None),
             Err(e) => return Err(e),
@@ -226,12 +225,12 @@ fn current_leader(path: &str) -> Result<Option<Leader>, ZkError> {
         // The acknowledgement first, then the leader's node: a resign deletes both in one
         // multi, so a node still there after the read of its acknowledgement means that read
         // was not torn by a resignation in between.
-        let acknowledged = match zk::retrying(|| zk::get_data(&ack_path(path))) {
+        let acknowledged = match zk::get_data(&ack_path(path)) {
             Ok((ack, _)) => note_for(&ack, &node),
             Err(ZkError::NoNode) => None,
             Err(e) => return Err(e),
         };
-        let (data, stat) = match zk::retrying(|| zk::get_data(&node)) {
+        let (data, stat) = match zk::get_data(&node) {
             Ok(found) => found,
             // It went between the listing and the read: look again.
             Err(ZkError::NoNode) => continue,
@@ -247,10 +246,7 @@ fn wait_either(first: &Watcher, second: &Watcher, deadline: Deadline) -> Result<
     loop {
         let slice = deadline.remaining_ms().map_or(ACK_LOOK_MS, |left| left.min(ACK_LOOK_MS));
         for (watcher, ms) in [(first, slice), (second, 0)] {
-            match watcher.wait(Some(ms)) {
-                Ok(event) if matches!(event.kind, EventKind::SessionExpired | EventKind::SessionClosed) => {
-                    return Err(ZkError::SessionExpired)
-                }
+            match watcher.changed(Some(ms)) {
                 Ok(_) => return Ok(()),
                 Err(ZkError::Timeout) => {}
                 Err(e) => return Err(e),
@@ -273,10 +269,7 @@ fn wait_for_candidates(path: &str, deadline: Deadline) -> Result<(), ZkError> {
         },
         Err(e) => return Err(e),
     };
-    match watcher.wait(deadline.remaining_ms())?.kind {
-        EventKind::SessionExpired | EventKind::SessionClosed => Err(ZkError::SessionExpired),
-        _ => Ok(()),
-    }
+    watcher.changed(deadline.remaining_ms()).map(|_| ())
 }
 
 export!(Election);

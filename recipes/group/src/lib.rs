@@ -38,7 +38,7 @@ impl Guest for Group {
                 Ok(_) => break,
                 Err(ZkError::NoNode) if attempt == 1 => zk::ensure_parents(&node)?,
                 // Our own create whose reply was lost, or a real clash with another member.
-                Err(ZkError::NodeExists) if attempt > 1 && mine(&node)? => break,
+                Err(ZkError::NodeExists) if attempt > 1 && zk::owns(&node, None)? => break,
                 Err(ZkError::ConnectionLoss) if attempt <= 20 => continue,
                 Err(e) => return Err(e),
             }
@@ -63,13 +63,13 @@ impl Guest for Group {
         zk::check_path(&path)?;
         let deadline = Deadline::after_ms(timeout_ms);
         loop {
-            let (children, stat, watcher) = match zk::retrying(|| zk::get_children_watch(&path)) {
+            let (children, stat, watcher) = match zk::get_children_watch(&path) {
                 Ok(listed) => listed,
                 // The group we knew is gone (an empty container is reaped): it is empty now.
                 Err(ZkError::NoNode) if known != ABSENT => return Ok(absent()),
                 Err(ZkError::NoNode) => {
                     // No group yet and none known: wait for it to be created.
-                    let (stat, watcher) = zk::retrying(|| zk::exists_watch(&path))?;
+                    let (stat, watcher) = zk::exists_watch(&path)?;
                     if stat.is_none() {
                         zk::wait_on(&watcher, deadline)?;
                     }
@@ -99,13 +99,8 @@ fn absent() -> Membership {
     Membership { members: Vec::new(), version: ABSENT }
 }
 
-/// Whether `node` is this handle's own (a lost-reply retry found it).
-fn mine(node: &str) -> Result<bool, ZkError> {
-    Ok(matches!(zk::retrying(|| zk::exists(node))?, Some(stat) if stat.ephemeral_owner == zk::session_id()))
-}
-
 fn membership(path: &str) -> Result<Membership, ZkError> {
-    let (mut names, stat) = match zk::retrying(|| zk::get_children(path)) {
+    let (mut names, stat) = match zk::get_children(path) {
         Ok(listed) => listed,
         Err(ZkError::NoNode) => return Ok(absent()),
         Err(e) => return Err(e),
@@ -113,7 +108,7 @@ fn membership(path: &str) -> Result<Membership, ZkError> {
     names.sort();
     let mut members = Vec::with_capacity(names.len());
     for name in names {
-        match zk::retrying(|| zk::get_data(&zk::join(path, &name))) {
+        match zk::get_data(&zk::join(path, &name)) {
             Ok((data, _)) => members.push(Member { name, data }),
             Err(ZkError::NoNode) => {} // left while we read
             Err(e) => return Err(e),

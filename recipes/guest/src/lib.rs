@@ -2,14 +2,20 @@
 //!
 //! It wraps the generated `wazoo:zk` bindings in a few helpers that every ZooKeeper recipe needs
 //! and that are easy to get subtly wrong: sorting sequential children the way Curator does,
-//! creating a sequential node so that a lost reply can be recovered (the "protected" create),
-//! watching only the predecessor, and deleting through connection loss. Recipes built on these
-//! read like the numbered steps of ZooKeeper's "Recipes and Solutions".
+//! contending for a turn by watching only the predecessor, deadlines, and deleting through
+//! connection loss. Recipes built on these read like the numbered steps of ZooKeeper's "Recipes
+//! and Solutions".
+//!
+//! The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.1`): the protected
+//! create that finds its node again after a lost reply (`znode.create-protected`), waiting until
+//! a node changes or the session ends (`watch.wait-for-change`, `watcher.changed`), the
+//! ownership check (`session.owns`), and trying reads again through connection loss (every read
+//! the host lends). The helpers here are thin names for those.
 
 mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "wazoo:zk/imports@0.1.0",
+        world: "wazoo:zk/imports@0.1.1",
     });
 }
 
@@ -19,19 +25,21 @@ use std::time::{Duration, Instant};
 /// The generated interfaces, for `with:` in a recipe's own `generate!`.
 pub use bindings::wazoo::zk as wit;
 
-pub use bindings::wazoo::zk::session::{info as session_info, unique_id, SessionInfo};
+pub use bindings::wazoo::zk::session::{info as session_info, owns, unique_id, SessionInfo};
 pub use bindings::wazoo::zk::types::{
     CheckOp, CreateMode, CreateOp, Created, DeleteOp, EventKind, MultiError, Op, OpResult, SetDataOp, Stat,
     WatchEvent, ZkError,
 };
 pub use bindings::wazoo::zk::watch::{exists_watch, get_children_watch, get_data_watch, Watcher};
 pub use bindings::wazoo::zk::znode::{
-    check_path, create, delete, exists, get_children, get_data, list_ephemerals, multi, set_data, sync,
+    check_path, create, create_protected, delete, exists, get_children, get_data, list_ephemerals, multi,
+    set_data, sync,
 };
 
 pub type Result<T, E = ZkError> = std::result::Result<T, E>;
 
-/// How many times a call that failed with `connection-loss` is tried again before giving up.
+/// How many times a write that failed with `connection-loss` is tried again before giving up
+/// (reads are tried again by the host).
 pub const CONNECTION_LOSS_RETRIES: u32 = 20;
 
 /// This handle's session id (the `ephemeral-owner` of its nodes). A handle keeps the session it
@@ -59,7 +67,8 @@ pub fn instance_id() -> String {
     ID.with(|id| id.get_or_init(new_guid).clone())
 }
 
-/// A fresh version-4 UUID for a protected create. The host's `unique-id` seeds a SplitMix64
+/// A fresh version-4 UUID, for a protected create the recipe makes itself (inside a `multi`;
+/// [`protected_create`] has the host pick its own). The host's `unique-id` seeds a SplitMix64
 /// generator once per instance; later ids cost no host call and never repeat within it.
 pub fn new_guid() -> String {
     thread_local! {
@@ -152,7 +161,9 @@ impl Deadline {
     }
 }
 
-/// Runs `op` again while it fails with `connection-loss` (for idempotent reads only).
+/// Runs `op` again while it fails with `connection-loss`: for writes whose repeat is harmless
+/// (a delete, an unconditional write, a step that looks before it writes). Reads need none: the
+/// host tries them again itself.
 pub fn retrying<T>(mut op: impl FnMut() -> Result<T>) -> Result<T> {
     let mut attempt = 0;
     loop {
@@ -187,32 +198,21 @@ pub fn ensure_parents(path: &str) -> Result<()> {
 }
 
 /// Creates `<dir>/_c_<uuid>-<name>` (sequential modes append the sequence), Curator's protected
-/// mode. When the reply is lost, the node is found again by its unique prefix and, for
-/// ephemeral modes, claimed only if this session owns it. Missing parents become containers.
+/// mode: the host's `create-protected`, which finds the node again after a lost reply (for
+/// ephemeral modes only one this session owns) and makes missing parents as containers.
 pub fn protected_create(dir: &str, name: &str, data: &[u8], mode: CreateMode) -> Result<Created> {
-    let prefix = format!("_c_{}-", new_guid());
-    let path = join(dir, &format!("{prefix}{name}"));
-    let ephemeral = matches!(mode, CreateMode::Ephemeral | CreateMode::EphemeralSequential);
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match create(&path, data, mode) {
-            Ok(created) => return Ok(created),
-            Err(ZkError::NoNode) if attempt <= 2 => ensure_parents(&path)?,
-            Err(ZkError::ConnectionLoss) if attempt <= CONNECTION_LOSS_RETRIES => {
-                if let Some(found) = find_protected(dir, &prefix, ephemeral)? {
-                    return Ok(found);
-                }
-                backoff(attempt);
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    create_protected(dir, name, data, mode)
 }
 
-/// The child of `dir` whose name starts with `prefix`, if this session created it.
+/// After a protected create inside a `multi` lost its reply (the host's `create-protected` does
+/// this itself): the child of `dir` whose name starts with `prefix`, for `ephemeral` nodes only
+/// one this session owns. Syncs first, so a create the ensemble applied is seen.
 pub fn find_protected(dir: &str, prefix: &str, ephemeral: bool) -> Result<Option<Created>> {
-    let children = match retrying(|| get_children(dir)) {
+    match sync(dir) {
+        Ok(()) | Err(ZkError::NoNode) => {}
+        Err(e) => return Err(e),
+    }
+    let children = match get_children(dir) {
         Ok((children, _)) => children,
         Err(ZkError::NoNode) => return Ok(None),
         Err(e) => return Err(e),
@@ -220,7 +220,7 @@ pub fn find_protected(dir: &str, prefix: &str, ephemeral: bool) -> Result<Option
     let me = session_id();
     for child in children.into_iter().filter(|c| c.starts_with(prefix)) {
         let path = join(dir, &child);
-        if let Some(stat) = retrying(|| exists(&path))? {
+        if let Some(stat) = exists(&path)? {
             if !ephemeral || stat.ephemeral_owner == me {
                 return Ok(Some(Created { path, stat }));
             }
@@ -229,46 +229,39 @@ pub fn find_protected(dir: &str, prefix: &str, ephemeral: bool) -> Result<Option
     Ok(None)
 }
 
-/// Blocks until `path` is deleted or changes (then the caller looks again), or the deadline
-/// passes (`timeout`). Uses getData, not exists, so a node already gone leaves no watch behind.
+/// Blocks until `path` is deleted or changes (then the caller looks again; at once if it is
+/// gone already), the session ends (`session-expired`), or the deadline passes (`timeout`): the
+/// host's `wait-for-change`.
 pub fn wait_for_change(path: &str, deadline: Deadline) -> Result<()> {
-    let (_, _, watcher) = match get_data_watch(path) {
-        Ok(armed) => armed,
-        Err(ZkError::NoNode) => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let event = watcher.wait(deadline.remaining_ms())?;
-    match event.kind {
-        EventKind::SessionExpired | EventKind::SessionClosed => Err(ZkError::SessionExpired),
-        _ => Ok(()),
-    }
+    bindings::wazoo::zk::watch::wait_for_change(path, deadline.remaining_ms())
 }
 
 /// Blocks until `watcher` fires (`session-expired` if the session ended), or the deadline passes
-/// (`timeout`).
+/// (`timeout`): the host's `watcher.changed`.
 pub fn wait_on(watcher: &Watcher, deadline: Deadline) -> Result<()> {
     if deadline.expired() {
         return Err(ZkError::Timeout);
     }
-    match watcher.wait(deadline.remaining_ms())?.kind {
-        EventKind::SessionExpired | EventKind::SessionClosed => Err(ZkError::SessionExpired),
-        _ => Ok(()),
-    }
+    watcher.changed(deadline.remaining_ms()).map(|_| ())
 }
 
 /// Generates a recipe's bindings for `world` (e.g. `"wazoo:recipes/lock-recipe@0.1.0"`), reusing
-/// this crate's `wazoo:zk` imports. Recipe crates live in `recipes/NAME`, beside `wit/`.
+/// this crate's `wazoo:zk` imports. Recipe crates live in `recipes/NAME`, beside `wit/`; a crate
+/// elsewhere names the `wit` directory relative to its own: `recipe_world!("../../../wit", WORLD)`.
 #[macro_export]
 macro_rules! recipe_world {
     ($world:literal) => {
+        $crate::recipe_world!("../../wit", $world);
+    };
+    ($wit:literal, $world:literal) => {
         wit_bindgen::generate!({
-            path: "../../wit",
+            path: $wit,
             world: $world,
             with: {
-                "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
-                "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
-                "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
-                "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
+                "wazoo:zk/types@0.1.1": wazoo_guest::wit::types,
+                "wazoo:zk/znode@0.1.1": wazoo_guest::wit::znode,
+                "wazoo:zk/watch@0.1.1": wazoo_guest::wit::watch,
+                "wazoo:zk/session@0.1.1": wazoo_guest::wit::session,
             },
         });
     };
@@ -302,7 +295,7 @@ pub fn wait_turn(
     decide: impl Fn(&[String], usize) -> Turn,
 ) -> Result<()> {
     loop {
-        let (children, _) = retrying(|| get_children(dir))?;
+        let (children, _) = get_children(dir)?;
         let sorted = sorted(children, markers);
         let index = sorted.iter().position(|c| c == my_name).ok_or(ZkError::NoNode)?;
         match decide(&sorted, index) {
@@ -314,8 +307,8 @@ pub fn wait_turn(
 }
 
 /// Step 1 and the rest of a contention: create our ephemeral sequential node `name` (holding
-/// `data`) under `dir` (protected), claim it only if this session owns it, wait for our turn, and delete the
-/// node again if we give up or fail.
+/// `data`) under `dir` (protected: after a lost reply the host claims only a node this session
+/// owns), wait for our turn, and delete the node again if we give up or fail.
 pub fn contend(
     dir: &str,
     name: &str,
@@ -326,10 +319,6 @@ pub fn contend(
 ) -> Result<Created> {
     check_path(dir)?;
     let mine = protected_create(dir, name, data, CreateMode::EphemeralSequential)?;
-    if mine.stat.ephemeral_owner != session_id() {
-        let _ = delete_retrying(&mine.path);
-        return Err(ZkError::Other("created node is not owned by this session".into()));
-    }
     match wait_turn(dir, node_name(&mine.path), markers, deadline, decide) {
         Ok(()) => Ok(mine),
         Err(e) => {

@@ -4,7 +4,7 @@
 wazoo_guest::recipe_world!("wazoo:recipes/lock-recipe@0.1.0");
 
 use exports::wazoo::recipes::lock::{Guest, Held};
-use wazoo_guest::{self as zk, Deadline, EventKind, Holding, ZkError};
+use wazoo_guest::{self as zk, Deadline, Holding, ZkError};
 
 /// Curator's lock name: the sequence follows it.
 const LOCK_NAME: &str = "lock-";
@@ -57,14 +57,11 @@ impl Guest for Lock {
         let Some(grace) = grace_ms else { return Ok(true) };
         let deadline = Deadline::after_ms(Some(grace));
         loop {
-            let (stat, watcher) = zk::retrying(|| zk::exists_watch(&node))?;
+            let (stat, watcher) = zk::exists_watch(&node)?;
             if stat.is_none() {
                 return Ok(true);
             }
-            match watcher.wait(deadline.remaining_ms()) {
-                Ok(event) if matches!(event.kind, EventKind::SessionExpired | EventKind::SessionClosed) => {
-                    return Err(ZkError::SessionExpired)
-                }
+            match watcher.changed(deadline.remaining_ms()) {
                 Ok(_) => continue,
                 // The grace period is over: take the lock away.
                 // An expired session deleted nothing: that is an error, not "forced".

@@ -105,11 +105,11 @@ fn next_name(path: &str, deadline: Deadline) -> Result<String, ZkError> {
         if let Some(name) = cached {
             return Ok(name);
         }
-        let (children, _, watcher) = match zk::retrying(|| zk::get_children_watch(path)) {
+        let (children, _, watcher) = match zk::get_children_watch(path) {
             Ok(listed) => listed,
             Err(ZkError::NoNode) => {
                 // No queue yet: wait for it to appear.
-                let (stat, watcher) = zk::retrying(|| zk::exists_watch(path))?;
+                let (stat, watcher) = zk::exists_watch(path)?;
                 if stat.is_none() {
                     zk::wait_on(&watcher, deadline)?;
                 }
@@ -148,7 +148,7 @@ fn claim_next(path: &str, deadline: Deadline) -> Result<(String, String, Vec<u8>
         if !create_claim(&claim)? {
             continue;
         }
-        match zk::retrying(|| zk::get_data(&node)) {
+        match zk::get_data(&node) {
             Ok((data, _)) => return Ok((node, claim, data)),
             // Taken by an earlier claimer whose claim went just before ours was made.
             Err(ZkError::NoNode) => zk::delete_retrying(&claim)?,
@@ -191,8 +191,8 @@ fn remove_claimed(node: &str, claim: &str) -> Result<bool, ZkError> {
                 if attempt < zk::CONNECTION_LOSS_RETRIES =>
             {
                 attempt += 1;
-                zk::retrying(|| zk::sync(node))?;
-                let item_left = zk::retrying(|| zk::exists(node))?.is_some();
+                zk::sync(node)?;
+                let item_left = zk::exists(node)?.is_some();
                 match (item_left, owned_claim(claim)?) {
                     // All or nothing: both gone, it applied.
                     (false, false) => return Ok(true),
@@ -226,8 +226,8 @@ fn created_at(results: &[OpResult], index: usize) -> Result<String, ZkError> {
 /// (ephemeral, so it outlives no taker) is there whether or not the item was taken since, and
 /// the item's sequence is the marker's less one.
 fn applied_put(path: &str, prefix: &str, name: &str) -> Result<Option<(String, String)>, ZkError> {
-    zk::retrying(|| zk::sync(path))?;
-    let children = match zk::retrying(|| zk::get_children(path)) {
+    zk::sync(path)?;
+    let children = match zk::get_children(path) {
         Ok((children, _)) => children,
         Err(ZkError::NoNode) => return Ok(None),
         Err(e) => return Err(e),
@@ -331,7 +331,7 @@ impl Guest for Queue {
 
     fn len(path: String) -> Result<u32, ZkError> {
         zk::check_path(&path)?;
-        match zk::retrying(|| zk::get_children(&path)) {
+        match zk::get_children(&path) {
             Ok((children, _)) => Ok(children.iter().filter(|c| item_key(c).is_some()).count() as u32),
             Err(ZkError::NoNode) => Ok(0),
             Err(e) => Err(e),
@@ -342,7 +342,7 @@ impl Guest for Queue {
 /// Every item is claimed: waits until a claim is deleted or made (its claimer acked, or died),
 /// at most `CLAIMED_WAIT_MS` at a time, since a new item does not touch the claims directory.
 fn wait_for_claims(claims: &str, deadline: Deadline) -> Result<(), ZkError> {
-    let (_, _, watcher) = match zk::retrying(|| zk::get_children_watch(claims)) {
+    let (_, _, watcher) = match zk::get_children_watch(claims) {
         Ok(listed) => listed,
         Err(ZkError::NoNode) => return Ok(()),
         Err(e) => return Err(e),
@@ -363,13 +363,7 @@ const CLAIMED_WAIT_MS: u64 = 250;
 /// Whether the claim node exists and is this instance's: handles on one host share a session,
 /// so the claim's data (the claimer's instance id) decides, not its owner.
 fn owned_claim(claim: &str) -> Result<bool, ZkError> {
-    match zk::retrying(|| zk::get_data(claim)) {
-        Ok((data, stat)) => {
-            Ok(stat.ephemeral_owner == zk::session_id() && data == zk::instance_id().as_bytes())
-        }
-        Err(ZkError::NoNode) => Ok(false),
-        Err(e) => Err(e),
-    }
+    zk::owns(claim, Some(zk::instance_id().as_bytes()))
 }
 
 export!(Queue);

@@ -7,7 +7,7 @@ wazoo_guest::recipe_world!("wazoo:recipes/semaphore-recipe@0.1.0");
 use std::cell::RefCell;
 
 use exports::wazoo::recipes::semaphore::{Guest, Lease};
-use wazoo_guest::{self as zk, CreateMode, Deadline, EventKind, ZkError};
+use wazoo_guest::{self as zk, CreateMode, Deadline, ZkError};
 
 const LOCK_NAME: &str = "lock-";
 const LEASE_NAME: &str = "lease-";
@@ -56,32 +56,22 @@ impl Guest for Semaphore {
     }
 }
 
-/// 2. Create our lease; 3. while there are more leases than allowed, wait for one to go (only
+/// Steps 2 and 3: create our lease, protected (after a lost reply the host claims only a node
+/// this session owns), and while there are more leases than allowed, wait for one to go (only
 /// the mutex holder watches the leases).
 fn take_lease(path: &str, max_leases: u32, deadline: Deadline) -> Result<Lease, ZkError> {
     let leases = zk::join(path, "leases");
     let mine = zk::protected_create(&leases, LEASE_NAME, &[], CreateMode::EphemeralSequential)?;
-    if mine.stat.ephemeral_owner != zk::session_id() {
-        let _ = zk::delete_retrying(&mine.path);
-        return Err(ZkError::Other("lease node is not owned by this session".into()));
-    }
     let name = zk::node_name(&mine.path).to_string();
     let waited = (|| loop {
-        let (children, _, watcher) = zk::retrying(|| zk::get_children_watch(&leases))?;
+        let (children, _, watcher) = zk::get_children_watch(&leases)?;
         if !children.contains(&name) {
             return Err(ZkError::NoNode);
         }
         if children.len() <= max_leases as usize {
             return Ok(());
         }
-        if deadline.expired() {
-            return Err(ZkError::Timeout);
-        }
-        if let EventKind::SessionExpired | EventKind::SessionClosed =
-            watcher.wait(deadline.remaining_ms())?.kind
-        {
-            return Err(ZkError::SessionExpired);
-        }
+        zk::wait_on(&watcher, deadline)?;
     })();
     match waited {
         Ok(()) => Ok(Lease { node: mine.path, token: mine.stat.czxid }),

@@ -29,9 +29,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use exports::wazoo::recipes::two_phase_commit::{Ballot, Guest, Mode, Outcome};
-use wazoo_guest::{
-    self as zk, CreateMode, CreateOp, Deadline, DeleteOp, EventKind, MultiError, Op, Watcher, ZkError,
-};
+use wazoo_guest::{self as zk, CreateMode, CreateOp, Deadline, DeleteOp, MultiError, Op, Watcher, ZkError};
 
 const SITE: &str = "site-";
 /// How many times a multi whose reply was lost is looked into and sent again.
@@ -64,7 +62,7 @@ fn decide(tx: &str, verdict: Outcome) -> Result<Outcome, ZkError> {
 }
 
 fn decision(tx: &str) -> Result<Option<Outcome>, ZkError> {
-    match zk::retrying(|| zk::get_data(&zk::join(tx, "decision"))) {
+    match zk::get_data(&zk::join(tx, "decision")) {
         Ok((data, _)) if data == b"committed" => Ok(Some(Outcome::Committed)),
         Ok(_) => Ok(Some(Outcome::Aborted)),
         Err(ZkError::NoNode) => Ok(None),
@@ -74,7 +72,7 @@ fn decision(tx: &str) -> Result<Option<Outcome>, ZkError> {
 
 /// The transaction's mode and sites, from `<tx>/meta` ("mode\nsite\nsite…").
 fn meta(tx: &str) -> Result<(Mode, Vec<String>), ZkError> {
-    let (data, _) = zk::retrying(|| zk::get_data(&zk::join(tx, "meta")))?;
+    let (data, _) = zk::get_data(&zk::join(tx, "meta"))?;
     let text = String::from_utf8_lossy(&data);
     let mut lines = text.lines();
     let mode = match lines.next() {
@@ -86,7 +84,7 @@ fn meta(tx: &str) -> Result<(Mode, Vec<String>), ZkError> {
 
 /// A watch for the coordinator's node going, or none if it is gone already.
 fn coordinator_watch(tx: &str) -> Result<Option<Watcher>, ZkError> {
-    let (stat, watcher) = zk::retrying(|| zk::exists_watch(&coordinator_node(tx)))?;
+    let (stat, watcher) = zk::exists_watch(&coordinator_node(tx))?;
     Ok(stat.map(|_| watcher))
 }
 
@@ -102,10 +100,7 @@ fn wait_either(first: &Watcher, second: &Watcher, deadline: Deadline) -> Result<
             Err(ZkError::Timeout) => {}
             other => return other,
         }
-        match second.wait(Some(0)) {
-            Ok(event) if matches!(event.kind, EventKind::SessionExpired | EventKind::SessionClosed) => {
-                return Err(ZkError::SessionExpired)
-            }
+        match second.changed(Some(0)) {
             Ok(_) => return Ok(()),
             Err(ZkError::Timeout) => {}
             Err(e) => return Err(e),
@@ -130,7 +125,7 @@ fn tally(tx: &str, sites: &[String], deadline: Deadline, as_site: bool) -> Resul
         if let Some(done) = decision(tx)? {
             return Ok(done);
         }
-        let (children, _, watcher) = zk::retrying(|| zk::get_children_watch(tx))?;
+        let (children, _, watcher) = zk::get_children_watch(tx)?;
         let coordinator = if as_site {
             match coordinator_watch(tx)? {
                 Some(alive) => Some(alive),
@@ -148,7 +143,7 @@ fn tally(tx: &str, sites: &[String], deadline: Deadline, as_site: bool) -> Resul
                 }
                 continue;
             }
-            match zk::retrying(|| zk::get_data(&zk::join(tx, &format!("{SITE}{site}")))) {
+            match zk::get_data(&zk::join(tx, &format!("{SITE}{site}"))) {
                 Ok((vote, _)) if vote == b"abort" => return Ok(Outcome::Aborted),
                 Ok(_) => {
                     seen.insert(site.clone());
@@ -173,7 +168,7 @@ fn tally(tx: &str, sites: &[String], deadline: Deadline, as_site: bool) -> Resul
 fn await_decision(tx: &str, deadline: Deadline, as_site: bool) -> Result<Outcome, ZkError> {
     let node = zk::join(tx, "decision");
     loop {
-        let (stat, watcher) = zk::retrying(|| zk::exists_watch(&node))?;
+        let (stat, watcher) = zk::exists_watch(&node)?;
         if stat.is_some() {
             return decision(tx)?.ok_or(ZkError::NoNode);
         }
@@ -214,14 +209,10 @@ fn open(tx: &str, payload: &[u8], meta: &[u8]) -> Result<(), ZkError> {
                 zk::ensure_parents(tx)?
             }
             Err(MultiError { index: None, error: ZkError::ConnectionLoss }) => {
-                match zk::retrying(|| zk::get_data(&coordinator)) {
-                    Ok((data, stat)) if stat.ephemeral_owner == zk::session_id() && data == me.as_bytes() => {
-                        return Ok(())
-                    }
-                    Ok(_) | Err(ZkError::NoNode) => {}
-                    Err(e) => return Err(e),
+                if zk::owns(&coordinator, Some(me.as_bytes()))? {
+                    return Ok(());
                 }
-                if zk::retrying(|| zk::exists(tx))?.is_some() {
+                if zk::exists(tx)?.is_some() {
                     return Err(ZkError::NodeExists);
                 }
                 std::thread::sleep(Duration::from_millis(50 * u64::from(attempt.min(10))));
@@ -239,10 +230,10 @@ fn clean(tx: &str) -> Result<Outcome, ZkError> {
     // The outcome of a delete whose reply was lost: if `tx` is gone after it, it took effect.
     let mut sent = None;
     for attempt in 1..=RETRIES {
-        if zk::retrying(|| zk::exists(tx))?.is_none() {
+        if zk::exists(tx)?.is_none() {
             return sent.ok_or(ZkError::NoNode);
         }
-        let alive = zk::retrying(|| zk::exists(&coordinator))?.is_some();
+        let alive = zk::exists(&coordinator)?.is_some();
         let outcome = match decision(tx)? {
             Some(outcome) => outcome,
             None if alive => {
@@ -252,7 +243,7 @@ fn clean(tx: &str) -> Result<Outcome, ZkError> {
             }
             None => decide(tx, Outcome::Aborted)?,
         };
-        let (children, _) = zk::retrying(|| zk::get_children(tx))?;
+        let (children, _) = zk::get_children(tx)?;
         let delete = |path: String| Op::Delete(DeleteOp { path, version: None });
         let mut ops: Vec<Op> = children.iter().map(|c| delete(zk::join(tx, c))).collect();
         ops.push(delete(tx.to_string()));
@@ -310,7 +301,7 @@ impl Guest for Transaction {
 
     fn payload(tx: String) -> Result<Vec<u8>, ZkError> {
         zk::check_path(&tx)?;
-        zk::retrying(|| zk::get_data(&tx)).map(|(data, _)| data)
+        zk::get_data(&tx).map(|(data, _)| data)
     }
 
     fn vote(tx: String, site: String, ballot: Ballot, timeout_ms: Option<u64>) -> Result<Outcome, ZkError> {
@@ -338,7 +329,8 @@ impl Guest for Transaction {
                     lost_replies += 1;
                     std::thread::sleep(std::time::Duration::from_millis(50 * lost_replies));
                 }
-                Err(ZkError::NodeExists) if lost_reply && own_vote(&vote, text)? => break,
+                // Ours (this session's, holding this ballot): the first create applied.
+                Err(ZkError::NodeExists) if lost_reply && zk::owns(&vote, Some(text))? => break,
                 Err(ZkError::NodeExists) => {
                     return Err(ZkError::InvalidArgument(format!("{site} already voted")))
                 }
@@ -358,15 +350,6 @@ impl Guest for Transaction {
         zk::check_path(&tx)?;
         zk::check_path(&coordinator_node(&tx))?;
         clean(&tx)
-    }
-}
-
-/// Whether the vote node `vote` is this session's, holding `ballot`.
-fn own_vote(vote: &str, ballot: &[u8]) -> Result<bool, ZkError> {
-    match zk::retrying(|| zk::get_data(vote)) {
-        Ok((data, stat)) => Ok(stat.ephemeral_owner == zk::session_id() && data == ballot),
-        Err(ZkError::NoNode) => Ok(false),
-        Err(e) => Err(e),
     }
 }
 

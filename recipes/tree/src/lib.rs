@@ -27,7 +27,7 @@ impl Guest for Tree {
                 _ => path = arg,
             }
         }
-        let stat = zk::retrying(|| zk::exists(&path))
+        let stat = zk::exists(&path)
             .map_err(|e| describe(&path, e))?
             .ok_or_else(|| format!("{path}: no such node"))?;
         let mut out = String::new();
@@ -41,7 +41,7 @@ fn walk(out: &mut String, dir: &str, level: usize, depth: usize) -> Result<(), Z
     if level > depth {
         return Ok(());
     }
-    let (mut children, _) = match zk::retrying(|| zk::get_children(dir)) {
+    let (mut children, _) = match zk::get_children(dir) {
         Ok(found) => found,
         // Deleted while we walked: nothing to print.
         Err(ZkError::NoNode) => return Ok(()),
@@ -54,7 +54,7 @@ fn walk(out: &mut String, dir: &str, level: usize, depth: usize) -> Result<(), Z
             return Ok(());
         }
         let path = zk::join(dir, &child);
-        if let Some(stat) = zk::retrying(|| zk::exists(&path))? {
+        if let Some(stat) = zk::exists(&path)? {
             line(out, &path, level, &stat);
             if stat.num_children > 0 {
                 walk(out, &path, level + 1, depth)?;

@@ -20,19 +20,20 @@
 //! - `recurse`: recurses without bound (the stack limit must stop it);
 //! - `hoard MIB`: keeps MIB more MiB each call, across calls (the memory limit must stop it).
 //!
+//! And the host's `wazoo:zk@0.1.1` calls one at a time, for tests/tests/sdk.rs (errors as
+//! `describe` writes them):
+//!
+//! - `create-protected DIR NAME MODE`: `znode.create-protected` with data `sdk` (MODE:
+//!   `persistent`, `persistent-sequential`, `ephemeral`, `ephemeral-sequential`); returns
+//!   `PATH CZXID EPHEMERAL-OWNER`;
+//! - `wait-for-change PATH MS`: `watch.wait-for-change` (MS `none`: no limit); returns `changed`;
+//! - `changed PATH MS`: `watch.exists-watch` on PATH, then `watcher.changed`; returns the event;
+//! - `owns PATH [DATA]`: `session.owns`; returns `true` or `false`.
+//!
 //! Not a standard recipe: it lives outside `recipes/`, so `make recipes` never installs it.
 
-// `recipe_world!` assumes a crate in `recipes/NAME`; this one sits a level deeper.
-wit_bindgen::generate!({
-    path: "../../../wit",
-    world: "wazoo:recipes/custom@0.1.0",
-    with: {
-        "wazoo:zk/types@0.1.0": wazoo_guest::wit::types,
-        "wazoo:zk/znode@0.1.0": wazoo_guest::wit::znode,
-        "wazoo:zk/watch@0.1.0": wazoo_guest::wit::watch,
-        "wazoo:zk/session@0.1.0": wazoo_guest::wit::session,
-    },
-});
+// This crate sits a level deeper than `recipes/NAME`.
+wazoo_guest::recipe_world!("../../../wit", "wazoo:recipes/custom@0.1.0");
 
 use std::hint::black_box;
 
@@ -55,6 +56,17 @@ impl Guest for Misbehave {
             ["spam", path, n] => return spam(path, n.parse().map_err(|_| USAGE)?),
             ["recurse"] => return Ok(recurse(black_box(1)).to_string()),
             ["hoard", mib] => return hoard(mib.parse().map_err(|_| USAGE)?),
+            ["create-protected", dir, name, mode] => return create_protected(dir, name, mode),
+            ["wait-for-change", path, ms] => {
+                return zk::wit::watch::wait_for_change(path, millis(ms)?)
+                    .map(|()| "changed".to_string())
+                    .map_err(describe)
+            }
+            ["changed", path, ms] => return changed(path, millis(ms)?),
+            ["owns", path] => return zk::owns(path, None).map(|o| o.to_string()).map_err(describe),
+            ["owns", path, data] => {
+                return zk::owns(path, Some(data.as_bytes())).map(|o| o.to_string()).map_err(describe)
+            }
             _ => {}
         }
         let [command, path] = args.as_slice() else { return Err(USAGE.into()) };
@@ -140,6 +152,31 @@ fn probe(path: &str) -> Result<String, String> {
         Err(e) => describe(e),
     };
     Ok(format!("exists {}; {data}", exists.is_some()))
+}
+
+/// `none` (no limit) or a number of milliseconds.
+fn millis(ms: &str) -> Result<Option<u64>, String> {
+    match ms {
+        "none" => Ok(None),
+        ms => ms.parse().map(Some).map_err(|_| format!("not a number of milliseconds: {ms:?}")),
+    }
+}
+
+fn create_protected(dir: &str, name: &str, mode: &str) -> Result<String, String> {
+    let mode = match mode {
+        "persistent" => CreateMode::Persistent,
+        "persistent-sequential" => CreateMode::PersistentSequential,
+        "ephemeral" => CreateMode::Ephemeral,
+        "ephemeral-sequential" => CreateMode::EphemeralSequential,
+        other => return Err(format!("unknown mode {other:?}")),
+    };
+    let created = zk::create_protected(dir, name, b"sdk", mode).map_err(describe)?;
+    Ok(format!("{} {} {}", created.path, created.stat.czxid, created.stat.ephemeral_owner))
+}
+
+fn changed(path: &str, ms: Option<u64>) -> Result<String, String> {
+    let (_, watcher) = zk::exists_watch(path).map_err(describe)?;
+    watcher.changed(ms).map(|event| format!("{:?}", event.kind)).map_err(describe)
 }
 
 #[allow(unconditional_recursion)]
