@@ -22,6 +22,7 @@ pub mod sandbox;
 mod session;
 mod state;
 pub mod stats;
+mod versions;
 mod watch;
 mod znode;
 

@@ -37,8 +37,7 @@ use crate::bindings::{
 };
 use crate::state::HostState;
 
-/// The WIT packages this host offers, and their versions.
-pub const PACKAGES: [(&str, &str); 2] = [("wazoo:zk", "0.1.1"), ("wazoo:recipes", "0.1.0")];
+pub use crate::versions::PACKAGES;
 
 /// Largest component file accepted.
 pub const MAX_COMPONENT_BYTES: u64 = 64 << 20;
@@ -371,7 +370,7 @@ impl Registry {
                 component
             }
         };
-        check_versions(&self.engine, &component)?;
+        crate::versions::check(&self.engine, &component)?;
         let world = self.world_of(&component)?;
         let pre = self
             .linker
@@ -629,52 +628,6 @@ impl Registry {
     }
 }
 
-/// Refuses a component built against a WIT package version this host does not accept.
-fn check_versions(engine: &Engine, component: &Component) -> anyhow::Result<()> {
-    let ty = component.component_type();
-    let names =
-        ty.imports(engine).map(|(n, _)| n.to_string()).chain(ty.exports(engine).map(|(n, _)| n.to_string()));
-    for name in names {
-        let Some((package, version)) = package_version(&name) else { continue };
-        let Some((_, ours)) = PACKAGES.iter().find(|(p, _)| *p == package) else { continue };
-        if !compatible(version, ours) {
-            anyhow::bail!(
-                "it was built against {package}@{version} ({name}); this host offers {package}@{ours} \
-                 and accepts {}",
-                accepted(ours)
-            );
-        }
-    }
-    Ok(())
-}
-
-/// `wazoo:zk/znode@0.1.0` → (`wazoo:zk`, `0.1.0`).
-fn package_version(name: &str) -> Option<(&str, &str)> {
-    let (path, version) = name.split_once('@')?;
-    let package = path.split('/').next()?;
-    Some((package, version))
-}
-
-/// Whether a host offering `ours` serves a component built against `theirs`: Cargo's caret rule
-/// (same major, and below 1.0 the same minor), and no newer than `ours`, whose additions the
-/// component may import.
-fn compatible(theirs: &str, ours: &str) -> bool {
-    let (Ok(wanted), Ok(offered)) = (semver::VersionReq::parse(&format!("^{theirs}")), semver::Version::parse(ours))
-    else {
-        return false;
-    };
-    semver::Version::parse(theirs).is_ok() && wanted.matches(&offered)
-}
-
-/// The versions a host offering `ours` accepts, for messages.
-fn accepted(ours: &str) -> String {
-    match semver::Version::parse(ours) {
-        Ok(v) if v.major == 0 => format!("0.{}.0 to {ours}", v.minor),
-        Ok(v) => format!("{}.0.0 to {ours}", v.major),
-        Err(_) => ours.to_string(),
-    }
-}
-
 fn stamp(path: &Path) -> anyhow::Result<Stamp> {
     let meta = std::fs::metadata(path).with_context(|| {
         format!("recipe component {} not found (build the recipes with `make recipes`)", path.display())
@@ -719,26 +672,4 @@ pub fn default_cache_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
     Some(base.join("wazoo").join("components"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn semver_rules() {
-        assert!(compatible("0.1.0", "0.1.0"));
-        assert!(compatible("0.1.0", "0.1.1"));
-        // Built against a newer patch, it may import what this host lacks.
-        assert!(!compatible("0.1.7", "0.1.1"));
-        assert!(!compatible("0.2.0", "0.1.0"));
-        assert!(!compatible("0.0.9", "0.1.0"));
-        assert!(compatible("1.0.0", "1.3.0"));
-        assert!(!compatible("1.4.0", "1.3.0"));
-        assert!(!compatible("2.0.0", "1.0.0"));
-        assert!(!compatible("nonsense", "0.1.0"));
-        assert_eq!(package_version("wazoo:zk/znode@0.1.0"), Some(("wazoo:zk", "0.1.0")));
-        assert_eq!(package_version("run"), None);
-        assert_eq!(accepted("0.1.1"), "0.1.0 to 0.1.1");
-    }
 }
