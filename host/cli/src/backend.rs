@@ -1,19 +1,23 @@
 //! What the commands need from wherever the recipes run: this process's own host
 //! ([`crate::local`]) or a `wazoo serve` daemon ([`crate::remote`]). The commands
 //! ([`crate::claims`], [`crate::commands`]) are written once against [`Backend`]; a backend only
-//! carries requests and answers, and says how a call failed ([`Failure`]). What a user sees (the
-//! checks, messages, output and exit statuses) is the commands' business.
+//! carries requests and answers, in the runtime's types (`LeaderInfo`, `Outcome`,
+//! `fence::Holder` …), and says how a call failed ([`Failure`]). What a user sees (the checks,
+//! messages, output and exit statuses) is the commands' business.
 
 use std::future::Future;
 use std::time::Duration;
 
-use wazoo_runtime::{Entry, Membership, Want};
+use wazoo_runtime::fence::{Holder, Written};
+use wazoo_runtime::holders::{Contenders, Kind};
+use wazoo_runtime::{Ballot, Entry, LeaderInfo, Membership, Outcome, TxMode, Want};
 
 use crate::exit;
 
-/// Where claims are taken.
+/// Where the recipes run: claims are taken, values read and written, recipes called.
 pub(crate) trait Backend {
     type Contender: Contender;
+    type Participant: Participant;
     /// A fresh contender for `want` running `recipe`; `label` names it in a daemon's logs.
     async fn contender(&self, want: &Want, recipe: &str, label: &str) -> anyhow::Result<Self::Contender>;
 
@@ -46,8 +50,111 @@ pub(crate) trait Backend {
     /// Calls `each` with the members now and after every change, until the watch fails.
     async fn group_watch(&self, path: &str, each: &mut dyn FnMut(&Membership)) -> Result<(), Failure>;
 
+    /// Puts the barrier at `path` up: whether this call did (it was down).
+    async fn barrier_set(&self, path: &str) -> Result<bool, Failure>;
+    /// Takes the barrier down: whether this call did (it was up).
+    async fn barrier_remove(&self, path: &str) -> Result<bool, Failure>;
+    /// Blocks until the barrier is down, or `timeout` passes ([`Failure::Timeout`]).
+    async fn barrier_wait(&self, path: &str, timeout: Option<Duration>) -> Result<(), Failure>;
+    /// A fresh participant of the double barrier at `path`, not yet entered.
+    async fn participant(&self, path: &str) -> anyhow::Result<Self::Participant>;
+
+    /// The leader of the election at `path` now, read with `recipe`, without contending.
+    async fn leader(&self, path: &str, recipe: &str) -> Result<Option<LeaderInfo>, Failure>;
+    /// Calls `each` with the leader now and after every change (of the leader or its
+    /// acknowledgement), until the watch fails.
+    async fn leader_watch(
+        &self,
+        path: &str,
+        recipe: &str,
+        each: &mut dyn FnMut(Option<&LeaderInfo>),
+    ) -> Result<(), Failure>;
+    /// The holders and waiters of the claim at `path`, in queue order (no recipe).
+    async fn holders(
+        &self,
+        path: &str,
+        kind: Option<Kind>,
+        leases: Option<u32>,
+    ) -> Result<Contenders, Failure>;
+    /// Asks the holder of claim node `node` to let go; with `grace`, deletes the node if it has
+    /// not within that time. Whether the holder released it (else it was deleted).
+    async fn revoke(&self, node: &str, grace: Option<Duration>) -> Result<bool, Failure>;
+    /// Whether `node` still exists with fencing token `token`.
+    async fn fence_check(&self, node: &str, token: i64) -> Result<Holder, Failure>;
+    /// Writes `value` to `path` for the holder of `node` with `token` (see
+    /// `wazoo_runtime::fence`).
+    async fn fence_write(&self, node: &str, token: i64, path: &str, value: &[u8])
+        -> Result<Written, Failure>;
+
+    /// Starts transaction `tx` over `sites` and waits for its outcome (aborted if not every
+    /// site voted within `timeout`).
+    async fn tx_coordinate(
+        &self,
+        tx: &str,
+        sites: &[String],
+        payload: &[u8],
+        mode: TxMode,
+        timeout: Duration,
+    ) -> Result<Outcome, Failure>;
+    /// Votes `ballot` in `tx` as `site` and waits for the outcome.
+    async fn tx_vote(
+        &self,
+        tx: &str,
+        site: &str,
+        ballot: Ballot,
+        timeout: Duration,
+    ) -> Result<Outcome, Failure>;
+
+    /// The recipe components there are, and what to say when there are none.
+    async fn recipes(&self) -> Result<Recipes, Failure>;
+    /// The functions `recipe` exports, with their WIT types, as [`Backend::call`] names them.
+    async fn functions(&self, recipe: &str) -> Result<Vec<String>, Failure>;
+    /// Calls export `function` of a fresh instance of `recipe` with `args` (a JSON array or
+    /// object): its result as JSON. The instance ends with the call (here; a daemon's as it
+    /// does).
+    async fn call(
+        &self,
+        recipe: &str,
+        function: &str,
+        args: &serde_json::Value,
+    ) -> Result<serde_json::Value, Failure>;
+    /// Runs the custom recipe `component` with `args`: its `ok` or `err` text.
+    async fn run(&self, component: &str, args: &[String]) -> Result<Result<String, String>, Failure>;
+
     /// Ends what the commands left open (an ephemeral item's handle or session), deleting it.
     async fn end(&self);
+}
+
+/// The recipe components a backend has (`wazoo recipes list`).
+pub(crate) struct Recipes {
+    pub(crate) rows: Vec<RecipeRow>,
+    /// What to say when there are none: where they would be.
+    pub(crate) none: String,
+}
+
+/// One component of `wazoo recipes list`.
+pub(crate) struct RecipeRow {
+    pub(crate) name: String,
+    /// The world it implements, or why it was refused (`refused: …`), or `unknown`.
+    pub(crate) world: String,
+    /// The serving version's short SHA-256, or `-`.
+    pub(crate) hash: String,
+    pub(crate) bytes: u64,
+    pub(crate) path: String,
+    /// After the path, e.g. why a newer file was refused while an older version serves.
+    pub(crate) note: Option<String>,
+}
+
+/// A double barrier's participant, made before entering so that a signal while entering can
+/// end it and its node with it.
+pub(crate) trait Participant: Sized {
+    /// Enters the double barrier at `path`; blocks until `count` participants are in, or
+    /// `timeout` passes ([`Failure::Timeout`]).
+    async fn enter(&mut self, path: &str, count: u32, timeout: Option<Duration>) -> Result<(), Failure>;
+    /// Leaves; blocks until every participant has left, or `timeout` passes.
+    async fn leave(&mut self, timeout: Option<Duration>) -> Result<(), Failure>;
+    /// Ends it (the handle, or the client session), deleting its node if still there.
+    async fn close(self);
 }
 
 /// A contender made before the wait, so that a signal during the wait can end it and its
@@ -98,7 +205,8 @@ impl From<wazoo_runtime::Lost> for Ending {
 
 /// A backend call that failed.
 pub(crate) enum Failure {
-    /// `--timeout` passed, or `--no-wait` found the claim taken.
+    /// `--timeout` passed, or `--no-wait` found the claim taken. The commands that wait say so
+    /// themselves (exit status 3); a timeout nobody asked for is a failure like any other.
     Timeout,
     /// A compare-and-set found another version (`bad-version`): a definite no, exit status 1.
     Stale(String),
@@ -119,7 +227,7 @@ impl Failure {
     pub(crate) fn into_error(self, context: impl std::fmt::Display) -> anyhow::Error {
         let (code, message) = match self {
             Failure::Setup(e) => return e,
-            Failure::Timeout => (exit::CONFLICT, format!("{context}: timed out")),
+            Failure::Timeout => (exit::FAILED, format!("{context}: timed out")),
             Failure::Stale(text) => (exit::NOTHING, format!("{context}: {text}")),
             Failure::Error { code, text, after_context: true } => (code, format!("{context}: {text}")),
             Failure::Error { code, text, after_context: false } => (code, text),
@@ -134,16 +242,70 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
+/// A recipe's failure, in its words ([`wazoo_runtime::error::describe`] for a ZooKeeper error).
 impl From<wazoo_runtime::RecipeError> for Failure {
     fn from(e: wazoo_runtime::RecipeError) -> Failure {
         use wazoo_runtime::{RecipeError, ZkError};
         match e {
             RecipeError::Zk(ZkError::Timeout) => Failure::Timeout,
-            RecipeError::Zk(z @ ZkError::BadVersion) => Failure::Stale(z.to_string()),
-            RecipeError::Zk(z) => {
-                Failure::Error { code: exit::zk_code(&z), text: z.to_string(), after_context: true }
+            e @ RecipeError::Zk(ZkError::BadVersion) => Failure::Stale(e.to_string()),
+            RecipeError::Zk(ref z) => {
+                Failure::Error { code: exit::zk_code(z), text: e.to_string(), after_context: true }
             }
             other => Failure::Error { code: exit::FAILED, text: other.to_string(), after_context: true },
         }
+    }
+}
+
+/// A ZooKeeper error met outside a recipe (`holders`, `fence`), as a recipe's.
+impl From<wazoo_runtime::ZkError> for Failure {
+    fn from(e: wazoo_runtime::ZkError) -> Failure {
+        Failure::from(wazoo_runtime::RecipeError::Zk(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wazoo_runtime::{RecipeError, ZkError};
+
+    use super::*;
+
+    fn said(failure: Failure) -> (u8, String) {
+        let e = failure.into_error("config /x");
+        (exit::code_of(&e), e.to_string())
+    }
+
+    #[test]
+    fn a_recipe_error_is_said_in_words_after_the_context() {
+        let no_node = Failure::from(RecipeError::Zk(ZkError::NoNode));
+        assert_eq!(said(no_node), (exit::NOTHING, "config /x: node does not exist".to_string()));
+        let lost = Failure::from(ZkError::ConnectionLoss);
+        assert_eq!(
+            said(lost),
+            (exit::UNAVAILABLE, "config /x: connection lost (outcome unknown)".to_string())
+        );
+        let stale = Failure::from(RecipeError::Zk(ZkError::BadVersion));
+        assert!(matches!(&stale, Failure::Stale(text) if text == "version mismatch"));
+        assert_eq!(said(stale), (exit::NOTHING, "config /x: version mismatch".to_string()));
+        let trapped = Failure::from(RecipeError::Trapped("out of fuel".into()));
+        assert_eq!(said(trapped), (exit::FAILED, "config /x: recipe trapped: out of fuel".to_string()));
+    }
+
+    #[test]
+    fn a_timeout_nobody_waited_for_is_a_failure() {
+        assert!(matches!(Failure::from(ZkError::Timeout), Failure::Timeout));
+        assert_eq!(said(Failure::Timeout), (exit::FAILED, "config /x: timed out".to_string()));
+    }
+
+    #[test]
+    fn what_stands_alone_is_said_alone() {
+        let gone = Failure::Error {
+            code: exit::UNAVAILABLE,
+            text: "the daemon went away".into(),
+            after_context: false,
+        };
+        assert_eq!(said(gone), (exit::UNAVAILABLE, "the daemon went away".to_string()));
+        let setup = Failure::from(exit::unavailable("cannot reach ZooKeeper"));
+        assert_eq!(said(setup), (exit::UNAVAILABLE, "cannot reach ZooKeeper".to_string()));
     }
 }

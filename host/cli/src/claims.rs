@@ -12,9 +12,10 @@ use wazoo_runtime::Want;
 
 use crate::args::{HoldArgs, Statuses, WaitArgs};
 use crate::backend::{Backend, Contender, Ending, Failure, Granted, Holding};
-use crate::exit;
-use crate::supervise::{default_grace, Caught, Signals, Supervised};
-use crate::{check_path, exit_status, mode_name, not_held, show, Waited};
+use crate::cli::mode_name;
+use crate::commands::{check_path, not_held, Waited};
+use crate::supervise::{default_grace, exit_status, Caught, Signals, Supervised};
+use crate::{exit, show};
 
 /// A claim command's arguments.
 pub(crate) struct Run<'a> {

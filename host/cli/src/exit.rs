@@ -55,15 +55,6 @@ pub(crate) fn unavailable(message: impl fmt::Display) -> anyhow::Error {
     Exit { code: UNAVAILABLE, message: message.to_string() }.into()
 }
 
-/// A recipe call that failed, said after `context`, with the status its kind of failure has.
-pub(crate) fn recipe(context: impl fmt::Display, e: RecipeError) -> anyhow::Error {
-    let code = match &e {
-        RecipeError::Zk(e) => zk_code(e),
-        RecipeError::Trapped(_) | RecipeError::Retired => FAILED,
-    };
-    Exit { code, message: format!("{context}: {e}") }.into()
-}
-
 /// The status of a ZooKeeper error a command could not get past: a definite no about what is on
 /// the server (no such node, the name is taken, not at that version, a recipe's refusal of the
 /// arguments for what it found) is 1, a malformed path 2, a lost connection 69, the rest 70.

@@ -1,37 +1,74 @@
-//! The claim commands' backend on this process's own host: a ZooKeeper session of its own and
-//! the recipe components loaded in-process ([`crate::claims::Backend`]).
+//! The commands' backend on this process's own host ([`crate::backend::Backend`]): a ZooKeeper
+//! session of its own and the recipe components loaded in-process, each call on a fresh recipe
+//! handle closed after it. `holders` and `fence` need no recipe (a ZooKeeper session only), and
+//! `recipes list|functions` no ZooKeeper (the plugins directory only).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Mutex, OnceCell};
+use wazoo_runtime::fence::{Fence, Holder, Written};
+use wazoo_runtime::holders::{Contenders, Kind};
+use wazoo_runtime::keeper::Keeper;
 use wazoo_runtime::{
-    Claim, ConfigHandle, Entry, GroupHandle, Host, HostConfig, Membership, QueueHandle, RecipeError, Want,
-    World,
+    Ballot, BarrierHandle, Claim, ConfigHandle, ElectionHandle, Entry, GroupHandle, Host, HostConfig,
+    LeaderInfo, Live, Membership, Outcome, QueueHandle, RecipeError, Registry, TxMode, Want, World, ZkError,
 };
 
-use crate::backend::{Backend, Contender, Ending, Failure, Granted, Holding};
+use crate::backend::{
+    Backend, Contender, Ending, Failure, Granted, Holding, Participant, RecipeRow, Recipes,
+};
+
+/// How long one `observe` call blocks before `leader --watch` goes on with another (each call's
+/// guest CPU is limited).
+const OBSERVE_CALL: Duration = Duration::from_secs(60);
 
 /// This process's host, started when first needed.
 pub(crate) struct Local {
     config: HostConfig,
     host: OnceCell<Host>,
+    /// A ZooKeeper session without a host, for what needs no recipe (`holders`, `fence`).
+    keeper: OnceCell<Keeper>,
     /// What lives until [`Backend::end`]: an ephemeral queue item's handle.
     kept: Mutex<Vec<Claim>>,
 }
 
 impl Local {
     pub(crate) fn new(config: HostConfig) -> Local {
-        Local { config, host: OnceCell::new(), kept: Mutex::new(Vec::new()) }
+        Local { config, host: OnceCell::new(), keeper: OnceCell::new(), kept: Mutex::new(Vec::new()) }
     }
 
     /// The host, started (connected to ZooKeeper) on the first call.
     pub(crate) async fn host(&self) -> anyhow::Result<&Host> {
         self.host.get_or_try_init(|| Host::start(self.config.clone())).await
     }
+
+    /// A ZooKeeper session of this process's own, without a host (connected on the first call).
+    async fn live(&self) -> anyhow::Result<Arc<Live>> {
+        let keeper = self.keeper.get_or_try_init(|| Keeper::connect(self.config.keeper.clone())).await?;
+        keeper.live().await
+    }
+
+    /// Fenced checks and writes on `live`, with the open ACL and the host's data limit.
+    fn fence<'a>(&self, live: &'a Live) -> Fence<'a> {
+        Fence {
+            client: &live.client,
+            acls: zookeeper_client::Acls::anyone_all(),
+            max_bytes: self.config.limits.max_data_bytes,
+        }
+    }
+
+    /// The plugins directory's components, compiled (or read from the cache) as the host would.
+    fn registry(&self) -> anyhow::Result<Registry> {
+        let config = &self.config;
+        let engine = wazoo_runtime::sandbox::engine(&config.limits)?;
+        Registry::new(engine, config.plugins.clone(), config.cache.clone())
+    }
 }
 
 impl Backend for Local {
     type Contender = LocalContender;
+    type Participant = LocalParticipant;
 
     async fn contender(&self, want: &Want, recipe: &str, _label: &str) -> anyhow::Result<LocalContender> {
         let inner = self.host().await?.contender(want.clone(), recipe).await?;
@@ -51,32 +88,39 @@ impl Backend for Local {
                 self.kept.lock().await.push(Claim::queue_item(h, node.clone()));
                 Ok(node)
             }
-            done => closed(h.close().await, done),
+            done => {
+                h.close().await;
+                Ok(done?)
+            }
         }
     }
 
     async fn queue_take(&self, path: &str, timeout: Option<Duration>) -> Result<Vec<u8>, Failure> {
         let mut h = self.queue().await?;
         let taken = h.take(path, timeout).await.map(|item| item.data);
-        closed(h.close().await, taken)
+        h.close().await;
+        Ok(taken?)
     }
 
     async fn queue_len(&self, path: &str) -> Result<u32, Failure> {
         let mut h = self.queue().await?;
         let len = h.len(path).await;
-        closed(h.close().await, len)
+        h.close().await;
+        Ok(len?)
     }
 
     async fn config_get(&self, path: &str) -> Result<Option<Entry>, Failure> {
         let mut h = self.config().await?;
         let got = h.get(path).await;
-        closed(h.close().await, got)
+        h.close().await;
+        Ok(got?)
     }
 
     async fn config_set(&self, path: &str, data: Vec<u8>, version: Option<i32>) -> Result<i32, Failure> {
         let mut h = self.config().await?;
         let set = h.set(path, &data, version).await;
-        closed(h.close().await, set)
+        h.close().await;
+        Ok(set?)
     }
 
     async fn config_watch(&self, path: &str, each: &mut dyn FnMut(Option<&Entry>)) -> Result<(), Failure> {
@@ -91,19 +135,22 @@ impl Backend for Local {
     async fn counter_get(&self, path: &str) -> Result<i64, Failure> {
         let mut h = self.config().await?;
         let value = h.counter(path).await;
-        closed(h.close().await, value)
+        h.close().await;
+        Ok(value?)
     }
 
     async fn counter_add(&self, path: &str, delta: i64) -> Result<i64, Failure> {
         let mut h = self.config().await?;
         let value = h.add(path, delta).await;
-        closed(h.close().await, value)
+        h.close().await;
+        Ok(value?)
     }
 
     async fn group_members(&self, path: &str) -> Result<Membership, Failure> {
         let mut h = self.group().await?;
         let members = h.members(path).await;
-        closed(h.close().await, members)
+        h.close().await;
+        Ok(members?)
     }
 
     async fn group_watch(&self, path: &str, each: &mut dyn FnMut(&Membership)) -> Result<(), Failure> {
@@ -113,6 +160,168 @@ impl Backend for Local {
             each(&now);
             now = h.watch(path, now.version, None).await?;
         }
+    }
+
+    async fn barrier_set(&self, path: &str) -> Result<bool, Failure> {
+        let mut h = self.barrier().await?;
+        let set = h.set(path).await;
+        h.close().await;
+        Ok(set?)
+    }
+
+    async fn barrier_remove(&self, path: &str) -> Result<bool, Failure> {
+        let mut h = self.barrier().await?;
+        let removed = h.remove(path).await;
+        h.close().await;
+        Ok(removed?)
+    }
+
+    async fn barrier_wait(&self, path: &str, timeout: Option<Duration>) -> Result<(), Failure> {
+        let mut h = self.barrier().await?;
+        let down = h.wait(path, timeout).await;
+        h.close().await;
+        Ok(down?)
+    }
+
+    async fn participant(&self, _path: &str) -> anyhow::Result<LocalParticipant> {
+        Ok(LocalParticipant { handle: self.barrier().await? })
+    }
+
+    async fn leader(&self, path: &str, recipe: &str) -> Result<Option<LeaderInfo>, Failure> {
+        let mut h = self.host().await?.election(recipe).await?;
+        let leader = h.leader(path).await;
+        h.close().await;
+        Ok(leader?)
+    }
+
+    async fn leader_watch(
+        &self,
+        path: &str,
+        recipe: &str,
+        each: &mut dyn FnMut(Option<&LeaderInfo>),
+    ) -> Result<(), Failure> {
+        let mut h = self.host().await?.election(recipe).await?;
+        let mut now = h.leader(path).await?;
+        loop {
+            each(now.as_ref());
+            let known = now.as_ref().map(ElectionHandle::seen);
+            now = loop {
+                match h.observe(path, known.as_deref(), Some(OBSERVE_CALL)).await {
+                    Err(RecipeError::Zk(ZkError::Timeout)) => continue,
+                    other => break other?,
+                }
+            };
+        }
+    }
+
+    async fn holders(
+        &self,
+        path: &str,
+        kind: Option<Kind>,
+        leases: Option<u32>,
+    ) -> Result<Contenders, Failure> {
+        let live = self.live().await?;
+        Ok(wazoo_runtime::holders::read(&live.client, path, kind, leases).await?)
+    }
+
+    async fn revoke(&self, node: &str, grace: Option<Duration>) -> Result<bool, Failure> {
+        let mut h = self.host().await?.lock(World::Lock.default_recipe()).await?;
+        let released = h.revoke(node, grace).await;
+        h.close().await;
+        Ok(released?)
+    }
+
+    async fn fence_check(&self, node: &str, token: i64) -> Result<Holder, Failure> {
+        let live = self.live().await?;
+        Ok(self.fence(&live).check(node, token).await?)
+    }
+
+    async fn fence_write(
+        &self,
+        node: &str,
+        token: i64,
+        path: &str,
+        value: &[u8],
+    ) -> Result<Written, Failure> {
+        let live = self.live().await?;
+        Ok(self.fence(&live).write(node, token, path, value).await?)
+    }
+
+    async fn tx_coordinate(
+        &self,
+        tx: &str,
+        sites: &[String],
+        payload: &[u8],
+        mode: TxMode,
+        timeout: Duration,
+    ) -> Result<Outcome, Failure> {
+        let mut h = self.host().await?.transaction(World::Transaction.default_recipe()).await?;
+        let outcome = h.coordinate(tx, sites, payload, mode, Some(timeout)).await;
+        h.close().await;
+        Ok(outcome?)
+    }
+
+    async fn tx_vote(
+        &self,
+        tx: &str,
+        site: &str,
+        ballot: Ballot,
+        timeout: Duration,
+    ) -> Result<Outcome, Failure> {
+        let mut h = self.host().await?.transaction(World::Transaction.default_recipe()).await?;
+        let outcome = h.vote(tx, site, ballot, Some(timeout)).await;
+        h.close().await;
+        Ok(outcome?)
+    }
+
+    async fn recipes(&self) -> Result<Recipes, Failure> {
+        let rows = self
+            .registry()?
+            .list()?
+            .into_iter()
+            .map(|r| {
+                let (world, hash) = match (&r.serving, &r.refused) {
+                    (_, Some(refusal)) => (format!("refused: {}", refusal.reason), "-".to_string()),
+                    (Some(v), None) => (v.world.name().to_string(), v.short_hash().to_string()),
+                    (None, None) => ("unknown".to_string(), "-".to_string()),
+                };
+                RecipeRow {
+                    name: r.name,
+                    world,
+                    hash,
+                    bytes: r.bytes,
+                    path: r.path.display().to_string(),
+                    note: None,
+                }
+            })
+            .collect();
+        let plugins = self.config.plugins.display();
+        Ok(Recipes { rows, none: format!("no components in {plugins} (build them with `make recipes`)") })
+    }
+
+    async fn functions(&self, recipe: &str) -> Result<Vec<String>, Failure> {
+        let registry = self.registry()?;
+        let path = registry.resolve(recipe);
+        Ok(registry.load(&path)?.functions())
+    }
+
+    async fn call(
+        &self,
+        recipe: &str,
+        function: &str,
+        args: &serde_json::Value,
+    ) -> Result<serde_json::Value, Failure> {
+        let mut h = self.host().await?.dynamic(recipe).await?;
+        let result = h.call(function, args).await;
+        h.close().await;
+        Ok(result?)
+    }
+
+    async fn run(&self, component: &str, args: &[String]) -> Result<Result<String, String>, Failure> {
+        let mut h = self.host().await?.custom(component).await?;
+        let outcome = h.run(args).await;
+        h.close().await;
+        Ok(outcome?)
     }
 
     async fn end(&self) {
@@ -134,11 +343,10 @@ impl Local {
     async fn group(&self) -> anyhow::Result<GroupHandle> {
         self.host().await?.group(World::Group.default_recipe()).await
     }
-}
 
-/// A call's outcome once its handle is closed (`()`, what closing returns).
-fn closed<T>((): (), outcome: Result<T, RecipeError>) -> Result<T, Failure> {
-    Ok(outcome?)
+    async fn barrier(&self) -> anyhow::Result<BarrierHandle> {
+        self.host().await?.barrier(World::Barrier.default_recipe()).await
+    }
 }
 
 pub(crate) struct LocalContender {
@@ -194,5 +402,24 @@ impl Holding for Claim {
 
     async fn close(self) {
         Claim::close(self).await
+    }
+}
+
+/// A double barrier's participant: a barrier handle of its own, whose node closing it deletes.
+pub(crate) struct LocalParticipant {
+    handle: BarrierHandle,
+}
+
+impl Participant for LocalParticipant {
+    async fn enter(&mut self, path: &str, count: u32, timeout: Option<Duration>) -> Result<(), Failure> {
+        Ok(self.handle.enter(path, count, timeout).await?)
+    }
+
+    async fn leave(&mut self, timeout: Option<Duration>) -> Result<(), Failure> {
+        Ok(self.handle.leave_double(timeout).await?)
+    }
+
+    async fn close(self) {
+        self.handle.close().await
     }
 }

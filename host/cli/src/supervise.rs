@@ -48,6 +48,12 @@ pub(crate) fn default_grace(session_timeout: Duration) -> Duration {
     session_timeout / 5
 }
 
+/// A process's exit status as a shell reports it: its code, or 128 + the signal that ended it.
+pub(crate) fn exit_status(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt as _;
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)).clamp(0, 255) as u8
+}
+
 /// SIGINT, SIGTERM and SIGHUP, caught from the moment this is made until the process ends.
 pub(crate) struct Signals {
     int: tokio::signal::unix::Signal,

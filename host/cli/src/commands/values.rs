@@ -1,14 +1,12 @@
-//! The commands that take no claim, written once against a [`Backend`]: `queue`, `config`,
-//! `counter` and `group list|watch`. The path is checked before anyone is asked; what is printed
-//! and the exit status are decided here.
+//! `queue`, `config`, `counter` and `group list|watch`: values kept in ZooKeeper, read and
+//! written through their recipes.
 
-use wazoo_runtime::Membership;
+use wazoo_runtime::{Entry, Membership};
 
+use super::{check_path, timed_out, Waited};
 use crate::backend::{Backend, Failure};
-use crate::{
-    check_path, no_members, no_value, print_item, show, stale_version, timed_out, ConfigCommand,
-    CounterCommand, GroupCommand, QueueCommand, Waited,
-};
+use crate::cli::{ConfigCommand, CounterCommand, QueueCommand};
+use crate::{exit, show};
 
 pub(crate) async fn queue(backend: &impl Backend, command: QueueCommand) -> anyhow::Result<u8> {
     let path = command.path().to_string();
@@ -37,6 +35,15 @@ pub(crate) async fn queue(backend: &impl Backend, command: QueueCommand) -> anyh
     Ok(0)
 }
 
+/// A taken queue item's data, as it is, and a newline.
+fn print_item(data: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout();
+    out.write_all(data)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
 pub(crate) async fn config(backend: &impl Backend, command: ConfigCommand) -> anyhow::Result<u8> {
     let path = command.path().to_string();
     check_path("config", &path)?;
@@ -54,12 +61,23 @@ pub(crate) async fn config(backend: &impl Backend, command: ConfigCommand) -> an
             }
         }
         ConfigCommand::Watch { json, .. } => {
-            let mut show =
-                |now: Option<&wazoo_runtime::Entry>| show::entry(json, now.map(|e| (e.version, &e.data[..])));
+            let mut show = |now: Option<&Entry>| show::entry(json, now.map(|e| (e.version, &e.data[..])));
             backend.config_watch(&path, &mut show).await.map_err(failed)?;
         }
     }
     Ok(0)
+}
+
+/// `config get` found nothing: exit status 1.
+fn no_value(path: &str) -> u8 {
+    eprintln!("wazoo: no value at {path}");
+    exit::NOTHING
+}
+
+/// `config set --version N` found another version: exit status 1.
+fn stale_version(path: &str, version: Option<i32>) -> u8 {
+    eprintln!("wazoo: {path} is no longer at version {}", version.unwrap_or(-1));
+    exit::NOTHING
 }
 
 pub(crate) async fn counter(backend: &impl Backend, command: CounterCommand) -> anyhow::Result<u8> {
@@ -77,26 +95,32 @@ pub(crate) async fn counter(backend: &impl Backend, command: CounterCommand) -> 
     Ok(0)
 }
 
-pub(crate) async fn group(backend: &impl Backend, command: GroupCommand) -> anyhow::Result<u8> {
-    let path = command.path().to_string();
-    check_path("group", &path)?;
-    let failed = |f: Failure| f.into_error(format!("group {path}"));
-    fn listed(m: &Membership) -> Vec<(&str, &[u8])> {
-        m.members.iter().map(|m| (m.name.as_str(), m.data.as_slice())).collect()
-    }
-    match command {
-        GroupCommand::List { json, .. } => {
-            let membership = backend.group_members(&path).await.map_err(failed)?;
-            show::members(json, listed(&membership));
-            if membership.members.is_empty() {
-                return Ok(no_members(&path));
-            }
-        }
-        GroupCommand::Watch { json, .. } => {
-            let mut show = |now: &Membership| show::membership(json, listed(now));
-            backend.group_watch(&path, &mut show).await.map_err(failed)?;
-        }
-        GroupCommand::Join { .. } => unreachable!("a claim command: see claims::claim"),
+/// The members as `show` lists them.
+fn listed(m: &Membership) -> Vec<(&str, &[u8])> {
+    m.members.iter().map(|m| (m.name.as_str(), m.data.as_slice())).collect()
+}
+
+/// `group list`: the members now (exit status 1 if none).
+pub(crate) async fn group_list(backend: &impl Backend, path: &str, json: bool) -> anyhow::Result<u8> {
+    check_path("group", path)?;
+    let membership = backend.group_members(path).await.map_err(|f| f.into_error(format!("group {path}")))?;
+    show::members(json, listed(&membership));
+    if membership.members.is_empty() {
+        return Ok(no_members(path));
     }
     Ok(0)
+}
+
+/// `group watch`: the members now and after every change, until the watch fails.
+pub(crate) async fn group_watch(backend: &impl Backend, path: &str, json: bool) -> anyhow::Result<u8> {
+    check_path("group", path)?;
+    let mut show = |now: &Membership| show::membership(json, listed(now));
+    backend.group_watch(path, &mut show).await.map_err(|f| f.into_error(format!("group {path}")))?;
+    Ok(0)
+}
+
+/// `group list` found no members: exit status 1.
+fn no_members(path: &str) -> u8 {
+    eprintln!("wazoo: group {path} has no members");
+    exit::NOTHING
 }

@@ -1,0 +1,574 @@
+//! What `wazoo` accepts: the options and subcommands (clap), and the words its arguments are
+//! read from (`read`/`write`, `commit`/`abort`, a transaction's mode, a fencing token). What the
+//! commands do with them is [`crate::commands`]'.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use wazoo_runtime::{Ballot, Mode, TxMode, World};
+
+use crate::args::{self, HoldArgs, WaitArgs};
+use crate::scaffold;
+
+#[derive(Parser)]
+#[command(
+    name = "wazoo",
+    version,
+    about = "ZooKeeper coordination recipes as sandboxed WebAssembly components"
+)]
+pub(crate) struct Cli {
+    /// ZooKeeper to use: host:port[,host:port…][/chroot]
+    #[arg(long, global = true, env = "WAZOO_ZOOKEEPER", default_value = "127.0.0.1:2181")]
+    pub(crate) zookeeper: String,
+    /// Directory holding the recipe components (<name>.wasm)
+    #[arg(long, global = true, env = "WAZOO_PLUGINS", default_value = "plugins")]
+    pub(crate) plugins: PathBuf,
+    /// ZooKeeper session timeout (e.g. 500ms, 10s, 1m); with --server, the client session's TTL
+    #[arg(long, global = true, env = "WAZOO_SESSION_TIMEOUT", default_value = "10s", value_parser = args::session_timeout)]
+    pub(crate) session_timeout: Duration,
+    /// How long to try to reach ZooKeeper (with --server, the daemon) before giving up
+    #[arg(long, global = true, env = "WAZOO_CONNECT_TIMEOUT", default_value = "10s", value_parser = args::positive_duration)]
+    pub(crate) connect_timeout: Duration,
+    /// Go through the `wazoo serve` daemon at ADDR (host:port) instead of opening a ZooKeeper
+    /// session; --zookeeper, --plugins and --cache are then the daemon's business
+    #[arg(long, global = true, env = "WAZOO_SERVER", value_name = "ADDR")]
+    pub(crate) server: Option<String>,
+    /// With --server: the tenant's API token, sent as `authorization: Bearer TOKEN` (a daemon
+    /// serving --tenants refuses calls without a known one)
+    #[arg(long, global = true, env = "WAZOO_TOKEN", hide_env_values = true)]
+    pub(crate) token: Option<String>,
+    /// Private directory for compiled components [default: $XDG_CACHE_HOME/wazoo/components,
+    /// else ~/.cache/wazoo/components]; `none` compiles on every start
+    #[arg(long, global = true, env = "WAZOO_CACHE")]
+    pub(crate) cache: Option<PathBuf>,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Run CMD while holding the lock at PATH (Curator-compatible); stop it if the lock is lost.
+    /// Without CMD: print `held NODE token TOKEN` and hold until SIGINT, SIGTERM or SIGHUP
+    Lock {
+        /// Lock path, e.g. /app/locks/deploy
+        path: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+        #[command(flatten)]
+        hold: HoldArgs,
+        /// Lock recipe component: a name in the plugins directory or a .wasm path
+        #[arg(long, default_value = World::Lock.default_recipe())]
+        recipe: String,
+        /// The command and its arguments, after `--`
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Run CMD while holding the read or write lock at PATH (Curator InterProcessReadWriteLock);
+    /// without CMD, hold it until a signal
+    Rwlock {
+        /// read (shared) or write (exclusive)
+        #[arg(value_parser = parse_mode)]
+        mode: Mode,
+        /// Lock path, e.g. /app/locks/config
+        path: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+        #[command(flatten)]
+        hold: HoldArgs,
+        /// Read/write lock recipe component
+        #[arg(long, default_value = World::RwLock.default_recipe())]
+        recipe: String,
+        /// The command and its arguments, after `--`
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Run CMD while holding one of N leases at PATH (Curator InterProcessSemaphoreV2); without
+    /// CMD, hold it until a signal
+    Semaphore {
+        /// Semaphore path, e.g. /app/slots
+        path: String,
+        /// How many holders at once, 1 or more (every participant must agree)
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        leases: u32,
+        #[command(flatten)]
+        wait: WaitArgs,
+        #[command(flatten)]
+        hold: HoldArgs,
+        /// Semaphore recipe component
+        #[arg(long, default_value = World::Semaphore.default_recipe())]
+        recipe: String,
+        /// The command and its arguments, after `--`
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Run CMD while this process leads the election at PATH (Curator LeaderLatch); stop it on
+    /// loss. Without CMD, lead until a signal
+    Elect {
+        /// Election path, e.g. /app/election
+        path: String,
+        /// This participant's id, shown to observers (default: hostname-pid)
+        #[arg(long, value_parser = args::participant_id)]
+        id: Option<String>,
+        #[command(flatten)]
+        wait: WaitArgs,
+        #[command(flatten)]
+        hold: HoldArgs,
+        /// Election recipe component
+        #[arg(long, default_value = World::Election.default_recipe())]
+        recipe: String,
+        /// The command and its arguments, after `--`
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// List the holders and waiters of the lock, read/write lock, semaphore or election at PATH,
+    /// in queue order, with their data, session and fencing token (exit status 1 if none)
+    Holders {
+        path: String,
+        /// lock, rwlock, semaphore or election [default: told by the node names]
+        #[arg(long)]
+        kind: Option<wazoo_runtime::holders::Kind>,
+        /// A semaphore's lease count: the first N lease nodes hold [default: every lease node
+        /// but a waiting one]
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        leases: Option<u32>,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the current leader of the election at PATH without contending
+    Leader {
+        /// Election path
+        path: String,
+        /// Keep printing each new leader until interrupted
+        #[arg(long)]
+        watch: bool,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+        /// Election recipe component
+        #[arg(long, default_value = World::Election.default_recipe())]
+        recipe: String,
+    },
+    /// Queue at PATH: put items, take them (each goes to exactly one consumer), count them
+    Queue {
+        #[command(subcommand)]
+        command: QueueCommand,
+    },
+    /// Group membership at PATH: join it while CMD runs, list it, watch it
+    Group {
+        #[command(subcommand)]
+        command: GroupCommand,
+    },
+    /// Configuration / name service values: get, set (compare-and-set with --version), watch
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Shared counter (kazoo Counter format): print it, or add to it atomically
+    Counter {
+        #[command(subcommand)]
+        command: CounterCommand,
+    },
+    /// Run CMD between entering and leaving the double barrier at PATH with N participants
+    DoubleBarrier {
+        path: String,
+        /// Participants that must enter before anyone proceeds, 1 or more
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        count: u32,
+        /// Give up entering (or leaving) after this long (exit status 3)
+        #[arg(long, value_parser = args::duration)]
+        timeout: Option<Duration>,
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Two-phase commit: coordinate a transaction, vote in one as a site, or clean a finished one
+    #[command(name = "2pc")]
+    TwoPhaseCommit {
+        #[command(subcommand)]
+        command: TxCommand,
+    },
+    /// Fencing tokens (a claim node's czxid): check one, or write a value guarded by one
+    Fence {
+        #[command(subcommand)]
+        command: FenceCommand,
+    },
+    /// Barrier at PATH (kazoo-compatible): set it up, remove it, or wait until it is down
+    Barrier {
+        #[command(subcommand)]
+        command: BarrierCommand,
+    },
+    /// Ask the holder of lock NODE to let go (sets `__REVOKE__`); with --grace, delete it after
+    Revoke {
+        /// The holder's node, e.g. as printed in WAZOO_LOCK_NODE
+        node: String,
+        /// Delete the node if the holder has not released within this time
+        #[arg(long, value_parser = args::duration)]
+        grace: Option<Duration>,
+    },
+    /// Run a local ZooKeeper (Debian's package) in the foreground until interrupted
+    Server {
+        /// Client port on 127.0.0.1
+        #[arg(long, default_value_t = 2181)]
+        port: u16,
+        /// Data directory (default: a temporary one, removed on exit)
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// ZooKeeper tickTime in ms, 1–60000 (sessions may last 2–20 ticks)
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=60_000))]
+        tick_ms: u32,
+    },
+    /// Recipe components in the plugins directory
+    Recipes {
+        #[command(subcommand)]
+        command: RecipesCommand,
+    },
+    /// Run a custom recipe component (world wazoo:recipes/custom) with ARGS
+    Run {
+        /// A name in the plugins directory or a .wasm path
+        component: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Start a recipe of your own: a buildable template in Rust, Python or JavaScript
+    New {
+        #[command(subcommand)]
+        command: NewCommand,
+    },
+    /// Call any exported function of any recipe (FUNCTION like lock.acquire; see `recipes
+    /// functions`) with ARGS, a JSON array or object; prints the result as JSON. Exit status 1
+    /// if the result is {"err": …}. Without --server the instance ends with the call, deleting
+    /// its ephemeral nodes
+    Call {
+        /// A name in the plugins directory or a .wasm path
+        recipe: String,
+        /// lock.acquire, wazoo:recipes/lock@0.1.0#acquire, or a bare name only one export has
+        function: String,
+        /// Arguments: a JSON array (positional) or object (by parameter name)
+        #[arg(default_value = "[]")]
+        args: String,
+    },
+    /// Run the long-lived host: recipes over gRPC (host/proto/wazoo.proto), the plugins directory
+    /// watched and changed components swapped in, Prometheus metrics
+    Serve {
+        /// gRPC address
+        #[arg(long, default_value = "127.0.0.1:7181")]
+        listen: std::net::SocketAddr,
+        /// Prometheus address (GET /metrics); `off` for none
+        #[arg(long, default_value = "127.0.0.1:9181")]
+        metrics: String,
+        /// The plugins directory is watched (inotify); it is also looked at this often, in case
+        /// a change event was missed
+        #[arg(long, default_value = "5s", value_parser = args::watch_every)]
+        watch_every: Duration,
+        /// Serve these tenants (a JSON file: see README, "Tenants"), each with its own token,
+        /// ZooKeeper session and identity, namespace, recipes and limits, instead of one host
+        /// open to every client
+        #[arg(long)]
+        tenants: Option<PathBuf>,
+    },
+    /// Start a local ZooKeeper and show two contenders taking turns on a lock
+    Demo {
+        /// Lock rounds per contender, 1–1000
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        rounds: u32,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum QueueCommand {
+    /// Append DATA (prints the item's node)
+    Put {
+        path: String,
+        data: String,
+        /// 0–99, lower first (priority queue)
+        #[arg(long, value_parser = clap::value_parser!(u8).range(0..=99))]
+        priority: Option<u8>,
+        /// The item vanishes when this process's session ends (the seed's ephemeral items)
+        #[arg(long)]
+        ephemeral: bool,
+    },
+    /// Remove the head item and print its data (exit status 3 if none within --timeout)
+    Take {
+        path: String,
+        #[arg(long, value_parser = args::duration)]
+        timeout: Option<Duration>,
+    },
+    /// Print how many items are queued
+    Len {
+        path: String,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl QueueCommand {
+    pub(crate) fn path(&self) -> &str {
+        match self {
+            QueueCommand::Put { path, .. }
+            | QueueCommand::Take { path, .. }
+            | QueueCommand::Len { path, .. } => path,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub(crate) enum GroupCommand {
+    /// Be member NAME of the group at PATH while CMD runs (CMD is stopped if membership is
+    /// lost); without CMD, until a signal
+    Join {
+        path: String,
+        name: String,
+        /// The member's data, shown to others
+        #[arg(long, default_value = "")]
+        data: String,
+        #[command(flatten)]
+        hold: HoldArgs,
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Print the members, one `NAME DATA` line each (exit status 1 if none)
+    List {
+        path: String,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the members again on every change (then `--`), until interrupted
+    Watch {
+        path: String,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// Print the value (exit status 1 if there is none)
+    Get {
+        path: String,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write VALUE and print the new version; with --version, only if still at that version
+    Set {
+        path: String,
+        value: String,
+        /// Only if the value is still at this version (0 or more)
+        #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+        version: Option<i32>,
+    },
+    /// Print the value and version on every change, until interrupted
+    Watch {
+        path: String,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl ConfigCommand {
+    pub(crate) fn path(&self) -> &str {
+        match self {
+            ConfigCommand::Get { path, .. }
+            | ConfigCommand::Set { path, .. }
+            | ConfigCommand::Watch { path, .. } => path,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub(crate) enum CounterCommand {
+    /// Print the counter
+    Get {
+        path: String,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add DELTA atomically and print the new value
+    Add {
+        path: String,
+        #[arg(allow_hyphen_values = true)]
+        delta: i64,
+    },
+}
+
+impl CounterCommand {
+    pub(crate) fn path(&self) -> &str {
+        match self {
+            CounterCommand::Get { path, .. } | CounterCommand::Add { path, .. } => path,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub(crate) enum TxCommand {
+    /// Start transaction TX over SITES and print its outcome (exit status 6 if aborted)
+    Coordinate {
+        tx: String,
+        /// Comma-separated site names, each once
+        #[arg(long, value_delimiter = ',', required = true, value_parser = args::node_name)]
+        sites: Vec<String>,
+        /// The transaction's payload, read by the sites
+        #[arg(long, default_value = "")]
+        payload: String,
+        /// all-to-all (every site watches every vote) or coordinated (only the coordinator does)
+        #[arg(long, default_value = "coordinated", value_parser = parse_tx_mode)]
+        mode: TxMode,
+        /// Abort if not every site has voted within this time
+        #[arg(long, default_value = "60s", value_parser = args::duration)]
+        timeout: Duration,
+    },
+    /// Vote commit or abort in TX as SITE and print the outcome (exit status 6 if aborted); the
+    /// site decides abort if no outcome comes within --timeout, or once the coordinator is gone
+    Vote {
+        tx: String,
+        #[arg(long)]
+        site: String,
+        #[arg(value_parser = parse_ballot)]
+        ballot: Ballot,
+        #[arg(long, default_value = "60s", value_parser = args::duration)]
+        timeout: Duration,
+    },
+    /// Delete finished transaction TX and print `cleaned TX: OUTCOME`: one with a decision, or
+    /// one whose coordinator is gone (decided aborted first). Exit status 1 while in progress
+    Clean { tx: String },
+}
+
+impl TxCommand {
+    pub(crate) fn tx(&self) -> &str {
+        match self {
+            TxCommand::Coordinate { tx, .. } | TxCommand::Vote { tx, .. } | TxCommand::Clean { tx } => tx,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub(crate) enum FenceCommand {
+    /// Exit status 0 if claim node NODE still exists with fencing token TOKEN; else 1, saying why
+    Check {
+        /// The holder's node, e.g. as printed in WAZOO_LOCK_NODE
+        node: String,
+        /// Its fencing token, e.g. WAZOO_FENCING_TOKEN
+        #[arg(id = "fencing-token", value_name = "TOKEN", value_parser = parse_token, allow_hyphen_values = true)]
+        token: i64,
+    },
+    /// Write VALUE to PATH for the holder of NODE with TOKEN, in one multi: only while NODE
+    /// exists with TOKEN, and only if PATH was not written with a higher token (exit status 1)
+    Write {
+        /// The holder's node
+        node: String,
+        /// Its fencing token
+        #[arg(id = "fencing-token", value_name = "TOKEN", value_parser = parse_token, allow_hyphen_values = true)]
+        token: i64,
+        /// The protected node; its data becomes `TOKEN`, a newline, then VALUE
+        path: String,
+        /// The value to write
+        value: String,
+    },
+}
+
+impl FenceCommand {
+    /// The paths it names, each with what it is for messages.
+    pub(crate) fn paths(&self) -> Vec<(&'static str, &str)> {
+        match self {
+            FenceCommand::Check { node, .. } => vec![("node", node)],
+            FenceCommand::Write { node, path, .. } => vec![("node", node), ("fenced", path)],
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub(crate) enum BarrierCommand {
+    /// Put the barrier up (creating missing parents)
+    Set { path: String },
+    /// Take the barrier down, releasing every waiter
+    Remove { path: String },
+    /// Block until the barrier is down (exit status 3 if still up after --timeout)
+    Wait {
+        path: String,
+        #[arg(long, value_parser = args::duration)]
+        timeout: Option<Duration>,
+    },
+}
+
+impl BarrierCommand {
+    pub(crate) fn path(&self) -> &str {
+        match self {
+            BarrierCommand::Set { path }
+            | BarrierCommand::Remove { path }
+            | BarrierCommand::Wait { path, .. } => path,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub(crate) enum NewCommand {
+    /// Write a recipe template (world wazoo:recipes/custom: waits for a znode and prints its
+    /// data) into DIR, with its build script and a copy of the WIT
+    Recipe {
+        /// The recipe's name: the plugin is NAME.wasm
+        name: String,
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: scaffold::Lang,
+        /// Where to write it [default: ./NAME]
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum RecipesCommand {
+    /// List components with the world each implements
+    List {
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
+    },
+    /// The functions RECIPE exports, with their WIT types, as `wazoo call` names them
+    Functions {
+        /// A name in the plugins directory or a .wasm path
+        recipe: String,
+    },
+}
+
+/// A read/write lock's mode as the commands say it: `read` or `write`.
+pub(crate) fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Read => "read",
+        Mode::Write => "write",
+    }
+}
+
+fn parse_mode(text: &str) -> Result<Mode, String> {
+    match text {
+        "read" => Ok(Mode::Read),
+        "write" => Ok(Mode::Write),
+        _ => Err(format!("expected read or write, not {text:?}")),
+    }
+}
+
+fn parse_tx_mode(text: &str) -> Result<TxMode, String> {
+    match text {
+        "all-to-all" => Ok(TxMode::AllToAll),
+        "coordinated" => Ok(TxMode::Coordinated),
+        _ => Err(format!("expected all-to-all or coordinated, not {text:?}")),
+    }
+}
+
+fn parse_ballot(text: &str) -> Result<Ballot, String> {
+    match text {
+        "commit" => Ok(Ballot::Commit),
+        "abort" => Ok(Ballot::Abort),
+        _ => Err(format!("expected commit or abort, not {text:?}")),
+    }
+}
+
+/// A fencing token: an integer, as `WAZOO_FENCING_TOKEN` holds it.
+fn parse_token(text: &str) -> Result<i64, String> {
+    text.trim().parse().map_err(|_| format!("not a fencing token (an integer): {text:?}"))
+}

@@ -1,0 +1,139 @@
+//! The commands, written once against a [`Backend`]: this process's own host
+//! ([`crate::local`]) or a `wazoo serve` daemon ([`crate::remote`]). [`run`] dispatches every
+//! subcommand that runs on a backend; the claim commands are [`crate::claims`], the rest are
+//! here by family. Everything a user sees is decided here, whatever the backend: the checks
+//! before anything is asked, the defaults, what is printed and the exit statuses.
+
+mod barrier;
+mod observe;
+mod recipes;
+mod tx;
+mod values;
+
+use std::time::Duration;
+
+use wazoo_runtime::{Want, World};
+
+use crate::args::{self, WaitArgs};
+use crate::backend::Backend;
+use crate::claims::{self, Asked, Run};
+use crate::cli::{Command, GroupCommand, RecipesCommand};
+use crate::exit;
+
+/// Runs `command` on `backend`: its exit status. `serve`, `server`, `demo` and `new` run on no
+/// backend (main runs them itself, before any): here they are refused, as through `--server`.
+pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Result<u8> {
+    match command {
+        Command::Lock { path, wait, hold, recipe, command } => {
+            let asked = Asked { want: Want::Lock, path: &path, recipe: &recipe };
+            claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command }).await
+        }
+        Command::Rwlock { mode, path, wait, hold, recipe, command } => {
+            let asked = Asked { want: Want::ReadWrite(mode), path: &path, recipe: &recipe };
+            claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command }).await
+        }
+        Command::Semaphore { path, leases, wait, hold, recipe, command } => {
+            let asked = Asked { want: Want::Lease { max_leases: leases }, path: &path, recipe: &recipe };
+            claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command }).await
+        }
+        Command::Elect { path, id, wait, hold, recipe, command } => {
+            let want = Want::Leadership { id: id.unwrap_or_else(default_id) };
+            let asked = Asked { want, path: &path, recipe: &recipe };
+            claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command }).await
+        }
+        Command::Group { command: GroupCommand::Join { path, name, data, hold, command } } => {
+            let want = Want::Membership { name, data: data.into_bytes() };
+            let asked = Asked { want, path: &path, recipe: World::Group.default_recipe() };
+            claims::claim(backend, asked, Run { wait: None, hold: &hold, command: &command }).await
+        }
+        Command::Group { command: GroupCommand::List { path, json } } => {
+            values::group_list(backend, &path, json).await
+        }
+        Command::Group { command: GroupCommand::Watch { path, json } } => {
+            values::group_watch(backend, &path, json).await
+        }
+        Command::Queue { command } => values::queue(backend, command).await,
+        Command::Config { command } => values::config(backend, command).await,
+        Command::Counter { command } => values::counter(backend, command).await,
+        Command::Barrier { command } => barrier::barrier(backend, command).await,
+        Command::DoubleBarrier { path, count, timeout, command } => {
+            barrier::double_barrier(backend, &path, count, timeout, &command).await
+        }
+        Command::Leader { path, watch, json, recipe } => {
+            observe::leader(backend, &path, watch, &recipe, json).await
+        }
+        Command::Holders { path, kind, leases, json } => {
+            observe::holders(backend, &path, kind, leases, json).await
+        }
+        Command::Revoke { node, grace } => observe::revoke(backend, &node, grace).await,
+        Command::Fence { command } => observe::fence(backend, command).await,
+        Command::TwoPhaseCommit { command } => tx::two_phase_commit(backend, command).await,
+        Command::Recipes { command: RecipesCommand::List { json } } => recipes::list(backend, json).await,
+        Command::Recipes { command: RecipesCommand::Functions { recipe } } => {
+            recipes::functions(backend, &recipe).await
+        }
+        Command::Call { recipe, function, args } => recipes::call(backend, &recipe, &function, &args).await,
+        Command::Run { component, args } => recipes::run(backend, &component, &args).await,
+        Command::Server { .. } => Ok(local_only("server")),
+        Command::Serve { .. } => Ok(local_only("serve")),
+        Command::Demo { .. } => Ok(local_only("demo")),
+        Command::New { .. } => Ok(local_only("new")),
+    }
+}
+
+/// A subcommand the daemon's API has no call for, asked for through `--server`: exit status 2,
+/// before anything is asked of anyone.
+fn local_only(name: &str) -> u8 {
+    eprintln!("wazoo: {name} does not go through --server");
+    exit::USAGE
+}
+
+/// The path of a recipe's node, checked before anything is asked of ZooKeeper (`kind` names it
+/// in the message).
+pub(crate) fn check_path(kind: &str, path: &str) -> anyhow::Result<()> {
+    wazoo_runtime::paths::check_node(path).map_err(|why| exit::usage(format!("invalid {kind} path: {why}")))
+}
+
+/// An election participant's id when `--id` is not given: `HOSTNAME-PID`.
+fn default_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{}-{}", host.trim(), std::process::id())
+}
+
+/// What a command waited for when its `--timeout` passed.
+#[derive(Clone, Copy)]
+pub(crate) enum Waited {
+    Lock,
+    Lease,
+    Leadership,
+    QueueItem,
+    BarrierDown,
+}
+
+/// Says that `--timeout` passed while waiting at `path`: exit status 3.
+pub(crate) fn timed_out(waited: Waited, path: &str, timeout: Option<Duration>) -> u8 {
+    let after = args::human(timeout.unwrap_or_default());
+    match waited {
+        Waited::Lock => eprintln!("wazoo: timed out after {after} waiting for the lock at {path}"),
+        Waited::Lease => eprintln!("wazoo: no lease of {path} free after {after}"),
+        Waited::Leadership => eprintln!("wazoo: not leading {path} after {after}"),
+        Waited::QueueItem => eprintln!("wazoo: queue {path} empty after {after}"),
+        Waited::BarrierDown => eprintln!("wazoo: barrier {path} still up after {after}"),
+    }
+    exit::CONFLICT
+}
+
+/// A claim was not had: `--no-wait` found it taken, or `--timeout` passed. Exit status 3, or
+/// `--conflict-exit-code`.
+pub(crate) fn not_held(waited: Waited, path: &str, wait: &WaitArgs) -> u8 {
+    if wait.no_wait {
+        match waited {
+            Waited::Lease => eprintln!("wazoo: no lease of {path} free (--no-wait)"),
+            Waited::Leadership => eprintln!("wazoo: another leads {path} (--no-wait)"),
+            _ => eprintln!("wazoo: the lock at {path} is held by another (--no-wait)"),
+        }
+    } else {
+        timed_out(waited, path, wait.timeout);
+    }
+    wait.conflict_exit_code
+}

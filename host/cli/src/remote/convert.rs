@@ -1,0 +1,235 @@
+//! The daemon's messages (`wazoo_proto`) to and from the runtime's types, which the commands
+//! share with the local path: every conversion of [`super::Remote`] is here.
+
+use std::time::Duration;
+
+use wazoo_proto as pb;
+use wazoo_runtime::fence::{Holder, Written};
+use wazoo_runtime::holders::{Contender, Contenders, Kind, State};
+use wazoo_runtime::{Ballot, Entry, LeaderInfo, Member, Membership, Mode, Outcome, TxMode};
+
+use crate::backend::{Ending, RecipeRow};
+
+/// A timeout as the requests carry it: whole milliseconds.
+pub(super) fn millis(timeout: Option<Duration>) -> Option<u64> {
+    timeout.map(|t| t.as_millis().try_into().unwrap_or(u64::MAX))
+}
+
+/// A request naming a path, for the family's default recipe.
+pub(super) fn by_path(path: &str) -> pb::PathRequest {
+    pb::PathRequest { path: path.to_string(), recipe: String::new() }
+}
+
+pub(super) fn entry(e: pb::ConfigEntry) -> Option<Entry> {
+    e.exists.then_some(Entry { data: e.data, version: e.version })
+}
+
+pub(super) fn membership(m: pb::Membership) -> Membership {
+    let members = m.members.into_iter().map(|m| Member { name: m.name, data: m.data }).collect();
+    Membership { members, version: m.version }
+}
+
+/// The leader an event names; none when nobody leads (its node is empty).
+pub(super) fn leader(event: pb::LeaderEvent) -> Option<LeaderInfo> {
+    (!event.node.is_empty()).then_some(LeaderInfo {
+        node: event.node,
+        id: event.leader_id,
+        token: event.fencing_token,
+        acknowledged: event.acknowledged,
+    })
+}
+
+pub(super) fn holders_kind(kind: Option<Kind>) -> pb::HoldersKind {
+    match kind {
+        None => pb::HoldersKind::Detect,
+        Some(Kind::Lock) => pb::HoldersKind::Lock,
+        Some(Kind::ReadWrite) => pb::HoldersKind::ReadWrite,
+        Some(Kind::Semaphore) => pb::HoldersKind::Semaphore,
+        Some(Kind::Election) => pb::HoldersKind::Election,
+    }
+}
+
+pub(super) fn contenders(reply: pb::HoldersReply) -> Contenders {
+    let kind = match reply.kind() {
+        pb::HoldersKind::ReadWrite => Kind::ReadWrite,
+        pb::HoldersKind::Semaphore => Kind::Semaphore,
+        pb::HoldersKind::Election => Kind::Election,
+        pb::HoldersKind::Lock | pb::HoldersKind::Detect => Kind::Lock,
+    };
+    let contenders = reply
+        .contenders
+        .into_iter()
+        .map(|c| Contender {
+            state: if c.holds { State::Holds } else { State::Waits },
+            mode: match c.mode() {
+                pb::ContenderMode::Read => Some(Mode::Read),
+                pb::ContenderMode::Write => Some(Mode::Write),
+                pb::ContenderMode::Unspecified => None,
+            },
+            node: c.node,
+            sequence: c.sequence,
+            data: c.data,
+            session: c.session,
+            token: c.fencing_token,
+        })
+        .collect();
+    Contenders { kind, contenders }
+}
+
+pub(super) fn holder(reply: &pb::FenceCheckReply) -> Holder {
+    match reply.holder() {
+        pb::FenceHolder::Holds => Holder::Holds,
+        pb::FenceHolder::Gone => Holder::Gone,
+        pb::FenceHolder::OtherToken => Holder::OtherToken(reply.holder_token),
+    }
+}
+
+pub(super) fn written(reply: &pb::FenceWriteReply) -> Written {
+    match (reply.written, reply.holder()) {
+        (true, _) => Written::Accepted { version: reply.version, previous: reply.last_token },
+        (false, pb::FenceHolder::Gone) => Written::Gone,
+        (false, pb::FenceHolder::OtherToken) => Written::OtherToken(reply.holder_token),
+        (false, pb::FenceHolder::Holds) => Written::Superseded { last: reply.last_token.unwrap_or_default() },
+    }
+}
+
+pub(super) fn tx_mode(mode: TxMode) -> pb::TxMode {
+    match mode {
+        TxMode::Coordinated => pb::TxMode::Coordinated,
+        TxMode::AllToAll => pb::TxMode::AllToAll,
+    }
+}
+
+pub(super) fn ballot(ballot: Ballot) -> pb::Ballot {
+    match ballot {
+        Ballot::Commit => pb::Ballot::Commit,
+        Ballot::Abort => pb::Ballot::Abort,
+    }
+}
+
+pub(super) fn outcome(reply: &pb::TxOutcome) -> Outcome {
+    match reply.committed {
+        true => Outcome::Committed,
+        false => Outcome::Aborted,
+    }
+}
+
+/// A component as `recipes list` shows it, and why a newer file was refused while an older
+/// version serves.
+pub(super) fn recipe_row(r: pb::Recipe) -> RecipeRow {
+    let refused = (!r.refused.is_empty()).then(|| format!("refused: {}", r.refused));
+    let serving = !r.world.is_empty();
+    RecipeRow {
+        name: r.name,
+        world: match (serving, &refused) {
+            (true, _) => r.world,
+            (false, Some(refused)) => refused.clone(),
+            (false, None) => "unknown".to_string(),
+        },
+        hash: if r.version.is_empty() { "-".to_string() } else { r.version },
+        bytes: r.bytes,
+        path: r.path,
+        note: if serving { refused } else { None },
+    }
+}
+
+/// Why a claim was lost, worded as the local path words the same loss.
+pub(super) fn ending(lost: wazoo_client::Lost) -> Ending {
+    use wazoo_client::Lost;
+    let because = |why: String| Ending { why, revoked: false };
+    match lost {
+        Lost::SessionExpired => wazoo_runtime::Lost::Session(zookeeper_client::SessionState::Expired).into(),
+        Lost::NodeDeleted => wazoo_runtime::Lost::NodeDeleted.into(),
+        Lost::Revoked => wazoo_runtime::Lost::Revoked.into(),
+        Lost::CutOff => because(
+            "the wazoo daemon had no answer from ZooKeeper for 2/3 of its session timeout: assuming the session expired"
+                .to_string(),
+        ),
+        Lost::Disconnected(why) | Lost::Other(why) => because(why),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nobody_leads_when_the_event_names_no_node() {
+        assert!(leader(pb::LeaderEvent::default()).is_none());
+        let event = pb::LeaderEvent {
+            leader_id: "a".into(),
+            node: "/e/n".into(),
+            fencing_token: 7,
+            acknowledged: Some("a running x".into()),
+        };
+        let l = leader(event).expect("a leader");
+        assert_eq!((l.id.as_str(), l.node.as_str(), l.token), ("a", "/e/n", 7));
+        assert_eq!(l.acknowledged.as_deref(), Some("a running x"));
+    }
+
+    #[test]
+    fn a_refused_fenced_write_says_why() {
+        let reply = |written, holder: pb::FenceHolder| pb::FenceWriteReply {
+            written,
+            holder: holder as i32,
+            holder_token: 9,
+            last_token: Some(12),
+            version: 3,
+        };
+        let accepted = written(&reply(true, pb::FenceHolder::Holds));
+        assert_eq!(accepted, Written::Accepted { version: 3, previous: Some(12) });
+        assert_eq!(written(&reply(false, pb::FenceHolder::Gone)), Written::Gone);
+        assert_eq!(written(&reply(false, pb::FenceHolder::OtherToken)), Written::OtherToken(9));
+        assert_eq!(written(&reply(false, pb::FenceHolder::Holds)), Written::Superseded { last: 12 });
+        let check = pb::FenceCheckReply { holder: pb::FenceHolder::OtherToken as i32, holder_token: 4 };
+        assert_eq!(holder(&check), Holder::OtherToken(4));
+    }
+
+    #[test]
+    fn contenders_keep_their_order_state_and_mode() {
+        let reply = pb::HoldersReply {
+            kind: pb::HoldersKind::ReadWrite as i32,
+            contenders: vec![
+                pb::Contender {
+                    node: "/l/_c_a-__READ__0000000001".into(),
+                    sequence: 1,
+                    holds: true,
+                    mode: pb::ContenderMode::Read as i32,
+                    ..Default::default()
+                },
+                pb::Contender {
+                    node: "/l/_c_b-__WRIT__0000000002".into(),
+                    sequence: 2,
+                    holds: false,
+                    mode: pb::ContenderMode::Write as i32,
+                    ..Default::default()
+                },
+            ],
+        };
+        let found = contenders(reply);
+        assert_eq!(found.kind, Kind::ReadWrite);
+        let seen: Vec<_> = found.contenders.iter().map(|c| (c.sequence, c.state, c.mode)).collect();
+        assert_eq!(seen, [(1, State::Holds, Some(Mode::Read)), (2, State::Waits, Some(Mode::Write))]);
+        assert_eq!(holders_kind(None), pb::HoldersKind::Detect);
+    }
+
+    #[test]
+    fn a_recipe_refused_while_an_older_version_serves_is_noted() {
+        let serving = pb::Recipe {
+            name: "lock".into(),
+            world: "wazoo:recipes/lock-recipe@0.1.0".into(),
+            version: "abc".into(),
+            refused: "bad world".into(),
+            ..Default::default()
+        };
+        let row = recipe_row(serving);
+        assert_eq!((row.world.as_str(), row.hash.as_str()), ("wazoo:recipes/lock-recipe@0.1.0", "abc"));
+        assert_eq!(row.note.as_deref(), Some("refused: bad world"));
+        let refused =
+            recipe_row(pb::Recipe { name: "x".into(), refused: "bad".into(), ..Default::default() });
+        assert_eq!(
+            (refused.world.as_str(), refused.hash.as_str(), refused.note),
+            ("refused: bad", "-", None)
+        );
+    }
+}
