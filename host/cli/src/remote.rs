@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::bail;
 use tokio::sync::{Mutex, OnceCell};
 use tonic::{Code, Response, Status};
-use wazoo_client::{Authed, Client, ConnectError, Session};
+use wazoo_client::{error_kind, Authed, Client, ConnectError, ErrorKind, Session};
 use wazoo_proto as pb;
 use wazoo_proto::recipes_client::RecipesClient;
 use wazoo_runtime::fence::{Holder, Written};
@@ -29,48 +29,33 @@ use crate::backend::{Backend, Contender, Ending, Failure, Granted, Holding, Part
 use crate::exit;
 use convert::{by_path, millis};
 
-/// The WIT error names the daemon puts before a recipe's error (see the proto's header); the
-/// rest of the message is what the local path would say.
-const ERROR_NAMES: &[&str] = &[
-    "timeout",
-    "no-node",
-    "node-exists",
-    "bad-version",
-    "not-empty",
-    "invalid-path",
-    "invalid-argument",
-    "connection-loss",
-    "session-expired",
-    "no-auth",
-    "limit-exceeded",
-    "quota-exceeded",
-    "other",
-    "trapped",
-];
-
 /// The exit status of a failed call, as the local path has it for the same failure
-/// ([`exit::zk_code`] for a recipe's error): 69 for a daemon (or its ZooKeeper) out of reach, 2
-/// for a request the daemon refuses as malformed, else 70.
+/// ([`exit::zk_code`] for a recipe's error), by the kind the daemon gives it: 69 for a daemon
+/// (or its ZooKeeper) out of reach, 2 for a refused path, else 70. A status without a kind did
+/// not come from the daemon's services: it is read by its gRPC code.
 fn status_code(status: &Status) -> u8 {
-    let name = status.message().split_once(": ").map_or("", |(name, _)| name);
-    match (status.code(), name) {
-        (_, "connection-loss" | "session-expired") => exit::UNAVAILABLE,
-        (_, "no-node" | "node-exists" | "bad-version" | "not-empty" | "invalid-argument") => exit::NOTHING,
-        (_, "invalid-path") => exit::USAGE,
-        (Code::Unavailable | Code::Unknown | Code::Cancelled, _) => exit::UNAVAILABLE,
-        (Code::InvalidArgument, _) => exit::USAGE,
-        _ => exit::FAILED,
+    use ErrorKind as K;
+    match error_kind(status) {
+        Some(K::ConnectionLoss | K::SessionExpired) => exit::UNAVAILABLE,
+        Some(K::NoNode | K::NodeExists | K::BadVersion | K::NotEmpty | K::InvalidArgument) => exit::NOTHING,
+        Some(K::InvalidPath) => exit::USAGE,
+        Some(_) => exit::FAILED,
+        None => match status.code() {
+            Code::Unavailable | Code::Unknown | Code::Cancelled => exit::UNAVAILABLE,
+            Code::InvalidArgument => exit::USAGE,
+            _ => exit::FAILED,
+        },
     }
 }
 
 /// Whether the daemon answered that `--timeout` passed.
 fn is_timeout(status: &Status) -> bool {
-    status.code() == Code::DeadlineExceeded
+    error_kind(status) == Some(ErrorKind::Timeout)
 }
 
 /// Whether the daemon answered `bad-version` (a compare-and-set found another version).
 fn is_bad_version(status: &Status) -> bool {
-    status.code() == Code::FailedPrecondition && status.message().starts_with("bad-version:")
+    error_kind(status) == Some(ErrorKind::BadVersion)
 }
 
 /// The daemon at an address, connected at the first call.
@@ -146,28 +131,43 @@ impl Remote {
         Failure::Error { code: status_code(status), text, after_context }
     }
 
-    /// What a failed call says, and whether it goes after a context (as a recipe's error does).
+    /// What a failed call says, and whether it goes after a context (as a recipe's error does),
+    /// by its kind. The message's leading word (the kind's name, for older clients) is not
+    /// repeated.
     fn describe(&self, status: &Status) -> (String, bool) {
+        use ErrorKind as K;
         let message = status.message();
-        // A handle the daemon could not make (no such component, a refused one): said bare, as
-        // on the local path.
-        if let Some(rest) = message.strip_prefix("recipe: ") {
-            return (rest.to_string(), false);
-        }
-        if let Some((name, rest)) = message.split_once(": ") {
-            if ERROR_NAMES.contains(&name) {
-                return (rest.to_string(), true);
-            }
-        }
-        match status.code() {
-            Code::Unavailable | Code::Unknown | Code::Cancelled => {
-                (format!("lost the connection to the wazoo daemon at {}: {message}", self.addr), false)
-            }
-            // What the daemon itself says about a request (a bad argument, an unknown session).
-            Code::InvalidArgument | Code::NotFound | Code::FailedPrecondition | Code::Internal => {
-                (message.to_string(), true)
-            }
-            _ => (format!("unexpected answer from the wazoo daemon at {}: {message}", self.addr), false),
+        let kind = error_kind(status);
+        // The leading word a kind's message starts with: `bad-version` for BAD_VERSION,
+        // `trapped` for RETIRED, `recipe` for RECIPE_UNAVAILABLE.
+        let word = kind.map(|k| match k {
+            K::Retired => "trapped".to_string(),
+            K::RecipeUnavailable => "recipe".to_string(),
+            k => k.as_str_name().trim_start_matches("ERROR_KIND_").to_lowercase().replace('_', "-"),
+        });
+        let bare = || {
+            let without = word.as_deref().and_then(|w| message.strip_prefix(w)?.strip_prefix(": "));
+            without.unwrap_or(message).to_string()
+        };
+        match kind {
+            // A handle the daemon could not make (no such component, a refused one): said bare,
+            // as on the local path.
+            Some(K::RecipeUnavailable) => (bare(), false),
+            // What the daemon itself says about a request (an unknown session or handle).
+            Some(
+                K::UnknownSession | K::UnknownHandle | K::WrongHandle | K::Unauthenticated | K::Internal,
+            ) => (message.to_string(), true),
+            // A recipe's error (or a trapped recipe), after the command's context.
+            Some(_) => (bare(), true),
+            None => match status.code() {
+                Code::Unavailable | Code::Unknown | Code::Cancelled => {
+                    (format!("lost the connection to the wazoo daemon at {}: {message}", self.addr), false)
+                }
+                Code::InvalidArgument | Code::NotFound | Code::FailedPrecondition | Code::Internal => {
+                    (message.to_string(), true)
+                }
+                _ => (format!("unexpected answer from the wazoo daemon at {}: {message}", self.addr), false),
+            },
         }
     }
 
