@@ -94,3 +94,58 @@ async fn cli_group_watch_carries_on_after_the_group_node_is_reaped() {
     watch.kill().await.unwrap();
     bob.leave().await.unwrap();
 }
+
+/// Two handles on one host share a ZooKeeper session, so "the member node is this session's" does
+/// not say which handle made it. Two handles joining one name at once on a group that does not
+/// exist yet (both first find no parent) must not both be told they are the member: one joins,
+/// the other gets `node-exists`, and the loser's leave cannot delete the winner's node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_handles_of_one_host_never_both_join_as_one_name() {
+    use wazoo_runtime::{RecipeError, ZkError};
+    let checker = client(&zk().address()).await;
+    let host = host().await;
+    for round in 0..20 {
+        let path = format!("{}/workers", unique(&format!("group-same-name-{round}")));
+        let (mut a, mut b) = (host.group("group").await.unwrap(), host.group("group").await.unwrap());
+        let (ja, jb) = tokio::join!(a.join(&path, "alice", b"a"), b.join(&path, "alice", b"b"));
+        let joined = [ja.is_ok(), jb.is_ok()];
+        assert_eq!(joined.iter().filter(|j| **j).count(), 1, "round {round}: joins {ja:?} {jb:?}");
+        let (winner, mut loser, refused) = if ja.is_ok() { (a, b, jb) } else { (b, a, ja) };
+        assert!(matches!(refused, Err(RecipeError::Zk(ZkError::NodeExists))), "round {round}: {refused:?}");
+        let (data, _) = checker.get_data(&format!("{path}/alice")).await.unwrap();
+        assert!(data == b"a" || data == b"b", "round {round}: {data:?}");
+        // The loser is no member: its leave is refused and the winner's node stays.
+        assert!(loser.leave().await.is_err(), "round {round}: the loser could leave");
+        loser.close().await;
+        assert!(checker.check_stat(&format!("{path}/alice")).await.unwrap().is_some(), "round {round}");
+        winner.close().await;
+        within(LIMIT, "the winner's node goes", wait_gone(&checker, &format!("{path}/alice"))).await;
+    }
+}
+
+/// A create whose reply was lost is cleaned up, when its handle ends, by the name it asked for:
+/// exactly that name (or it with a sequence), never every name that merely begins the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_uncertain_member_cleaned_up_spares_a_member_whose_name_begins_the_same() {
+    let checker = client(&zk().address()).await;
+    let host = host().await;
+    let path = format!("{}/workers", unique("group-prefix"));
+    let mut ten = host.group("group").await.unwrap();
+    ten.join(&path, "worker-10", b"10").await.unwrap();
+    let mut one = host.group("group").await.unwrap();
+    host.faults().lose_create_replies(1);
+    one.join(&path, "worker-1", b"1").await.unwrap();
+    assert_eq!(host.faults().pending_lost_create_replies(), 0, "the lost reply did not fire");
+    assert!(
+        checker.check_stat(&format!("{path}/worker-1")).await.unwrap().is_some(),
+        "the create did not apply"
+    );
+    // Ended without leaving: its ledger cleans up what the uncertain create may have made.
+    one.close().await;
+    assert!(checker.check_stat(&format!("{path}/worker-1")).await.unwrap().is_none(), "worker-1 stayed");
+    assert!(
+        checker.check_stat(&format!("{path}/worker-10")).await.unwrap().is_some(),
+        "cleaning up worker-1 deleted worker-10"
+    );
+    ten.close().await;
+}

@@ -60,7 +60,7 @@ impl Ledger {
     pub(crate) fn deleted(&self, path: &str) {
         let mut entries = self.inner.lock().unwrap();
         entries.owned.remove(path);
-        entries.uncertain.retain(|requested| !path.starts_with(requested.as_str()));
+        entries.uncertain.retain(|requested| !may_have_made(requested, path));
     }
 
     /// Nodes recorded as owned right now.
@@ -84,7 +84,7 @@ impl Ledger {
             let (dir, name) =
                 (paths::parent(&requested), &requested[requested.rfind('/').unwrap_or(0) + 1..]);
             let Ok(children) = retry(CLEANUP_ATTEMPTS, || client.list_children(dir)).await else { continue };
-            for child in children.iter().filter(|c| c.starts_with(name)) {
+            for child in children.iter().filter(|c| made_name(name, c)) {
                 targets.entry(paths::join(dir, child)).or_insert(None);
             }
         }
@@ -102,6 +102,26 @@ impl Ledger {
     }
 }
 
+/// Whether a create of `requested` may have made the node at `path`: the same path, or (for a
+/// sequential create) the path with ZooKeeper's 10-digit sequence appended. A mere prefix is
+/// not enough: a create of `/g/worker-1` never made `/g/worker-10`.
+fn may_have_made(requested: &str, path: &str) -> bool {
+    paths::parent(requested) == paths::parent(path)
+        && made_name(
+            &requested[requested.rfind('/').unwrap_or(0) + 1..],
+            &path[path.rfind('/').unwrap_or(0) + 1..],
+        )
+}
+
+/// Whether a create named `name` may have made the child `child` (see [`may_have_made`]).
+fn made_name(name: &str, child: &str) -> bool {
+    match child.strip_prefix(name) {
+        Some("") => true,
+        Some(sequence) => sequence.len() == 10 && sequence.bytes().all(|b| b.is_ascii_digit()),
+        None => false,
+    }
+}
+
 /// Deletes `path` if it is still the node created with `czxid` (with none: if `session` owns
 /// it). The delete is at the version just seen, so a node made again in between is left alone;
 /// a node whose data changed in between is looked at again.
@@ -111,21 +131,44 @@ async fn delete_if_ours(
     czxid: Option<i64>,
     session: i64,
 ) -> Result<bool, Error> {
+    // Whether a delete of ours may have applied (its reply was lost).
+    let mut sent = false;
     for _ in 0..CLEANUP_ATTEMPTS {
-        let Some(stat) = retry(CLEANUP_ATTEMPTS, || client.check_stat(path)).await? else { return Ok(false) };
+        let Some(stat) = retry(CLEANUP_ATTEMPTS, || client.check_stat(path)).await? else { return Ok(sent) };
         let ours = match czxid {
             Some(czxid) => stat.czxid == czxid,
             None => stat.ephemeral_owner == session,
         };
         if !ours {
-            return Ok(false);
+            return Ok(sent);
         }
-        match retry(CLEANUP_ATTEMPTS, || client.delete(path, Some(stat.version))).await {
+        // Not sent again blindly after a lost reply: a node made again in between starts at
+        // version 0 too. Looked at again instead; gone then, it was our delete that applied.
+        match client.delete(path, Some(stat.version)).await {
             Ok(()) => return Ok(true),
-            Err(Error::NoNode) => return Ok(false),
+            Err(Error::NoNode) => return Ok(sent),
             Err(Error::BadVersion) => continue,
+            Err(Error::ConnectionLoss | Error::Timeout | Error::Custom(_)) => {
+                sent = true;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
             Err(e) => return Err(e),
         }
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_uncertain_create_is_matched_exactly_or_with_its_sequence() {
+        assert!(may_have_made("/g/worker-1", "/g/worker-1"));
+        assert!(!may_have_made("/g/worker-1", "/g/worker-10"));
+        assert!(may_have_made("/q/_c_ab-lock-", "/q/_c_ab-lock-0000000007"));
+        assert!(!may_have_made("/q/_c_ab-lock-", "/q/_c_ab-lock-00000000071"));
+        assert!(!may_have_made("/q/_c_ab-lock-", "/q/_c_ab-lock-x000000007"));
+        assert!(!may_have_made("/g/a", "/h/a"));
+    }
 }

@@ -32,14 +32,17 @@ impl Guest for Group {
         let node = zk::join(&path, &name);
         zk::check_path(&node)?;
         let mut attempt = 0;
+        // Whether an earlier create of ours may have made the node (its reply was lost). Only
+        // then can `node-exists` be our own node; after a definite answer it is another member.
+        // Handles on one host share a session, so `owns` alone cannot tell them apart.
+        let mut maybe_made = false;
         loop {
             attempt += 1;
             match zk::create(&node, &data, CreateMode::Ephemeral) {
                 Ok(_) => break,
                 Err(ZkError::NoNode) if attempt == 1 => zk::ensure_parents(&node)?,
-                // Our own create whose reply was lost, or a real clash with another member.
-                Err(ZkError::NodeExists) if attempt > 1 && zk::owns(&node, None)? => break,
-                Err(ZkError::ConnectionLoss) if attempt <= 20 => continue,
+                Err(ZkError::NodeExists) if maybe_made && zk::owns(&node, Some(&data))? => break,
+                Err(ZkError::ConnectionLoss) if attempt <= 20 => maybe_made = true,
                 Err(e) => return Err(e),
             }
         }
