@@ -109,16 +109,6 @@ impl Remote {
         reply.map(Response::into_inner).map_err(|status| self.failure(&status))
     }
 
-    /// A failed call as an error: the daemon's message as the local path words it (after
-    /// `context`, as there), or that the daemon could no longer be reached.
-    fn failed(&self, context: impl std::fmt::Display, status: Status) -> anyhow::Error {
-        let message = match self.describe(&status) {
-            (text, true) => format!("{context}: {text}"),
-            (text, false) => text,
-        };
-        exit::Exit { code: status_code(&status), message }.into()
-    }
-
     /// A failed call as the commands see it ([`Failure`]).
     fn failure(&self, status: &Status) -> Failure {
         if is_timeout(status) {
@@ -191,7 +181,7 @@ impl Remote {
     /// Opens a client session kept alive from a task, named `name` in the daemon's logs.
     async fn session(&self, ttl: Duration, name: String) -> anyhow::Result<Session> {
         let opened = self.client().await?.session(ttl, name).await;
-        opened.map_err(|s| self.failed("opening a client session", s))
+        opened.map_err(|s| self.failure(&s).into_error("opening a client session"))
     }
 
     /// The daemon's list of components.
@@ -552,7 +542,7 @@ impl Contender for RemoteContender {
         };
         match self.remote.client().await?.follow(self.session, claim).await {
             Ok(claim) => Ok(RemoteClaim { remote: self.remote, claim }),
-            Err(status) => Err(self.remote.failed("following the claim", status)),
+            Err(status) => Err(self.remote.failure(&status).into_error("following the claim")),
         }
     }
 
