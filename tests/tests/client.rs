@@ -32,7 +32,7 @@ async fn a_lock_through_the_client_excludes_fences_and_reports_its_loss() {
     // Taken: a bounded wait ends with DeadlineExceeded and leaves no node behind.
     let options = LockOptions { timeout: Some(Duration::from_millis(300)), ..LockOptions::default() };
     let refused = client.lock(&path, options).await.err().expect("the lock is taken");
-    assert_eq!(refused.code(), Code::DeadlineExceeded, "{refused:?}");
+    assert_eq!(refused.code, Code::DeadlineExceeded, "{refused:?}");
     assert_eq!(ephemerals(&checker, &path).await.len(), 1, "only the holder's node is left");
 
     // A waiter gets it once the holder lets go, with a greater token.

@@ -29,6 +29,11 @@ fn failed<T: std::fmt::Debug>(what: &str, outcome: Result<T, tonic::Status>) -> 
     error
 }
 
+/// The error of a failed call of the client's own (which already reads the status).
+fn refused<T: std::fmt::Debug>(what: &str, outcome: Result<T, Error>) -> Error {
+    outcome.expect_err(what)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_set_at_a_stale_version_is_bad_version() {
     let daemon = daemon().await;
@@ -63,7 +68,8 @@ async fn an_acquire_that_times_out_is_timeout_and_a_taken_name_node_exists() {
     let path = unique("wire-timeout");
     let held = client.lock(&path, LockOptions::default()).await.unwrap();
     let options = LockOptions { timeout: Some(Duration::from_millis(300)), ..LockOptions::default() };
-    let waited = failed("the lock is taken", client.lock(&path, options).await.map(|c| c.node().to_string()));
+    let waited =
+        refused("the lock is taken", client.lock(&path, options).await.map(|c| c.node().to_string()));
     assert_eq!((waited.kind, waited.code), (Some(ErrorKind::Timeout), Code::DeadlineExceeded), "{waited:?}");
     held.release().await.unwrap();
 
@@ -150,7 +156,7 @@ async fn an_invalid_path_is_invalid_path() {
     let client = Client::connect(&daemon.grpc, None, Duration::from_secs(5)).await.unwrap();
     for path in ["relative/lock", "/t/trailing/", "/t/a//b"] {
         let refused =
-            failed(path, client.lock(path, LockOptions::default()).await.map(|c| c.node().to_string()));
+            refused(path, client.lock(path, LockOptions::default()).await.map(|c| c.node().to_string()));
         assert_eq!(
             (refused.kind, refused.code),
             (Some(ErrorKind::InvalidPath), Code::InvalidArgument),

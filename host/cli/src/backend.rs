@@ -18,6 +18,7 @@ use crate::exit;
 pub(crate) trait Backend {
     type Contender: Contender;
     type Participant: Participant;
+    type Instance: Instance;
     /// A fresh contender for `want` running `recipe`; `label` names it in a daemon's logs.
     async fn contender(&self, want: &Want, recipe: &str, label: &str) -> anyhow::Result<Self::Contender>;
 
@@ -110,14 +111,22 @@ pub(crate) trait Backend {
     /// The functions `recipe` exports, with their WIT types, as [`Backend::call`] names them.
     async fn functions(&self, recipe: &str) -> Result<Vec<String>, Failure>;
     /// Calls export `function` of a fresh instance of `recipe` with `args` (a JSON array or
-    /// object): its result as JSON. The instance ends with the call (here; a daemon's as it
-    /// does).
+    /// object): its result as JSON. The instance ends with the call.
     async fn call(
         &self,
         recipe: &str,
         function: &str,
         args: &serde_json::Value,
-    ) -> Result<serde_json::Value, Failure>;
+    ) -> Result<serde_json::Value, Failure> {
+        let mut instance = self.instance(recipe, &format!("call {recipe} {function}")).await?;
+        let result = instance.call(function, args).await;
+        instance.close().await;
+        result
+    }
+    /// A fresh instance of `recipe`, whatever its world, kept across calls with what it owns
+    /// (a node it created stays until [`Instance::close`]): how a command of a family without
+    /// typed calls of its own is written once (ARCHITECTURE.md, "Adding a recipe family").
+    async fn instance(&self, recipe: &str, label: &str) -> anyhow::Result<Self::Instance>;
     /// Runs the custom recipe `component` with `args`: its `ok` or `err` text.
     async fn run(&self, component: &str, args: &[String]) -> Result<Result<String, String>, Failure>;
 
@@ -154,6 +163,15 @@ pub(crate) trait Participant: Sized {
     /// Leaves; blocks until every participant has left, or `timeout` passes.
     async fn leave(&mut self, timeout: Option<Duration>) -> Result<(), Failure>;
     /// Ends it (the handle, or the client session), deleting its node if still there.
+    async fn close(self);
+}
+
+/// An instance of any recipe, its exports called by name with JSON arguments and results
+/// (`dynamic`, in the runtime).
+pub(crate) trait Instance: Sized {
+    /// Calls export `function` (`interface.function`) with `args` (a JSON array or object).
+    async fn call(&mut self, function: &str, args: &serde_json::Value) -> Result<serde_json::Value, Failure>;
+    /// Ends it, deleting the ephemeral nodes it made.
     async fn close(self);
 }
 

@@ -11,12 +11,13 @@ use wazoo_runtime::fence::{Fence, Holder, Written};
 use wazoo_runtime::holders::{Contenders, Kind};
 use wazoo_runtime::keeper::Keeper;
 use wazoo_runtime::{
-    Ballot, BarrierHandle, Claim, ConfigHandle, ElectionHandle, Entry, GroupHandle, Host, HostConfig,
-    LeaderInfo, Live, Membership, Outcome, QueueHandle, RecipeError, Registry, TxMode, Want, World, ZkError,
+    Ballot, BarrierHandle, Claim, ConfigHandle, DynamicHandle, ElectionHandle, Entry, GroupHandle, Host,
+    HostConfig, LeaderInfo, Live, Membership, Outcome, QueueHandle, RecipeError, Registry, TxMode, Want,
+    World, ZkError,
 };
 
 use crate::backend::{
-    Backend, Contender, Ending, Failure, Granted, Holding, Participant, RecipeRow, Recipes,
+    Backend, Contender, Ending, Failure, Granted, Holding, Instance, Participant, RecipeRow, Recipes,
 };
 
 /// How long one `observe` call blocks before `leader --watch` goes on with another (each call's
@@ -69,6 +70,7 @@ impl Local {
 impl Backend for Local {
     type Contender = LocalContender;
     type Participant = LocalParticipant;
+    type Instance = DynamicHandle;
 
     async fn contender(&self, want: &Want, recipe: &str, _label: &str) -> anyhow::Result<LocalContender> {
         let inner = self.host().await?.contender(want.clone(), recipe).await?;
@@ -305,16 +307,8 @@ impl Backend for Local {
         Ok(registry.load(&path)?.functions())
     }
 
-    async fn call(
-        &self,
-        recipe: &str,
-        function: &str,
-        args: &serde_json::Value,
-    ) -> Result<serde_json::Value, Failure> {
-        let mut h = self.host().await?.dynamic(recipe).await?;
-        let result = h.call(function, args).await;
-        h.close().await;
-        Ok(result?)
+    async fn instance(&self, recipe: &str, _label: &str) -> anyhow::Result<DynamicHandle> {
+        self.host().await?.dynamic(recipe).await
     }
 
     async fn run(&self, component: &str, args: &[String]) -> Result<Result<String, String>, Failure> {
@@ -421,5 +415,15 @@ impl Participant for LocalParticipant {
 
     async fn close(self) {
         self.handle.close().await
+    }
+}
+
+impl Instance for DynamicHandle {
+    async fn call(&mut self, function: &str, args: &serde_json::Value) -> Result<serde_json::Value, Failure> {
+        Ok(DynamicHandle::call(self, function, args).await?)
+    }
+
+    async fn close(self) {
+        DynamicHandle::close(self).await
     }
 }

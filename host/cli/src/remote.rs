@@ -18,14 +18,14 @@ use std::time::Duration;
 use anyhow::bail;
 use tokio::sync::{Mutex, OnceCell};
 use tonic::{Code, Response, Status};
-use wazoo_client::{error_kind, Authed, Client, ConnectError, ErrorKind, Session};
+use wazoo_client::{Authed, Client, ConnectError, Error, ErrorKind, Session};
 use wazoo_proto as pb;
 use wazoo_proto::recipes_client::RecipesClient;
 use wazoo_runtime::fence::{Holder, Written};
 use wazoo_runtime::holders::{Contenders, Kind};
 use wazoo_runtime::{Ballot, Entry, LeaderInfo, Membership, Mode, Outcome, TxMode, Want};
 
-use crate::backend::{Backend, Contender, Ending, Failure, Granted, Holding, Participant, Recipes};
+use crate::backend::{Backend, Contender, Ending, Failure, Granted, Holding, Instance, Participant, Recipes};
 use crate::exit;
 use convert::{by_path, millis};
 
@@ -33,14 +33,14 @@ use convert::{by_path, millis};
 /// ([`exit::zk_code`] for a recipe's error), by the kind the daemon gives it: 69 for a daemon
 /// (or its ZooKeeper) out of reach, 2 for a refused path, else 70. A status without a kind did
 /// not come from the daemon's services: it is read by its gRPC code.
-fn status_code(status: &Status) -> u8 {
+fn status_code(error: &Error) -> u8 {
     use ErrorKind as K;
-    match error_kind(status) {
+    match error.kind {
         Some(K::ConnectionLoss | K::SessionExpired) => exit::UNAVAILABLE,
         Some(K::NoNode | K::NodeExists | K::BadVersion | K::NotEmpty | K::InvalidArgument) => exit::NOTHING,
         Some(K::InvalidPath) => exit::USAGE,
         Some(_) => exit::FAILED,
-        None => match status.code() {
+        None => match error.code {
             Code::Unavailable | Code::Unknown | Code::Cancelled => exit::UNAVAILABLE,
             Code::InvalidArgument => exit::USAGE,
             _ => exit::FAILED,
@@ -49,13 +49,13 @@ fn status_code(status: &Status) -> u8 {
 }
 
 /// Whether the daemon answered that `--timeout` passed.
-fn is_timeout(status: &Status) -> bool {
-    error_kind(status) == Some(ErrorKind::Timeout)
+fn is_timeout(error: &Error) -> bool {
+    error.kind == Some(ErrorKind::Timeout)
 }
 
 /// Whether the daemon answered `bad-version` (a compare-and-set found another version).
-fn is_bad_version(status: &Status) -> bool {
-    error_kind(status) == Some(ErrorKind::BadVersion)
+fn is_bad_version(error: &Error) -> bool {
+    error.kind == Some(ErrorKind::BadVersion)
 }
 
 /// The daemon at an address, connected at the first call.
@@ -106,28 +106,28 @@ impl Remote {
 
     /// A call's answer, or how it failed.
     fn answer<T>(&self, reply: Result<Response<T>, Status>) -> Result<T, Failure> {
-        reply.map(Response::into_inner).map_err(|status| self.failure(&status))
+        reply.map(Response::into_inner).map_err(|status| self.failure(&Error::from(status)))
     }
 
     /// A failed call as the commands see it ([`Failure`]).
-    fn failure(&self, status: &Status) -> Failure {
-        if is_timeout(status) {
+    fn failure(&self, error: &Error) -> Failure {
+        if is_timeout(error) {
             return Failure::Timeout;
         }
-        if is_bad_version(status) {
-            return Failure::Stale(self.describe(status).0);
+        if is_bad_version(error) {
+            return Failure::Stale(self.describe(error).0);
         }
-        let (text, after_context) = self.describe(status);
-        Failure::Error { code: status_code(status), text, after_context }
+        let (text, after_context) = self.describe(error);
+        Failure::Error { code: status_code(error), text, after_context }
     }
 
     /// What a failed call says, and whether it goes after a context (as a recipe's error does),
     /// by its kind. The message's leading word (the kind's name, for older clients) is not
     /// repeated.
-    fn describe(&self, status: &Status) -> (String, bool) {
+    fn describe(&self, error: &Error) -> (String, bool) {
         use ErrorKind as K;
-        let message = status.message();
-        let kind = error_kind(status);
+        let message = error.message.as_str();
+        let kind = error.kind;
         // The leading word a kind's message starts with: `bad-version` for BAD_VERSION,
         // `trapped` for RETIRED, `recipe` for RECIPE_UNAVAILABLE.
         let word = kind.map(|k| match k {
@@ -149,7 +149,7 @@ impl Remote {
             ) => (message.to_string(), true),
             // A recipe's error (or a trapped recipe), after the command's context.
             Some(_) => (bare(), true),
-            None => match status.code() {
+            None => match error.code {
                 Code::Unavailable | Code::Unknown | Code::Cancelled => {
                     (format!("lost the connection to the wazoo daemon at {}: {message}", self.addr), false)
                 }
@@ -181,7 +181,7 @@ impl Remote {
     /// Opens a client session kept alive from a task, named `name` in the daemon's logs.
     async fn session(&self, ttl: Duration, name: String) -> anyhow::Result<Session> {
         let opened = self.client().await?.session(ttl, name).await;
-        opened.map_err(|s| self.failure(&s).into_error("opening a client session"))
+        opened.map_err(|e| self.failure(&e).into_error("opening a client session"))
     }
 
     /// The daemon's list of components.
@@ -205,7 +205,7 @@ impl Remote {
         match events.message().await {
             Ok(Some(event)) => Ok(convert::leader(event)),
             Ok(None) => Err(self.stopped_reporting(&format!("the leader of {path}"))),
-            Err(status) => Err(self.failure(&status)),
+            Err(status) => Err(self.failure(&Error::from(status))),
         }
     }
 }
@@ -213,6 +213,7 @@ impl Remote {
 impl Backend for Remote {
     type Contender = RemoteContender;
     type Participant = RemoteParticipant;
+    type Instance = RemoteInstance;
 
     async fn contender(&self, want: &Want, recipe: &str, label: &str) -> anyhow::Result<RemoteContender> {
         let session = self.session(self.ttl, format!("wazoo {label}")).await?;
@@ -281,7 +282,7 @@ impl Backend for Remote {
             match entries.message().await {
                 Ok(Some(e)) => each(convert::entry(e).as_ref()),
                 Ok(None) => return Err(self.stopped_reporting(&format!("changes of {path}"))),
-                Err(status) => return Err(self.failure(&status)),
+                Err(status) => return Err(self.failure(&Error::from(status))),
             }
         }
     }
@@ -305,7 +306,7 @@ impl Backend for Remote {
             match changes.message().await {
                 Ok(Some(members)) => each(&convert::membership(members)),
                 Ok(None) => return Err(self.stopped_reporting(&format!("changes of {path}"))),
-                Err(status) => return Err(self.failure(&status)),
+                Err(status) => return Err(self.failure(&Error::from(status))),
             }
         }
     }
@@ -436,19 +437,9 @@ impl Backend for Remote {
         Ok(found.functions)
     }
 
-    async fn call(
-        &self,
-        recipe: &str,
-        function: &str,
-        args: &serde_json::Value,
-    ) -> Result<serde_json::Value, Failure> {
-        let request = pb::InvokeRequest {
-            recipe: recipe.to_string(),
-            function: function.to_string(),
-            args_json: args.to_string(),
-            ..Default::default()
-        };
-        self.json(self.answer(self.recipes().await?.invoke(request).await)?)
+    async fn instance(&self, recipe: &str, label: &str) -> anyhow::Result<RemoteInstance> {
+        let session = self.session(self.ttl, format!("wazoo {label}")).await?;
+        Ok(RemoteInstance { remote: self.clone(), session, recipe: recipe.to_string(), handle: 0 })
     }
 
     async fn run(&self, component: &str, args: &[String]) -> Result<Result<String, String>, Failure> {
@@ -542,7 +533,7 @@ impl Contender for RemoteContender {
         };
         match self.remote.client().await?.follow(self.session, claim).await {
             Ok(claim) => Ok(RemoteClaim { remote: self.remote, claim }),
-            Err(status) => Err(self.remote.failure(&status).into_error("following the claim")),
+            Err(error) => Err(self.remote.failure(&error).into_error("following the claim")),
         }
     }
 
@@ -569,7 +560,7 @@ impl Holding for RemoteClaim {
 
     async fn release(self) -> Result<(), String> {
         let RemoteClaim { remote, mut claim } = self;
-        let released = claim.release_only().await.map_err(|status| remote.describe(&status).0);
+        let released = claim.release_only().await.map_err(|error| remote.describe(&error).0);
         claim.close().await;
         released
     }
@@ -581,6 +572,36 @@ impl Holding for RemoteClaim {
 
 /// A double barrier's participant: its node lives in a client session of this process's own
 /// from entering to leaving.
+/// An instance the daemon keeps in a client session of its own: the first call makes it
+/// (`Invoke` with `keep`), the later ones name its handle; closing the session ends it.
+pub(crate) struct RemoteInstance {
+    remote: Remote,
+    session: Session,
+    recipe: String,
+    /// The daemon's handle, once the first call made it.
+    handle: u64,
+}
+
+impl Instance for RemoteInstance {
+    async fn call(&mut self, function: &str, args: &serde_json::Value) -> Result<serde_json::Value, Failure> {
+        let request = pb::InvokeRequest {
+            recipe: self.recipe.clone(),
+            function: function.to_string(),
+            args_json: args.to_string(),
+            session: self.session.id(),
+            handle: self.handle,
+            keep: self.handle == 0,
+        };
+        let reply = self.remote.answer(self.remote.recipes().await?.invoke(request).await)?;
+        self.handle = reply.handle;
+        self.remote.json(reply)
+    }
+
+    async fn close(self) {
+        self.session.close().await
+    }
+}
+
 pub(crate) struct RemoteParticipant {
     remote: Remote,
     session: Session,

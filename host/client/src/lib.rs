@@ -204,7 +204,7 @@ impl Client {
 
     /// Opens a client session of `ttl` (the daemon may clamp it), kept alive from a task while
     /// the returned [`Session`] lives; `name` names it in the daemon's logs.
-    pub async fn session(&self, ttl: Duration, name: String) -> Result<Session, Status> {
+    pub async fn session(&self, ttl: Duration, name: String) -> Result<Session, Error> {
         let mut sessions = self.sessions();
         let ttl_ms = ttl.as_millis().try_into().unwrap_or(u64::MAX);
         let opened = sessions.open(pb::OpenRequest { ttl_ms, name }).await?.into_inner();
@@ -218,7 +218,7 @@ impl Client {
 
     /// Takes the lock (or one side of a read/write lock, or a lease) at `path` in a session of
     /// its own: waits until it is held, or `options.timeout` passes (`Code::DeadlineExceeded`).
-    pub async fn lock(&self, path: &str, options: LockOptions) -> Result<Claim, Status> {
+    pub async fn lock(&self, path: &str, options: LockOptions) -> Result<Claim, Error> {
         let session = self.session(options.ttl, format!("wazoo-client lock {path}")).await?;
         let request = pb::AcquireRequest {
             session: session.id,
@@ -232,7 +232,7 @@ impl Client {
             Ok(claim) => self.follow(session, claim.into_inner()).await,
             Err(status) => {
                 session.close().await;
-                Err(status)
+                Err(status.into())
             }
         }
     }
@@ -240,7 +240,7 @@ impl Client {
     /// Follows the loss of `claim`, which `session` holds, from now on: the claim as a [`Claim`].
     /// What [`Client::lock`] does once `Acquire` answers; for the other claim calls
     /// (`Campaign`, `GroupJoin`), made on [`Client::recipes`].
-    pub async fn follow(&self, session: Session, claim: pb::Claim) -> Result<Claim, Status> {
+    pub async fn follow(&self, session: Session, claim: pb::Claim) -> Result<Claim, Error> {
         let handle = pb::HandleRef { session: session.id, handle: claim.handle };
         match self.recipes().lost(handle).await {
             Ok(lost) => Ok(Claim {
@@ -252,7 +252,7 @@ impl Client {
             }),
             Err(status) => {
                 session.close().await;
-                Err(status)
+                Err(status.into())
             }
         }
     }
@@ -395,9 +395,10 @@ pub struct Claim {
 /// Why a claim was lost.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Lost {
-    /// The daemon's ZooKeeper session ended (expired, or closed as the daemon stops): the
-    /// claim's node is gone.
+    /// The daemon's ZooKeeper session expired: the claim's node is gone.
     SessionExpired,
+    /// The daemon's ZooKeeper session was closed (the daemon stopping): the claim's node is gone.
+    SessionClosed,
     /// The claim's node was deleted by someone else.
     NodeDeleted,
     /// Another client revoked the claim.
@@ -415,7 +416,8 @@ impl Lost {
     /// Why a `LostEvent` says the claim was lost: its typed `loss_reason`.
     pub fn from_event(event: &pb::LostEvent) -> Lost {
         match LossReason::try_from(event.loss_reason) {
-            Ok(LossReason::SessionExpired | LossReason::SessionClosed) => Lost::SessionExpired,
+            Ok(LossReason::SessionExpired) => Lost::SessionExpired,
+            Ok(LossReason::SessionClosed) => Lost::SessionClosed,
             Ok(LossReason::NodeDeleted) => Lost::NodeDeleted,
             Ok(LossReason::Revoked) => Lost::Revoked,
             Ok(LossReason::CutOff) => Lost::CutOff,
@@ -484,15 +486,15 @@ impl Claim {
     }
 
     /// Lets the claim go (its node deleted) and closes its session.
-    pub async fn release(mut self) -> Result<(), Status> {
+    pub async fn release(mut self) -> Result<(), Error> {
         let released = self.release_only().await;
         self.session.close().await;
         released
     }
 
     /// Lets the claim go and keeps the session, for [`Claim::close`] to end.
-    pub async fn release_only(&mut self) -> Result<(), Status> {
-        self.client.recipes().release(self.handle).await.map(|_| ())
+    pub async fn release_only(&mut self) -> Result<(), Error> {
+        self.client.recipes().release(self.handle).await.map(|_| ()).map_err(Error::from)
     }
 
     /// Closes the claim's session, deleting whatever it still holds.

@@ -12,58 +12,145 @@ use std::sync::Arc;
 
 use zookeeper_client::{OneshotWatcher, WatchedEvent};
 
-pub(crate) mod lock_recipe {
+/// The `wazoo:zk` imports (with the host's [`WatchSlot`] as the `watcher` resource) and the
+/// `custom` world, whose one export is `run`. Every family's bindings reuse these imports.
+pub(crate) mod custom {
     wasmtime::component::bindgen!({
         path: "../../wit",
-        world: "wazoo:recipes/lock-recipe",
+        world: "wazoo:recipes/custom",
         imports: { default: async | trappable },
         exports: { default: async },
         with: { "wazoo:zk/watch.watcher": super::WatchSlot },
     });
 }
 
-/// Bindings for one recipe world, reusing the `wazoo:zk` imports generated for `lock_recipe`.
-macro_rules! recipe_world {
-    ($module:ident, $world:literal) => {
-        pub(crate) mod $module {
-            wasmtime::component::bindgen!({
-                path: "../../wit",
-                world: $world,
-                imports: { default: async | trappable },
-                exports: { default: async },
-                with: { "wazoo:zk": super::lock_recipe::wazoo::zk },
-            });
+/// The version of the `wazoo:recipes` package the families below are read from.
+macro_rules! recipes_version {
+    () => {
+        "0.1.0"
+    };
+}
+
+/// Generates, from the table of families below: each family's bindings module (its typed
+/// `…Pre` re-exported), the [`World`] enum with one variant per family plus `Custom`, and what
+/// the registry asks of a world (its name, the export that identifies it, its default recipe,
+/// the check of a component's export types).
+macro_rules! families {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident => $module:ident::$pre:ident, world $world:literal, export $export:literal,
+            default $default:literal;
+    )*) => {
+        $(
+            pub(crate) mod $module {
+                wasmtime::component::bindgen!({
+                    path: "../../wit",
+                    world: $world,
+                    imports: { default: async | trappable },
+                    exports: { default: async },
+                    with: { "wazoo:zk": super::custom::wazoo::zk },
+                });
+            }
+            #[allow(unused_imports)]
+            pub(crate) use $module::$pre;
+        )*
+
+        /// The recipe worlds a component can target: one per family, and `custom`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum World {
+            $( $(#[$doc])* $variant, )*
+            /// `wazoo:recipes/custom`: exports `run`, called by `wazoo run` and `Invoke`.
+            Custom,
+        }
+
+        impl World {
+            /// Every family's world (not `Custom`), in the table's order.
+            pub const FAMILIES: &'static [World] = &[$(World::$variant),*];
+
+            /// The recipe (plugin file `NAME.wasm`) that serves this world when a caller names
+            /// none: the one place the CLI and the daemon take their defaults from. A custom
+            /// recipe is always named by its caller (`""`).
+            pub const fn default_recipe(self) -> &'static str {
+                match self {
+                    $( World::$variant => $default, )*
+                    World::Custom => "",
+                }
+            }
+
+            /// The world's full name, e.g. `wazoo:recipes/lock-recipe@0.1.0`.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( World::$variant => concat!($world, "@", recipes_version!()), )*
+                    World::Custom => concat!("wazoo:recipes/custom@", recipes_version!()),
+                }
+            }
+
+            /// The export a component of this world has: an interface, e.g.
+            /// `wazoo:recipes/lock@0.1.0`, or the function `run` for `Custom`.
+            pub const fn export(self) -> &'static str {
+                match self {
+                    $( World::$variant => concat!("wazoo:recipes/", $export, "@", recipes_version!()), )*
+                    World::Custom => "run",
+                }
+            }
+
+            /// Checks that `pre`'s exports have this world's types.
+            pub(crate) fn check_exports(
+                self,
+                pre: &wasmtime::component::InstancePre<crate::state::HostState>,
+            ) -> anyhow::Result<()> {
+                let pre = pre.clone();
+                match self {
+                    $( World::$variant => $module::$pre::new(pre).map(drop), )*
+                    World::Custom => custom::CustomPre::new(pre).map(drop),
+                }
+                .map_err(|e| anyhow::anyhow!("its exports do not have the types of {}: {e:#}", self.name()))
+            }
         }
     };
 }
 
-recipe_world!(rwlock_recipe, "wazoo:recipes/rwlock-recipe");
-recipe_world!(election_recipe, "wazoo:recipes/election-recipe");
-recipe_world!(barrier_recipe, "wazoo:recipes/barrier-recipe");
-recipe_world!(semaphore_recipe, "wazoo:recipes/semaphore-recipe");
-recipe_world!(queue_recipe, "wazoo:recipes/queue-recipe");
-recipe_world!(group_recipe, "wazoo:recipes/group-recipe");
-recipe_world!(config_recipe, "wazoo:recipes/config-recipe");
-recipe_world!(transaction_recipe, "wazoo:recipes/transaction-recipe");
-recipe_world!(custom, "wazoo:recipes/custom");
+// The recipe families: one line each is the whole of a family's registration in the runtime.
+// A component is of the first family whose export it has. Everything else the host does with a
+// family it does through the world's exports by name (`dynamic`: `wazoo call`, `Invoke`); the
+// typed handles in `handle/` are for the standard families' own commands.
+families! {
+    /// `wazoo:recipes/lock-recipe`
+    Lock => lock_recipe::LockRecipePre, world "wazoo:recipes/lock-recipe", export "lock", default "lock";
+    /// `wazoo:recipes/rwlock-recipe`
+    RwLock => rwlock_recipe::RwlockRecipePre, world "wazoo:recipes/rwlock-recipe", export "rwlock",
+        default "rwlock";
+    /// `wazoo:recipes/election-recipe`
+    Election => election_recipe::ElectionRecipePre, world "wazoo:recipes/election-recipe",
+        export "election", default "election";
+    /// `wazoo:recipes/barrier-recipe` (barrier and double barrier)
+    Barrier => barrier_recipe::BarrierRecipePre, world "wazoo:recipes/barrier-recipe", export "barrier",
+        default "barrier";
+    /// `wazoo:recipes/semaphore-recipe`
+    Semaphore => semaphore_recipe::SemaphoreRecipePre, world "wazoo:recipes/semaphore-recipe",
+        export "semaphore", default "semaphore";
+    /// `wazoo:recipes/queue-recipe`
+    Queue => queue_recipe::QueueRecipePre, world "wazoo:recipes/queue-recipe", export "queue",
+        default "queue";
+    /// `wazoo:recipes/group-recipe`
+    Group => group_recipe::GroupRecipePre, world "wazoo:recipes/group-recipe", export "group",
+        default "group";
+    /// `wazoo:recipes/config-recipe` (config and counter)
+    Config => config_recipe::ConfigRecipePre, world "wazoo:recipes/config-recipe", export "config",
+        default "config";
+    /// `wazoo:recipes/transaction-recipe`
+    Transaction => transaction_recipe::TransactionRecipePre, world "wazoo:recipes/transaction-recipe",
+        export "two-phase-commit", default "transaction";
+}
 
-pub(crate) use barrier_recipe::BarrierRecipePre;
-pub(crate) use config_recipe::ConfigRecipePre;
+pub(crate) use custom::wazoo::zk::{session, types, watch, znode};
 pub(crate) use custom::CustomPre;
-pub(crate) use election_recipe::ElectionRecipePre;
-pub(crate) use group_recipe::GroupRecipePre;
-pub(crate) use lock_recipe::wazoo::zk::{session, types, watch, znode};
-pub(crate) use lock_recipe::LockRecipePre;
-pub(crate) use queue_recipe::QueueRecipePre;
-pub(crate) use rwlock_recipe::RwlockRecipePre;
-pub(crate) use semaphore_recipe::SemaphoreRecipePre;
-pub(crate) use transaction_recipe::TransactionRecipePre;
 
 pub use config_recipe::exports::wazoo::recipes::config::Entry;
+pub use custom::wazoo::zk::types::{EventKind, Stat, WatchEvent, ZkError};
 pub use election_recipe::exports::wazoo::recipes::election::{LeaderInfo, Leadership};
 pub use group_recipe::exports::wazoo::recipes::group::{Member, Membership};
 pub use lock_recipe::exports::wazoo::recipes::lock::Held;
-pub use lock_recipe::wazoo::zk::types::{EventKind, Stat, WatchEvent, ZkError};
 pub use queue_recipe::exports::wazoo::recipes::queue::Item;
 pub use rwlock_recipe::exports::wazoo::recipes::rwlock::{Held as RwHeld, Mode};
 pub use semaphore_recipe::exports::wazoo::recipes::semaphore::Lease;
@@ -89,18 +176,6 @@ impl Drop for WatchSlot {
         self.live.fetch_sub(1, Ordering::Relaxed);
     }
 }
-
-/// Export names that identify each world, for `wazoo recipes list` and load-time checks.
-pub const LOCK_EXPORT: &str = "wazoo:recipes/lock@0.1.0";
-pub const RWLOCK_EXPORT: &str = "wazoo:recipes/rwlock@0.1.0";
-pub const ELECTION_EXPORT: &str = "wazoo:recipes/election@0.1.0";
-pub const BARRIER_EXPORT: &str = "wazoo:recipes/barrier@0.1.0";
-pub const SEMAPHORE_EXPORT: &str = "wazoo:recipes/semaphore@0.1.0";
-pub const QUEUE_EXPORT: &str = "wazoo:recipes/queue@0.1.0";
-pub const GROUP_EXPORT: &str = "wazoo:recipes/group@0.1.0";
-pub const CONFIG_EXPORT: &str = "wazoo:recipes/config@0.1.0";
-pub const TRANSACTION_EXPORT: &str = "wazoo:recipes/two-phase-commit@0.1.0";
-pub const CUSTOM_EXPORT: &str = "run";
 
 /// Registers every `wazoo:zk` import on `linker`.
 pub(crate) fn add_to_linker(

@@ -29,96 +29,14 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{types::ComponentItem, Component, InstancePre, Linker};
 use wasmtime::Engine;
 
-use crate::bindings::{
-    self, BarrierRecipePre, ConfigRecipePre, CustomPre, ElectionRecipePre, GroupRecipePre, LockRecipePre,
-    QueueRecipePre, RwlockRecipePre, SemaphoreRecipePre, TransactionRecipePre, BARRIER_EXPORT, CONFIG_EXPORT,
-    CUSTOM_EXPORT, ELECTION_EXPORT, GROUP_EXPORT, LOCK_EXPORT, QUEUE_EXPORT, RWLOCK_EXPORT, SEMAPHORE_EXPORT,
-    TRANSACTION_EXPORT,
-};
+use crate::bindings;
+pub use crate::bindings::World;
 use crate::state::HostState;
 
 pub use crate::versions::PACKAGES;
 
 /// Largest component file accepted.
 pub const MAX_COMPONENT_BYTES: u64 = 64 << 20;
-
-/// The recipe worlds a component can target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum World {
-    /// `wazoo:recipes/lock-recipe`
-    Lock,
-    /// `wazoo:recipes/rwlock-recipe`
-    RwLock,
-    /// `wazoo:recipes/election-recipe`
-    Election,
-    /// `wazoo:recipes/barrier-recipe`
-    Barrier,
-    /// `wazoo:recipes/semaphore-recipe`
-    Semaphore,
-    /// `wazoo:recipes/queue-recipe`
-    Queue,
-    /// `wazoo:recipes/group-recipe`
-    Group,
-    /// `wazoo:recipes/config-recipe`
-    Config,
-    /// `wazoo:recipes/transaction-recipe`
-    Transaction,
-    /// `wazoo:recipes/custom`
-    Custom,
-}
-
-impl World {
-    /// The recipe (plugin file `NAME.wasm`) that serves this world when a caller names none:
-    /// the one place the CLI and the daemon take their defaults from.
-    pub const fn default_recipe(self) -> &'static str {
-        match self {
-            World::Lock => "lock",
-            World::RwLock => "rwlock",
-            World::Election => "election",
-            World::Barrier => "barrier",
-            World::Semaphore => "semaphore",
-            World::Queue => "queue",
-            World::Group => "group",
-            World::Config => "config",
-            World::Transaction => "transaction",
-            // A custom recipe is always named by its caller.
-            World::Custom => "",
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            World::Lock => "wazoo:recipes/lock-recipe@0.1.0",
-            World::RwLock => "wazoo:recipes/rwlock-recipe@0.1.0",
-            World::Election => "wazoo:recipes/election-recipe@0.1.0",
-            World::Barrier => "wazoo:recipes/barrier-recipe@0.1.0",
-            World::Semaphore => "wazoo:recipes/semaphore-recipe@0.1.0",
-            World::Queue => "wazoo:recipes/queue-recipe@0.1.0",
-            World::Group => "wazoo:recipes/group-recipe@0.1.0",
-            World::Config => "wazoo:recipes/config-recipe@0.1.0",
-            World::Transaction => "wazoo:recipes/transaction-recipe@0.1.0",
-            World::Custom => "wazoo:recipes/custom@0.1.0",
-        }
-    }
-
-    /// Checks that `pre`'s exports have this world's types.
-    fn check_exports(self, pre: &InstancePre<HostState>) -> anyhow::Result<()> {
-        let pre = pre.clone();
-        match self {
-            World::Lock => LockRecipePre::new(pre).map(drop),
-            World::RwLock => RwlockRecipePre::new(pre).map(drop),
-            World::Election => ElectionRecipePre::new(pre).map(drop),
-            World::Barrier => BarrierRecipePre::new(pre).map(drop),
-            World::Semaphore => SemaphoreRecipePre::new(pre).map(drop),
-            World::Queue => QueueRecipePre::new(pre).map(drop),
-            World::Group => GroupRecipePre::new(pre).map(drop),
-            World::Config => ConfigRecipePre::new(pre).map(drop),
-            World::Transaction => TransactionRecipePre::new(pre).map(drop),
-            World::Custom => CustomPre::new(pre).map(drop),
-        }
-        .map_err(|e| anyhow!("its exports do not have the types of {}: {e:#}", self.name()))
-    }
-}
 
 /// A file's size and modification time: a changed stamp means a new version to check.
 type Stamp = (SystemTime, u64);
@@ -434,17 +352,12 @@ impl Registry {
         let ty = component.component_type();
         let mut exports = Vec::new();
         for (name, item) in ty.exports(&self.engine) {
-            match (name, &item.ty) {
-                (LOCK_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Lock),
-                (RWLOCK_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::RwLock),
-                (ELECTION_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Election),
-                (BARRIER_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Barrier),
-                (SEMAPHORE_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Semaphore),
-                (QUEUE_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Queue),
-                (GROUP_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Group),
-                (CONFIG_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Config),
-                (TRANSACTION_EXPORT, ComponentItem::ComponentInstance(_)) => return Ok(World::Transaction),
-                (CUSTOM_EXPORT, ComponentItem::ComponentFunc(_)) => return Ok(World::Custom),
+            let world = World::FAMILIES.iter().chain([&World::Custom]).find(|w| w.export() == name);
+            match (world, &item.ty) {
+                (Some(&World::Custom), ComponentItem::ComponentFunc(_)) => return Ok(World::Custom),
+                (Some(&world), ComponentItem::ComponentInstance(_)) if world != World::Custom => {
+                    return Ok(world)
+                }
                 _ => exports.push(name.to_string()),
             }
         }

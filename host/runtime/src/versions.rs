@@ -57,6 +57,30 @@ fn accepted(ours: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bindings::World;
+
+    /// The versions the host offers are the ones `wit/` declares, and every world's name and
+    /// export carry the recipes package's.
+    #[test]
+    fn packages_are_the_wits() {
+        let wit = concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit");
+        for (file, package) in [("deps/zk/zk.wit", "wazoo:zk"), ("recipes.wit", "wazoo:recipes")] {
+            let text = std::fs::read_to_string(format!("{wit}/{file}")).unwrap();
+            let declared = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("package ")?.strip_suffix(';'))
+                .unwrap_or_else(|| panic!("{file} declares no package"));
+            let ours = PACKAGES.iter().find(|(p, _)| *p == package).unwrap().1;
+            assert_eq!(declared, format!("{package}@{ours}"), "{file}");
+        }
+        let recipes = PACKAGES[1].1;
+        for world in World::FAMILIES.iter().chain([&World::Custom]) {
+            assert!(world.name().ends_with(&format!("@{recipes}")), "{}", world.name());
+            if *world != World::Custom {
+                assert!(world.export().ends_with(&format!("@{recipes}")), "{}", world.export());
+            }
+        }
+    }
 
     #[test]
     fn semver_rules() {

@@ -139,6 +139,7 @@ pub(super) fn ending(lost: wazoo_client::Lost) -> Ending {
     let because = |why: String| Ending { why, revoked: false };
     match lost {
         Lost::SessionExpired => wazoo_runtime::Lost::Session(zookeeper_client::SessionState::Expired).into(),
+        Lost::SessionClosed => wazoo_runtime::Lost::Session(zookeeper_client::SessionState::Closed).into(),
         Lost::NodeDeleted => wazoo_runtime::Lost::NodeDeleted.into(),
         Lost::Revoked => wazoo_runtime::Lost::Revoked.into(),
         Lost::CutOff => because(
