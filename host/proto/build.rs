@@ -8,5 +8,9 @@ fn main() {
     let files =
         protox::compile(["wazoo.proto", "google/rpc/status.proto", "google/rpc/error_details.proto"], ["."])
             .expect("wazoo.proto does not compile");
+    // The descriptors themselves, for the daemon's reflection service.
+    let out = std::env::var("OUT_DIR").expect("OUT_DIR");
+    std::fs::write(format!("{out}/wazoo_descriptor.bin"), prost::Message::encode_to_vec(&files))
+        .expect("writing the descriptor set");
     tonic_prost_build::configure().compile_fds(files).expect("generating the gRPC code");
 }

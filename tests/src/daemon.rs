@@ -85,7 +85,7 @@ impl Daemon {
     /// The Prometheus text the daemon serves.
     pub async fn metrics(&self) -> String {
         let mut stream = tokio::net::TcpStream::connect(&self.metrics).await.unwrap();
-        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
         let mut body = String::new();
         stream.read_to_string(&mut body).await.unwrap();
         body

@@ -168,8 +168,8 @@ async fn hot_swap_under_load_through_the_daemon() {
     assert!(children(&checker, &across).await.is_empty());
     assert!(children(&checker, &path).await.is_empty());
     let metrics = daemon.metrics().await;
-    assert!(metrics.contains("wazoo_calls_total{method=\"Acquire\""), "{metrics}");
-    assert!(metrics.contains("wazoo_recipe_swaps_total{recipe=\"lock\"} 1"), "{metrics}");
+    assert!(metrics.contains("wazoo_calls_total{tenant=\"\",method=\"Acquire\""), "{metrics}");
+    assert!(metrics.contains("wazoo_recipe_swaps_total{tenant=\"\",recipe=\"lock\"} 1"), "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -211,7 +211,7 @@ async fn a_broken_file_is_refused_and_the_old_version_serves() {
     assert_eq!(health.status, "serving");
     assert!(health.refusals >= 4, "{health:?}");
     let metrics = daemon.metrics().await;
-    assert!(metrics.contains("wazoo_recipe_refusals_total{recipe=\"lock\"}"), "{metrics}");
+    assert!(metrics.contains("wazoo_recipe_refusals_total{tenant=\"\",recipe=\"lock\"}"), "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -520,4 +520,45 @@ async fn generic_invoke_calls_any_export_with_json_and_keeps_claims_in_the_sessi
     let orphan_node = orphan["ok"]["node"].as_str().unwrap().to_string();
     within(Duration::from_secs(5), "the lock goes with its session", wait_gone(&checker, &orphan_node)).await;
     assert!(children(&checker, &path).await.is_empty());
+}
+
+/// `GET PATH` on `addr` over plain HTTP/1.1: the whole answer, head and body.
+async fn http_get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    within(LIMIT, "the metrics address answers", stream.read_to_string(&mut answer)).await.unwrap();
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn healthz_answers_ok_while_the_zookeeper_session_is_up() {
+    let (plugins, cache) = private_plugins("healthz");
+    let mut daemon = Command::new(wazoo_bin())
+        .env("WAZOO_ZOOKEEPER", zk().address())
+        .env("WAZOO_PLUGINS", &plugins)
+        .env("WAZOO_CACHE", &cache)
+        .env_remove("WAZOO_LOG")
+        .env_remove("WAZOO_SERVER")
+        .args(["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--watch-every", "1h"])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(daemon.stdout.take().unwrap()).lines();
+    let line = within(LIMIT, "wazoo serve is ready", lines.next_line()).await.unwrap().unwrap();
+    // "serving gRPC on ADDR, metrics on http://ADDR/metrics"
+    let addr = line.split("http://").nth(1).unwrap().trim_end_matches("/metrics").to_string();
+
+    let health = http_get(&addr, "/healthz").await;
+    assert!(health.starts_with("HTTP/1.1 200 "), "{health}");
+    assert!(health.ends_with("\r\n\r\nok"), "{health}");
+    let metrics = http_get(&addr, "/metrics").await.to_ascii_lowercase();
+    assert!(metrics.contains("content-type: application/openmetrics-text; version=1.0.0"), "{metrics}");
+    assert!(metrics.contains("# type wazoo_compiles counter"), "{metrics}");
+    assert!(metrics.contains("wazoo_client_sessions{tenant=\"\"} 0"), "{metrics}");
+    assert!(metrics.ends_with("# eof\n"), "{metrics}");
+    assert!(http_get(&addr, "/nothing").await.starts_with("HTTP/1.1 404 "));
 }

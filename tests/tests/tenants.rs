@@ -384,9 +384,16 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
     alice.release(HandleRef { session: id, handle: claim.handle }).await.unwrap();
     assert!(children(&alice_zk, &format!("{alice_root}/locks/report")).await.is_empty());
     let metrics = daemon.metrics().await;
-    assert!(metrics.contains("recipe=\"alice/lock\""), "{metrics}");
-    assert!(metrics.contains("recipe=\"mallory/misbehave\""), "{metrics}");
-    assert!(metrics.contains("wazoo_tenant_mallory_limit_hits"), "{metrics}");
+    assert!(metrics.contains("{tenant=\"alice\",method=\"Acquire\",recipe=\"lock\""), "{metrics}");
+    assert!(metrics.contains("{tenant=\"mallory\",method=\"Invoke\",recipe=\"misbehave\""), "{metrics}");
+    assert!(!metrics.contains("recipe=\"alice/") && !metrics.contains("recipe=\"mallory/"), "{metrics}");
+    assert!(!metrics.contains("wazoo_tenant_"), "tenants are labels, not names: {metrics}");
+    for tenant in ["alice", "mallory"] {
+        assert!(metrics.contains(&format!("wazoo_compiles_total{{tenant=\"{tenant}\"}}")), "{metrics}");
+    }
+    let limit_hits = "wazoo_limit_hits_total{tenant=\"mallory\"} ";
+    let hits = metrics.lines().find_map(|l| l.strip_prefix(limit_hits)?.parse::<u64>().ok());
+    assert!(hits >= Some(1), "her oversized write is a limit hit: {metrics}");
 
     // Reloaded on SIGHUP: alice's token changes, carol joins, mallory leaves (her session and
     // what it holds go with her).
@@ -404,7 +411,7 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
         .into_inner();
     assert_ne!(held.handle, 0);
     let before = daemon.metrics().await;
-    assert!(before.contains("wazoo_tenant_mallory_client_sessions 1"), "{before}");
+    assert!(before.contains("wazoo_client_sessions{tenant=\"mallory\"} 1"), "{before}");
     let tenants = serde_json::json!({"tenants": [
         {"name": "alice", "token": "alice-new-token-0123456789", "zookeeper_secret": "alice-zk", "root": alice_root},
         {"name": "carol", "token": "carol-token-0123456789", "zookeeper_secret": "carol-zk", "root": format!("/tenants/d-carol-{pid}")}
@@ -444,4 +451,188 @@ fn replace_all(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     }
     assert!(hits > 0, "{:?} not found", String::from_utf8_lossy(from));
     out
+}
+
+/// The tenants file is read strictly: a misspelt key, which once switched a tenant's allow-list
+/// off or dropped its limits, stops the daemon from starting with one line naming the key and
+/// the tenant, in JSON and in TOML.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_file_with_a_typo_stops_the_daemon_from_starting() {
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("wazoo-tenants-typo-{pid}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = serde_json::json!({"tenants": [
+        {"name": "alice", "token": "typo-alice-token-0123", "zookeeper_secret": "a", "root": format!("/tenants/typo-alice-{pid}")},
+        {"name": "bob", "token": "typo-bob-token-0123", "zookeeper_secret": "b", "root": format!("/tenants/typo-bob-{pid}"),
+         "recipe": ["lock"]}
+    ]})
+    .to_string();
+    let toml = format!(
+        "[[tenants]]\nname = \"alice\"\ntoken = \"typo-alice-token-0123\"\nzookeeper_secret = \"a\"\n\
+         root = \"/tenants/typo-alice-{pid}\"\nlimts = {{ memory_mib = 32 }}\n"
+    );
+    for (name, text, wrong) in [
+        ("tenants.json", json, "tenant \"bob\": unknown field `recipe`, expected one of"),
+        ("tenants.toml", toml, "tenant \"alice\": unknown field `limts`, expected one of"),
+    ] {
+        let file = dir.join(name);
+        std::fs::write(&file, text).unwrap();
+        let (code, stdout, stderr) = wazoo_tests::daemon::output(wazoo_tests::daemon::cli().args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics",
+            "off",
+            "--tenants",
+            file.to_str().unwrap(),
+        ]))
+        .await;
+        assert_ne!(code, 0, "{name}: the daemon must not start: {stdout}");
+        assert!(!stdout.contains("serving"), "{name}: {stdout}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{name}: one line of error: {stderr}");
+        assert!(lines[0].contains(&format!("{}: {wrong}", file.display())), "{name}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The SHA-256 of `token` in hex, as `sha256sum` prints it.
+fn sha256_hex(token: &str) -> String {
+    let out = std::process::Command::new("sh")
+        .args(["-c", "printf %s \"$1\" | sha256sum", "sh", token])
+        .output()
+        .expect("running sha256sum");
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_string()
+}
+
+/// A running daemon reloaded (SIGHUP) with a misspelt key logs the refusal and goes on serving
+/// the tenants it had; once the file is mended, the next reload applies it. The file is TOML,
+/// and alice is given by the SHA-256 of her token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reload_with_a_typo_keeps_the_tenants_that_serve() {
+    use std::process::Stdio;
+    use tokio::io::AsyncBufReadExt;
+
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("wazoo-tenants-reload-typo-{pid}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (alice_token, new_alice_token, carol_token) =
+        ("reload-alice-token-0123", "reload-alice-new-token-0123", "reload-carol-token-0123");
+    let alice_root = format!("/tenants/reload-alice-{pid}");
+    let tenant = |name: &str, token: &str, extra: &str| {
+        format!(
+            "[[tenants]]\nname = \"{name}\"\ntoken_sha256 = \"{}\"\nzookeeper_secret = \"{name}-zk\"\n\
+             root = \"/tenants/reload-{name}-{pid}\"\n{extra}\n",
+            sha256_hex(token)
+        )
+    };
+    let file = dir.join("tenants.toml");
+    std::fs::write(&file, tenant("alice", alice_token, "")).unwrap();
+
+    let mut child = tokio::process::Command::new(wazoo_bin())
+        .env("WAZOO_ZOOKEEPER", zk().address())
+        .env("WAZOO_PLUGINS", plugins())
+        .env("WAZOO_CACHE", root().join("target/component-cache"))
+        .env("WAZOO_LOG", "info")
+        .env("NO_COLOR", "1")
+        .env_remove("WAZOO_SERVER")
+        .args(["serve", "--listen", "127.0.0.1:0", "--metrics", "off", "--watch-every", "1h", "--tenants"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting wazoo serve");
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready =
+        within(LIMIT, "wazoo serve is ready", stdout.next_line()).await.unwrap().expect("a ready line");
+    // "serving gRPC on ADDR"
+    let grpc = ready.split_whitespace().nth(3).expect("an address").to_string();
+    // The log, read as it comes (so the daemon never blocks on a full pipe).
+    let (log_tx, mut log) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            if log_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    /// The next line of the log that contains `what`.
+    async fn logged(log: &mut tokio::sync::mpsc::UnboundedReceiver<String>, what: &str) -> String {
+        within(Duration::from_secs(60), what, async {
+            loop {
+                let line = log.recv().await.expect("the daemon's log goes on");
+                if line.contains(what) {
+                    return line;
+                }
+            }
+        })
+        .await
+    }
+    let channel = Channel::from_shared(format!("http://{grpc}")).unwrap().connect().await.unwrap();
+    let alice_zk =
+        Client::connector().with_auth("digest", b"alice:alice-zk").connect(&zk().address()).await.unwrap();
+    let takes_a_lock = |token: &'static str, path: &'static str| {
+        let channel = channel.clone();
+        async move {
+            let (mut sessions, mut recipes, _) = as_tenant(&channel, Some(token));
+            let id = sessions
+                .open(OpenRequest { ttl_ms: 5000, name: "alice".into() })
+                .await
+                .unwrap()
+                .into_inner()
+                .session;
+            let request = AcquireRequest {
+                session: id,
+                path: path.into(),
+                family: Family::Lock as i32,
+                timeout_ms: Some(10_000),
+                ..Default::default()
+            };
+            recipes.acquire(request).await.unwrap().into_inner()
+        }
+    };
+    let claim = takes_a_lock(alice_token, "/locks/before").await;
+    assert!(claim.node.starts_with("/locks/before/"), "{}", claim.node);
+    assert_eq!(children(&alice_zk, &format!("{alice_root}/locks/before")).await.len(), 1);
+
+    // A reload that would change alice's token and add carol, but for bob's misspelt limits.
+    let typo = [
+        tenant("alice", new_alice_token, ""),
+        tenant("bob", "reload-bob-token-0123", "limts = { memory_mib = 32 }"),
+        tenant("carol", carol_token, ""),
+    ]
+    .concat();
+    std::fs::write(&file, &typo).unwrap();
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGHUP) };
+    let refusal = logged(&mut log, "tenants not reloaded").await;
+    assert!(refusal.contains("tenant \"bob\": unknown field `limts`"), "{refusal}");
+    // Nothing changed: alice's old token still takes a lock, the file's new tokens are unknown.
+    let claim = takes_a_lock(alice_token, "/locks/after").await;
+    assert!(claim.node.starts_with("/locks/after/"), "{}", claim.node);
+    assert_eq!(children(&alice_zk, &format!("{alice_root}/locks/after")).await.len(), 1);
+    for token in [new_alice_token, carol_token] {
+        let (_, _, mut admin) = as_tenant(&channel, Some(token));
+        assert_eq!(admin.list_recipes(Empty {}).await.unwrap_err().code(), tonic::Code::Unauthenticated);
+    }
+
+    // Mended, the same change is applied on the next reload.
+    std::fs::write(&file, typo.replace("limts", "limits")).unwrap();
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGHUP) };
+    logged(&mut log, "tenants reloaded from").await;
+    let (_, _, mut carol_admin) = as_tenant(&channel, Some(carol_token));
+    within(Duration::from_secs(60), "carol is served", async {
+        while carol_admin.list_recipes(Empty {}).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let (_, _, mut old_alice) = as_tenant(&channel, Some(alice_token));
+    assert_eq!(old_alice.list_recipes(Empty {}).await.unwrap_err().code(), tonic::Code::Unauthenticated);
+    takes_a_lock(new_alice_token, "/locks/mended").await;
+    std::fs::remove_dir_all(&dir).unwrap();
 }

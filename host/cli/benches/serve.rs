@@ -135,6 +135,9 @@ impl Bench {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             metrics: None,
             watch_every: WATCH_EVERY,
+            tls: None,
+            token: None,
+            bounds: Default::default(),
         };
         let daemon = tokio::spawn(wazoo_daemon::serve::run(
             host.clone(),

@@ -60,6 +60,15 @@ pub(crate) fn watch_every(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// `serve --max-ttl`: between 1s and 1h.
+pub(crate) fn max_ttl(text: &str) -> Result<Duration, String> {
+    match duration(text)? {
+        d if d < Duration::from_secs(1) => Err(format!("{text:?} is too short: at least 1s")),
+        d if d > Duration::from_secs(3600) => Err(format!("{text:?} is too long: at most 1h")),
+        d => Ok(d),
+    }
+}
+
 /// An election participant's id: not empty, one line of printable text.
 pub(crate) fn participant_id(text: &str) -> Result<String, String> {
     if text.is_empty() || text.chars().any(char::is_control) {

@@ -38,6 +38,25 @@ pub(crate) struct Cli {
     /// serving --tenants refuses calls without a known one)
     #[arg(long, global = true, env = "WAZOO_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
+    /// With --server: the CA (PEM) the daemon's certificate is checked against; the connection
+    /// is then TLS (`--server https://HOST:PORT`)
+    #[arg(long, global = true, env = "WAZOO_TLS_CA", value_name = "FILE")]
+    pub(crate) tls_ca: Option<PathBuf>,
+    /// Certificate chain (PEM): with `serve`, the daemon's (serves TLS); with --server, this
+    /// client's, for a daemon that asks for one (--tls-client-ca)
+    #[arg(long, global = true, env = "WAZOO_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert
+    #[arg(long, global = true, env = "WAZOO_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// How log lines are written to stderr: `text`, or `json` (one object a line, with the
+    /// span of the call it belongs to)
+    #[arg(long, global = true, env = "WAZOO_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub(crate) log_format: String,
+    /// A file whose first line is a ZooKeeper digest identity `USER:PASSWORD` for this host's
+    /// own session; the nodes the host creates are then that identity's alone (CREATOR_ALL)
+    #[arg(long, global = true, env = "WAZOO_ZOOKEEPER_DIGEST_FILE", value_name = "FILE")]
+    pub(crate) zookeeper_digest_file: Option<PathBuf>,
     /// Private directory for compiled components [default: $XDG_CACHE_HOME/wazoo/components,
     /// else ~/.cache/wazoo/components]; `none` compiles on every start
     #[arg(long, global = true, env = "WAZOO_CACHE")]
@@ -254,7 +273,7 @@ pub(crate) enum Command {
         /// gRPC address
         #[arg(long, default_value = "127.0.0.1:7181")]
         listen: std::net::SocketAddr,
-        /// Prometheus address (GET /metrics); `off` for none
+        /// Prometheus address (GET /metrics, and GET /healthz for probes); `off` for none
         #[arg(long, default_value = "127.0.0.1:9181")]
         metrics: String,
         /// The plugins directory is watched (inotify); it is also looked at this often, in case
@@ -266,6 +285,30 @@ pub(crate) enum Command {
         /// open to every client
         #[arg(long)]
         tenants: Option<PathBuf>,
+        /// With --tls-cert: ask every client for a certificate signed by this CA (PEM), which
+        /// then authenticates it (mutual TLS)
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_client_ca: Option<PathBuf>,
+        /// A file holding the API token every client must present (`authorization: Bearer
+        /// TOKEN`), for one host without --tenants
+        #[arg(long, value_name = "FILE", conflicts_with = "tenants")]
+        token_file: Option<PathBuf>,
+        /// Listen in plain text on an address other than loopback (tokens and data then cross
+        /// the network readable by anyone on the path)
+        #[arg(long)]
+        insecure: bool,
+        /// Client sessions open at once, over all tenants
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+        max_sessions: u32,
+        /// Client sessions open at once per tenant (or for the one host)
+        #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
+        max_sessions_per_tenant: u32,
+        /// Handles (claims, kept instances, participants) per client session
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+        max_handles: u32,
+        /// The longest client-session TTL granted (a longer one asked for is cut to it; at most 1h)
+        #[arg(long, default_value = "1m", value_parser = args::max_ttl)]
+        max_ttl: Duration,
     },
     /// Start a local ZooKeeper and show two contenders taking turns on a lock
     Demo {

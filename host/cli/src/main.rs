@@ -30,7 +30,6 @@ mod supervise;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::Parser;
@@ -45,12 +44,12 @@ fn main() -> ExitCode {
         return code;
     }
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WAZOO_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WAZOO_LOG").unwrap_or_else(|_| "warn".into());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cli.log_format.as_str() {
+        "json" => logs.json().with_current_span(true).with_span_list(false).init(),
+        _ => logs.init(),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -68,7 +67,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
-    let config = host_config(&cli);
+    let config = host_config(&cli)?;
     match (cli.command, &cli.server) {
         // Scaffolding asks neither ZooKeeper nor a daemon, with or without --server.
         (Command::New { command: NewCommand::Recipe { name, lang, dir } }, _) => {
@@ -83,13 +82,76 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
         (Command::Server { port, data_dir, tick_ms }, None) => server(port, data_dir, tick_ms).await,
-        (Command::Serve { listen, metrics, watch_every, tenants }, None) => {
-            serve(config, listen, &metrics, watch_every, tenants.as_deref()).await
+        (
+            Command::Serve {
+                listen,
+                metrics,
+                watch_every,
+                tenants,
+                tls_client_ca,
+                token_file,
+                insecure,
+                max_sessions,
+                max_sessions_per_tenant,
+                max_handles,
+                max_ttl,
+            },
+            None,
+        ) => {
+            let tls = match (&cli.tls_cert, &cli.tls_key) {
+                (Some(cert), Some(key)) => Some(wazoo_daemon::serve::ServerTls {
+                    cert: read_file("--tls-cert", cert)?,
+                    key: read_file("--tls-key", key)?,
+                    client_ca: tls_client_ca
+                        .as_deref()
+                        .map(|ca| read_file("--tls-client-ca", ca))
+                        .transpose()?,
+                }),
+                _ => None,
+            };
+            let token = token_file.as_deref().map(read_token).transpose()?;
+            if tls.is_none() && !insecure && !listen.ip().is_loopback() {
+                return Err(exit::usage(format!(
+                    "--listen {listen}: refusing to serve in plain text beyond loopback, where tokens and data \
+                     cross the network readable by anyone on the path; give --tls-cert and --tls-key, or --insecure"
+                )));
+            }
+            let limits = wazoo_daemon::serve::Bounds {
+                sessions: max_sessions,
+                sessions_per_tenant: max_sessions_per_tenant,
+                handles_per_session: max_handles,
+                max_ttl,
+            };
+            let settings = wazoo_daemon::serve::ServeConfig {
+                listen,
+                metrics: None,
+                watch_every,
+                tls,
+                token,
+                bounds: limits,
+            };
+            serve(config, settings, &metrics, tenants.as_deref()).await
         }
         (Command::Demo { rounds }, None) => demo(&cli.plugins, rounds).await,
         // The rest, written once: on the daemon (which refuses the ones above), or here.
         (command, Some(server)) => {
-            let remote = remote::Remote::new(server, cli.token, cli.connect_timeout, cli.session_timeout);
+            let tls = match &cli.tls_ca {
+                Some(ca) => {
+                    let identity = cli.tls_cert.as_deref().zip(cli.tls_key.as_deref());
+                    Some(
+                        wazoo_client::Tls::from_files(ca, identity)
+                            .map_err(|e| exit::usage(format!("--tls-ca: {e}")))?,
+                    )
+                }
+                None if cli.tls_cert.is_some() => {
+                    return Err(exit::usage(
+                        "--tls-cert with --server needs --tls-ca, the CA of the daemon's certificate",
+                    ))
+                }
+                None => None,
+            };
+            let remote =
+                remote::Remote::new(server, cli.token, tls, cli.connect_timeout, cli.session_timeout);
             commands::run(&remote, command).await
         }
         (command, None) => commands::run(&local::Local::new(config), command).await,
@@ -97,13 +159,17 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
 }
 
 /// This process's host: its ZooKeeper session, plugins directory and cache, from the options.
-fn host_config(cli: &Cli) -> HostConfig {
-    HostConfig {
+fn host_config(cli: &Cli) -> anyhow::Result<HostConfig> {
+    let digest = match &cli.zookeeper_digest_file {
+        Some(path) => Some(read_digest(path)?),
+        None => None,
+    };
+    Ok(HostConfig {
         keeper: KeeperConfig {
             zookeeper: cli.zookeeper.clone(),
             session_timeout: cli.session_timeout,
             connect_timeout: cli.connect_timeout,
-            digest: None,
+            digest,
         },
         plugins: cli.plugins.clone(),
         limits: SandboxLimits::default(),
@@ -113,6 +179,20 @@ fn host_config(cli: &Cli) -> HostConfig {
             Some(dir) => Some(dir.clone()),
             None => wazoo_runtime::registry::default_cache_dir(),
         },
+    })
+}
+
+/// `--zookeeper-digest-file`: the `USER:PASSWORD` on the file's first line.
+fn read_digest(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = String::from_utf8(read_file("--zookeeper-digest-file", path)?)
+        .map_err(|_| exit::usage(format!("--zookeeper-digest-file {}: not UTF-8 text", path.display())))?;
+    let line = text.lines().next().unwrap_or("").trim();
+    match line.split_once(':') {
+        Some((user, password)) if !user.is_empty() && !password.is_empty() => Ok(line.to_string()),
+        _ => Err(exit::usage(format!(
+            "--zookeeper-digest-file {}: its first line must be USER:PASSWORD",
+            path.display()
+        ))),
     }
 }
 
@@ -120,18 +200,16 @@ fn host_config(cli: &Cli) -> HostConfig {
 /// connect; stops on SIGINT or SIGTERM, closing every client's handles.
 async fn serve(
     config: HostConfig,
-    listen: std::net::SocketAddr,
+    mut settings: wazoo_daemon::serve::ServeConfig,
     metrics: &str,
-    watch_every: Duration,
     tenants: Option<&std::path::Path>,
 ) -> anyhow::Result<u8> {
-    let metrics = match metrics {
+    settings.metrics = match metrics {
         "off" | "none" => None,
         addr => Some(addr.parse().with_context(|| format!("--metrics: not an address: {addr:?}"))?),
     };
     let specs =
         tenants.map(|file| wazoo_daemon::tenants::load(file).map(|specs| (file, specs))).transpose()?;
-    let settings = wazoo_daemon::serve::ServeConfig { listen, metrics, watch_every };
     let ready = |grpc: std::net::SocketAddr, metrics: Option<std::net::SocketAddr>| match metrics {
         Some(m) => out!("serving gRPC on {grpc}, metrics on http://{m}/metrics"),
         None => out!("serving gRPC on {grpc}"),
@@ -160,6 +238,25 @@ async fn serve(
         }
     }
     Ok(0)
+}
+
+/// A file named by option `option`, read whole: an unreadable one is a usage error naming both.
+fn read_file(option: &str, path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| exit::usage(format!("{option} {}: {e}", path.display())))
+}
+
+/// `serve --token-file`: the token on the file's first line, at least 16 characters.
+fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = String::from_utf8(read_file("--token-file", path)?)
+        .map_err(|_| exit::usage(format!("--token-file {}: not UTF-8 text", path.display())))?;
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    if token.len() < 16 || token.chars().any(|c| !c.is_ascii_graphic()) {
+        return Err(exit::usage(format!(
+            "--token-file {}: the token (its first line) must be at least 16 visible ASCII characters",
+            path.display()
+        )));
+    }
+    Ok(token)
 }
 
 /// On every SIGHUP, reads the tenants file again and sends the daemon what changed: new and

@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::bail;
 use tokio::sync::{Mutex, OnceCell};
 use tonic::{Code, Response, Status};
-use wazoo_client::{Authed, Client, ConnectError, Error, ErrorKind, Session};
+use wazoo_client::{Authed, Client, ConnectError, Error, ErrorKind, Options, Session, Tls};
 use wazoo_proto as pb;
 use wazoo_proto::recipes_client::RecipesClient;
 use wazoo_runtime::fence::{Holder, Written};
@@ -64,6 +64,7 @@ pub(crate) struct Remote {
     /// As given, for messages.
     addr: String,
     token: Option<String>,
+    tls: Option<Tls>,
     connect_timeout: Duration,
     /// The TTL of the client sessions claims are held in.
     ttl: Duration,
@@ -75,10 +76,17 @@ pub(crate) struct Remote {
 impl Remote {
     /// The daemon at `addr`, reached with `token` within `connect_timeout` when first asked;
     /// `ttl` is the TTL of the client sessions claims live in.
-    pub(crate) fn new(addr: &str, token: Option<String>, connect_timeout: Duration, ttl: Duration) -> Remote {
+    pub(crate) fn new(
+        addr: &str,
+        token: Option<String>,
+        tls: Option<Tls>,
+        connect_timeout: Duration,
+        ttl: Duration,
+    ) -> Remote {
         Remote {
             addr: addr.to_string(),
             token,
+            tls,
             connect_timeout,
             ttl,
             client: Arc::default(),
@@ -90,7 +98,9 @@ impl Remote {
     /// exit status 69.
     async fn client(&self) -> anyhow::Result<&Client> {
         let connect = || async {
-            match Client::connect(&self.addr, self.token.as_deref(), self.connect_timeout).await {
+            let options =
+                Options { token: self.token.clone(), timeout: self.connect_timeout, tls: self.tls.clone() };
+            match Client::connect_with(&self.addr, &options).await {
                 Ok(client) => Ok(client),
                 Err(ConnectError::BadToken) => bail!("--token: only visible ASCII characters are allowed"),
                 Err(ConnectError::BadAddress(why)) => bail!("--server: {why}"),

@@ -3,11 +3,16 @@
 //!
 //! ```text
 //! cargo run -p wazoo-client --example lock -- 127.0.0.1:50051 /app/lock
+//! WAZOO_TOKEN=… WAZOO_TLS_CA=ca.pem cargo run -p wazoo-client --example lock -- https://host:7181 /app/lock
 //! ```
+//!
+//! `WAZOO_TOKEN` is sent with every call; with `WAZOO_TLS_CA` (and, for a daemon that asks for a
+//! client certificate, `WAZOO_TLS_CERT` and `WAZOO_TLS_KEY`) the connection is TLS.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use wazoo_client::{Client, LockOptions};
+use wazoo_client::{Client, LockOptions, Options, Tls};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -16,7 +21,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("usage: lock ADDR PATH");
         std::process::exit(2);
     };
-    let client = Client::connect(&addr, None, Duration::from_secs(5)).await?;
+    let var = |name: &str| std::env::var_os(name).map(PathBuf::from);
+    let tls = match var("WAZOO_TLS_CA") {
+        Some(ca) => {
+            let (cert, key) = (var("WAZOO_TLS_CERT"), var("WAZOO_TLS_KEY"));
+            Some(Tls::from_files(&ca, cert.as_deref().zip(key.as_deref()))?)
+        }
+        None => None,
+    };
+    let token = std::env::var("WAZOO_TOKEN").ok();
+    let client =
+        Client::connect_with(&addr, &Options { token, timeout: Duration::from_secs(5), tls }).await?;
     let lock = client.lock(&path, LockOptions::default()).await?;
     println!("held {} token {}", lock.node(), lock.token());
     tokio::select! {

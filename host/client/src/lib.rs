@@ -118,6 +118,57 @@ impl tonic::service::Interceptor for Bearer {
     }
 }
 
+/// How [`Client::connect_with`] connects.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Sent with every call as `authorization: Bearer TOKEN`.
+    pub token: Option<String>,
+    /// For the connection and the first answer.
+    pub timeout: Duration,
+    /// TLS, to a daemon started with `--tls-cert`.
+    pub tls: Option<Tls>,
+}
+
+/// TLS towards the daemon: the CA its certificate is checked against and, for a daemon that
+/// asks for client certificates (`--tls-client-ca`), this client's certificate and key. All PEM.
+#[derive(Clone, Debug, Default)]
+pub struct Tls {
+    pub ca: Vec<u8>,
+    /// Certificate chain and private key.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// The name the daemon's certificate must carry; by default the address's host.
+    pub domain: Option<String>,
+}
+
+impl Tls {
+    /// Reads the CA (and the certificate and key, when given) from PEM files.
+    pub fn from_files(
+        ca: &std::path::Path,
+        identity: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> std::io::Result<Tls> {
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.display())))
+        };
+        let identity = match identity {
+            Some((cert, key)) => Some((read(cert)?, read(key)?)),
+            None => None,
+        };
+        Ok(Tls { ca: read(ca)?, identity, domain: None })
+    }
+
+    fn config(&self) -> tonic::transport::ClientTlsConfig {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+        let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&self.ca));
+        if let Some((cert, key)) = &self.identity {
+            config = config.identity(Identity::from_pem(cert, key));
+        }
+        if let Some(domain) = &self.domain {
+            config = config.domain_name(domain.clone());
+        }
+        config
+    }
+}
+
 /// Why [`Client::connect`] failed.
 #[derive(Debug)]
 pub enum ConnectError {
@@ -151,16 +202,44 @@ pub struct Client {
 impl Client {
     /// Connects to the daemon at `addr` (`host:port` or a URI), sending `token` with every call,
     /// and checks that it answers (`Admin.Health`) within `timeout`: a listener that accepts but
-    /// never answers is out of reach too.
+    /// never answers is out of reach too. Plain text; for TLS, [`Client::connect_with`].
     pub async fn connect(addr: &str, token: Option<&str>, timeout: Duration) -> Result<Client, ConnectError> {
-        let bearer = match token {
+        let options = Options { token: token.map(str::to_string), timeout, tls: None };
+        Client::connect_with(addr, &options).await
+    }
+
+    /// Connects as [`Client::connect`] does, with `options`: over TLS when `options.tls` is set
+    /// (then `addr` is `https://HOST:PORT` or `HOST:PORT`), or when `addr` starts `https://`
+    /// (which then needs `options.tls` for the CA).
+    pub async fn connect_with(addr: &str, options: &Options) -> Result<Client, ConnectError> {
+        let timeout = options.timeout;
+        let bearer = match &options.token {
             Some(t) => Some(format!("Bearer {t}").parse().map_err(|_| ConnectError::BadToken)?),
             None => None,
         };
-        let uri = if addr.contains("://") { addr.to_string() } else { format!("http://{addr}") };
-        let endpoint = Endpoint::from_shared(uri)
+        let scheme = if options.tls.is_some() { "https" } else { "http" };
+        let uri = if addr.contains("://") { addr.to_string() } else { format!("{scheme}://{addr}") };
+        let mut endpoint = Endpoint::from_shared(uri.clone())
             .map_err(|e| ConnectError::BadAddress(format!("not an address: {addr:?} ({e})")))?
             .connect_timeout(timeout);
+        match (&options.tls, uri.starts_with("https://")) {
+            (Some(tls), true) => {
+                endpoint = endpoint.tls_config(tls.config()).map_err(|e| {
+                    ConnectError::BadAddress(format!("TLS settings for {addr}: {}", causes(&e)))
+                })?;
+            }
+            (Some(_), false) => {
+                return Err(ConnectError::BadAddress(format!(
+                    "{addr} is plain text (http://) but TLS settings were given: use https://"
+                )))
+            }
+            (None, true) => {
+                return Err(ConnectError::BadAddress(format!(
+                    "{addr} is TLS (https://): give the CA that signed the daemon's certificate (--tls-ca)"
+                )))
+            }
+            (None, false) => {}
+        }
         let unreachable = |why: String| {
             ConnectError::Unreachable(format!("cannot reach the wazoo daemon at {addr}: {why}"))
         };
@@ -175,8 +254,10 @@ impl Client {
             Err(_) => Err(ConnectError::Unreachable(format!(
                 "the wazoo daemon at {addr} did not answer within {timeout:?}"
             ))),
-            Ok(Err(status)) if status.code() == Code::Unavailable => {
-                Err(unreachable(status.message().to_string()))
+            // An answer that did not come from the daemon's services (a broken connection, or a
+            // TLS listener spoken to in plain text) is no answer.
+            Ok(Err(status)) if status.code() == Code::Unavailable || error_kind(&status).is_none() => {
+                Err(unreachable(format!("{}: {}", status.code(), status.message())))
             }
             Ok(_) => Ok(client),
         }

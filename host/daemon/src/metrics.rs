@@ -1,843 +1,651 @@
-//! Prometheus metrics for `wazoo serve`: call counts and latencies, per-recipe counters and gauges,
-//! kept in memory and rendered in the text exposition format 0.0.4, served by [`serve`] on
-//! `GET /metrics` over plain HTTP/1.1.
+//! Prometheus metrics and health for `wazoo serve`, kept with the `prometheus-client` crate and
+//! served by [`serve`]: `GET /metrics` (OpenMetrics text) and `GET /healthz` (200 `ok` while the
+//! ZooKeeper session of every served host is up, else 503 and why, in one line).
 //!
-//! Everything is prefixed `wazoo_`:
+//! Every family is prefixed `wazoo_` and has a `tenant` label: the tenant's name, or `""` in a
+//! single-tenant daemon (which Prometheus reads as no label). A tenant is never part of a metric
+//! name or of another label. Totals are counters (`# TYPE wazoo_calls counter`, samples
+//! `wazoo_calls_total`); only values that go down are gauges.
 //!
-//! - `wazoo_call_seconds{method,recipe}`: histogram of API call latencies;
-//! - `wazoo_calls_total{method,recipe,outcome}`: API calls by outcome (`ok` or an error code);
-//! - `wazoo_recipe_<name>_total{recipe}`: counters by recipe ([`Metrics::count`]);
-//! - `wazoo_<name>`: gauges set from outside ([`Metrics::gauge`]).
+//! Recorded as they happen:
+//! - `wazoo_calls_total{tenant,method,recipe,outcome}`: API calls by outcome (`ok` or the gRPC
+//!   code in lower case, e.g. `notfound`), and `wazoo_call_seconds{tenant,method,recipe}`
+//!   (histogram), their latency;
+//! - `wazoo_recipe_swaps_total{tenant,recipe}`: component versions installed over an earlier one;
+//! - `wazoo_recipe_refusals_total{tenant,recipe}`: component files refused.
 //!
-//! Counter and gauge names are metric-name suffixes: a character other than ASCII letters, digits
-//! and `_` becomes `_`. A gauge whose name would clash with another metric is left out of the
-//! output (two metrics of one name would make Prometheus reject the whole scrape).
-//!
-//! Over 700 lines only with its tests (the exporter itself is under 500): the exposition format
-//! and the HTTP parsing are checked here against malformed requests and clashing names.
+//! Read from each served host at every scrape (a host no longer served drops out):
+//! - `wazoo_compiles_total{tenant}`, `wazoo_cache_hits_total{tenant}`: components compiled, and
+//!   taken from the on-disk compile cache, by the tenant's registry;
+//! - `wazoo_limit_hits_total{tenant}`, `wazoo_traps_total{tenant}`: guest calls refused by a
+//!   sandbox limit, and guest traps;
+//! - `wazoo_client_sessions{tenant}`, `wazoo_live_handles{tenant}` (gauges): client sessions
+//!   open, and the recipe handles they hold.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::future::Future;
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::LabelValueEncoder;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeLabelValue, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinSet;
 
-/// Upper bounds of the latency histogram's buckets, in seconds, with their `le` label values
-/// (`+Inf` is implied).
-const BUCKETS: [(f64, &str); 14] = [
-    (0.0005, "0.0005"),
-    (0.001, "0.001"),
-    (0.0025, "0.0025"),
-    (0.005, "0.005"),
-    (0.01, "0.01"),
-    (0.025, "0.025"),
-    (0.05, "0.05"),
-    (0.1, "0.1"),
-    (0.25, "0.25"),
-    (0.5, "0.5"),
-    (1.0, "1"),
-    (2.5, "2.5"),
-    (5.0, "5"),
-    (10.0, "10"),
-];
+/// Upper bounds of the latency histogram's buckets, in seconds (`+Inf` is implied).
+const BUCKETS: [f64; 14] =
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
-/// Latencies of one label set. Buckets are not cumulative here (an observation is counted in the
-/// first bucket that holds it, and in none if it is over the last bound); [`Metrics::render`]
-/// adds them up.
-#[derive(Debug, Default)]
-struct Histogram {
-    buckets: [u64; BUCKETS.len()],
-    sum: f64,
-    count: u64,
-}
+/// How long `/healthz` waits for word of every ZooKeeper session (one being rebuilt may take
+/// longer) before it answers 503.
+const HEALTH_WAIT: Duration = Duration::from_secs(5);
 
-impl Histogram {
-    fn observe(&mut self, secs: f64) {
-        if let Some(i) = BUCKETS.iter().position(|&(le, _)| secs <= le) {
-            self.buckets[i] += 1;
-        }
-        self.sum += secs;
-        self.count += 1;
+/// How long a metrics connection may stay open: one request, its answer, and it is closed.
+const CONNECTION_LIMIT: Duration = Duration::from_secs(10);
+
+/// The content type of `/metrics`.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// A label value, escaped as the text format wants it (`\\`, `\"`, `\n`): recipe names and
+/// methods come from clients.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct Label(String);
+
+impl Label {
+    fn of(value: &str) -> Label {
+        Label(value.to_owned())
+    }
+
+    fn tenant(tenant: Option<&str>) -> Label {
+        Label::of(tenant.unwrap_or(""))
     }
 }
 
-/// What is known about the calls of one method on one recipe.
-#[derive(Debug, Default)]
-struct CallStats {
-    latency: Histogram,
-    /// Calls by outcome.
-    outcomes: BTreeMap<String, u64>,
+impl EncodeLabelValue for Label {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
 }
 
-/// Nested maps rather than tuple keys, so a label set seen before is found by `&str` without
-/// allocating.
-type ByTwo<V> = BTreeMap<String, BTreeMap<String, V>>;
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    tenant: Label,
+    method: Label,
+    recipe: Label,
+}
 
-/// The daemon's metrics. Cheap to update from many tasks at once (one short lock per update, no
-/// allocation once a label set has been seen); share it behind an [`Arc`].
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    #[prometheus(flatten)]
+    call: CallLabels,
+    outcome: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RecipeLabels {
+    tenant: Label,
+    recipe: Label,
+}
+
+impl RecipeLabels {
+    fn of(tenant: Option<&str>, recipe: &str) -> RecipeLabels {
+        RecipeLabels { tenant: Label::tenant(tenant), recipe: Label::of(recipe) }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantLabels {
+    tenant: Label,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(BUCKETS)
+}
+
+/// What a served host reports at each scrape: client sessions open and the recipe handles they
+/// hold now; components compiled, and taken from the compile cache, guest calls refused by a
+/// sandbox limit, and guest traps since the host started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sample {
+    pub client_sessions: u64,
+    pub live_handles: u64,
+    pub compiles: u64,
+    pub cache_hits: u64,
+    pub limit_hits: u64,
+    pub traps: u64,
+}
+
+/// A served host as the metrics and `/healthz` see it.
+pub trait Source: Send + Sync {
+    /// Its tenant; `None` in a single-tenant daemon.
+    fn tenant(&self) -> Option<&str>;
+    /// Its numbers now.
+    fn sample(&self) -> Sample;
+    /// `Ok` while its ZooKeeper session is up, else why not (one line).
+    fn zookeeper(&self) -> Check<'_>;
+}
+
+/// How a [`Source`] answers whether its ZooKeeper session is up.
+pub type Check<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+
+/// The hosts served, held weakly: a host nothing else holds is gone from the metrics.
+#[derive(Clone, Debug, Default)]
+struct Sources(Arc<Mutex<Vec<Weak<dyn Source>>>>);
+
+impl Sources {
+    /// The hosts still there, by tenant.
+    fn live(&self) -> Vec<Arc<dyn Source>> {
+        let mut live: Vec<_> = lock(&self.0).iter().filter_map(Weak::upgrade).collect();
+        live.sort_by(|a, b| a.tenant().cmp(&b.tenant()));
+        live
+    }
+}
+
+/// The families read from the served hosts (name, help, whether a counter), in the order of
+/// [`Sample::values`].
+const COLLECTED: [(&str, &str, bool); 6] = [
+    ("compiles", "Recipe components compiled (not taken from the cache).", true),
+    ("cache_hits", "Recipe components taken from the on-disk compile cache.", true),
+    ("limit_hits", "Guest calls refused by a sandbox limit.", true),
+    ("traps", "Guest traps (sandbox limits included).", true),
+    ("client_sessions", "Client sessions currently open.", false),
+    ("live_handles", "Recipe handles currently held.", false),
+];
+
+impl Sample {
+    fn values(&self) -> [u64; 6] {
+        [self.compiles, self.cache_hits, self.limit_hits, self.traps, self.client_sessions, self.live_handles]
+    }
+}
+
+impl Collector for Sources {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let samples: Vec<(TenantLabels, Sample)> = self
+            .live()
+            .iter()
+            .map(|s| (TenantLabels { tenant: Label::tenant(s.tenant()) }, s.sample()))
+            .collect();
+        if samples.is_empty() {
+            return Ok(());
+        }
+        for (i, (name, help, counter)) in COLLECTED.into_iter().enumerate() {
+            let kind = if counter { MetricType::Counter } else { MetricType::Gauge };
+            let mut family = encoder.encode_descriptor(name, help, None, kind)?;
+            for (labels, sample) in &samples {
+                let (metric, value) = (family.encode_family(labels)?, sample.values()[i]);
+                match counter {
+                    true => ConstCounter::new(value).encode(metric)?,
+                    false => ConstGauge::new(value).encode(metric)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The daemon's metrics: share it behind an [`Arc`]; every update is a short lock.
+#[derive(Debug)]
 pub struct Metrics {
-    /// method → recipe → stats.
-    calls: Mutex<ByTwo<CallStats>>,
-    /// counter name → recipe → count.
-    counters: Mutex<ByTwo<u64>>,
-    /// gauge name → value.
-    gauges: Mutex<BTreeMap<String, f64>>,
+    registry: Registry,
+    calls: Family<OutcomeLabels, Counter>,
+    latency: Family<CallLabels, Histogram, fn() -> Histogram>,
+    swaps: Family<RecipeLabels, Counter>,
+    refusals: Family<RecipeLabels, Counter>,
+    sources: Sources,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
 }
 
 impl Metrics {
-    /// No metrics recorded yet.
+    /// No metrics recorded and no host listed yet.
     pub fn new() -> Metrics {
-        Metrics::default()
-    }
-
-    /// Records one API call: `method` e.g. `"Acquire"`, `recipe` e.g. `"lock"`, `outcome` `"ok"` or
-    /// an error code such as `"timeout"` or `"not_found"`, and how long it took.
-    pub fn call(&self, method: &str, recipe: &str, outcome: &str, elapsed: Duration) {
-        let secs = elapsed.as_secs_f64();
-        let mut calls = lock(&self.calls);
-        let stats = slot(slot(&mut calls, method), recipe);
-        stats.latency.observe(secs);
-        let n = slot(&mut stats.outcomes, outcome);
-        *n = n.saturating_add(1);
-    }
-
-    /// Adds `n` to the counter `wazoo_recipe_<name>_total{recipe}`; `name` is e.g. `"swaps"`,
-    /// `"refusals"`, `"compiles"` or `"cache_hits"`.
-    pub fn count(&self, name: &str, recipe: &str, n: u64) {
-        let name = metric_name(name);
-        let mut counters = lock(&self.counters);
-        let count = slot(slot(&mut counters, &name), recipe);
-        *count = count.saturating_add(n);
-    }
-
-    /// Sets the gauge `wazoo_<name>`, e.g. `"live_handles"` or `"client_sessions"`.
-    pub fn gauge(&self, name: &str, value: f64) {
-        let name = metric_name(name);
-        *slot(&mut lock(&self.gauges), &name) = value;
-    }
-
-    /// Everything recorded so far in the Prometheus text exposition format 0.0.4, each metric
-    /// with `# HELP` and `# TYPE` lines. Metrics are sorted by name and samples by their labels,
-    /// so the same contents always render the same way.
-    pub fn render(&self) -> String {
-        // Family name → its lines, so the output comes out sorted by name.
-        let mut families: BTreeMap<String, String> = BTreeMap::new();
-
-        let mut seconds = family(
-            "wazoo_call_seconds",
-            "histogram",
-            "Latency of API calls in seconds, by method and recipe.",
+        let mut registry = Registry::with_prefix("wazoo");
+        let calls = Family::<OutcomeLabels, Counter>::default();
+        let latency = Family::<CallLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
         );
-        let mut totals = family("wazoo_calls_total", "counter", "API calls by method, recipe and outcome.");
-        for (method, by_recipe) in lock(&self.calls).iter() {
-            for (recipe, stats) in by_recipe {
-                let labels = [("method", method.as_str()), ("recipe", recipe.as_str())];
-                let h = &stats.latency;
-                let mut cumulative = 0;
-                for (&(_, le), &n) in BUCKETS.iter().zip(&h.buckets) {
-                    cumulative += n;
-                    sample(
-                        &mut seconds,
-                        "wazoo_call_seconds_bucket",
-                        &labels,
-                        Some(le),
-                        Value::Count(cumulative),
-                    );
-                }
-                sample(
-                    &mut seconds,
-                    "wazoo_call_seconds_bucket",
-                    &labels,
-                    Some("+Inf"),
-                    Value::Count(h.count),
-                );
-                sample(&mut seconds, "wazoo_call_seconds_sum", &labels, None, Value::Float(h.sum));
-                sample(&mut seconds, "wazoo_call_seconds_count", &labels, None, Value::Count(h.count));
-                for (outcome, &n) in &stats.outcomes {
-                    let labels = [labels[0], labels[1], ("outcome", outcome.as_str())];
-                    sample(&mut totals, "wazoo_calls_total", &labels, None, Value::Count(n));
-                }
+        let swaps = Family::<RecipeLabels, Counter>::default();
+        let refusals = Family::<RecipeLabels, Counter>::default();
+        let sources = Sources::default();
+        registry.register("calls", "API calls by outcome", calls.clone());
+        registry.register_with_unit("call", "API call latency", Unit::Seconds, latency.clone());
+        registry.register("recipe_swaps", "Component versions installed over an earlier one", swaps.clone());
+        registry.register("recipe_refusals", "Component files refused", refusals.clone());
+        registry.register_collector(Box::new(sources.clone()));
+        Metrics { registry, calls, latency, swaps, refusals, sources }
+    }
+
+    /// Records one API call of `tenant` (`None` in a single-tenant daemon): `method` e.g.
+    /// `"Acquire"`, `recipe` e.g. `"lock"`, `outcome` `"ok"` or an error code, and how long it
+    /// took.
+    pub fn call(&self, tenant: Option<&str>, method: &str, recipe: &str, outcome: &str, elapsed: Duration) {
+        let call = CallLabels {
+            tenant: Label::tenant(tenant),
+            method: Label::of(method),
+            recipe: Label::of(recipe),
+        };
+        self.latency.get_or_create(&call).observe(elapsed.as_secs_f64());
+        self.calls.get_or_create(&OutcomeLabels { call, outcome: Label::of(outcome) }).inc();
+    }
+
+    /// Counts a new version of `recipe` installed over an earlier one.
+    pub fn swapped(&self, tenant: Option<&str>, recipe: &str) {
+        self.swaps.get_or_create(&RecipeLabels::of(tenant, recipe)).inc();
+    }
+
+    /// Counts a refused file of `recipe`.
+    pub fn refused(&self, tenant: Option<&str>, recipe: &str) {
+        self.refusals.get_or_create(&RecipeLabels::of(tenant, recipe)).inc();
+    }
+
+    /// Lists `source` as a served host (again is fine). It replaces a listed host of the same
+    /// tenant, and stays listed while something else holds it.
+    pub fn list<S: Source + 'static>(&self, source: &Arc<S>) {
+        let source: Arc<dyn Source> = source.clone();
+        let weak = Arc::downgrade(&source);
+        let mut listed = lock(&self.sources.0);
+        listed.retain(|w| {
+            w.upgrade().is_some_and(|other| Arc::ptr_eq(&other, &source) || other.tenant() != source.tenant())
+        });
+        if !listed.iter().any(|w| w.ptr_eq(&weak)) {
+            listed.push(weak);
+        }
+    }
+
+    /// Lists `source` (as [`Metrics::list`]) until the returned guard is dropped.
+    pub fn listing<S: Source + 'static>(self: &Arc<Self>, source: &Arc<S>) -> Listing {
+        self.list(source);
+        let source: Arc<dyn Source> = source.clone();
+        Listing { metrics: Arc::downgrade(self), source: Arc::downgrade(&source) }
+    }
+
+    /// Everything recorded so far, and what the listed hosts report now, in the OpenMetrics text
+    /// format (ending `# EOF`).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::warn!("encoding the metrics: {e}");
+        }
+        out
+    }
+
+    /// `Ok` while every listed host's ZooKeeper session is up; else the first reason found (one
+    /// line, naming the tenant). No host listed yet is not healthy.
+    pub async fn health(&self) -> Result<(), String> {
+        let sources = self.sources.live();
+        if sources.is_empty() {
+            return Err("no host is served yet".to_string());
+        }
+        let deadline = tokio::time::Instant::now() + HEALTH_WAIT;
+        for source in sources {
+            let who = source.tenant().map(|t| format!("tenant {t:?}: ")).unwrap_or_default();
+            match tokio::time::timeout_at(deadline, source.zookeeper()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(why)) => return Err(format!("{who}{why}")),
+                Err(_) => return Err(format!("{who}no word of ZooKeeper within {HEALTH_WAIT:?}")),
             }
         }
-        families.insert("wazoo_call_seconds".to_string(), seconds);
-        families.insert("wazoo_calls_total".to_string(), totals);
-
-        for (name, by_recipe) in lock(&self.counters).iter() {
-            let metric = format!("wazoo_recipe_{name}_total");
-            let mut lines = family(&metric, "counter", &counter_help(name));
-            for (recipe, &n) in by_recipe {
-                sample(&mut lines, &metric, &[("recipe", recipe.as_str())], None, Value::Count(n));
-            }
-            families.insert(metric, lines);
-        }
-
-        for (name, &value) in lock(&self.gauges).iter() {
-            let metric = format!("wazoo_{name}");
-            let histogram_series = ["_bucket", "_sum", "_count"]
-                .iter()
-                .any(|suffix| metric.strip_suffix(suffix) == Some("wazoo_call_seconds"));
-            if families.contains_key(&metric) || histogram_series {
-                continue;
-            }
-            let mut lines = family(&metric, "gauge", &gauge_help(name));
-            sample(&mut lines, &metric, &[], None, Value::Float(value));
-            families.insert(metric, lines);
-        }
-
-        families.into_values().collect()
+        Ok(())
     }
 }
 
-/// Locks `mutex`, carrying on if another thread panicked while holding it: the maps it guards
-/// are always consistent between statements, so the worst case is one half-recorded call.
+/// Keeps a host listed in the metrics; dropping it takes the host out.
+pub struct Listing {
+    metrics: Weak<Metrics>,
+    source: Weak<dyn Source>,
+}
+
+impl Drop for Listing {
+    fn drop(&mut self) {
+        if let Some(metrics) = self.metrics.upgrade() {
+            lock(&metrics.sources.0).retain(|w| !w.ptr_eq(&self.source) && w.strong_count() > 0);
+        }
+    }
+}
+
+/// Locks `mutex`, carrying on if another thread panicked while holding it: the list it guards
+/// is consistent between statements.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The value under `key`, inserted as the default first if missing; allocates only then.
-fn slot<'a, V: Default>(map: &'a mut BTreeMap<String, V>, key: &str) -> &'a mut V {
-    if !map.contains_key(key) {
-        map.insert(key.to_owned(), V::default());
-    }
-    map.get_mut(key).unwrap_or_else(|| unreachable!("{key:?} was just inserted"))
-}
-
-/// `name` fit to be a metric-name suffix: ASCII letters, digits and `_` only.
-fn metric_name(name: &str) -> Cow<'_, str> {
-    if name.is_empty() {
-        Cow::Borrowed("unnamed")
-    } else if name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        Cow::Borrowed(name)
-    } else {
-        Cow::Owned(name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect())
-    }
-}
-
-fn counter_help(name: &str) -> String {
-    match name {
-        "swaps" => "Recipe component versions installed over an earlier one, by recipe.".to_string(),
-        "refusals" => "Recipe component files refused, by recipe.".to_string(),
-        "compiles" => "Recipe components compiled (not taken from the cache), by recipe.".to_string(),
-        "cache_hits" => "Recipe components taken from the on-disk compile cache, by recipe.".to_string(),
-        _ => format!("Recipe events counted as {name}, by recipe."),
-    }
-}
-
-fn gauge_help(name: &str) -> String {
-    match name {
-        "live_handles" => "Recipe handles currently open.".to_string(),
-        "client_sessions" => "Client sessions currently connected.".to_string(),
-        "compiles" => "Recipe components compiled (not taken from the cache) since start.".to_string(),
-        "cache_hits" => "Recipe components taken from the on-disk compile cache since start.".to_string(),
-        _ => format!("Current value of {name}."),
-    }
-}
-
-/// The `# HELP` and `# TYPE` lines that open a metric. `help` must not hold a backslash or a
-/// newline (it is ours, and names are sanitized by [`metric_name`]).
-fn family(metric: &str, kind: &str, help: &str) -> String {
-    format!("# HELP {metric} {help}\n# TYPE {metric} {kind}\n")
-}
-
-/// A sample value: counts print as integers, exactly; floats the way Prometheus reads them.
-#[derive(Clone, Copy)]
-enum Value {
-    Count(u64),
-    Float(f64),
-}
-
-impl std::fmt::Display for Value {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match *self {
-            Value::Count(n) => write!(f, "{n}"),
-            Value::Float(v) if v.is_nan() => f.write_str("NaN"),
-            Value::Float(v) if v == f64::INFINITY => f.write_str("+Inf"),
-            Value::Float(v) if v == f64::NEG_INFINITY => f.write_str("-Inf"),
-            Value::Float(v) => write!(f, "{v}"),
-        }
-    }
-}
-
-/// Appends one sample line: `metric{labels,le="..."} value`.
-fn sample(out: &mut String, metric: &str, labels: &[(&str, &str)], le: Option<&str>, value: Value) {
-    out.push_str(metric);
-    let le = le.map(|le| ("le", le));
-    let mut all = labels.iter().copied().chain(le).peekable();
-    if all.peek().is_some() {
-        out.push('{');
-        for (i, (name, value)) in all.enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(name);
-            out.push_str("=\"");
-            escape_label(out, value);
-            out.push('"');
-        }
-        out.push('}');
-    }
-    // Writing to a String cannot fail.
-    let _ = writeln!(out, " {value}");
-}
-
-/// Appends `value` escaped for a label value: `\` → `\\`, `"` → `\"`, newline → `\n`.
-fn escape_label(out: &mut String, value: &str) {
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
-
-/// The most a request head may take, request line and headers.
-const MAX_HEAD: usize = 8 * 1024;
-/// How long a connection may take to send its request head, or to take the answer.
-const IDLE: Duration = Duration::from_secs(10);
-/// How long to keep reading (and dropping) what a client still sends after the answer, so that
-/// closing with unread data does not reset the connection before the client has read it.
-const LINGER: Duration = Duration::from_secs(1);
-/// The content type of every answer.
-const CONTENT_TYPE: &str = "text/plain; version=0.0.4";
-
-/// Serves `GET /metrics` (and `GET /`, a short text pointing at `/metrics`; any other path is
-/// 404) over plain HTTP/1.1 on `listener`, one task per connection and one request per
-/// connection (`Connection: close`), until this future is dropped, which also ends the
-/// connections it started. `HEAD` is answered too, other methods get 405, a malformed request
-/// 400, a request head over 8 KiB 431; a connection that sends no complete head within 10 s is
-/// closed.
+/// Serves `GET /metrics` and `GET /healthz` (`HEAD` too; other methods get 405, other paths
+/// 404) on `listener` until this future is dropped. Each answer closes its connection, and a
+/// connection open for 10 s is closed whatever it is doing, so none outlives the server long.
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
-    // Dropping the set aborts the connection tasks with the listener.
-    let mut connections = JoinSet::new();
-    loop {
-        let accepted = listener.accept().await;
-        while connections.try_join_next().is_some() {}
-        match accepted {
-            Ok((stream, peer)) => {
-                let metrics = Arc::clone(&metrics);
-                connections.spawn(async move {
-                    if let Err(e) = connection(stream, &metrics).await {
-                        tracing::debug!(%peer, "metrics connection: {e}");
-                    }
-                });
-            }
-            Err(e) => {
-                // Out of file descriptors and the like: back off rather than spin.
-                tracing::warn!("metrics listener: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+    serve_for(listener, metrics, CONNECTION_LIMIT).await
+}
+
+async fn serve_for(listener: TcpListener, metrics: Arc<Metrics>, limit: Duration) {
+    let app = Router::new()
+        .route("/metrics", get(scrape))
+        .route("/healthz", get(healthz))
+        .with_state(metrics)
+        .layer(axum::middleware::map_response(close));
+    if let Err(e) = axum::serve(Limited { listener, limit }, app).await {
+        tracing::warn!("metrics server stopped: {e}");
+    }
+}
+
+async fn scrape(State(metrics): State<Arc<Metrics>>) -> Response {
+    ([(header::CONTENT_TYPE, OPENMETRICS)], metrics.encode()).into_response()
+}
+
+async fn healthz(State(metrics): State<Arc<Metrics>>) -> Response {
+    match metrics.health().await {
+        Ok(()) => (StatusCode::OK, "ok").into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
+    }
+}
+
+/// One request per connection: scrapers are few, and a client that reads to the end of the
+/// stream gets its answer.
+async fn close(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// A listener whose connections end after `limit`.
+struct Limited {
+    listener: TcpListener,
+    limit: Duration,
+}
+
+impl axum::serve::Listener for Limited {
+    type Io = Timed;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Timed, SocketAddr) {
+        let (io, addr) = axum::serve::Listener::accept(&mut self.listener).await;
+        (Timed { io, deadline: Box::pin(tokio::time::sleep(self.limit)) }, addr)
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
+/// A connection whose reads and writes fail once its deadline has passed (waking an idle one).
+struct Timed {
+    io: TcpStream,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Timed {
+    /// Runs `op` on the stream, unless the deadline has passed.
+    fn within<T>(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        op: impl FnOnce(Pin<&mut TcpStream>, &mut Context<'_>) -> Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        let this = self.get_mut();
+        match this.deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "open too long"))),
+            Poll::Pending => op(Pin::new(&mut this.io), cx),
         }
     }
 }
 
-/// Reads one request from `stream`, answers it and closes.
-async fn connection(mut stream: TcpStream, metrics: &Metrics) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let head = match tokio::time::timeout(IDLE, read_head(&mut stream, &mut buf)).await {
-        Ok(head) => head?,
-        Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "no request head within 10 s")),
-    };
-    let answer = match head {
-        Head::Closed => return Ok(()),
-        Head::Complete(end) => respond(&buf[..end], metrics),
-        Head::Truncated => answer(400, "Bad Request", "", "bad request\n", false),
-        Head::TooLarge => {
-            answer(431, "Request Header Fields Too Large", "", "request head too large\n", false)
-        }
-    };
-    let write = async {
-        stream.write_all(&answer).await?;
-        stream.shutdown().await
-    };
-    match tokio::time::timeout(IDLE, write).await {
-        Ok(written) => written?,
-        Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "answer not taken within 10 s")),
-    }
-    let _ = tokio::time::timeout(LINGER, drain(&mut stream)).await;
-    Ok(())
-}
-
-/// How reading a request head ended.
-enum Head {
-    /// The head is `buf[..end]`, blank line included.
-    Complete(usize),
-    /// The client closed without sending anything.
-    Closed,
-    /// The client closed in the middle of the head.
-    Truncated,
-    /// [`MAX_HEAD`] bytes and no end of head.
-    TooLarge,
-}
-
-/// Reads from `stream` into `buf` until the blank line that ends a request head.
-async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Head> {
-    let mut chunk = [0u8; 1024];
-    loop {
-        let room = (MAX_HEAD - buf.len()).min(chunk.len());
-        let n = stream.read(&mut chunk[..room]).await?;
-        if n == 0 {
-            return Ok(if buf.is_empty() { Head::Closed } else { Head::Truncated });
-        }
-        // The end may straddle the previous read.
-        let from = buf.len().saturating_sub(2);
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = head_end(buf, from) {
-            return Ok(Head::Complete(end));
-        }
-        if buf.len() >= MAX_HEAD {
-            return Ok(Head::TooLarge);
-        }
+impl AsyncRead for Timed {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        self.within(cx, |io, cx| io.poll_read(cx, buf))
     }
 }
 
-/// Where the head in `buf` ends (just past its blank line, `\r\n\r\n` or a bare `\n\n`), looking
-/// for the line feed that ends the last header line from `from` on.
-fn head_end(buf: &[u8], from: usize) -> Option<usize> {
-    (from..buf.len()).find_map(|i| {
-        if buf[i] != b'\n' {
-            return None;
-        }
-        match &buf[i + 1..] {
-            [b'\n', ..] => Some(i + 2),
-            [b'\r', b'\n', ..] => Some(i + 3),
-            _ => None,
-        }
-    })
-}
+impl AsyncWrite for Timed {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.within(cx, |io, cx| io.poll_write(cx, buf))
+    }
 
-/// Drops what the client still sends, up to 64 KiB, until it closes.
-async fn drain(stream: &mut TcpStream) -> io::Result<()> {
-    let mut chunk = [0u8; 4096];
-    let mut left: usize = 64 * 1024;
-    while left > 0 {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        left = left.saturating_sub(n);
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.within(cx, |io, cx| io.poll_flush(cx))
     }
-    Ok(())
-}
 
-/// The answer to the request whose head is `head`.
-fn respond(head: &[u8], metrics: &Metrics) -> Vec<u8> {
-    let Some((method, target)) = parse(head) else {
-        return answer(400, "Bad Request", "", "bad request\n", false);
-    };
-    let head_only = match method {
-        "GET" => false,
-        "HEAD" => true,
-        _ => return answer(405, "Method Not Allowed", "Allow: GET, HEAD\r\n", "method not allowed\n", false),
-    };
-    let path = target.split_once('?').map_or(target, |(path, _)| path);
-    match path {
-        "/metrics" => answer(200, "OK", "", &metrics.render(), head_only),
-        "/" => answer(200, "OK", "", "wazoo metrics: GET /metrics\n", head_only),
-        _ => answer(404, "Not Found", "", "not found; metrics are at /metrics\n", head_only),
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
-}
-
-/// The method and target of a well-formed HTTP/1.x request head, `None` if it is not one.
-fn parse(head: &[u8]) -> Option<(&str, &str)> {
-    let head = std::str::from_utf8(head).ok()?;
-    let mut lines = head.split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line));
-    let mut request = lines.next()?.split(' ');
-    let (method, target, version) = (request.next()?, request.next()?, request.next()?);
-    let is_token = |s: &str| !s.is_empty() && s.bytes().all(is_tchar);
-    if request.next().is_some() || !is_token(method) || !target.starts_with('/') {
-        return None;
-    }
-    if !matches!(version, "HTTP/1.0" | "HTTP/1.1") || target.bytes().any(|b| b.is_ascii_control()) {
-        return None;
-    }
-    for line in lines.filter(|line| !line.is_empty()) {
-        let (name, value) = line.split_once(':')?;
-        if !is_token(name) || value.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
-            return None;
-        }
-    }
-    Some((method, target))
-}
-
-/// Whether `b` may appear in an HTTP token (a method or a header name).
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-/// A whole HTTP/1.1 answer; `extra` is more header lines, each ending in CRLF.
-fn answer(status: u16, reason: &str, extra: &str, body: &str, head_only: bool) -> Vec<u8> {
-    let mut out = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\n\
-         Connection: close\r\n{extra}\r\n",
-        body.len()
-    )
-    .into_bytes();
-    if !head_only {
-        out.extend_from_slice(body.as_bytes());
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    use std::net::SocketAddr;
+    use std::collections::BTreeSet;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A served host of `tenant` whose numbers derive from `n`, and whose ZooKeeper session is
+    /// up or not.
+    struct Fake(Option<&'static str>, u64, Result<(), &'static str>);
+
+    impl Source for Fake {
+        fn tenant(&self) -> Option<&str> {
+            self.0
+        }
+
+        fn sample(&self) -> Sample {
+            let n = self.1;
+            Sample {
+                client_sessions: n + 1,
+                live_handles: n + 2,
+                compiles: n,
+                cache_hits: n * 10,
+                limit_hits: n * 100,
+                traps: n * 1000,
+            }
+        }
+
+        fn zookeeper(&self) -> Check<'_> {
+            Box::pin(async { self.2.map_err(str::to_string) })
+        }
+    }
+
+    fn fake(tenant: Option<&'static str>, n: u64, zookeeper: Result<(), &'static str>) -> Arc<Fake> {
+        Arc::new(Fake(tenant, n, zookeeper))
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
     }
 
-    /// The sample lines of `text` that start with `prefix`.
-    fn lines<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
-        text.lines().filter(|l| l.starts_with(prefix)).collect()
+    /// The lines of `text` that start with `prefix`, sorted (label sets come in no set order).
+    fn lines(text: &str, prefix: &str) -> Vec<String> {
+        let mut found: Vec<_> = text.lines().filter(|l| l.starts_with(prefix)).map(str::to_string).collect();
+        found.sort();
+        found
     }
 
     #[test]
-    fn empty_metrics_still_describe_the_call_metrics() {
-        let text = Metrics::new().render();
-        assert_eq!(
-            text,
-            "# HELP wazoo_call_seconds Latency of API calls in seconds, by method and recipe.\n\
-             # TYPE wazoo_call_seconds histogram\n\
-             # HELP wazoo_calls_total API calls by method, recipe and outcome.\n\
-             # TYPE wazoo_calls_total counter\n"
-        );
-    }
-
-    #[test]
-    fn histogram_buckets_are_cumulative_with_sum_and_count() {
+    fn tenants_are_labels_and_totals_are_counters() {
         let m = Metrics::new();
-        m.call("Acquire", "lock", "ok", Duration::from_micros(300)); // 0.0005
-        m.call("Acquire", "lock", "ok", Duration::from_micros(500)); // 0.0005, on the bound
-        m.call("Acquire", "lock", "timeout", ms(3)); // 0.005
-        m.call("Acquire", "lock", "ok", ms(700)); // 1
-        m.call("Acquire", "lock", "timeout", Duration::from_secs(20)); // +Inf only
-        let text = m.render();
-        let series = "wazoo_call_seconds_bucket{method=\"Acquire\",recipe=\"lock\",le=";
-        let buckets: Vec<(&str, u64)> = lines(&text, series)
-            .iter()
-            .map(|l| {
-                let (le, n) = l[series.len()..].split_once("} ").expect("bucket line");
-                (le.trim_matches('"'), n.parse().expect("bucket count"))
-            })
-            .collect();
-        let want = [
-            ("0.0005", 2),
-            ("0.001", 2),
-            ("0.0025", 2),
-            ("0.005", 3),
-            ("0.01", 3),
-            ("0.025", 3),
-            ("0.05", 3),
-            ("0.1", 3),
-            ("0.25", 3),
-            ("0.5", 3),
-            ("1", 4),
-            ("2.5", 4),
-            ("5", 4),
-            ("10", 4),
-            ("+Inf", 5),
-        ];
-        assert_eq!(buckets, want);
-        assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1));
+        m.call(Some("alice"), "Acquire", "lock", "ok", ms(1));
+        m.call(Some("alice"), "Acquire", "lock", "ok", ms(2));
+        m.call(Some("mallory"), "Invoke", "misbehave", "internal", ms(3));
+        m.swapped(Some("alice"), "lock");
+        m.refused(Some("mallory"), "misbehave");
+        m.refused(Some("mallory"), "misbehave");
+        let (alice, mallory) = (fake(Some("alice"), 3, Ok(())), fake(Some("mallory"), 5, Ok(())));
+        m.list(&alice);
+        m.list(&mallory);
+        let text = m.encode();
 
-        let sum = lines(&text, "wazoo_call_seconds_sum{method=\"Acquire\",recipe=\"lock\"} ");
-        assert_eq!(sum.len(), 1);
-        let sum: f64 = sum[0].rsplit(' ').next().and_then(|v| v.parse().ok()).expect("sum value");
-        assert!((sum - 20.7038).abs() < 1e-9, "{sum}");
-        assert_eq!(
-            lines(&text, "wazoo_call_seconds_count"),
-            ["wazoo_call_seconds_count{method=\"Acquire\",recipe=\"lock\"} 5"]
-        );
         assert_eq!(
             lines(&text, "wazoo_calls_total{"),
             [
-                "wazoo_calls_total{method=\"Acquire\",recipe=\"lock\",outcome=\"ok\"} 3",
-                "wazoo_calls_total{method=\"Acquire\",recipe=\"lock\",outcome=\"timeout\"} 2",
+                r#"wazoo_calls_total{tenant="alice",method="Acquire",recipe="lock",outcome="ok"} 2"#,
+                r#"wazoo_calls_total{tenant="mallory",method="Invoke",recipe="misbehave",outcome="internal"} 1"#,
             ]
         );
-    }
-
-    #[test]
-    fn label_sets_are_kept_apart_and_sorted() {
-        let a = Metrics::new();
-        a.call("Release", "lock", "ok", ms(1));
-        a.call("Acquire", "semaphore", "not_found", ms(1));
-        a.call("Acquire", "lock", "ok", ms(1));
-        a.count("swaps", "lock", 1);
-        a.count("compiles", "queue", 2);
-        a.count("compiles", "lock", 3);
-        a.gauge("live_handles", 4.0);
-        a.gauge("client_sessions", 2.0);
-
-        let b = Metrics::new();
-        b.gauge("client_sessions", 2.0);
-        b.gauge("live_handles", 4.0);
-        b.count("compiles", "lock", 3);
-        b.count("compiles", "queue", 2);
-        b.count("swaps", "lock", 1);
-        b.call("Acquire", "lock", "ok", ms(1));
-        b.call("Acquire", "semaphore", "not_found", ms(1));
-        b.call("Release", "lock", "ok", ms(1));
-
-        let text = a.render();
-        assert_eq!(text, b.render());
-        assert_eq!(
-            lines(&text, "wazoo_calls_total{"),
-            [
-                "wazoo_calls_total{method=\"Acquire\",recipe=\"lock\",outcome=\"ok\"} 1",
-                "wazoo_calls_total{method=\"Acquire\",recipe=\"semaphore\",outcome=\"not_found\"} 1",
-                "wazoo_calls_total{method=\"Release\",recipe=\"lock\",outcome=\"ok\"} 1",
-            ]
-        );
-        let types: Vec<&str> = lines(&text, "# TYPE ");
-        assert_eq!(
-            types,
-            [
-                "# TYPE wazoo_call_seconds histogram",
-                "# TYPE wazoo_calls_total counter",
-                "# TYPE wazoo_client_sessions gauge",
-                "# TYPE wazoo_live_handles gauge",
-                "# TYPE wazoo_recipe_compiles_total counter",
-                "# TYPE wazoo_recipe_swaps_total counter",
-            ]
-        );
-        // Every family has its HELP line right before its TYPE line, and its samples after.
-        for t in &types {
-            let name = t.split(' ').nth(2).expect("name");
-            let help = format!("# HELP {name} ");
-            let at = text.find(&help).expect("HELP line");
-            assert!(text[at..].lines().nth(1) == Some(t), "{name}");
-        }
-    }
-
-    #[test]
-    fn counters_add_up_by_recipe() {
-        let m = Metrics::new();
-        m.count("cache_hits", "lock", 2);
-        m.count("cache_hits", "lock", 5);
-        m.count("cache_hits", "queue", 1);
-        m.count("refusals", "tree", 1);
-        let text = m.render();
-        assert!(text.contains(
-            "# HELP wazoo_recipe_cache_hits_total Recipe components taken from the on-disk compile cache, \
-             by recipe.\n# TYPE wazoo_recipe_cache_hits_total counter\n\
-             wazoo_recipe_cache_hits_total{recipe=\"lock\"} 7\n\
-             wazoo_recipe_cache_hits_total{recipe=\"queue\"} 1\n"
-        ));
-        assert_eq!(
-            lines(&text, "wazoo_recipe_refusals_total{"),
-            ["wazoo_recipe_refusals_total{recipe=\"tree\"} 1"]
-        );
-    }
-
-    #[test]
-    fn gauges_are_set_not_added() {
-        let m = Metrics::new();
-        m.gauge("live_handles", 3.0);
-        m.gauge("live_handles", 7.0);
-        m.gauge("load", 0.25);
-        m.gauge("odd", f64::NAN);
-        m.gauge("big", f64::INFINITY);
-        m.gauge("small", f64::NEG_INFINITY);
-        let text = m.render();
-        assert!(text.contains(
-            "# HELP wazoo_live_handles Recipe handles currently open.\n\
-             # TYPE wazoo_live_handles gauge\nwazoo_live_handles 7\n"
-        ));
-        assert_eq!(lines(&text, "wazoo_load "), ["wazoo_load 0.25"]);
-        assert_eq!(lines(&text, "wazoo_odd "), ["wazoo_odd NaN"]);
-        assert_eq!(lines(&text, "wazoo_big "), ["wazoo_big +Inf"]);
-        assert_eq!(lines(&text, "wazoo_small "), ["wazoo_small -Inf"]);
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        let m = Metrics::new();
-        m.call("Get\"Data\"", "a\\b\nc", "bad\"\\\n", ms(1));
-        m.count("swaps", "x\"y", 1);
-        let text = m.render();
-        assert_eq!(
-            lines(&text, "wazoo_calls_total{"),
-            [r#"wazoo_calls_total{method="Get\"Data\"",recipe="a\\b\nc",outcome="bad\"\\\n"} 1"#]
-        );
-        assert_eq!(
-            lines(&text, "wazoo_recipe_swaps_total{"),
-            [r#"wazoo_recipe_swaps_total{recipe="x\"y"} 1"#]
-        );
-        // No raw newline leaked into a sample: every line is a comment or a wazoo_ sample.
-        assert!(text.lines().all(|l| l.starts_with("# ") || l.starts_with("wazoo_")));
-    }
-
-    #[test]
-    fn names_are_sanitized_and_clashing_gauges_left_out() {
-        let m = Metrics::new();
-        m.count("cache-hits", "lock", 1);
-        m.count("cache hits", "lock", 1);
-        m.gauge("", 1.0);
-        m.gauge("calls_total", 9.0);
-        m.gauge("call_seconds_count", 9.0);
-        m.gauge("recipe_cache_hits_total", 9.0);
-        let text = m.render();
-        assert_eq!(
-            lines(&text, "wazoo_recipe_cache_hits_total{"),
-            ["wazoo_recipe_cache_hits_total{recipe=\"lock\"} 2"]
-        );
-        assert_eq!(lines(&text, "wazoo_unnamed "), ["wazoo_unnamed 1"]);
-        assert!(!text.contains(" 9\n"), "{text}");
-        assert_eq!(lines(&text, "# TYPE wazoo_calls_total ").len(), 1);
-    }
-
-    #[test]
-    fn every_sample_line_parses() {
-        let m = Metrics::new();
-        m.call("Acquire", "lock", "ok", ms(12));
-        m.count("swaps", "lock", 1);
-        m.gauge("live_handles", 1.5);
-        for line in m.render().lines().filter(|l| !l.starts_with('#')) {
-            let (series, value) = line.rsplit_once(' ').expect("name and value");
-            assert!(series.starts_with("wazoo_"), "{line}");
-            assert!(series.ends_with('}') == series.contains('{'), "{line}");
-            assert!(value.parse::<f64>().is_ok(), "{line}");
-        }
-        assert!(m.render().ends_with('\n'));
-    }
-
-    #[test]
-    fn request_heads_are_checked() {
-        assert_eq!(parse(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), Some(("GET", "/metrics")));
-        assert_eq!(parse(b"GET /?a=b HTTP/1.0\n\n"), Some(("GET", "/?a=b")));
-        assert_eq!(parse(b"GET /metrics HTTP/1.1\r\n\r\n"), Some(("GET", "/metrics")));
-        for bad in [
-            &b""[..],
-            b"\r\n\r\n",
-            b"GET\r\n\r\n",
-            b"GET /metrics\r\n\r\n",
-            b"GET /metrics HTTP/2\r\n\r\n",
-            b"GET  /metrics HTTP/1.1\r\n\r\n",
-            b"GET metrics HTTP/1.1\r\n\r\n",
-            b"G(T /metrics HTTP/1.1\r\n\r\n",
-            b"GET /metrics HTTP/1.1 x\r\n\r\n",
-            b"GET /metrics HTTP/1.1\r\nno colon\r\n\r\n",
-            b"GET /metrics HTTP/1.1\r\n folded: x\r\n\r\n",
-            b"GET /\xff HTTP/1.1\r\n\r\n",
+        let swaps = r#"wazoo_recipe_swaps_total{tenant="alice",recipe="lock"} 1"#;
+        assert_eq!(lines(&text, "wazoo_recipe_swaps_total{"), [swaps]);
+        let refusals = r#"wazoo_recipe_refusals_total{tenant="mallory",recipe="misbehave"} 2"#;
+        assert_eq!(lines(&text, "wazoo_recipe_refusals_total{"), [refusals]);
+        // Each tenant's own registry and host numbers, not the last writer's.
+        for (family, a, m) in [
+            ("wazoo_compiles_total", 3, 5),
+            ("wazoo_cache_hits_total", 30, 50),
+            ("wazoo_limit_hits_total", 300, 500),
+            ("wazoo_traps_total", 3000, 5000),
+            ("wazoo_client_sessions", 4, 6),
+            ("wazoo_live_handles", 5, 7),
         ] {
-            assert_eq!(parse(bad), None, "{:?}", String::from_utf8_lossy(bad));
+            let want =
+                [format!("{family}{{tenant=\"alice\"}} {a}"), format!("{family}{{tenant=\"mallory\"}} {m}")];
+            assert_eq!(lines(&text, &format!("{family}{{")), want, "{text}");
         }
-        assert_eq!(head_end(b"GET / HTTP/1.1\r\nA: b\r\n\r\nbody", 0), Some(24));
-        assert_eq!(head_end(b"GET / HTTP/1.1\n\nbody", 0), Some(16));
-        assert_eq!(head_end(b"GET / HTTP/1.1\r\nA: b\r\n", 0), None);
+
+        let types: BTreeSet<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE wazoo_")).collect();
+        let want = "calls counter,call_seconds histogram,recipe_swaps counter,recipe_refusals counter,\
+                    compiles counter,cache_hits counter,limit_hits counter,traps counter,\
+                    client_sessions gauge,live_handles gauge";
+        assert_eq!(types, want.split(',').collect());
+        // Tenants are in labels only, and no series comes twice.
+        let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        for s in &samples {
+            let name = s.split(['{', ' ']).next().unwrap_or_default();
+            assert!(
+                name.starts_with("wazoo_") && !name.contains("alice") && !name.contains("mallory"),
+                "{s}"
+            );
+        }
+        assert!(!text.contains("recipe=\"alice/") && !text.contains("recipe=\"mallory/"), "{text}");
+        let series: BTreeSet<&str> = samples.iter().filter_map(|s| Some(s.rsplit_once(' ')?.0)).collect();
+        assert_eq!(series.len(), samples.len(), "a series appears twice: {text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 
-    /// An answer as read off the wire.
-    struct Answer {
-        status: u16,
-        head: String,
-        body: String,
-    }
-
-    impl Answer {
-        fn header(&self, name: &str) -> Option<&str> {
-            self.head.lines().skip(1).find_map(|l| {
-                let (n, v) = l.split_once(':')?;
-                n.eq_ignore_ascii_case(name).then(|| v.trim())
-            })
+    #[test]
+    fn single_tenant_labels_buckets_and_escaping() {
+        let m = Metrics::new();
+        m.call(None, "Acquire", "lock", "ok", Duration::from_micros(500)); // 0.0005, on the bound
+        m.call(None, "Acquire", "lock", "timeout", ms(700)); // 1
+        m.call(None, "Acquire", "lock", "ok", Duration::from_secs(20)); // +Inf only
+        m.call(None, "Get\"Data\"", "a\\b\nc", "bad", ms(1));
+        let host = fake(None, 2, Ok(()));
+        m.list(&host);
+        let text = m.encode();
+        assert_eq!(lines(&text, "wazoo_compiles_total"), [r#"wazoo_compiles_total{tenant=""} 2"#]);
+        let ok = r#"wazoo_calls_total{tenant="",method="Acquire",recipe="lock",outcome="ok"} 2"#;
+        assert_eq!(lines(&text, ok), [ok]);
+        // Label values are escaped: no line is broken, no quote ends a value early.
+        assert!(
+            text.contains(r#"{tenant="",method="Get\"Data\"",recipe="a\\b\nc",outcome="bad"} 1"#),
+            "{text}"
+        );
+        assert!(text.lines().all(|l| l.starts_with("# ") || l.starts_with("wazoo_")), "{text}");
+        // The crate writes `le` first; buckets are cumulative.
+        let labels = r#"",tenant="",method="Acquire",recipe="lock"} "#;
+        let buckets: Vec<(&str, &str)> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("wazoo_call_seconds_bucket{le=\"")?.split_once(labels))
+            .collect();
+        assert_eq!(buckets.len(), BUCKETS.len() + 1, "{text}");
+        for want in [("0.0005", "1"), ("0.5", "1"), ("1.0", "2"), ("10.0", "2"), ("+Inf", "3")] {
+            assert!(buckets.contains(&want), "{want:?}: {text}");
         }
     }
 
-    /// Sends `request` (closing the sending side after it if `close`) and reads the whole answer.
-    async fn ask(addr: SocketAddr, request: &[u8], close: bool) -> Answer {
+    #[test]
+    fn hosts_drop_out_when_gone_replaced_or_unlisted() {
+        let m = Arc::new(Metrics::new());
+        assert_eq!(m.encode(), "# EOF\n", "nothing recorded, nothing listed");
+        let (alice, bob) = (fake(Some("alice"), 1, Ok(())), fake(Some("bob"), 2, Ok(())));
+        m.list(&alice);
+        m.list(&alice);
+        let listed = m.listing(&bob);
+        assert_eq!(lines(&m.encode(), "wazoo_compiles_total{").len(), 2);
+        // A new alice replaces the old one, though something still holds the old.
+        let alice_again = fake(Some("alice"), 7, Ok(()));
+        m.list(&alice_again);
+        let (a, b) = (r#"wazoo_compiles_total{tenant="alice"} 7"#, r#"wazoo_compiles_total{tenant="bob"} 2"#);
+        assert_eq!(lines(&m.encode(), "wazoo_compiles_total{"), [a, b]);
+        drop(listed);
+        assert_eq!(lines(&m.encode(), "wazoo_compiles_total{"), [a]);
+        drop(alice_again);
+        assert_eq!(m.encode(), "# EOF\n");
+        assert!(Arc::strong_count(&bob) == 1 && Arc::strong_count(&alice) == 1, "held weakly only");
+    }
+
+    /// Sends `request` and reads the whole answer: status, head (lower case), body.
+    async fn ask(addr: SocketAddr, request: &str) -> (u16, String, String) {
         let exchange = async {
             let mut stream = TcpStream::connect(addr).await.expect("connect");
-            stream.write_all(request).await.expect("send");
-            if close {
-                stream.shutdown().await.expect("shutdown");
-            }
-            let mut raw = Vec::new();
-            stream.read_to_end(&mut raw).await.expect("read");
+            stream.write_all(request.as_bytes()).await.expect("send");
+            let mut raw = String::new();
+            stream.read_to_string(&mut raw).await.expect("read");
             raw
         };
-        let raw = tokio::time::timeout(Duration::from_secs(5), exchange).await.expect("answer in time");
-        let raw = String::from_utf8(raw).expect("utf-8 answer");
+        let raw = tokio::time::timeout(Duration::from_secs(5), exchange).await.expect("the server closes");
         let (head, body) = raw.split_once("\r\n\r\n").expect("head and body");
         let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
-        let answer = Answer { status, head: head.to_string(), body: body.to_string() };
-        assert!(answer.head.starts_with("HTTP/1.1 "), "{}", answer.head);
-        assert_eq!(answer.header("Content-Type"), Some("text/plain; version=0.0.4"));
-        assert_eq!(answer.header("Connection"), Some("close"));
-        answer
+        assert!(head.to_ascii_lowercase().contains("\r\nconnection: close"), "{head}");
+        (status, head.to_ascii_lowercase(), body.to_string())
     }
 
     #[tokio::test]
-    async fn http_round_trip() {
+    async fn http_metrics_and_healthz() {
         let metrics = Arc::new(Metrics::new());
-        metrics.call("Acquire", "lock", "ok", ms(2));
-        metrics.count("swaps", "lock", 1);
-        metrics.gauge("live_handles", 3.0);
+        assert_eq!(metrics.health().await, Err("no host is served yet".to_string()));
+        metrics.call(Some("alice"), "Acquire", "lock", "ok", ms(2));
+        let alice = fake(Some("alice"), 1, Ok(()));
+        metrics.list(&alice);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("address");
-        let server = tokio::spawn(serve(listener, Arc::clone(&metrics)));
+        let server = tokio::spawn(serve_for(listener, Arc::clone(&metrics), ms(500)));
 
-        let a = ask(addr, b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n", false).await;
-        assert_eq!(a.status, 200);
-        assert_eq!(a.body, metrics.render());
-        assert_eq!(a.header("Content-Length"), Some(a.body.len().to_string().as_str()));
-        assert!(a.body.contains("wazoo_call_seconds_count{method=\"Acquire\",recipe=\"lock\"} 1\n"));
-        assert!(a.body.contains("wazoo_live_handles 3\n"));
+        let (status, head, body) = ask(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        assert_eq!(status, 200);
+        assert!(head.contains(&format!("\r\ncontent-type: {OPENMETRICS}")), "{head}");
+        assert_eq!(lines(&body, ""), lines(&metrics.encode(), ""));
+        assert!(body.contains(r#"wazoo_call_seconds_count{tenant="alice",method="Acquire",recipe="lock"} 1"#));
 
-        let a = ask(addr, b"GET /metrics?x=1 HTTP/1.0\r\n\r\n", false).await;
-        assert_eq!((a.status, a.body), (200, metrics.render()));
+        assert_eq!(ask(addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.0, 200);
+        assert_eq!(ask(addr, "GET /healthz HTTP/1.0\r\n\r\n").await.2, "ok");
+        let bob = fake(Some("bob"), 1, Err("session ended (Expired)"));
+        metrics.list(&bob);
+        let (status, _, body) = ask(addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        assert_eq!((status, body.as_str()), (503, "tenant \"bob\": session ended (Expired)"));
+        drop(bob);
+        assert_eq!(ask(addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.0, 200, "bob is gone");
 
-        let a = ask(addr, b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n", false).await;
-        assert_eq!(a.status, 200);
-        assert_eq!(a.body, "");
-        assert_eq!(a.header("Content-Length"), Some(metrics.render().len().to_string().as_str()));
+        let (status, head, body) = ask(addr, "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        assert_eq!((status, body.as_str()), (200, ""), "{head}");
+        assert_eq!(ask(addr, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n").await.0, 404);
+        assert_eq!(ask(addr, "garbage\r\n\r\n").await.0, 400);
 
-        let a = ask(addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", false).await;
-        assert_eq!(a.status, 200);
-        assert!(a.body.contains("/metrics"), "{}", a.body);
-
-        let a = ask(addr, b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", false).await;
-        assert_eq!(a.status, 404);
-        assert_eq!(a.header("Content-Length"), Some(a.body.len().to_string().as_str()));
-
-        let a = ask(addr, b"POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", false).await;
-        assert_eq!(a.status, 405);
-        assert_eq!(a.header("Allow"), Some("GET, HEAD"));
-
-        let a = ask(addr, b"\x16\x03\x01\x02\x00garbage\xff\r\n\r\n", false).await;
-        assert_eq!(a.status, 400);
-        let a = ask(addr, b"hello there\n\n", false).await;
-        assert_eq!(a.status, 400);
-        // Half a head, then the client stops sending.
-        let a = ask(addr, b"GET /metrics HTTP/1.1\r\nHost:", true).await;
-        assert_eq!(a.status, 400);
-
-        let mut huge = b"GET /metrics HTTP/1.1\r\n".to_vec();
-        while huge.len() <= MAX_HEAD {
-            huge.extend_from_slice(b"X-Padding: 0123456789abcdef0123456789abcdef\r\n");
-        }
-        huge.extend_from_slice(b"\r\n");
-        let a = ask(addr, &huge, false).await;
-        assert_eq!(a.status, 431);
-
-        // A client that connects and says nothing does not stop others from being served.
-        let _idle = TcpStream::connect(addr).await.expect("connect");
-        let a = ask(addr, b"GET /metrics HTTP/1.1\r\n\r\n", false).await;
-        assert_eq!(a.status, 200);
-
-        // Closing without a request is fine, and the server is still there after it.
-        drop(TcpStream::connect(addr).await.expect("connect"));
-        assert_eq!(ask(addr, b"GET / HTTP/1.1\r\n\r\n", false).await.status, 200);
+        // A client that says nothing is cut off, and others are served meanwhile.
+        let mut idle = TcpStream::connect(addr).await.expect("connect");
+        assert_eq!(ask(addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.0, 200);
+        let cut = tokio::time::timeout(Duration::from_secs(5), idle.read_to_end(&mut Vec::new())).await;
+        assert!(cut.is_ok(), "an idle connection stays open past its limit");
 
         server.abort();
         assert!(server.await.is_err_and(|e| e.is_cancelled()));

@@ -86,6 +86,11 @@ pub fn no_zookeeper(e: anyhow::Error) -> Status {
     ErrorKind::ConnectionLoss.status(Code::Unavailable, format!("connection-loss: {e:#}"))
 }
 
+/// A cap of the daemon's reached (sessions, handles): RESOURCE_EXHAUSTED, LIMIT_EXCEEDED.
+pub fn exhausted(message: impl Into<String>) -> Status {
+    ErrorKind::LimitExceeded.status(Code::ResourceExhausted, message)
+}
+
 /// A call with no known tenant token: UNAUTHENTICATED, UNAUTHENTICATED.
 pub fn unauthenticated(message: impl Into<String>) -> Status {
     ErrorKind::Unauthenticated.status(Code::Unauthenticated, message)

@@ -22,6 +22,10 @@ pub mod google {
     }
 }
 
+/// The encoded `FileDescriptorSet` of the API (wazoo.proto and the google.rpc messages), for
+/// gRPC reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/wazoo_descriptor.bin"));
+
 /// The `domain` of the `google.rpc.ErrorInfo` the daemon's errors carry.
 pub const ERROR_DOMAIN: &str = "wazoo.v1";
 

@@ -288,25 +288,18 @@ impl Host {
     }
 }
 
-/// `pattern` (with `*` matching any run of characters) against a whole recipe name.
+/// `pattern`, a glob (`*`, `?`, `[abc]`, `{a,b}`), against a whole recipe name. A pattern that
+/// is not a valid glob matches nothing (the tenants file's patterns are checked when it is read).
+/// Each pattern is compiled once.
 fn matches_pattern(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((head, rest)) => {
-            let Some(mut tail) = name.strip_prefix(head) else { return false };
-            // Greedy is enough for one `*`; more are tried at every position.
-            loop {
-                if matches_pattern(rest, tail) {
-                    return true;
-                }
-                let mut chars = tail.chars();
-                if chars.next().is_none() {
-                    return false;
-                }
-                tail = chars.as_str();
-            }
-        }
-    }
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static COMPILED: OnceLock<Mutex<HashMap<String, Option<globset::GlobMatcher>>>> = OnceLock::new();
+    let mut compiled = COMPILED.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    let matcher = compiled
+        .entry(pattern.to_string())
+        .or_insert_with(|| globset::Glob::new(pattern).ok().map(|g| g.compile_matcher()));
+    matcher.as_ref().is_some_and(|m| m.is_match(name))
 }
 
 #[cfg(test)]
@@ -322,5 +315,16 @@ mod tests {
         assert!(matches_pattern("*", "anything"));
         assert!(matches_pattern("a*b*c", "axxbyyc"));
         assert!(!matches_pattern("a*b*c", "axxbyy"));
+        assert!(matches_pattern("alice-*", "alice-"));
+        assert!(!matches_pattern("*-lock", "lock"));
+        assert!(matches_pattern("team-?", "team-a"));
+        assert!(!matches_pattern("team-?", "team-ab"));
+        assert!(matches_pattern("{lock,queue}", "queue"));
+        assert!(!matches_pattern("{lock,queue}", "config"));
+        assert!(matches_pattern("[ab]-lock", "b-lock"));
+        // Case matters, and a pattern that is not a glob matches nothing.
+        assert!(!matches_pattern("lock", "LOCK"));
+        assert!(!matches_pattern("alice-[", "alice-["));
+        assert!(!matches_pattern("alice-[", "alice-lock"));
     }
 }

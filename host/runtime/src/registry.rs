@@ -330,6 +330,13 @@ impl Registry {
         version
     }
 
+    /// Whether a version of the recipe `name` (a file `NAME.wasm` in the plugins directory) was
+    /// loaded and serves.
+    pub fn knows(&self, name: &str) -> bool {
+        !name.contains('/')
+            && self.serving.lock().unwrap().contains_key(&self.dir.join(format!("{name}.wasm")))
+    }
+
     /// Records that the current contents of `path` were refused; what served before still does.
     pub fn refuse(&self, path: &Path, reason: String) {
         let Ok(stamp) = stamp(path) else { return };

@@ -1,7 +1,7 @@
 //! The `Sessions` and `Admin` services, and the replies the services share.
 
 use super::state::*;
-use super::{Events, MAX_TTL, MIN_TTL};
+use super::{Events, MAX_NAME, MIN_TTL};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,10 +33,31 @@ impl std::ops::Deref for Api {
 #[tonic::async_trait]
 impl Sessions for Api {
     async fn open(&self, request: Request<pb::OpenRequest>) -> Result<Response<pb::OpenReply>, Status> {
-        let req = request.into_inner();
-        let ttl = Duration::from_millis(req.ttl_ms).clamp(MIN_TTL, MAX_TTL);
+        let mut req = request.into_inner();
+        let ttl = Duration::from_millis(req.ttl_ms).clamp(MIN_TTL, self.bounds.max_ttl);
+        if req.name.len() > MAX_NAME {
+            let mut end = MAX_NAME;
+            while !req.name.is_char_boundary(end) {
+                end -= 1;
+            }
+            req.name.truncate(end);
+        }
+        let per_tenant = self.bounds.sessions_per_tenant as usize;
+        if self.sessions.lock().unwrap().len() >= per_tenant {
+            return Err(wire::exhausted(format!(
+                "{per_tenant} client sessions are open, the most {} may have (serve --max-sessions-per-tenant)",
+                if self.tenant.is_some() { "a tenant" } else { "this daemon" }
+            )));
+        }
+        let Some(counted) = Counted::new(&self.open, self.bounds.sessions) else {
+            return Err(wire::exhausted(format!(
+                "{} client sessions are open, the most this daemon takes (serve --max-sessions)",
+                self.bounds.sessions
+            )));
+        };
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let session = Arc::new(ClientSession {
+            _counted: counted,
             id,
             name: req.name.clone(),
             ttl,
@@ -46,7 +67,6 @@ impl Sessions for Api {
         });
         self.sessions.lock().unwrap().insert(id, session);
         tracing::info!(session = id, name = %req.name, ttl_ms = ttl.as_millis() as u64, "client session opened");
-        self.gauges();
         Ok(Response::new(pb::OpenReply { session: id, ttl_ms: ttl.as_millis() as u64 }))
     }
 
@@ -105,16 +125,8 @@ impl Admin for Api {
     }
 
     async fn health(&self, _: Request<pb::Empty>) -> Result<Response<pb::HealthReply>, Status> {
-        let (status, zookeeper_session) = match self.host.live().await {
-            Ok(live) if live.ended().is_none() => ("serving".to_string(), live.session_id()),
-            Ok(live) => (format!("ZooKeeper session ended ({:?})", live.ended()), live.session_id()),
-            Err(e) => (format!("no ZooKeeper session: {e:#}"), 0),
-        };
-        let (client_sessions, handles) = {
-            let sessions = self.sessions.lock().unwrap();
-            let handles: usize = sessions.values().map(|s| s.handles.lock().unwrap().len()).sum();
-            (sessions.len() as u64, handles as u64)
-        };
+        let (status, zookeeper_session) = zookeeper_status(&self.host).await;
+        let (client_sessions, handles) = self.load();
         let stats = self.host.registry().stats();
         Ok(Response::new(pb::HealthReply {
             status,
@@ -126,6 +138,22 @@ impl Admin for Api {
             swaps: stats.swaps.load(Ordering::Relaxed),
             refusals: stats.refusals.load(Ordering::Relaxed),
         }))
+    }
+}
+
+/// The health status while the ZooKeeper session is up.
+pub(super) const SERVING: &str = "serving";
+
+/// How the ZooKeeper session of `host` stands, for `Admin.Health` and `GET /healthz` alike:
+/// [`SERVING`] or why not (one line), and the session id (0 without a session). A session that
+/// ended is rebuilt first, as for any call.
+pub(super) async fn zookeeper_status(host: &wazoo_runtime::Host) -> (String, i64) {
+    match host.live().await {
+        Ok(live) => match live.ended() {
+            None => (SERVING.to_string(), live.session_id()),
+            Some(state) => (format!("ZooKeeper session ended ({state:?})"), live.session_id()),
+        },
+        Err(e) => (format!("no ZooKeeper session: {e:#}").replace('\n', " "), 0),
     }
 }
 

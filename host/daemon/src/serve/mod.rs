@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
+use tonic::server::NamedService as _;
 use tonic::Status;
 
 use crate::metrics::Metrics;
@@ -38,8 +39,11 @@ use state::{reaper, watch_plugins, watcher, State};
 
 /// Shortest client-session TTL accepted.
 const MIN_TTL: Duration = Duration::from_millis(500);
-/// The longest TTL a client session is granted (a longer one asked for is cut to it).
-const MAX_TTL: Duration = Duration::from_secs(3600);
+/// The longest a client session's name may be, in bytes (a longer one is cut, at a character).
+const MAX_NAME: usize = 256;
+/// The largest message the `Sessions` service reads (its messages are an id, a TTL and a
+/// name): a larger one is refused before it is read whole. The other services take gRPC's 4 MiB.
+const MAX_SESSIONS_MESSAGE: usize = 16 << 10;
 /// The longest timeout a call takes; a longer one means no timeout.
 const LONGEST_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
 /// How often expired client sessions are looked for.
@@ -56,6 +60,46 @@ pub struct ServeConfig {
     pub metrics: Option<SocketAddr>,
     /// How often the plugins directory is checked for new, changed and removed components.
     pub watch_every: Duration,
+    /// Serve TLS (else plain text).
+    pub tls: Option<ServerTls>,
+    /// The API token every client of the one host ([`run`]) presents; none: open to every
+    /// client that can connect (and, with `tls.client_ca`, has a certificate signed by it).
+    pub token: Option<String>,
+    /// What a client can grow.
+    pub bounds: Bounds,
+}
+
+/// The daemon's TLS identity, PEM; with `client_ca`, every client must show a certificate that
+/// CA signed (mutual TLS), which authenticates it.
+#[derive(Clone, Debug)]
+pub struct ServerTls {
+    pub cert: Vec<u8>,
+    pub key: Vec<u8>,
+    pub client_ca: Option<Vec<u8>>,
+}
+
+/// Caps on what clients can make the daemon hold; past one, a call fails `RESOURCE_EXHAUSTED`.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// Client sessions open at once, over all tenants.
+    pub sessions: u32,
+    /// Client sessions open at once per tenant (or for the one host).
+    pub sessions_per_tenant: u32,
+    /// Handles kept in one client session.
+    pub handles_per_session: u32,
+    /// The longest TTL a client session is granted (a longer one asked for is cut to it).
+    pub max_ttl: Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        Bounds {
+            sessions: 10_000,
+            sessions_per_tenant: 1_000,
+            handles_per_session: 256,
+            max_ttl: Duration::from_secs(60),
+        }
+    }
 }
 
 /// Address space a compile worker may use: a recipe compiles in tens of MiB.
@@ -69,13 +113,17 @@ pub async fn run(
     ready: impl FnOnce(SocketAddr, Option<SocketAddr>),
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    serve(vec![(None, host)], config, None, ready, shutdown).await
+    let token = config.token.as_ref().map(|t| {
+        use sha2::Digest as _;
+        <[u8; 32]>::from(sha2::Sha256::digest(t.as_bytes()))
+    });
+    let clients = Default::default();
+    serve(vec![Served { name: None, token, host, clients }], config, None, ready, shutdown).await
 }
 
 /// Serves each tenant's host to the clients that present its token (gRPC metadata
 /// `authorization: Bearer TOKEN`); a call without a known token is UNAUTHENTICATED. Each tenant
-/// has its own client sessions, recipes and limits; metrics carry the tenant in the recipe label
-/// (`alice/lock`).
+/// has its own client sessions, recipes and limits; metrics carry it in a `tenant` label.
 ///
 /// Each [`TenantChange`] received on `changes` is applied while serving: a tenant that is added
 /// starts serving, and one that is removed or replaced stops (its client sessions close, which
@@ -88,7 +136,10 @@ pub async fn run_tenants(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(!tenants.is_empty(), "no tenants to serve");
-    let hosts = tenants.into_iter().map(|t| (Some((t.name, t.token_sha256)), t.host)).collect();
+    let hosts = tenants
+        .into_iter()
+        .map(|t| Served { name: Some(t.name), token: Some(t.token_sha256), host: t.host, clients: t.clients })
+        .collect();
     serve(hosts, config, Some(changes), ready, shutdown).await
 }
 
@@ -100,8 +151,15 @@ pub enum TenantChange {
     Remove(String),
 }
 
-/// A host to serve, with its tenant's name and token hash (none: one host open to every client).
-type Served = (Option<(String, [u8; 32])>, Host);
+/// A host to serve, with its tenant's name (none: the one host) and the SHA-256 of the token
+/// its clients present (none: open to every client).
+struct Served {
+    name: Option<String>,
+    token: Option<[u8; 32]>,
+    host: Host,
+    /// The tenant's own caps, where it has them.
+    clients: crate::tenants::ClientBounds,
+}
 
 async fn serve(
     hosts: Vec<Served>,
@@ -118,7 +176,8 @@ async fn serve(
     if worker.is_none() {
         tracing::warn!("no wazoo-compile beside this binary: components compile in-process");
     }
-    let new_state = |host: Host, name: Option<String>| {
+    let open = Arc::new(AtomicU64::new(0));
+    let new_state = |host: Host, name: Option<String>, clients: crate::tenants::ClientBounds| {
         if let Some(w) = &worker {
             host.registry().use_compile_worker(w.clone(), COMPILE_MEMORY, host.limits());
         }
@@ -128,15 +187,18 @@ async fn serve(
             sessions: Mutex::default(),
             next: AtomicU64::new(1),
             metrics: metrics.clone(),
+            bounds: Bounds {
+                sessions_per_tenant: clients.sessions.unwrap_or(config.bounds.sessions_per_tenant),
+                handles_per_session: clients.handles.unwrap_or(config.bounds.handles_per_session),
+                max_ttl: clients.max_ttl.unwrap_or(config.bounds.max_ttl),
+                ..config.bounds
+            },
+            open: open.clone(),
         })
     };
     let mut states = Vec::new();
-    for (tenant, host) in hosts {
-        let (name, token) = match tenant {
-            Some((name, token)) => (Some(name), Some(token)),
-            None => (None, None),
-        };
-        states.push((token, new_state(host, name)));
+    for Served { name, token, host, clients } in hosts {
+        states.push((token, new_state(host, name, clients)));
     }
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let grpc = listener.local_addr()?;
@@ -155,27 +217,47 @@ async fn serve(
         tasks.insert(state.tenant.clone(), tend(state, config.watch_every).await);
     }
     ready(grpc, metrics_addr);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // Replies go out at once (no Nagle delay waiting for the client's delayed ACK).
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let builder = tonic::transport::Server::builder().http2_keepalive_interval(Some(Duration::from_secs(10)));
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(10)))
+        .trace_fn(|request| tracing::info_span!("call", method = %request.uri().path()));
+    if let Some(tls) = &config.tls {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut settings = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key));
+        if let Some(ca) = &tls.client_ca {
+            settings = settings.client_ca_root(Certificate::from_pem(ca));
+        }
+        builder = builder.tls_config(settings).map_err(|e| anyhow::anyhow!("TLS settings: {e}"))?;
+    }
     let until = async {
         let _ = stopped.await;
     };
     let mut routes = None;
+    let served_hosts =
+        |states: &[(Option<[u8; 32]>, Arc<State>)]| states.iter().map(|(_, s)| s.host.clone()).collect();
+    let (hosts, watched) = tokio::sync::watch::channel(served_hosts(&states));
+    let (health, health_task) = health(watched);
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| anyhow::anyhow!("the API's descriptors: {e}"))?;
+    let builder = builder.clone().add_service(health).add_service(reflection);
     let mut server = match states.as_slice() {
         [(None, state)] => {
             let api = Api(state.clone());
             tokio::spawn(
                 builder
                     .clone()
-                    .add_service(SessionsServer::new(api.clone()))
+                    .add_service(sessions_server(api.clone()))
                     .add_service(RecipesServer::new(api.clone()))
                     .add_service(AdminServer::new(api))
                     .serve_with_incoming_shutdown(incoming, until),
             )
         }
         _ => {
-            let sessions = ByTenant::new(&states, SessionsServer::new);
+            let sessions = ByTenant::new(&states, sessions_server);
             let recipes = ByTenant::new(&states, RecipesServer::new);
             let admin = ByTenant::new(&states, AdminServer::new);
             routes = Some((sessions.clone(), recipes.clone(), admin.clone()));
@@ -225,17 +307,19 @@ async fn serve(
                     tracing::info!(tenant = %name, "tenant stopped");
                 }
                 if let TenantChange::Put(t) = change {
-                    let state = new_state(t.host, Some(t.name.clone()));
+                    let state = new_state(t.host, Some(t.name.clone()), t.clients);
                     tasks.insert(state.tenant.clone(), tend(&state, config.watch_every).await);
-                    sessions.insert(t.token_sha256, SessionsServer::new(Api(state.clone())));
+                    sessions.insert(t.token_sha256, sessions_server(Api(state.clone())));
                     recipes.insert(t.token_sha256, RecipesServer::new(Api(state.clone())));
                     admin.insert(t.token_sha256, AdminServer::new(Api(state.clone())));
                     states.push((Some(t.token_sha256), state));
                     tracing::info!(tenant = %t.name, "tenant serving");
                 }
+                hosts.send_replace(served_hosts(&states));
             }
         }
     };
+    health_task.abort();
     for task in tasks.into_values().flatten() {
         task.abort();
     }
@@ -267,8 +351,51 @@ async fn serve(
     }
 }
 
+/// The `Sessions` service on `api`, reading messages of at most [`MAX_SESSIONS_MESSAGE`].
+fn sessions_server(api: Api) -> SessionsServer<Api> {
+    SessionsServer::new(api).max_decoding_message_size(MAX_SESSIONS_MESSAGE)
+}
+
+/// `grpc.health.v1.Health`: the overall status (`""`) and each service's are SERVING while
+/// every host in `hosts` (the served ones, updated as tenants change) has its ZooKeeper session
+/// up, NOT_SERVING otherwise; looked at every second by the returned task.
+fn health(
+    hosts: tokio::sync::watch::Receiver<Vec<Host>>,
+) -> (
+    tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (reporter, service) = tonic_health::server::health_reporter();
+    let names = ["", SessionsServer::<Api>::NAME, RecipesServer::<Api>::NAME, AdminServer::<Api>::NAME];
+    let task = tokio::spawn(async move {
+        let mut up = None;
+        loop {
+            let hosts = hosts.borrow().clone();
+            let mut all = true;
+            for host in &hosts {
+                let live = tokio::time::timeout(Duration::from_secs(2), host.live()).await;
+                all &= matches!(live, Ok(Ok(live)) if live.ended().is_none());
+            }
+            drop(hosts);
+            if up != Some(all) {
+                up = Some(all);
+                let status = match all {
+                    true => tonic_health::ServingStatus::Serving,
+                    false => tonic_health::ServingStatus::NotServing,
+                };
+                for name in names {
+                    reporter.set_service_status(name, status).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    (service, task)
+}
+
 /// One gRPC service per tenant behind one name: each call goes to the service of the tenant
-/// whose token it presents (`authorization: Bearer TOKEN`, compared by SHA-256).
+/// whose token it presents (`authorization: Bearer TOKEN`, compared by SHA-256, in constant
+/// time). The one host with `--token-file` is served this way too, as the one route.
 #[derive(Clone)]
 struct ByTenant<S> {
     routes: Arc<std::sync::RwLock<HashMap<[u8; 32], S>>>,
@@ -328,7 +455,13 @@ where
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(|t| <[u8; 32]>::from(sha2::Sha256::digest(t.as_bytes())));
-        let found = token.and_then(|t| self.routes.read().unwrap().get(&t).cloned());
+        // Each known hash is compared in constant time, so how long the lookup takes says
+        // nothing about how close a guess came.
+        let found = token.and_then(|t| {
+            use subtle::ConstantTimeEq as _;
+            let routes = self.routes.read().unwrap();
+            routes.iter().find(|(known, _)| bool::from(known.ct_eq(&t))).map(|(_, s)| s.clone())
+        });
         match found {
             Some(mut service) => Box::pin(async move { service.call(request).await }),
             None => Box::pin(async {

@@ -101,7 +101,6 @@ impl Recipes for Api {
             session.handles.lock().unwrap().remove(&req.handle);
             entry.released.send_replace(true);
             let held = entry.held.lock().await.take();
-            self.gauges();
             let Some(held) = held else { return Ok(pb::Empty {}) };
             held.release().await.map(|()| pb::Empty {}).map_err(status)
         })

@@ -1,7 +1,7 @@
 //! What the daemon keeps: the client sessions and their claims, and the tasks that tend them
 //! (the reaper of expired sessions, the plugins watcher).
 
-use super::api::version_of;
+use super::api::{version_of, zookeeper_status, SERVING};
 use super::REAP_EVERY;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tonic::{Response, Status};
 
-use crate::metrics::Metrics;
+use crate::metrics::{Check, Metrics, Sample, Source};
 use crate::wire::{self, no_handle, status};
 use wazoo_runtime::fence::Fence;
 use wazoo_runtime::{Claim, ClaimKind, Host, Want};
@@ -26,6 +26,31 @@ pub(super) struct State {
     /// Session and handle ids (one sequence; never reused).
     pub(super) next: AtomicU64,
     pub(super) metrics: Arc<Metrics>,
+    /// What a client can grow.
+    pub(super) bounds: super::Bounds,
+    /// Client sessions open over every tenant of the daemon.
+    pub(super) open: Arc<AtomicU64>,
+}
+
+/// One client session counted in [`State::open`] while it lives.
+pub(super) struct Counted(Arc<AtomicU64>);
+
+impl Counted {
+    /// Counts one more session, unless `limit` are open already.
+    pub(super) fn new(open: &Arc<AtomicU64>, limit: u32) -> Option<Counted> {
+        let before = open.fetch_add(1, Ordering::Relaxed);
+        if before >= u64::from(limit) {
+            open.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(Counted(open.clone()))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 pub(super) struct Entry {
@@ -42,6 +67,8 @@ pub(super) struct ClientSession {
     pub(super) deadline: Mutex<Instant>,
     pub(super) handles: Mutex<HashMap<u64, Arc<Entry>>>,
     pub(super) closed: watch::Sender<bool>,
+    /// Its place among the daemon's open sessions, given back when it is dropped.
+    pub(super) _counted: Counted,
 }
 
 impl ClientSession {
@@ -80,12 +107,15 @@ impl State {
             tracing::info!(session = id, name = %session.name, "client session ended: {why}");
             session.close().await;
         }
-        self.gauges();
     }
 
     /// Adds a claim to `session`: its handle id. A session that closed meanwhile gets the
     /// claim closed at once.
     pub(super) async fn keep(&self, session: &ClientSession, held: Claim) -> Result<u64, Status> {
+        if let Err(full) = self.room_for_handle(session) {
+            held.close().await;
+            return Err(full);
+        }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let entry =
             Arc::new(Entry { held: tokio::sync::Mutex::new(Some(held)), released: watch::channel(false).0 });
@@ -97,8 +127,20 @@ impl State {
             }
             return Err(wire::unknown_session(format!("session: {} closed while acquiring", session.id)));
         }
-        self.gauges();
         Ok(id)
+    }
+
+    /// RESOURCE_EXHAUSTED if `session` holds as many handles as it may.
+    pub(super) fn room_for_handle(&self, session: &ClientSession) -> Result<(), Status> {
+        let held = session.handles.lock().unwrap().len();
+        let limit = self.bounds.handles_per_session as usize;
+        match held >= limit {
+            true => Err(wire::exhausted(format!(
+                "session: {} holds {held} handles, the most one session may (serve --max-handles)",
+                session.id
+            ))),
+            false => Ok(()),
+        }
     }
 
     /// Takes `want` at `path` for `session` with a fresh handle of `recipe`, and keeps it there.
@@ -110,6 +152,7 @@ impl State {
         path: &str,
         timeout: Option<Duration>,
     ) -> Result<pb::Claim, Status> {
+        self.room_for_handle(session)?;
         let mut contender = self.host.contender(want, recipe).await.map_err(no_handle)?;
         let granted = match contender.acquire(path, timeout).await {
             Ok(granted) => granted,
@@ -159,29 +202,14 @@ impl State {
         entry.released.send_replace(true);
         let held = slot.take();
         drop(slot);
-        self.gauges();
         held.ok_or_else(|| wire::unknown_handle(format!("handle: {handle} was released")))
     }
 
-    pub(super) fn gauges(&self) {
+    /// Client sessions open, and the handles they hold.
+    pub(super) fn load(&self) -> (u64, u64) {
         let sessions = self.sessions.lock().unwrap();
         let handles: usize = sessions.values().map(|s| s.handles.lock().unwrap().len()).sum();
-        match &self.tenant {
-            None => {
-                self.metrics.gauge("client_sessions", sessions.len() as f64);
-                self.metrics.gauge("live_handles", handles as f64);
-            }
-            Some(t) => {
-                let stats = self.host.stats();
-                self.metrics.gauge(&format!("tenant_{t}_client_sessions"), sessions.len() as f64);
-                self.metrics.gauge(&format!("tenant_{t}_live_handles"), handles as f64);
-                self.metrics.gauge(
-                    &format!("tenant_{t}_limit_hits"),
-                    stats.limit_hits.load(Ordering::Relaxed) as f64,
-                );
-                self.metrics.gauge(&format!("tenant_{t}_traps"), stats.traps.load(Ordering::Relaxed) as f64);
-            }
-        }
+        (sessions.len() as u64, handles as u64)
     }
 
     /// Fenced checks and writes on the host's ZooKeeper session (`live`); the nodes a tenant's
@@ -212,10 +240,12 @@ impl State {
             Ok(_) => "ok".to_string(),
             Err(s) => format!("{:?}", s.code()).to_lowercase(),
         };
-        match &self.tenant {
-            Some(t) => self.metrics.call(method, &format!("{t}/{recipe}"), &code, started.elapsed()),
-            None => self.metrics.call(method, recipe, &code, started.elapsed()),
-        }
+        // A recipe name is a label only once a component of that name was loaded (its file is
+        // in the plugins directory); any other name a client sends is counted as `other`, so
+        // no client can grow the metrics without end.
+        let known = self.host.registry().knows(recipe);
+        let recipe = if known { recipe } else { "other" };
+        self.metrics.call(self.tenant.as_deref(), method, recipe, &code, started.elapsed());
         outcome.map(Response::new)
     }
 }
@@ -224,9 +254,6 @@ impl State {
 pub(super) async fn reaper(state: Arc<State>) {
     loop {
         tokio::time::sleep(REAP_EVERY).await;
-        if state.tenant.is_some() {
-            state.gauges();
-        }
         let now = Instant::now();
         let expired: Vec<u64> = state
             .sessions
@@ -247,6 +274,8 @@ pub(super) async fn reaper(state: Arc<State>) {
 /// looks every `every` whatever happens, in case an event was missed (or watching failed).
 /// Counts swaps and refusals per recipe.
 pub(super) async fn watcher(state: Arc<State>, mut seen: HashMap<String, (String, String)>, every: Duration) {
+    // The host is in the metrics while it is watched: a tenant that stops drops out.
+    let _listed = state.metrics.listing(&state);
     let (tx, mut changes) = mpsc::unbounded_channel::<()>();
     let dir = state.host.registry().dir().to_path_buf();
     let watching = (|| -> notify::Result<notify::RecommendedWatcher> {
@@ -282,7 +311,8 @@ pub(super) async fn watcher(state: Arc<State>, mut seen: HashMap<String, (String
 pub(super) const SETTLE: Duration = Duration::from_millis(50);
 
 /// One look at the plugins directory: `seen` maps each recipe to (serving version, refusal).
-pub(super) async fn watch_plugins(state: &State, seen: &mut HashMap<String, (String, String)>) {
+pub(super) async fn watch_plugins(state: &Arc<State>, seen: &mut HashMap<String, (String, String)>) {
+    state.metrics.list(state);
     let listed = match state.host.reload().await {
         Ok(listed) => listed,
         Err(e) => {
@@ -295,17 +325,43 @@ pub(super) async fn watch_plugins(state: &State, seen: &mut HashMap<String, (Str
         let refused = r.refused.as_ref().map(|f| f.reason.clone()).unwrap_or_default();
         if let Some((before, before_refused)) = seen.get(&r.name) {
             if !before.is_empty() && !version.is_empty() && *before != version {
-                state.metrics.count("swaps", &r.name, 1);
+                state.metrics.swapped(state.tenant.as_deref(), &r.name);
             }
             if !refused.is_empty() && *before_refused != refused {
-                state.metrics.count("refusals", &r.name, 1);
+                state.metrics.refused(state.tenant.as_deref(), &r.name);
             }
         } else if !refused.is_empty() {
-            state.metrics.count("refusals", &r.name, 1);
+            state.metrics.refused(state.tenant.as_deref(), &r.name);
         }
         seen.insert(r.name.clone(), (version, refused));
     }
-    let stats = state.host.registry().stats();
-    state.metrics.gauge("compiles", stats.compiles.load(Ordering::Relaxed) as f64);
-    state.metrics.gauge("cache_hits", stats.cache_hits.load(Ordering::Relaxed) as f64);
+}
+
+/// What the metrics and `/healthz` read of a served host.
+impl Source for State {
+    fn tenant(&self) -> Option<&str> {
+        self.tenant.as_deref()
+    }
+
+    fn sample(&self) -> Sample {
+        let (client_sessions, live_handles) = self.load();
+        let (registry, host) = (self.host.registry().stats(), self.host.stats());
+        Sample {
+            client_sessions,
+            live_handles,
+            compiles: registry.compiles.load(Ordering::Relaxed),
+            cache_hits: registry.cache_hits.load(Ordering::Relaxed),
+            limit_hits: host.limit_hits.load(Ordering::Relaxed),
+            traps: host.traps.load(Ordering::Relaxed),
+        }
+    }
+
+    fn zookeeper(&self) -> Check<'_> {
+        Box::pin(async {
+            match zookeeper_status(&self.host).await {
+                (status, _) if status == SERVING => Ok(()),
+                (status, _) => Err(status),
+            }
+        })
+    }
 }
