@@ -542,3 +542,105 @@ async fn made_up_recipe_names_do_not_grow_the_metrics() {
     assert!(metrics.contains(r#"method="ConfigGet",recipe="other""#), "{metrics}");
     assert!(metrics.contains(r#"method="ConfigSet",recipe="config""#), "{metrics}");
 }
+
+/// Settings that would be ignored are refused: a client's `--token` or `--tls-ca` given to
+/// `serve`, client TLS or a token without `--server`, metrics beyond loopback without
+/// `--insecure`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_that_would_be_ignored_are_usage_errors() {
+    let serve = ["serve", "--metrics", "off", "--watch-every", "1h"];
+    for (args, says) in [
+        (vec!["--token", "a-token-of-sixteen-or-more"], "--token-file"),
+        (vec!["--tls-ca", "/nonexistent"], "--tls-client-ca"),
+    ] {
+        let (code, stdout, stderr) = output(cli().args(&args).args(serve)).await;
+        assert_eq!((code, stdout.as_str()), (2, ""), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    let (code, _, stderr) =
+        output(cli().args(["--token", "a-token-of-sixteen-or-more", "config", "get", "/x"])).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--server"), "{stderr}");
+    let (code, _, stderr) =
+        output(cli().args(["serve", "--metrics", "0.0.0.0:0", "--watch-every", "1h"])).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--insecure"), "{stderr}");
+}
+
+/// Streams are counted per tenant (here the one host): past `--max-streams` a watch is refused,
+/// and closing one makes room again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_are_bounded() {
+    let daemon = Daemon::start_with(&plugins(), &cache(), &["--max-streams", "3"]).await;
+    let mut recipes = wazoo_proto::recipes_client::RecipesClient::new(daemon.channel().await);
+    let path = unique("streams");
+    let watch = || wazoo_proto::PathRequest { path: path.clone(), recipe: String::new() };
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        open.push(recipes.config_watch(watch()).await.unwrap().into_inner());
+    }
+    let refused = recipes.config_watch(watch()).await.expect_err("a fourth stream");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("--max-streams"), "{refused:?}");
+    drop(open.pop());
+    // The slot comes back once the daemon sees the stream go (its task ends with the stream).
+    within(LIMIT, "room for a stream again", async {
+        loop {
+            if recipes.config_watch(watch()).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+}
+
+/// Acquires sent at once on one session cannot pass `--max-handles` together: the cap counts
+/// the handles being made, and a refused acquire makes no node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquires_at_once_do_not_pass_the_handle_cap() {
+    let daemon = Daemon::start_with(&plugins(), &cache(), &["--max-handles", "3"]).await;
+    let channel = daemon.channel().await;
+    let mut sessions = SessionsClient::new(channel.clone());
+    let session =
+        sessions.open(OpenRequest { ttl_ms: 10_000, name: "at once".into() }).await.unwrap().into_inner();
+    let base = unique("at-once");
+    let calls = (0..10).map(|i| {
+        let mut recipes = wazoo_proto::recipes_client::RecipesClient::new(channel.clone());
+        let request = AcquireRequest {
+            session: session.session,
+            path: format!("{base}/{i}"),
+            family: 0,
+            max_leases: 0,
+            timeout_ms: Some(5_000),
+            recipe: String::new(),
+        };
+        async move { recipes.acquire(request).await }
+    });
+    let outcomes = futures_join_all(calls).await;
+    let granted = outcomes.iter().filter(|o| o.is_ok()).count();
+    for refused in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    }
+    assert_eq!(granted, 3);
+    let checker = client(&zk().address()).await;
+    let mut nodes = 0;
+    for i in 0..10 {
+        nodes += children(&checker, &format!("{base}/{i}")).await.len();
+    }
+    assert_eq!(nodes, 3, "one lock node per granted acquire, none for the refused ones");
+}
+
+/// Runs every future at once: their outputs in order.
+async fn futures_join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: Send + 'static,
+    F::Output: Send + 'static,
+{
+    let tasks: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut outputs = Vec::new();
+    for task in tasks {
+        outputs.push(task.await.unwrap());
+    }
+    outputs
+}

@@ -293,8 +293,9 @@ pub(crate) enum Command {
         /// TOKEN`), for one host without --tenants
         #[arg(long, value_name = "FILE", conflicts_with = "tenants")]
         token_file: Option<PathBuf>,
-        /// Listen in plain text on an address other than loopback (tokens and data then cross
-        /// the network readable by anyone on the path)
+        /// Serve plain text on an address other than loopback: gRPC without --tls-cert (tokens
+        /// and data then cross the network readable by anyone on the path), or the metrics
+        /// address (metrics and /healthz are always plain HTTP)
         #[arg(long)]
         insecure: bool,
         /// Client sessions open at once, over all tenants
@@ -306,6 +307,9 @@ pub(crate) enum Command {
         /// Handles (claims, kept instances, participants) per client session
         #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
         max_handles: u32,
+        /// Streams (keepalives, Lost, watches) open at once per tenant (or for the one host)
+        #[arg(long, default_value_t = 4_000, value_parser = clap::value_parser!(u32).range(1..))]
+        max_streams: u32,
         /// The longest client-session TTL granted (a longer one asked for is cut to it; at most 1h)
         #[arg(long, default_value = "1m", value_parser = args::max_ttl)]
         max_ttl: Duration,

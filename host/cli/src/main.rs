@@ -94,10 +94,21 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 max_sessions,
                 max_sessions_per_tenant,
                 max_handles,
+                max_streams,
                 max_ttl,
             },
             None,
         ) => {
+            if cli.token.is_some() || cli.tls_ca.is_some() {
+                return Err(exit::usage(
+                    "--token and --tls-ca are a client's; a daemon takes --token-file (or --tenants) and --tls-client-ca",
+                ));
+            }
+            if cli.zookeeper_digest_file.is_some() && tenants.is_some() {
+                return Err(exit::usage(
+                    "--zookeeper-digest-file is the one host's identity; each tenant has its own (zookeeper_secret)",
+                ));
+            }
             let tls = match (&cli.tls_cert, &cli.tls_key) {
                 (Some(cert), Some(key)) => Some(wazoo_daemon::serve::ServerTls {
                     cert: read_file("--tls-cert", cert)?,
@@ -110,6 +121,16 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 _ => None,
             };
             let token = token_file.as_deref().map(read_token).transpose()?;
+            let metrics_beyond_loopback = match metrics.parse::<std::net::SocketAddr>() {
+                Ok(addr) => !addr.ip().is_loopback(),
+                Err(_) => false,
+            };
+            if metrics_beyond_loopback && !insecure {
+                return Err(exit::usage(format!(
+                    "--metrics {metrics}: refusing to serve metrics and /healthz in plain text beyond loopback \
+                     (they name tenants and recipes); give --insecure to do it anyway"
+                )));
+            }
             if tls.is_none() && !insecure && !listen.ip().is_loopback() {
                 return Err(exit::usage(format!(
                     "--listen {listen}: refusing to serve in plain text beyond loopback, where tokens and data \
@@ -121,6 +142,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 sessions_per_tenant: max_sessions_per_tenant,
                 handles_per_session: max_handles,
                 max_ttl,
+                streams: max_streams,
             };
             let settings = wazoo_daemon::serve::ServeConfig {
                 listen,
@@ -134,6 +156,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         (Command::Demo { rounds }, None) => demo(&cli.plugins, rounds).await,
         // The rest, written once: on the daemon (which refuses the ones above), or here.
+        (_, None) if cli.token.is_some() || cli.tls_ca.is_some() || cli.tls_cert.is_some() => {
+            Err(exit::usage("--token, --tls-ca, --tls-cert and --tls-key are for --server (and --tls-cert, --tls-key for serve)"))
+        }
         (command, Some(server)) => {
             let tls = match &cli.tls_ca {
                 Some(ca) => {

@@ -118,8 +118,8 @@ impl tonic::service::Interceptor for Bearer {
     }
 }
 
-/// How [`Client::connect_with`] connects.
-#[derive(Clone, Debug)]
+/// How [`Client::connect_with`] connects. Its `Debug` does not show the token.
+#[derive(Clone)]
 pub struct Options {
     /// Sent with every call as `authorization: Bearer TOKEN`.
     pub token: Option<String>,
@@ -131,13 +131,34 @@ pub struct Options {
 
 /// TLS towards the daemon: the CA its certificate is checked against and, for a daemon that
 /// asks for client certificates (`--tls-client-ca`), this client's certificate and key. All PEM.
-#[derive(Clone, Debug, Default)]
+/// Its `Debug` does not show the key.
+#[derive(Clone, Default)]
 pub struct Tls {
     pub ca: Vec<u8>,
     /// Certificate chain and private key.
     pub identity: Option<(Vec<u8>, Vec<u8>)>,
     /// The name the daemon's certificate must carry; by default the address's host.
     pub domain: Option<String>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("timeout", &self.timeout)
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("ca", &format_args!("{} bytes", self.ca.len()))
+            .field("identity", &self.identity.as_ref().map(|_| "…"))
+            .field("domain", &self.domain)
+            .finish()
+    }
 }
 
 impl Tls {

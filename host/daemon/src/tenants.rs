@@ -113,6 +113,8 @@ struct Entry {
     token_sha256: Option<String>,
     zookeeper_secret: String,
     root: Option<String>,
+    /// Absent: every recipe. Given, it must be a list: `null` is refused, not read as absent.
+    #[serde(default, deserialize_with = "recipes_list")]
     recipes: Option<Vec<String>>,
     plugins: Option<PathBuf>,
     #[serde(default, deserialize_with = "limits_table")]
@@ -146,6 +148,12 @@ struct Limits {
 struct Quota {
     znodes: Option<u64>,
     bytes: Option<u64>,
+}
+
+/// `recipes`, which when present holds a list (`null` is refused), its errors prefixed by the
+/// key's name.
+fn recipes_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    Vec::<String>::deserialize(d).map(Some).map_err(|e| serde::de::Error::custom(format!("recipes: {e}")))
 }
 
 /// `limits`, with its errors prefixed by the table's name.
@@ -558,6 +566,14 @@ mod tests {
         znodes = 20
     "#;
 
+    /// `"recipes": null` is refused: it would read as "every recipe".
+    #[test]
+    fn a_null_recipe_list_is_refused() {
+        let text = r#"{"tenants": [{"name": "a", "token": "0123456789abcdef-a", "zookeeper_secret": "a",
+                       "recipes": null}]}"#;
+        assert!(error(text).contains("recipes"), "{}", error(text));
+    }
+
     /// A tenant's caps on its client sessions are read from `limits`, checked, and absent by
     /// default.
     #[test]
@@ -627,7 +643,7 @@ mod tests {
             ),
             (
                 r#"{"tenants": [{"name": "a", "token": "0123456789abcdef", "zookeeper_secret": "a", "recipes": "lock"}]}"#,
-                "tenant \"a\": invalid type: string \"lock\", expected a sequence",
+                "tenant \"a\": recipes: invalid type: string \"lock\", expected a sequence",
             ),
             (
                 r#"{"tenants": [{"name": "a", "token": "0123456789abcdef", "zookeeper_secret": "a", "limits": {"cpu_ms": -1}}]}"#,

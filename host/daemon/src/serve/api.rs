@@ -42,13 +42,8 @@ impl Sessions for Api {
             }
             req.name.truncate(end);
         }
-        let per_tenant = self.bounds.sessions_per_tenant as usize;
-        if self.sessions.lock().unwrap().len() >= per_tenant {
-            return Err(wire::exhausted(format!(
-                "{per_tenant} client sessions are open, the most {} may have (serve --max-sessions-per-tenant)",
-                if self.tenant.is_some() { "a tenant" } else { "this daemon" }
-            )));
-        }
+        // A name is for logs: one line of printable text.
+        req.name = req.name.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
         let Some(counted) = Counted::new(&self.open, self.bounds.sessions) else {
             return Err(wire::exhausted(format!(
                 "{} client sessions are open, the most this daemon takes (serve --max-sessions)",
@@ -57,7 +52,8 @@ impl Sessions for Api {
         };
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let session = Arc::new(ClientSession {
-            _counted: counted,
+            counted: Mutex::new(Some(counted)),
+            pending: Arc::default(),
             id,
             name: req.name.clone(),
             ttl,
@@ -65,7 +61,18 @@ impl Sessions for Api {
             handles: Mutex::default(),
             closed: watch::channel(false).0,
         });
-        self.sessions.lock().unwrap().insert(id, session);
+        {
+            // Counted and added under one lock, so that opens at once cannot pass the cap.
+            let mut sessions = self.sessions.lock().unwrap();
+            let per_tenant = self.bounds.sessions_per_tenant as usize;
+            if sessions.len() >= per_tenant {
+                return Err(wire::exhausted(format!(
+                    "{per_tenant} client sessions are open, the most {} may have (serve --max-sessions-per-tenant)",
+                    if self.tenant.is_some() { "a tenant" } else { "this daemon" }
+                )));
+            }
+            sessions.insert(id, session);
+        }
         tracing::info!(session = id, name = %req.name, ttl_ms = ttl.as_millis() as u64, "client session opened");
         Ok(Response::new(pb::OpenReply { session: id, ttl_ms: ttl.as_millis() as u64 }))
     }
@@ -78,10 +85,19 @@ impl Sessions for Api {
     ) -> Result<Response<Self::KeepAliveStream>, Status> {
         let mut incoming = request.into_inner();
         let (tx, rx) = mpsc::channel(16);
-        let state = self.0.clone();
+        let mut slot = self.stream_slot()?;
+        let state = Arc::downgrade(&self.0);
         tokio::spawn(async move {
             let mut kept = Vec::new();
-            while let Some(Ok(req)) = incoming.next().await {
+            loop {
+                let req = tokio::select! {
+                    next = incoming.next() => match next {
+                        Some(Ok(req)) => req,
+                        _ => break,
+                    },
+                    () = slot.stopped() => break,
+                };
+                let Some(state) = state.upgrade() else { break };
                 let ttl = match state.session(req.session) {
                     Ok(s) => {
                         s.touch();
@@ -92,13 +108,17 @@ impl Sessions for Api {
                     }
                     Err(_) => 0,
                 };
-                if tx.send(Ok(pb::KeepAliveReply { session: req.session, ttl_ms: ttl })).await.is_err() {
+                let reply = tx.send(Ok(pb::KeepAliveReply { session: req.session, ttl_ms: ttl })).await;
+                // A session that is not open is told so (TTL 0), and the stream ends.
+                if reply.is_err() || ttl == 0 {
                     break;
                 }
             }
             // The stream ended: the client is gone (or says it is done).
-            for id in kept {
-                state.end_session(id, "its keepalive stream ended").await;
+            if let Some(state) = state.upgrade() {
+                for id in kept {
+                    state.end_session(id, "its keepalive stream ended").await;
+                }
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))

@@ -41,6 +41,10 @@ use state::{reaper, watch_plugins, watcher, State};
 const MIN_TTL: Duration = Duration::from_millis(500);
 /// The longest a client session's name may be, in bytes (a longer one is cut, at a character).
 const MAX_NAME: usize = 256;
+/// Streams one HTTP/2 connection may have open at once.
+const MAX_STREAMS_PER_CONNECTION: u32 = 1024;
+/// How long a TLS handshake may take.
+const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
 /// The largest message the `Sessions` service reads (its messages are an id, a TTL and a
 /// name): a larger one is refused before it is read whole. The other services take gRPC's 4 MiB.
 const MAX_SESSIONS_MESSAGE: usize = 16 << 10;
@@ -89,6 +93,8 @@ pub struct Bounds {
     pub handles_per_session: u32,
     /// The longest TTL a client session is granted (a longer one asked for is cut to it).
     pub max_ttl: Duration,
+    /// Streams (keepalives, Lost, watches) open at once per tenant (or for the one host).
+    pub streams: u32,
 }
 
 impl Default for Bounds {
@@ -98,6 +104,7 @@ impl Default for Bounds {
             sessions_per_tenant: 1_000,
             handles_per_session: 256,
             max_ttl: Duration::from_secs(60),
+            streams: 4_000,
         }
     }
 }
@@ -105,7 +112,9 @@ impl Default for Bounds {
 /// Address space a compile worker may use: a recipe compiles in tens of MiB.
 pub const COMPILE_MEMORY: u64 = 1 << 30;
 
-/// Serves `host` to every client (no authentication) until `shutdown` resolves. `ready` is
+/// Serves `host` until `shutdown` resolves, to the clients that present `config.token` (with
+/// one), else to every client that can connect (and, with `config.tls.client_ca`, has a
+/// certificate that CA signed). `ready` is
 /// called with the bound addresses (gRPC, metrics) once clients can connect.
 pub async fn run(
     host: Host,
@@ -187,6 +196,8 @@ async fn serve(
             sessions: Mutex::default(),
             next: AtomicU64::new(1),
             metrics: metrics.clone(),
+            streams: Arc::default(),
+            stopped: tokio::sync::watch::channel(false).0,
             bounds: Bounds {
                 sessions_per_tenant: clients.sessions.unwrap_or(config.bounds.sessions_per_tenant),
                 handles_per_session: clients.handles.unwrap_or(config.bounds.handles_per_session),
@@ -222,10 +233,16 @@ async fn serve(
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let mut builder = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
+        // A peer that stops answering HTTP/2 pings is dropped, as is one that opens more
+        // streams on one connection than a client needs.
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .trace_fn(|request| tracing::info_span!("call", method = %request.uri().path()));
     if let Some(tls) = &config.tls {
         use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-        let mut settings = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key));
+        // A connection that has not finished its handshake within the timeout is dropped.
+        let mut settings =
+            ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key)).timeout(TLS_HANDSHAKE);
         if let Some(ca) = &tls.client_ca {
             settings = settings.client_ca_root(Certificate::from_pem(ca));
         }
@@ -292,6 +309,9 @@ async fn serve(
                 };
                 if let Some(i) = states.iter().position(|(_, s)| s.tenant.as_deref() == Some(name.as_str())) {
                     let (token, old) = states.remove(i);
+                    old.stopped.send_replace(true);
+                    // A token another tenant took over in this reload routes to that tenant now.
+                    let token = token.filter(|t| !states.iter().any(|(other, _)| other.as_ref() == Some(t)));
                     if let Some(token) = token {
                         sessions.remove(&token);
                         recipes.remove(&token);
@@ -326,6 +346,7 @@ async fn serve(
     // Every client session ends with the daemon: close what they hold. That also ends their
     // Lost streams; keepalive streams end when their clients see the connection go.
     for (_, state) in &states {
+        state.stopped.send_replace(true);
         let sessions: Vec<_> = state.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
         for session in sessions {
             session.close().await;

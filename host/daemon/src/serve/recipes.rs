@@ -37,8 +37,9 @@ macro_rules! once {
 /// reports (blocking up to [`STREAM_POLL`], told the `key` of what was last sent), until the
 /// client goes or the recipe fails; then the handle ends.
 macro_rules! follow {
-    ($h:ident = $open:expr, first: $first:expr, key: $key:expr, event: $event:expr,
+    ($state:expr, $h:ident = $open:expr, first: $first:expr, key: $key:expr, event: $event:expr,
      next: |$known:ident| $next:expr) => {{
+        let mut slot = $state.stream_slot()?;
         let mut $h = $open.await.map_err(no_handle)?;
         let first = match $first.await {
             Ok(first) => first,
@@ -53,7 +54,11 @@ macro_rules! follow {
             let mut $known = key(&first);
             let mut open = tx.send(Ok(event(first))).await.is_ok();
             while open && !tx.is_closed() {
-                match $next.await {
+                let next = tokio::select! {
+                    next = $next => next,
+                    () = slot.stopped() => break,
+                };
+                match next {
                     Ok(now) => {
                         let seen = key(&now);
                         if seen != $known {
@@ -117,10 +122,12 @@ impl Recipes for Api {
             None => return Err(wire::unknown_handle(format!("handle: {} was released", req.handle))),
         };
         let mut released = entry.released.subscribe();
+        let mut slot = self.stream_slot()?;
         let (tx, rx) = mpsc::channel(1);
         tokio::spawn(async move {
             let why = tokio::select! {
                 why = lost => Some(why),
+                () = slot.stopped() => None,
                 _ = async { let _ = released.wait_for(|r| *r).await; } => None,
                 _ = tx.closed() => None,
             };
@@ -152,6 +159,7 @@ impl Recipes for Api {
     ) -> Result<Response<Self::ObserveStream>, Status> {
         let req = request.into_inner();
         follow!(
+            self,
             h = self.host.election(or(&req.recipe, World::Election.default_recipe())),
             first: h.leader(&req.path),
             key: |info: &Option<wazoo_runtime::LeaderInfo>| info.as_ref().map(ElectionHandle::seen),
@@ -232,6 +240,7 @@ impl Recipes for Api {
                 None => None,
             };
             let session = if req.ephemeral { Some(self.session(req.session)?) } else { None };
+            let _reserved = session.as_ref().map(|s| self.room_for_handle(s)).transpose()?;
             let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
             let outcome = h.put(&req.path, &req.data, priority, req.ephemeral).await;
             let node = match (outcome, session) {
@@ -299,6 +308,7 @@ impl Recipes for Api {
     ) -> Result<Response<Self::ConfigWatchStream>, Status> {
         let req = request.into_inner();
         follow!(
+            self,
             h = self.host.config(or(&req.recipe, World::Config.default_recipe())),
             first: h.get(&req.path),
             key: |found: &Option<wazoo_runtime::Entry>| found.as_ref().map(|e| e.version),
@@ -342,6 +352,7 @@ impl Recipes for Api {
         let recipe = or(&req.recipe, World::Queue.default_recipe()).to_string();
         self.measured("QueueClaim", &recipe, async {
             let session = self.session(req.session)?;
+            let _reserved = self.room_for_handle(&session)?;
             let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
             match h.claim(&req.path, millis(req.timeout_ms)).await {
                 Ok(item) => {
@@ -440,6 +451,7 @@ impl Recipes for Api {
     ) -> Result<Response<Self::GroupWatchStream>, Status> {
         let req = request.into_inner();
         follow!(
+            self,
             h = self.host.group(or(&req.recipe, World::Group.default_recipe())),
             first: h.members(&req.path),
             key: |m: &wazoo_runtime::Membership| m.version,
@@ -456,6 +468,7 @@ impl Recipes for Api {
         let recipe = or(&req.recipe, World::Barrier.default_recipe()).to_string();
         self.measured("DoubleBarrierEnter", &recipe, async {
             let session = self.session(req.session)?;
+            let _reserved = self.room_for_handle(&session)?;
             let mut h = self.host.barrier(&recipe).await.map_err(no_handle)?;
             match h.enter(&req.path, req.count, millis(req.timeout_ms)).await {
                 Ok(()) => {
@@ -651,6 +664,7 @@ impl Recipes for Api {
                 return Ok(pb::InvokeReply { result_json: result.to_string(), handle: 0 });
             }
             let session = if req.keep { Some(self.session(req.session)?) } else { None };
+            let _reserved = session.as_ref().map(|s| self.room_for_handle(s)).transpose()?;
             let mut h = self.host.dynamic(&recipe).await.map_err(no_handle)?;
             let result = match h.call(&req.function, &args).await {
                 Ok(result) => result,

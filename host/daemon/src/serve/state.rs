@@ -30,6 +30,24 @@ pub(super) struct State {
     pub(super) bounds: super::Bounds,
     /// Client sessions open over every tenant of the daemon.
     pub(super) open: Arc<AtomicU64>,
+    /// Streams open for this state's clients (keepalives, Lost, watches).
+    pub(super) streams: Arc<AtomicU64>,
+    /// Set when this state stops serving (its tenant removed or replaced, the daemon stopping):
+    /// every stream of its clients ends.
+    pub(super) stopped: watch::Sender<bool>,
+}
+
+/// One stream counted in [`State::streams`] while it lives, told when its state stops.
+pub(super) struct StreamSlot {
+    _counted: Counted,
+    stopped: watch::Receiver<bool>,
+}
+
+impl StreamSlot {
+    /// Resolves once the state this stream serves stops serving.
+    pub(super) async fn stopped(&mut self) {
+        let _ = self.stopped.wait_for(|s| *s).await;
+    }
 }
 
 /// One client session counted in [`State::open`] while it lives.
@@ -67,8 +85,11 @@ pub(super) struct ClientSession {
     pub(super) deadline: Mutex<Instant>,
     pub(super) handles: Mutex<HashMap<u64, Arc<Entry>>>,
     pub(super) closed: watch::Sender<bool>,
-    /// Its place among the daemon's open sessions, given back when it is dropped.
-    pub(super) _counted: Counted,
+    /// Its place among the daemon's open sessions, given back when the session ends.
+    pub(super) counted: Mutex<Option<Counted>>,
+    /// Handles being made for it (a call in flight that may keep one), counted against
+    /// [`super::Bounds::handles_per_session`] with those it holds.
+    pub(super) pending: Arc<AtomicU64>,
 }
 
 impl ClientSession {
@@ -83,6 +104,7 @@ impl ClientSession {
     /// Closes every handle (deleting their nodes); later calls find the session gone.
     pub(super) async fn close(&self) {
         self.closed.send_replace(true);
+        self.counted.lock().unwrap().take();
         let entries: Vec<_> = self.handles.lock().unwrap().drain().map(|(_, e)| e).collect();
         for entry in entries {
             entry.released.send_replace(true);
@@ -112,9 +134,15 @@ impl State {
     /// Adds a claim to `session`: its handle id. A session that closed meanwhile gets the
     /// claim closed at once.
     pub(super) async fn keep(&self, session: &ClientSession, held: Claim) -> Result<u64, Status> {
-        if let Err(full) = self.room_for_handle(session) {
+        // A call that reserved its place before making the claim holds one of `pending`: its
+        // own place is counted there, not against it.
+        let held_now = session.handles.lock().unwrap().len() as u64;
+        if held_now >= u64::from(self.bounds.handles_per_session) {
             held.close().await;
-            return Err(full);
+            return Err(wire::exhausted(format!(
+                "session: {} holds {held_now} handles, the most one session may (serve --max-handles)",
+                session.id
+            )));
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let entry =
@@ -130,17 +158,32 @@ impl State {
         Ok(id)
     }
 
-    /// RESOURCE_EXHAUSTED if `session` holds as many handles as it may.
-    pub(super) fn room_for_handle(&self, session: &ClientSession) -> Result<(), Status> {
-        let held = session.handles.lock().unwrap().len();
-        let limit = self.bounds.handles_per_session as usize;
-        match held >= limit {
-            true => Err(wire::exhausted(format!(
-                "session: {} holds {held} handles, the most one session may (serve --max-handles)",
+    /// A place for one more handle in `session`, held until the returned reservation is
+    /// dropped (by then the handle is kept, or the call failed): RESOURCE_EXHAUSTED if the
+    /// handles it holds and those being made reach [`super::Bounds::handles_per_session`].
+    pub(super) fn room_for_handle(&self, session: &ClientSession) -> Result<Counted, Status> {
+        let held = session.handles.lock().unwrap().len() as u64;
+        let limit = u64::from(self.bounds.handles_per_session);
+        let room = limit.saturating_sub(held).min(u64::from(u32::MAX)) as u32;
+        Counted::new(&session.pending, room).ok_or_else(|| {
+            wire::exhausted(format!(
+                "session: {} holds or is making {limit} handles, the most one session may (serve --max-handles)",
                 session.id
-            ))),
-            false => Ok(()),
-        }
+            ))
+        })
+    }
+
+    /// A place for one more stream of this state's clients: RESOURCE_EXHAUSTED past
+    /// [`super::Bounds::streams`].
+    pub(super) fn stream_slot(&self) -> Result<StreamSlot, Status> {
+        let counted = Counted::new(&self.streams, self.bounds.streams).ok_or_else(|| {
+            wire::exhausted(format!(
+                "{} streams are open, the most {} may have (serve --max-streams)",
+                self.bounds.streams,
+                if self.tenant.is_some() { "a tenant" } else { "this daemon" }
+            ))
+        })?;
+        Ok(StreamSlot { _counted: counted, stopped: self.stopped.subscribe() })
     }
 
     /// Takes `want` at `path` for `session` with a fresh handle of `recipe`, and keeps it there.
@@ -152,7 +195,7 @@ impl State {
         path: &str,
         timeout: Option<Duration>,
     ) -> Result<pb::Claim, Status> {
-        self.room_for_handle(session)?;
+        let _reserved = self.room_for_handle(session)?;
         let mut contender = self.host.contender(want, recipe).await.map_err(no_handle)?;
         let granted = match contender.acquire(path, timeout).await {
             Ok(granted) => granted,
