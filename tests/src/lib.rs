@@ -262,6 +262,20 @@ pub async fn wait_gone(client: &Client, path: &str) {
     }
 }
 
+/// The Python gRPC stubs of the daemon's API, generated into `target/NAME` (each test binary
+/// its own directory, so that two binaries never write one at once).
+pub fn python_stubs(name: &str) -> PathBuf {
+    let stubs = root().join("target").join(name);
+    let generated = std::process::Command::new("bash")
+        .arg(root().join("tests/python/gen_stubs.sh"))
+        .arg(&stubs)
+        .current_dir(root())
+        .status()
+        .unwrap();
+    assert!(generated.success(), "generating the Python stubs");
+    stubs
+}
+
 /// The `wazoo` binary built for this test run.
 pub fn wazoo_bin() -> PathBuf {
     let exe = std::env::current_exe().unwrap();

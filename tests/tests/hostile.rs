@@ -50,6 +50,11 @@ fn certificates(dir: &Path, prefix: &str) {
     }
 }
 
+/// A lock acquire in `session` at `path`, waiting at most 5 s.
+fn lock_at(session: u64, path: String) -> AcquireRequest {
+    AcquireRequest { session, path, family: 0, max_leases: 0, timeout_ms: Some(5_000), recipe: String::new() }
+}
+
 fn file(dir: &Path, name: &str) -> String {
     dir.join(name).to_str().unwrap().to_string()
 }
@@ -271,14 +276,7 @@ async fn a_session_keeps_a_bounded_number_of_handles() {
         sessions.open(OpenRequest { ttl_ms: 10_000, name: "handles".into() }).await.unwrap().into_inner();
     let mut recipes = wazoo_proto::recipes_client::RecipesClient::new(channel);
     let base = unique("handles");
-    let acquire = |i: usize| AcquireRequest {
-        session: session.session,
-        path: format!("{base}/{i}"),
-        family: 0,
-        max_leases: 0,
-        timeout_ms: Some(5_000),
-        recipe: String::new(),
-    };
+    let acquire = |i: usize| lock_at(session.session, format!("{base}/{i}"));
     for i in 0..3 {
         recipes.acquire(acquire(i)).await.unwrap();
     }
@@ -302,18 +300,7 @@ async fn a_session_without_keepalives_ends_within_the_ttl_ceiling() {
     assert_eq!(session.ttl_ms, 1_000);
     let mut recipes = wazoo_proto::recipes_client::RecipesClient::new(channel);
     let path = unique("silent");
-    let claim = recipes
-        .acquire(AcquireRequest {
-            session: session.session,
-            path: path.clone(),
-            family: 0,
-            max_leases: 0,
-            timeout_ms: Some(5_000),
-            recipe: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let claim = recipes.acquire(lock_at(session.session, path.clone())).await.unwrap().into_inner();
     let checker = client(&zk().address()).await;
     within(LIMIT, "the silent session's lock node goes", wait_gone(&checker, &claim.node)).await;
 }
@@ -452,14 +439,7 @@ async fn the_python_client_takes_a_lock_over_tls_with_a_token() {
         &["--tls-cert", &cert, "--tls-key", &key, "--token-file", &file(dir.path(), "token")],
     )
     .await;
-    let stubs = root().join("target/python-stubs-tls");
-    let generated = std::process::Command::new("bash")
-        .arg(root().join("tests/python/gen_stubs.sh"))
-        .arg(&stubs)
-        .current_dir(root())
-        .status()
-        .unwrap();
-    assert!(generated.success(), "generating the Python stubs");
+    let stubs = python_stubs("python-stubs-tls");
     let path = unique("python-tls");
     let python = |extra: &[&str]| {
         let mut command = tokio::process::Command::new("python3");
@@ -607,14 +587,7 @@ async fn acquires_at_once_do_not_pass_the_handle_cap() {
     let base = unique("at-once");
     let calls = (0..10).map(|i| {
         let mut recipes = wazoo_proto::recipes_client::RecipesClient::new(channel.clone());
-        let request = AcquireRequest {
-            session: session.session,
-            path: format!("{base}/{i}"),
-            family: 0,
-            max_leases: 0,
-            timeout_ms: Some(5_000),
-            recipe: String::new(),
-        };
+        let request = lock_at(session.session, format!("{base}/{i}"));
         async move { recipes.acquire(request).await }
     });
     let outcomes = futures_join_all(calls).await;

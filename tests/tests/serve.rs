@@ -255,14 +255,7 @@ async fn the_python_client_takes_a_lock_and_a_sigkill_releases_it() {
     let (plugins, cache) = private_plugins("python");
     let daemon = Daemon::start(&plugins, &cache).await;
     let checker = client(&zk().address()).await;
-    let stubs = root().join("target/python-stubs");
-    let generated = std::process::Command::new("bash")
-        .arg(root().join("tests/python/gen_stubs.sh"))
-        .arg(&stubs)
-        .current_dir(root())
-        .status()
-        .unwrap();
-    assert!(generated.success(), "generating the Python stubs");
+    let stubs = python_stubs("python-stubs");
     let path = unique("serve-python");
     let mut python = Command::new("python3")
         .arg(root().join("tests/python/wazoo_lock.py"))

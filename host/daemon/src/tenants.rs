@@ -43,6 +43,8 @@
 //! servers started with `-Dzookeeper.enforceQuota=true` enforce (wazoo's own do) and others
 //! only log.
 //!
+//! The unit tests of that strictness are about a third of this file.
+//!
 //! The file is read strictly, since a key that is silently ignored can widen a tenant's access
 //! (a misspelt `recipes` would allow every component): an unknown key at any level, a key given
 //! twice, or a value of the wrong type is an error that names the key and the tenant, and the
