@@ -82,8 +82,8 @@ pub struct ClientBounds {
     pub max_ttl: Option<Duration>,
 }
 
-/// One tenant as the file declares it.
-#[derive(Clone, Debug, PartialEq)]
+/// One tenant as the file declares it. Its `Debug` does not show `zookeeper_secret`.
+#[derive(Clone, PartialEq)]
 pub struct TenantSpec {
     pub name: String,
     /// The SHA-256 of the tenant's API token (from `token`, or `token_sha256` as given).
@@ -96,6 +96,20 @@ pub struct TenantSpec {
     pub clients: ClientBounds,
     /// ZooKeeper hard quota on the root: nodes (the root included) and bytes; None for none.
     pub quota: Option<(Option<u64>, Option<u64>)>,
+}
+
+impl std::fmt::Debug for TenantSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantSpec")
+            .field("name", &self.name)
+            .field("root", &self.root)
+            .field("recipes", &self.recipes)
+            .field("plugins", &self.plugins)
+            .field("limits", &self.limits)
+            .field("clients", &self.clients)
+            .field("quota", &self.quota)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The whole file.
@@ -567,6 +581,20 @@ mod tests {
         [tenants.quota]
         znodes = 20
     "#;
+
+    /// A tenant's secrets stay out of its `Debug`.
+    #[test]
+    fn debug_shows_no_secret() {
+        let spec = &parse(GOOD).unwrap()[0];
+        let shown = format!("{spec:?}");
+        assert!(shown.contains("alice") && !shown.contains("zookeeper_secret"), "{shown}");
+        let keeper = wazoo_runtime::KeeperConfig {
+            digest: Some("alice:the-password".into()),
+            ..wazoo_runtime::KeeperConfig::default()
+        };
+        let shown = format!("{keeper:?}");
+        assert!(shown.contains("alice:…") && !shown.contains("the-password"), "{shown}");
+    }
 
     /// `"recipes": null` is refused: it would read as "every recipe".
     #[test]

@@ -28,8 +28,8 @@ pub const CUT_OFF: (u32, u32) = (2, 3);
 /// How many syncs per session timeout tell the keeper that ZooKeeper still answers.
 const PROBES_PER_TIMEOUT: u32 = 20;
 
-/// Where and how to connect.
-#[derive(Clone, Debug)]
+/// Where and how to connect. Its `Debug` does not show the digest's password.
+#[derive(Clone)]
 pub struct KeeperConfig {
     /// `host:port[,host:port…][/chroot]`.
     pub zookeeper: String,
@@ -40,6 +40,18 @@ pub struct KeeperConfig {
     /// A digest identity `user:password` for the session. With it, the chroot (if any) and
     /// every node the host creates can be used by that identity only (a tenant's namespace).
     pub digest: Option<String>,
+}
+
+impl std::fmt::Debug for KeeperConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let user = self.digest.as_deref().map(|d| format!("{}:…", d.split(':').next().unwrap_or("")));
+        f.debug_struct("KeeperConfig")
+            .field("zookeeper", &self.zookeeper)
+            .field("session_timeout", &self.session_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("digest", &user)
+            .finish()
+    }
 }
 
 impl Default for KeeperConfig {
