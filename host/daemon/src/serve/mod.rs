@@ -394,8 +394,9 @@ fn health(
             let hosts = hosts.borrow().clone();
             let mut all = true;
             for host in &hosts {
-                let live = tokio::time::timeout(Duration::from_secs(2), host.live()).await;
-                all &= matches!(live, Ok(Ok(live)) if live.ended().is_none());
+                // The same judgement as `Admin.Health` and `/healthz`.
+                let status = tokio::time::timeout(Duration::from_secs(2), api::zookeeper_status(host)).await;
+                all &= matches!(status, Ok((s, _)) if s == api::SERVING);
             }
             drop(hosts);
             if up != Some(all) {
