@@ -105,13 +105,18 @@ fn join_round(path: &str) -> Result<(String, u64), ZkError> {
 }
 
 /// Waits until `round` is open, opening it when `count` of its processes are in.
+///
+/// The processes are listed before the barrier node is read and watched: a participant that
+/// joins after the list sees our node in its own list and opens the round, and the watch, armed
+/// after the list, sees it open. So a participant that is waiting has already counted.
 fn wait_open(path: &str, round: u64, count: u32, deadline: Deadline) -> Result<(), ZkError> {
     loop {
+        let full = processes(path, round)?.len() >= count as usize;
         let (data, stat, watcher) = zk::get_data_watch(path)?;
         if opened(&data) >= round {
             return Ok(());
         }
-        if processes(path, round)?.len() >= count as usize {
+        if full {
             let open = round.to_string();
             match zk::retrying(|| zk::set_data(path, open.as_bytes(), Some(stat.version))) {
                 Ok(_) => return Ok(()),
