@@ -191,7 +191,7 @@ pub fn config(address: &str, session: Duration) -> HostConfig {
             zookeeper: address.to_string(),
             session_timeout: session,
             connect_timeout: Duration::from_secs(20),
-            digest: None,
+            ..KeeperConfig::default()
         },
         plugins: plugins(),
         limits: SandboxLimits::default(),

@@ -370,6 +370,117 @@ async fn the_hosts_own_zookeeper_identity_guards_what_it_writes() {
     assert!(stderr.contains("USER:PASSWORD"), "{stderr}");
 }
 
+/// `--zookeeper-tls-ca` (with a client certificate for a server that asks for one): the host's
+/// session is TLS to the server's secure port, for the CLI and for a daemon, and what it writes
+/// is on that server. A plain-text session, a missing client certificate and a CA that did not
+/// sign the server's certificate all get nothing (unreachable, 69); a file that is not PEM, and
+/// ZooKeeper TLS with `--server`, are usage errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosts_zookeeper_session_speaks_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path(), "zk-");
+    certificates(dir.path(), "other-");
+    let key_and_cert = dir.path().join("zk-server.both");
+    let both = std::fs::read_to_string(dir.path().join("zk-server.key")).unwrap()
+        + &std::fs::read_to_string(dir.path().join("zk-server.pem")).unwrap();
+    std::fs::write(&key_and_cert, both).unwrap();
+    let server = tokio::task::spawn_blocking(move || {
+        let tls =
+            wazoo_testkit::ServerTls { key_and_cert, ca: dir.path().join("zk-ca.pem"), client_auth: "need" };
+        let server = wazoo_testkit::ZkServer::start(wazoo_testkit::ServerOptions {
+            tls: Some(tls),
+            ..Default::default()
+        })
+        .expect("starting ZooKeeper with TLS");
+        (server, dir)
+    })
+    .await
+    .unwrap();
+    let (server, dir) = server;
+    let secure = format!("127.0.0.1:{}", server.secure_port.unwrap());
+    let (ca, cert, key) =
+        (file(dir.path(), "zk-ca.pem"), file(dir.path(), "zk-client.pem"), file(dir.path(), "zk-client.key"));
+    let tls = ["--zookeeper", &secure, "--zookeeper-tls-ca", &ca, "--zookeeper-tls-cert", &cert];
+    let value = format!("{}/v", unique("zk-tls"));
+
+    let (code, _, stderr) =
+        output(cli().args(tls).args(["--zookeeper-tls-key", &key, "config", "set", &value, "sealed"])).await;
+    assert_eq!(code, 0, "{stderr}");
+    let (code, stdout, stderr) = output(
+        cli().args(tls).args(["--zookeeper-tls-key", &key, "lock", &format!("{value}-lock"), "--"]).args([
+            "sh",
+            "-c",
+            "echo token $WAZOO_FENCING_TOKEN",
+        ]),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("token "), "{stdout}");
+    // Written on that server (read back through its plain port).
+    let checker = client(&server.address()).await;
+    assert_eq!(checker.get_data(&value).await.unwrap().0, b"sealed");
+
+    // A daemon whose host speaks TLS to ZooKeeper.
+    let daemon = Daemon::start_with(
+        &plugins(),
+        &cache(),
+        &[
+            "--zookeeper",
+            &secure,
+            "--zookeeper-tls-ca",
+            &ca,
+            "--zookeeper-tls-cert",
+            &cert,
+            "--zookeeper-tls-key",
+            &key,
+        ],
+    )
+    .await;
+    let (code, stdout, stderr) = output(through(&daemon).args(["config", "get", &value])).await;
+    assert_eq!((code, stdout.as_str()), (0, "sealed\n"), "{stderr}");
+    drop(daemon);
+
+    let quick = ["--connect-timeout", "3s", "config", "get", &value];
+    for (args, why) in [
+        (vec!["--zookeeper", &secure], "plain text to the TLS port"),
+        (vec!["--zookeeper", &secure, "--zookeeper-tls-ca", &ca], "no client certificate"),
+        (
+            vec![
+                "--zookeeper",
+                &secure,
+                "--zookeeper-tls-ca",
+                &file(dir.path(), "other-ca.pem"),
+                "--zookeeper-tls-cert",
+                &file(dir.path(), "other-client.pem"),
+                "--zookeeper-tls-key",
+                &file(dir.path(), "other-client.key"),
+            ],
+            "a CA that did not sign the server's certificate",
+        ),
+    ] {
+        let (code, stdout, stderr) = output(cli().args(&args).args(quick)).await;
+        assert_eq!((code, stdout.as_str()), (69, ""), "{why}: {stderr}");
+        assert!(stderr.contains(&secure), "{why}: {stderr}");
+    }
+
+    let (code, _, stderr) =
+        output(cli().args(["--zookeeper", &secure, "--zookeeper-tls-ca", &key]).args(quick)).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("CA") && stderr.lines().count() == 1, "{stderr}");
+    let (code, _, stderr) = output(cli().args([
+        "--server",
+        "http://127.0.0.1:1",
+        "--zookeeper-tls-ca",
+        &ca,
+        "config",
+        "get",
+        "/x",
+    ]))
+    .await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--server"), "{stderr}");
+}
+
 /// Bytes that are not gRPC, sent to the daemon's port, end that connection and nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_on_the_port_harms_nobody() {

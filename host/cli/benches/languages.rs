@@ -79,7 +79,7 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
             zookeeper: address,
             session_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(20),
-            digest: None,
+            ..KeeperConfig::default()
         },
         plugins: plugins.clone(),
         limits: limits.clone(),

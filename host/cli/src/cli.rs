@@ -57,6 +57,23 @@ pub(crate) struct Cli {
     /// own session; the nodes the host creates are then that identity's alone (CREATOR_ALL)
     #[arg(long, global = true, env = "WAZOO_ZOOKEEPER_DIGEST_FILE", value_name = "FILE")]
     pub(crate) zookeeper_digest_file: Option<PathBuf>,
+    /// The CA (PEM) of the ZooKeeper servers' certificates: the host's session is then TLS, to
+    /// the servers' `secureClientPort` (hostnames are checked against the certificates)
+    #[arg(long, global = true, env = "WAZOO_ZOOKEEPER_TLS_CA", value_name = "FILE")]
+    pub(crate) zookeeper_tls_ca: Option<PathBuf>,
+    /// This host's certificate chain (PEM) for ZooKeeper servers that ask for one
+    /// (`ssl.clientAuth`); needs --zookeeper-tls-ca and --zookeeper-tls-key
+    #[arg(long, global = true, env = "WAZOO_ZOOKEEPER_TLS_CERT", value_name = "FILE", requires_all = ["zookeeper_tls_key", "zookeeper_tls_ca"])]
+    pub(crate) zookeeper_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --zookeeper-tls-cert
+    #[arg(
+        long,
+        global = true,
+        env = "WAZOO_ZOOKEEPER_TLS_KEY",
+        value_name = "FILE",
+        requires = "zookeeper_tls_cert"
+    )]
+    pub(crate) zookeeper_tls_key: Option<PathBuf>,
     /// Private directory for compiled components [default: $XDG_CACHE_HOME/wazoo/components,
     /// else ~/.cache/wazoo/components]; `none` compiles on every start
     #[arg(long, global = true, env = "WAZOO_CACHE")]

@@ -36,7 +36,7 @@ use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
 
 use cli::{Cli, Command, NewCommand};
-use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits};
+use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits, ZkTls};
 use wazoo_testkit::{ServerOptions, ZkServer};
 
 fn main() -> ExitCode {
@@ -159,6 +159,11 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         (_, None) if cli.token.is_some() || cli.tls_ca.is_some() || cli.tls_cert.is_some() => {
             Err(exit::usage("--token, --tls-ca, --tls-cert and --tls-key are for --server (and --tls-cert, --tls-key for serve)"))
         }
+        (_, Some(_)) if cli.zookeeper_digest_file.is_some() || cli.zookeeper_tls_ca.is_some() => {
+            Err(exit::usage(
+                "--zookeeper-digest-file and --zookeeper-tls-* set this host's own ZooKeeper session; with --server the daemon's session is used",
+            ))
+        }
         (command, Some(server)) => {
             let tls = match &cli.tls_ca {
                 Some(ca) => {
@@ -189,12 +194,32 @@ fn host_config(cli: &Cli) -> anyhow::Result<HostConfig> {
         Some(path) => Some(read_digest(path)?),
         None => None,
     };
+    let tls = match &cli.zookeeper_tls_ca {
+        Some(ca) => {
+            let text = |flag: &str, path: &std::path::Path| {
+                String::from_utf8(read_file(flag, path)?)
+                    .map_err(|_| exit::usage(format!("{flag} {}: not PEM text", path.display())))
+            };
+            let identity = match (&cli.zookeeper_tls_cert, &cli.zookeeper_tls_key) {
+                (Some(cert), Some(key)) => {
+                    Some((text("--zookeeper-tls-cert", cert)?, text("--zookeeper-tls-key", key)?))
+                }
+                _ => None,
+            };
+            let tls = ZkTls { ca: text("--zookeeper-tls-ca", ca)?, identity };
+            // Refused now, with the file's fault, rather than as an unreachable ZooKeeper.
+            tls.options().map_err(|e| exit::usage(format!("{e:#}")))?;
+            Some(tls)
+        }
+        None => None,
+    };
     Ok(HostConfig {
         keeper: KeeperConfig {
             zookeeper: cli.zookeeper.clone(),
             session_timeout: cli.session_timeout,
             connect_timeout: cli.connect_timeout,
             digest,
+            tls,
         },
         plugins: cli.plugins.clone(),
         limits: SandboxLimits::default(),

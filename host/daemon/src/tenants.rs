@@ -514,7 +514,7 @@ pub async fn start(spec: &TenantSpec, base: &HostConfig) -> anyhow::Result<Tenan
     let host = Host::start(config).await.with_context(|| format!("starting tenant {}", spec.name))?;
     // After the host has made the root (with the tenant's ACL), the quota on it.
     if let Some(quota) = spec.quota {
-        set_quota(hosts, &spec.root, quota)
+        set_quota(hosts, base.keeper.tls.as_ref(), &spec.root, quota)
             .await
             .with_context(|| format!("setting the ZooKeeper quota of tenant {}", spec.name))?;
     }
@@ -525,11 +525,12 @@ pub async fn start(spec: &TenantSpec, base: &HostConfig) -> anyhow::Result<Tenan
 /// node, and a stats node the server fills in with the subtree's current counts.
 async fn set_quota(
     hosts: &str,
+    tls: Option<&wazoo_runtime::ZkTls>,
     root: &str,
     (count, bytes): (Option<u64>, Option<u64>),
 ) -> anyhow::Result<()> {
-    use zookeeper_client::{Acls, Client, CreateMode, Error};
-    let client = Client::connect(hosts).await.with_context(|| format!("connecting to {hosts}"))?;
+    use zookeeper_client::{Acls, CreateMode, Error};
+    let client = wazoo_runtime::keeper::connect_anonymous(hosts, tls).await?;
     let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
     let dir = format!("/zookeeper/quota{root}");
     match client.mkdir(&dir, &open).await {

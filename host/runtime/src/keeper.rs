@@ -40,6 +40,48 @@ pub struct KeeperConfig {
     /// A digest identity `user:password` for the session. With it, the chroot (if any) and
     /// every node the host creates can be used by that identity only (a tenant's namespace).
     pub digest: Option<String>,
+    /// TLS towards ZooKeeper (its `secureClientPort`); `None` speaks plain text.
+    pub tls: Option<ZkTls>,
+}
+
+/// TLS towards ZooKeeper: the CA the servers' certificates are checked against (hostnames
+/// included), and this host's own certificate for servers that ask for one
+/// (`ssl.clientAuth=need`, ZooKeeper's default). Its `Debug` does not show the key.
+#[derive(Clone)]
+pub struct ZkTls {
+    /// CA certificates (PEM).
+    pub ca: String,
+    /// This host's certificate chain and private key (PEM).
+    pub identity: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for ZkTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZkTls").field("identity", &self.identity.is_some()).finish_non_exhaustive()
+    }
+}
+
+impl ZkTls {
+    /// Checks the PEM now, so a bad file is a clear error at start, not at the first connect.
+    pub fn options(&self) -> anyhow::Result<zookeeper_client::TlsOptions> {
+        let options = zookeeper_client::TlsOptions::new()
+            .with_pem_ca(&self.ca)
+            .map_err(|e| anyhow!("the ZooKeeper TLS CA: {e}"))?;
+        match &self.identity {
+            Some((cert, key)) => options
+                .with_pem_identity(cert, key)
+                .map_err(|e| anyhow!("the ZooKeeper TLS certificate and key: {e}")),
+            None => Ok(options),
+        }
+    }
+}
+
+/// Makes ring the process's rustls provider. zookeeper-client's TLS brings rustls with
+/// aws-lc-rs, tonic's brings ring: with both built in, rustls cannot pick one by itself and
+/// every TLS setup that does not name its provider would fail. Called before any TLS is set up;
+/// a provider already installed (by the embedding program) is kept.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 impl std::fmt::Debug for KeeperConfig {
@@ -50,6 +92,7 @@ impl std::fmt::Debug for KeeperConfig {
             .field("session_timeout", &self.session_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("digest", &user)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -61,6 +104,7 @@ impl Default for KeeperConfig {
             session_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             digest: None,
+            tls: None,
         }
     }
 }
@@ -224,6 +268,20 @@ impl Keeper {
     }
 }
 
+/// A session without identity on `hosts` (no chroot), over TLS when `tls` is given: for the
+/// daemon's own bookkeeping outside any tenant's namespace (quotas).
+pub async fn connect_anonymous(hosts: &str, tls: Option<&ZkTls>) -> anyhow::Result<Client> {
+    let connector = Client::connector();
+    let connected = match tls {
+        Some(tls) => {
+            install_crypto_provider();
+            connector.with_tls(tls.options()?).secure_connect(hosts).await
+        }
+        None => connector.connect(hosts).await,
+    };
+    connected.map_err(|e| anyhow!("connecting to {hosts}: {e}"))
+}
+
 /// Splits `host:port,…/chroot` into the hosts and the chroot (if any).
 pub fn split_chroot(zookeeper: &str) -> (&str, Option<&str>) {
     match zookeeper.find('/') {
@@ -248,16 +306,24 @@ async fn open(config: &KeeperConfig) -> anyhow::Result<Client> {
     if let Some(digest) = &config.digest {
         connector = connector.with_auth("digest", digest.as_bytes());
     }
-    let connect = connector.connect(hosts);
+    let connect: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>> = match &config.tls {
+        Some(tls) => {
+            install_crypto_provider();
+            let options = tls.options()?;
+            Box::pin(connector.with_tls(options).secure_connect(hosts))
+        }
+        None => Box::pin(connector.connect(hosts)),
+    };
+    let scheme = if config.tls.is_some() { " (TLS)" } else { "" };
     let client = tokio::time::timeout(config.connect_timeout, connect)
         .await
         .map_err(|_| {
             Unreachable(format!(
-                "cannot reach ZooKeeper at {hosts} within {}",
+                "cannot reach ZooKeeper at {hosts}{scheme} within {}",
                 humantime::format_duration(config.connect_timeout)
             ))
         })?
-        .map_err(|e| Unreachable(format!("cannot connect to ZooKeeper at {hosts}: {e}")))?;
+        .map_err(|e| Unreachable(format!("cannot connect to ZooKeeper at {hosts}{scheme}: {e}")))?;
     let Some(root) = chroot else { return Ok(client) };
     // The chroot is where this host's namespace starts: make sure it exists. With a digest
     // identity, the namespace's root is that identity's alone (its parents stay open, so other

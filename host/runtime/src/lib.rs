@@ -37,6 +37,6 @@ pub use handle::{
     QueueHandle, RwLockHandle, SemaphoreHandle, TransactionHandle,
 };
 pub use host::{Host, HostConfig};
-pub use keeper::{KeeperConfig, Live};
+pub use keeper::{KeeperConfig, Live, ZkTls};
 pub use registry::{RecipeInfo, Registry, World};
 pub use sandbox::SandboxLimits;

@@ -17,6 +17,8 @@ use anyhow::{anyhow, bail, Context as _};
 /// Where Debian's package puts the server jar.
 pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
 const LOG_BINDING_JAR: &str = "/usr/share/java/slf4j-simple.jar";
+/// What the TLS (Netty) server needs beside the jars the server jar's manifest lists.
+const NETTY_JARS: &str = "/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar";
 
 /// How to run one server.
 #[derive(Clone, Debug)]
@@ -31,6 +33,19 @@ pub struct ServerOptions {
     pub heap: String,
     /// How long to wait for the server to serve.
     pub ready_timeout: Duration,
+    /// Also serve TLS on a `secureClientPort` of its own (see [`ZkServer::secure_port`]).
+    pub tls: Option<ServerTls>,
+}
+
+/// TLS for a server's `secureClientPort` (Netty, PEM files, as ZooKeeper 3.8 reads them).
+#[derive(Clone, Debug)]
+pub struct ServerTls {
+    /// The server's private key (PKCS#8 PEM) followed by its certificate chain (PEM).
+    pub key_and_cert: PathBuf,
+    /// CA certificates (PEM) a client's certificate is checked against.
+    pub ca: PathBuf,
+    /// `ssl.clientAuth`: `none`, `want` or `need` (clients must show a certificate).
+    pub client_auth: &'static str,
 }
 
 impl Default for ServerOptions {
@@ -41,6 +56,7 @@ impl Default for ServerOptions {
             tick_ms: 500,
             heap: "256m".into(),
             ready_timeout: Duration::from_secs(60),
+            tls: None,
         }
     }
 }
@@ -59,6 +75,8 @@ struct Member {
 #[derive(Debug)]
 pub struct ZkServer {
     pub port: u16,
+    /// The TLS client port, when [`ServerOptions::tls`] asked for one.
+    pub secure_port: Option<u16>,
     pid: Option<u32>,
     data_dir: PathBuf,
     temporary: bool,
@@ -94,6 +112,21 @@ impl ZkServer {
             dir = data_dir.display(),
             port = options.port,
         );
+        let mut secure_port = None;
+        if let Some(tls) = &options.tls {
+            let port = free_port()?;
+            secure_port = Some(port);
+            cfg.push_str(&format!(
+                "secureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n\
+                 serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+                 ssl.keyStore.location={key}\nssl.keyStore.type=PEM\n\
+                 ssl.trustStore.location={ca}\nssl.trustStore.type=PEM\n\
+                 ssl.clientAuth={auth}\n",
+                key = tls.key_and_cert.display(),
+                ca = tls.ca.display(),
+                auth = tls.client_auth,
+            ));
+        }
         if let Some(m) = &member {
             // The default, spelled out: with reconfig on, members would adopt the leader's
             // server list (NEWLEADER, election gossip) and lose their own routes.
@@ -105,7 +138,16 @@ impl ZkServer {
             std::fs::write(data_dir.join("myid"), format!("{}\n", m.id))?;
         }
         std::fs::write(data_dir.join("zoo.cfg"), cfg)?;
-        Ok(ZkServer { port: options.port, pid: None, data_dir, temporary, options, member, exited: None })
+        Ok(ZkServer {
+            port: options.port,
+            secure_port,
+            pid: None,
+            data_dir,
+            temporary,
+            options,
+            member,
+            exited: None,
+        })
     }
 
     /// Starts the Java process from a thread that lives as long as it does, so that the server
@@ -125,7 +167,11 @@ impl ZkServer {
             // Hard quotas (`countHardLimit`, `byteHardLimit`) are refused, not only logged.
             .arg("-Dzookeeper.enforceQuota=true")
             .arg("-cp")
-            .arg(format!("{ZOOKEEPER_JAR}:{LOG_BINDING_JAR}"))
+            .arg(match self.options.tls {
+                // Netty's codec is not on the class path the server jar's manifest names.
+                Some(_) => format!("{ZOOKEEPER_JAR}:{LOG_BINDING_JAR}:{NETTY_JARS}"),
+                None => format!("{ZOOKEEPER_JAR}:{LOG_BINDING_JAR}"),
+            })
             .arg(main_class)
             .arg(self.data_dir.join("zoo.cfg"))
             .stdin(Stdio::null())

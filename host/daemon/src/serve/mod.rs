@@ -240,6 +240,7 @@ async fn serve(
         .trace_fn(|request| tracing::info_span!("call", method = %request.uri().path()));
     if let Some(tls) = &config.tls {
         use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        wazoo_runtime::keeper::install_crypto_provider();
         // A connection that has not finished its handshake within the timeout is dropped.
         let mut settings =
             ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key)).timeout(TLS_HANDSHAKE);
