@@ -36,6 +36,7 @@ test: build
 
 bench: build
 	$(CARGO) bench -p wazoo-cli --bench lock
+	$(CARGO) bench -p wazoo-cli --bench peers
 	$(CARGO) bench -p wazoo-cli --bench serve
 	$(CARGO) bench -p wazoo-cli --bench languages
 	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests -p wazoo-misbehave

@@ -5,11 +5,11 @@
 // the way Curator does, contending for a turn by watching only the predecessor, deadlines, and
 // deleting through connection loss.
 //
-// The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.1`): the protected
+// The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.2`): the protected
 // create that finds its node again after a lost reply (`createProtected`), waiting until a node
 // changes or the session ends (`waitForChange`, `watcher.changed`), the ownership check
-// (`owns`), and trying reads again through connection loss (every read the host lends). The
-// helpers here are thin names for those.
+// (`owns`), trying reads again through connection loss (every read the host lends), and several
+// requests in one round trip (`pipeline`). The helpers here are thin names for those.
 //
 // How WIT maps to JavaScript here (componentize-js 0.23 / jco conventions):
 // - `result<T, zk-error>` from an import returns T or throws; the wrappers below throw a
@@ -38,14 +38,15 @@ import {
   sync as zkSync,
   listEphemerals as zkListEphemerals,
   checkPath as zkCheckPath,
-} from 'wazoo:zk/znode@0.1.1';
+  pipeline as zkPipeline,
+} from 'wazoo:zk/znode@0.1.2';
 import {
   existsWatch as zkExistsWatch,
   getDataWatch as zkGetDataWatch,
   getChildrenWatch as zkGetChildrenWatch,
   waitForChange as zkWaitForChange,
-} from 'wazoo:zk/watch@0.1.1';
-import { info as zkInfo, uniqueId as zkUniqueId, owns as zkOwns } from 'wazoo:zk/session@0.1.1';
+} from 'wazoo:zk/watch@0.1.2';
+import { info as zkInfo, uniqueId as zkUniqueId, owns as zkOwns } from 'wazoo:zk/session@0.1.2';
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -182,6 +183,38 @@ export const getChildrenWatch = wrap(zkGetChildrenWatch);
  * exactly `data`, a string or bytes, when given: handles on one host share a session).
  */
 export const owns = wrap((path, data) => zkOwns(path, data === undefined ? undefined : bytes(data)));
+/**
+ * The requests of a `pipeline` (the WIT `step` cases, `{ tag, val }`), each what the function of
+ * the same name does. `data` may be a string.
+ */
+export const Step = Object.freeze({
+  create: (path, data, mode) => ({ tag: 'create', val: { path, data: bytes(data), mode } }),
+  createProtected: (dir, name, data, mode) => ({
+    tag: 'create-protected',
+    val: { dir, name, data: bytes(data), mode },
+  }),
+  deleteNode: (path, version) => ({ tag: 'delete', val: { path, version } }),
+  setData: (path, data, version) => ({ tag: 'set-data', val: { path, data: bytes(data), version } }),
+  exists: (path) => ({ tag: 'exists', val: path }),
+  getData: (path) => ({ tag: 'get-data', val: path }),
+  getChildren: (path) => ({ tag: 'get-children', val: path }),
+});
+
+const zkPipelineWrapped = wrap(zkPipeline);
+
+/**
+ * `pipeline(steps)` (built with `Step`): sends every step at once and returns their results in
+ * order, for the price of one round trip. Each entry is the step's `step-result` (`{ tag, val }`:
+ * `created`, `deleted`, `data-set`, `exists`, `data`, `children`, `val` as its function returns
+ * it), or the `ZkError` it failed with (returned, not thrown: a failed step does not stop the
+ * ones after it). Not atomic, unlike `multi`; each step sees what the steps before it did.
+ * Throws only when the whole call fails (more than 64 steps: `limit-exceeded`).
+ */
+export function pipeline(steps) {
+  const results = zkPipelineWrapped(steps);
+  return results.map((r) => (r.tag === 'ok' ? r.val : ZkError.from({ payload: r.val })));
+}
+
 /** `{ id, timeoutMs, generation }` of the session this handle runs on. */
 export const sessionInfo = zkInfo;
 /** A random version-4 UUID from the host. */
@@ -433,6 +466,27 @@ export function waitForChange(path, deadline) {
 }
 
 /**
+ * Waits until the node at `path` changes: true when it was deleted (or was already gone), false
+ * for any other change. The session's end is `session-expired`; the deadline passing is
+ * `timeout`. A data watch, as Curator's, so an absent node leaves no watch behind.
+ */
+export function waitGone(path, deadline) {
+  if (deadline.expired()) throw ZkError.timeout();
+  let watcher;
+  try {
+    [, , watcher] = getDataWatch(path);
+  } catch (e) {
+    if (isZk(e, 'no-node')) return true;
+    throw e;
+  }
+  try {
+    return watcherChanged(watcher, deadline.remainingMs()).kind === 'node-deleted';
+  } finally {
+    dispose(watcher);
+  }
+}
+
+/**
  * Blocks until `watcher` fires (`session-expired` if the session ended), or the deadline passes
  * (`timeout`). Does not dispose the watcher.
  */
@@ -463,31 +517,62 @@ export const Turn = Object.freeze({
  * Steps 2–4 shared by every lock-like recipe: list the children without a watch, order them by
  * `markers`, let `decide(sorted, index)` say whether our node (at `index`) holds or which one
  * sibling to watch, and wait for that sibling to change. `no-node` if our node disappeared.
+ *
+ * Starts from `listed` (the children as a pipeline read them) when given. The hand-over costs no
+ * extra round trip: when the sibling we waited for was the lowest node at our last look and it
+ * was deleted, no node can have appeared below ours since (sequence numbers only grow), so the
+ * last look without it is what a new listing would show below us, and `decide` is asked again
+ * on that. Any other change (the sibling's data, a sibling that was not the lowest) lists again.
+ * So `decide` must never hold because of a node below ours, as no lock-like rule does (the
+ * lock, either side of a read/write lock, a lease's mutex, a leadership).
  */
-export async function waitTurn(dir, myName, markers, deadline, decide) {
+export async function waitTurn(dir, myName, markers, deadline, decide, listed) {
+  let known = listed === undefined ? undefined : sorted(listed, markers);
   for (;;) {
-    const [children] = getChildren(dir);
-    const order = sorted(children, markers);
+    let order = known;
+    known = undefined;
+    if (order === undefined) order = sorted(getChildren(dir)[0], markers);
     const index = order.indexOf(myName);
     if (index < 0) throw ZkError.noNode();
     const turn = decide(order, index);
     if (turn.hold) return;
     if (deadline.expired()) throw ZkError.timeout();
-    waitForChange(join(dir, turn.sibling), deadline);
+    const lowest = order[0] === turn.sibling;
+    if (waitGone(join(dir, turn.sibling), deadline) && lowest) {
+      known = order.filter((c) => c !== turn.sibling);
+    }
   }
+}
+
+/**
+ * Steps 1 and 2 of a contention in one round trip (`pipeline`): the protected create of `name`
+ * under `dir`, and the listing of `dir` that follows it. Returns `[created, children]`;
+ * `children` is undefined if the listing failed (the caller lists again), and always shows the
+ * node when given.
+ */
+export function createAndList(dir, name, data, mode) {
+  const steps = [Step.createProtected(dir, name, data, mode), Step.getChildren(dir)];
+  const [first, second] = pipeline(steps);
+  if (first instanceof ZkError) throw first;
+  if (first === undefined || first.tag !== 'created') {
+    const answer = first === undefined ? 'nothing' : first.tag;
+    throw ZkError.other(`pipeline answered ${answer} for a create`);
+  }
+  const listed = second !== undefined && !(second instanceof ZkError) && second.tag === 'children';
+  return [first.val, listed ? second.val[0] : undefined];
 }
 
 /**
  * Step 1 and the rest of a contention: create our ephemeral sequential node `name` (holding
  * `data`) under `dir` (protected: after a lost reply the host claims only a node this session
- * owns), wait for our turn, and delete the node again if we give up or fail. Returns
- * `{ path, stat }` of our node.
+ * owns) and list `dir` in the same round trip (`createAndList`), wait for our turn, and delete
+ * the node again if we give up or fail. Returns `{ path, stat }` of our node.
  */
 export async function contend(dir, name, data, markers, deadline, decide) {
   checkPath(dir);
-  const mine = protectedCreate(dir, name, data, CreateMode.EphemeralSequential);
+  const [mine, listed] = createAndList(dir, name, data, CreateMode.EphemeralSequential);
   try {
-    await waitTurn(dir, nodeName(mine.path), markers, deadline, decide);
+    await waitTurn(dir, nodeName(mine.path), markers, deadline, decide, listed);
     return mine;
   } catch (e) {
     await deleteRetrying(mine.path).catch(() => {});

@@ -108,6 +108,10 @@ pub struct Request {
     /// The error code of its reply (0: it succeeded on the server; for a multi, the code of its
     /// failing op); none while no reply has been seen.
     pub err: Option<i32>,
+    /// How many replies to logged requests the client had been sent on this connection when
+    /// this request reached the proxy: requests sent together (a pipeline) share the count, a request sent after the
+    /// reply to the one before it has a higher one (certainly so while `delay` holds replies).
+    pub answered_before: u64,
     link: u64,
     xid: i32,
 }
@@ -190,6 +194,7 @@ impl Proxy {
                         // xids of requests whose reply is to be lost
                         doomed: Arc::new(Mutex::new(Vec::new())),
                         closed: Arc::new(watch::channel(false).0),
+                        forwarded: Arc::new(AtomicU64::new(0)),
                     };
                     let (client_read, client_write) = client.into_split();
                     let (server_read, server_write) = server.into_split();
@@ -372,6 +377,8 @@ struct Link {
     doomed: Arc<Mutex<Vec<(i32, Action, i32)>>>,
     /// Set when either direction ends: the other follows.
     closed: Arc<watch::Sender<bool>>,
+    /// Replies passed on to the client so far.
+    forwarded: Arc<AtomicU64>,
 }
 
 enum Step {
@@ -464,7 +471,17 @@ impl Link {
                 let probe = kind == op::SYNC && path == "/";
                 if tap.on && xid > 0 && !probe && !matches!(kind, op::CHECK_WATCHES | op::REMOVE_WATCHES) {
                     let n = tap.log.len() as u32 + 1;
-                    tap.log.push(Request { n, kind, path, watch, err: None, link: self.id, xid });
+                    let answered_before = self.forwarded.load(Ordering::SeqCst);
+                    tap.log.push(Request {
+                        n,
+                        kind,
+                        path,
+                        watch,
+                        err: None,
+                        answered_before,
+                        link: self.id,
+                        xid,
+                    });
                     if let Some((target, action)) = tap.target {
                         if target == n {
                             self.doomed.lock().unwrap().push((xid, action, kind));
@@ -540,6 +557,13 @@ impl Link {
             }
             if write_frame(&mut to, &frame).await.is_err() {
                 break;
+            }
+            // Only replies to logged requests: not pings, watch events or the host's probe.
+            let xid = frame.get(0..4).map_or(0, |b| i32::from_be_bytes(b.try_into().unwrap()));
+            let logged =
+                self.faults.tap.lock().unwrap().log.iter().any(|r| r.link == self.id && r.xid == xid);
+            if logged {
+                self.forwarded.fetch_add(1, Ordering::SeqCst);
             }
         }
         self.close(to).await;

@@ -124,3 +124,52 @@ async fn a_second_contender_waits_for_the_first_claim_and_times_out() {
     assert!(granted.token() > token, "fencing token {} not above {token}", granted.token());
     third.close().await;
 }
+
+/// A lock-family handle let go of cleanly serves the next contender of the same recipe (it is
+/// kept warm), and never once its recipe file has been replaced: the next claim runs the new
+/// version. A claim closed without letting go, or one whose acquire failed, is not kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_released_handle_is_reused_only_while_its_version_is_current() {
+    let dir = std::env::temp_dir().join(format!("wazoo-claim-warm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let built = std::fs::read(plugins().join("lock.wasm")).unwrap();
+    std::fs::write(dir.join("lock.wasm"), &built).unwrap();
+    let mut settings = config(&zk().address(), Duration::from_secs(10));
+    settings.plugins = dir.clone();
+    let host = wazoo_runtime::Host::start(settings).await.unwrap();
+    let path = unique("warm");
+
+    let take = |host: wazoo_runtime::Host, path: String| async move {
+        let mut contender = host.contender(Want::Lock, "lock").await.unwrap();
+        let granted = within(LIMIT, "acquire", contender.acquire(&path, None)).await.unwrap();
+        contender.claim(granted)
+    };
+    let first = take(host.clone(), path.clone()).await;
+    let version = first.version().unwrap().clone();
+    assert_eq!(host.warm_handles(), 0);
+    first.release().await.unwrap();
+    assert_eq!(host.warm_handles(), 1, "a cleanly released lock handle is kept warm");
+    let second = take(host.clone(), path.clone()).await;
+    assert_eq!(host.warm_handles(), 0, "the next contender took the warm handle");
+    assert!(std::sync::Arc::ptr_eq(second.version().unwrap(), &version));
+    second.release().await.unwrap();
+    assert_eq!(host.warm_handles(), 1);
+
+    // A new version of the file: the warm handle of the old one is not used.
+    std::fs::write(dir.join("lock.wasm"), components::relabelled(&built, "warm-2")).unwrap();
+    let third = take(host.clone(), path.clone()).await;
+    assert_ne!(third.version().unwrap().sha256, version.sha256, "the claim runs the replaced version");
+    assert_eq!(host.warm_handles(), 0, "the old version's handle was dropped");
+
+    // Closed without letting go: not kept. A failed acquire: not kept either.
+    third.close().await;
+    assert_eq!(host.warm_handles(), 0);
+    let holder = take(host.clone(), path.clone()).await;
+    let mut waiting = host.contender(Want::Lock, "lock").await.unwrap();
+    let refused = waiting.acquire(&path, Some(Duration::ZERO)).await;
+    assert!(matches!(refused, Err(RecipeError::Zk(ZkError::Timeout))), "{refused:?}");
+    waiting.close().await;
+    holder.release().await.unwrap();
+    assert_eq!(host.warm_handles(), 1, "only the holder's handle is kept");
+    let _ = std::fs::remove_dir_all(&dir);
+}

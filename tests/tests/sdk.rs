@@ -1,9 +1,11 @@
-//! The host calls `wazoo:zk@0.1.1` added so that every guest SDK is thinner, each against real
-//! ZooKeeper, through the test-only guest `misbehave` (tests/guests/misbehave), which makes one
-//! call per command: `znode.create-protected` (a lost reply returns the node the server made,
-//! once, recorded in the handle's ledger), `watch.wait-for-change` and `watcher.changed` (a
-//! change, a deletion, a timeout, the session's end), and `session.owns`. And a component built
-//! against `wazoo:zk@0.1.0` still links and runs.
+//! The host calls `wazoo:zk@0.1.1` and `0.1.2` added so that every guest SDK is thinner and
+//! faster, each against real ZooKeeper, through the test-only guest `misbehave`
+//! (tests/guests/misbehave), which makes one call per command: `znode.create-protected` (a lost
+//! reply returns the node the server made, once, recorded in the handle's ledger),
+//! `watch.wait-for-change` and `watcher.changed` (a change, a deletion, a timeout, the session's
+//! end), `session.owns`, and `znode.pipeline` (steps sent together, answered in order, a lost
+//! reply recovered). And components built against `wazoo:zk@0.1.0` and `0.1.1` still link and
+//! run.
 
 use std::time::{Duration, Instant};
 
@@ -287,17 +289,18 @@ async fn owns_is_true_only_for_this_sessions_node_holding_the_data_asked_for() {
     handle.close().await;
 }
 
-/// `bytes` with every `wazoo:zk/…@0.1.1` import renamed `…@0.1.0` (same length, so the component
-/// stays valid): what a component built against 0.1.0 imports.
-fn as_built_against_0_1_0(bytes: &[u8]) -> Vec<u8> {
+/// `bytes` with every `wazoo:zk/…@0.1.2` import renamed `…@{version}` (same length, so the
+/// component stays valid): what a component built against that version imports.
+fn as_built_against(bytes: &[u8], version: &str) -> Vec<u8> {
     let mut out = bytes.to_vec();
-    let (from, to) = (b"wazoo:zk/", (b"@0.1.1", b"@0.1.0"));
+    let (from, to) = (b"wazoo:zk/", (b"@0.1.2", format!("@{version}")));
+    assert_eq!(to.1.len(), to.0.len());
     let mut i = 0;
     while let Some(at) = out[i..].windows(from.len()).position(|w| w == from) {
         let start = i + at;
         let end = (start..out.len().min(start + 64)).find(|&j| out[j] == b'@').unwrap_or(start);
         if out[end..].starts_with(to.0) {
-            out[end..end + to.0.len()].copy_from_slice(to.1);
+            out[end..end + to.0.len()].copy_from_slice(to.1.as_bytes());
         }
         i = start + from.len();
     }
@@ -305,15 +308,19 @@ fn as_built_against_0_1_0(bytes: &[u8]) -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_component_built_against_wazoo_zk_0_1_0_still_links_and_runs() {
-    // The `tree` recipe imports only calls 0.1.0 had; renamed, it is a 0.1.0 component.
+async fn components_built_against_wazoo_zk_0_1_0_and_0_1_1_still_link_and_run() {
+    // The `tree` recipe imports only calls 0.1.0 had; renamed, it is a 0.1.0 (0.1.1) component.
     let built = std::fs::read(plugins().join("tree.wasm")).unwrap();
-    let old = as_built_against_0_1_0(&built);
-    let text = String::from_utf8_lossy(&old);
-    assert!(text.contains("wazoo:zk/znode@0.1.0") && !text.contains("wazoo:zk/znode@0.1.1"));
     let dir = std::env::temp_dir().join(format!("wazoo-sdk-old-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("tree-0-1-0.wasm"), &old).unwrap();
+    for version in ["0.1.0", "0.1.1"] {
+        let old = as_built_against(&built, version);
+        let text = String::from_utf8_lossy(&old);
+        assert!(
+            text.contains(&format!("wazoo:zk/znode@{version}")) && !text.contains("wazoo:zk/znode@0.1.2")
+        );
+        std::fs::write(dir.join(format!("tree-{}.wasm", version.replace('.', "-"))), &old).unwrap();
+    }
 
     let checker = client(&zk().address()).await;
     let path = prepared(&checker, "sdk-old").await;
@@ -324,9 +331,92 @@ async fn a_component_built_against_wazoo_zk_0_1_0_still_links_and_runs() {
     let mut settings = config(&zk().address(), Duration::from_secs(10));
     settings.plugins = dir.clone();
     let host = Host::start(settings).await.unwrap();
-    let mut handle = host.custom("tree-0-1-0").await.expect("a 0.1.0 component links on a 0.1.1 host");
-    let out = within(LIMIT, "tree", handle.run(&args(&[&path]))).await.unwrap().unwrap();
-    assert!(out.contains("leaf  [5 bytes]"), "{out}");
-    handle.close().await;
+    for name in ["tree-0-1-0", "tree-0-1-1"] {
+        let mut handle = host.custom(name).await.expect("an older component links on a 0.1.2 host");
+        let out = within(LIMIT, "tree", handle.run(&args(&[&path]))).await.unwrap().unwrap();
+        assert!(out.contains("leaf  [5 bytes]"), "{name}: {out}");
+        handle.close().await;
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `znode.pipeline`: every step goes out before the first reply is back (one round trip), the
+/// results come in step order, each step sees what the ones before it did, and a step the host
+/// refuses or the server fails fails alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pipeline_sends_its_steps_together_and_answers_each_in_order() {
+    let address = zk().address();
+    let checker = client(&address).await;
+    let proxy = Proxy::start(&address).await;
+    let host = Host::start(config(&proxy.address(), Duration::from_secs(10))).await.unwrap();
+    let dir = prepared(&checker, "sdk-pipeline").await;
+    let mut handle = host.custom("misbehave").await.unwrap();
+    // Replies held back a while: a request sent only after the reply to the one before it
+    // cannot reach the proxy before that reply has been passed on.
+    proxy.delay(Duration::from_millis(40));
+    proxy.tap(None);
+    let text = run(&mut handle, &["pipeline", &dir]).await.unwrap();
+    let log = proxy.untap();
+    proxy.delay(Duration::ZERO);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 8, "{text}");
+    let (created, czxid) = lines[0].strip_prefix("created ").unwrap().split_once(' ').unwrap();
+    let name = created.strip_prefix(&format!("{dir}/")).unwrap();
+    assert!(protected_name(name, "p-", true), "{name}");
+    assert_eq!(checker.check_stat(created).await.unwrap().unwrap().czxid.to_string(), czxid);
+    assert_eq!(lines[1], format!("children {name}"), "the listing after the create shows it");
+    assert_eq!(lines[2], "data-set 1");
+    assert_eq!(lines[3], "data two 1", "the read after the write sees it");
+    assert_eq!(lines[4], "exists false");
+    assert!(lines[5].starts_with("error ZkError::InvalidPath"), "a refused step fails alone: {}", lines[5]);
+    assert_eq!(lines[6], "error ZkError::NoNode", "a step the server fails fails alone");
+    assert_eq!(lines[7], "exists true");
+
+    // Seven requests (the refused step never left), sent before any reply was back.
+    let sent: Vec<_> = log.iter().filter(|r| r.path.starts_with(&dir)).collect();
+    let kinds: Vec<i32> = sent.iter().map(|r| r.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![op::CREATE2, op::GET_CHILDREN2, op::SET_DATA, op::GET_DATA, op::EXISTS, op::DELETE, op::EXISTS],
+        "{log:?}"
+    );
+    assert!(
+        sent.iter().all(|r| r.answered_before == sent[0].answered_before),
+        "a step waited for the reply to the one before it: {sent:?}"
+    );
+    handle.close().await;
+    assert!(checker.check_stat(created).await.unwrap().is_none(), "the ephemeral node went with the handle");
+
+    let refused = run(&mut handle_for(&host).await, &["pipeline-many", &dir, "65"]).await.unwrap_err();
+    assert!(refused.contains("LimitExceeded") && refused.contains("64"), "{refused}");
+    assert_eq!(run(&mut handle_for(&host).await, &["pipeline-many", &dir, "64"]).await.unwrap(), "ok 64");
+}
+
+async fn handle_for(host: &Host) -> CustomHandle {
+    host.custom("misbehave").await.unwrap()
+}
+
+/// A protected create in a pipeline whose reply is lost on the wire: the host finds the one node
+/// the server made, and the listing after it (lost with it) is sent again and shows that node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pipelined_protected_create_whose_reply_is_lost_is_found_and_listed() {
+    let address = zk().address();
+    let checker = client(&address).await;
+    let proxy = Proxy::start(&address).await;
+    let host = Host::start(config(&proxy.address(), Duration::from_secs(10))).await.unwrap();
+    let dir = prepared(&checker, "sdk-pipeline-lost").await;
+    let mut handle = host.custom("misbehave").await.unwrap();
+    proxy.lose_reply(op::CREATES, 1);
+    let text = run(&mut handle, &["pipeline", &dir]).await.unwrap();
+    assert_eq!(proxy.lost_replies(), 1, "the reply was not lost");
+    assert_eq!(proxy.lost_errors(), vec![0], "the lost create did not succeed on the server");
+    let lines: Vec<&str> = text.lines().collect();
+    let nodes = children(&checker, &dir).await;
+    assert_eq!(nodes.len(), 1, "exactly one node after a lost reply: {nodes:?}");
+    let created = format!("{dir}/{}", nodes[0]);
+    assert!(lines[0].starts_with(&format!("created {created} ")), "{text}");
+    assert_eq!(lines[1], format!("children {}", nodes[0]), "the listing after the create shows it");
+    assert_eq!(handle.ledger(), vec![created.clone()], "the node found again is the handle's");
+    handle.close().await;
+    assert!(children(&checker, &dir).await.is_empty());
 }

@@ -44,7 +44,7 @@ fn main() -> anyhow::Result<()> {
     let ops: usize = std::env::var("WAZOO_BENCH_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
     let plugins = std::env::var_os("WAZOO_PLUGINS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../plugins"));
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../plugins"));
     for i in IMPLEMENTATIONS {
         let file = plugins.join(format!("{}.wasm", i.recipe));
         anyhow::ensure!(file.exists(), "{} missing: run `make recipes` first", file.display());

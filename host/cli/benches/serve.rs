@@ -43,7 +43,7 @@ use wazoo_daemon::serve::ServeConfig;
 use wazoo_proto::recipes_client::RecipesClient;
 use wazoo_proto::sessions_client::SessionsClient;
 use wazoo_proto::{AcquireRequest, Family, HandleRef, KeepAliveRequest, OpenRequest};
-use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits, World};
+use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits, Want, World};
 use wazoo_testkit::{ServerOptions, ZkServer};
 
 /// The daemon's fallback look at the plugins directory, as `wazoo serve --watch-every` defaults
@@ -62,7 +62,7 @@ fn main() -> anyhow::Result<()> {
     let ops: usize = std::env::var("WAZOO_BENCH_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(4000);
     let plugins = std::env::var_os("WAZOO_PLUGINS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../plugins"));
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../plugins"));
     let component = plugins.join("lock.wasm");
     anyhow::ensure!(component.exists(), "{} missing: run `make recipes` first", component.display());
 
@@ -197,6 +197,8 @@ impl Bench {
                 ms(percentile(&mut run.times, 99.0))
             );
         }
+
+        breakdown(&host, grpc, self.ops / 2).await?;
 
         // Swap latency: versions never seen (compiled on a thread of the daemon, as this in-process
         // daemon does), two already in the cache, then new ones compiled by the `wazoo-compile`
@@ -449,6 +451,105 @@ impl Client {
         self.recipes.release(HandleRef { session: self.session, handle: claim.handle }).await?;
         Ok(claim.recipe_version)
     }
+}
+
+/// Where one client's Acquire+Release through the daemon goes, measured side by side, round
+/// by round: the same lock work in-process with one handle kept, with a new handle each time,
+/// and done the daemon's way (a contender, usually a warm handle, made a claim and released);
+/// two gRPC calls that reach the daemon and do no ZooKeeper work (a Release of an unknown
+/// handle: transport, routing, session lookup); and the daemon's Acquire+Release. What the
+/// daemon's way in-process and the empty calls leave of the last is the daemon's own cost.
+async fn breakdown(host: &Host, grpc: SocketAddr, ops: usize) -> anyhow::Result<()> {
+    const ROUNDS: usize = 10;
+    let per_round = ops.div_ceil(ROUNDS).max(1);
+    let path = format!("/bench-serve/breakdown-{}", uuid::Uuid::new_v4().simple());
+    let mut client = Client::open(grpc).await?;
+    let mut kept = host.lock("lock").await?;
+    let (mut fresh, mut one, mut empty, mut daemon) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut claimed = Vec::new();
+    for _ in 0..ROUNDS {
+        for _ in 0..per_round {
+            let started = Instant::now();
+            let mut contender = host.contender(Want::Lock, "lock").await?;
+            let granted = contender.acquire(&path, None).await?;
+            contender.claim(granted).release().await?;
+            claimed.push(started.elapsed());
+        }
+        for _ in 0..per_round {
+            let started = Instant::now();
+            let mut handle = host.lock("lock").await?;
+            handle.acquire(&path, None).await?;
+            handle.release().await?;
+            handle.close().await;
+            fresh.push(started.elapsed());
+        }
+        for _ in 0..per_round {
+            let started = Instant::now();
+            kept.acquire(&path, None).await?;
+            kept.release().await?;
+            one.push(started.elapsed());
+        }
+        for _ in 0..per_round {
+            let started = Instant::now();
+            for _ in 0..2 {
+                let unknown = HandleRef { session: client.session, handle: u64::MAX };
+                anyhow::ensure!(
+                    client.recipes.release(unknown).await.is_err(),
+                    "an unknown handle was released"
+                );
+            }
+            empty.push(started.elapsed());
+        }
+        for _ in 0..per_round {
+            let started = Instant::now();
+            client.lock_unlock(&path).await?;
+            daemon.push(started.elapsed());
+        }
+    }
+    kept.close().await;
+    let (fresh, one, claimed, empty, daemon) = (
+        percentile(&mut fresh, 50.0),
+        percentile(&mut one, 50.0),
+        percentile(&mut claimed, 50.0),
+        percentile(&mut empty, 50.0),
+        percentile(&mut daemon, 50.0),
+    );
+    println!();
+    println!(
+        "Where one client's Acquire+Release goes ({ROUNDS} interleaved rounds of {per_round}, p50 each):"
+    );
+    println!();
+    println!("| step | p50 | of the daemon's |");
+    println!("|---|---:|---:|");
+    let share = |d: Duration| format!("{:.0}%", 100.0 * d.as_secs_f64() / daemon.as_secs_f64());
+    println!("| in-process, one lock handle kept: acquire + release | {} | {} |", us(one), share(one));
+    println!(
+        "| in-process, a new handle each time: new handle, acquire, release, close | {} | {} |",
+        us(fresh),
+        share(fresh)
+    );
+    println!(
+        "| in-process, the daemon's way: contender (a warm handle), acquire, claim, release | {} | {} |",
+        us(claimed),
+        share(claimed)
+    );
+    println!(
+        "| two gRPC calls doing no ZooKeeper work (Release of an unknown handle) | {} | {} |",
+        us(empty),
+        share(empty)
+    );
+    let rest = daemon.saturating_sub(claimed + empty);
+    println!(
+        "| the daemon's own work beyond both (claim bookkeeping, task hops) | {} | {} |",
+        us(rest),
+        share(rest)
+    );
+    println!("| **daemon Acquire + Release, one client** | **{}** | 100% |", us(daemon));
+    println!(
+        "| daemon vs in-process with one handle kept | {:.2}× | |",
+        daemon.as_secs_f64() / one.as_secs_f64()
+    );
+    Ok(())
 }
 
 impl Drop for Client {

@@ -35,7 +35,7 @@ const ATTACKS: &[(&str, &[&str])] = &[
 
 fn main() -> anyhow::Result<()> {
     let ops: usize = std::env::var("WAZOO_BENCH_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500);
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let plugins = std::env::temp_dir().join(format!("wazoo-bench-tenants-{}", std::process::id()));
     std::fs::create_dir_all(&plugins)?;
     let misbehave = root.join("target/guests/wasm32-wasip2/release/wazoo_misbehave.wasm");

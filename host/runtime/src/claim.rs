@@ -145,8 +145,83 @@ impl Holder {
         each!(self, h => Box::pin(h.lost()))
     }
 
+    /// Whether it is a handle of the kind `want` needs.
+    fn serves(&self, want: &Want) -> bool {
+        matches!(
+            (self, want),
+            (Holder::Lock(_), Want::Lock)
+                | (Holder::RwLock(_), Want::ReadWrite(_))
+                | (Holder::Semaphore(_), Want::Lease { .. })
+        )
+    }
+
+    /// Whether it may serve another claim: no call of it failed or was cancelled, and it
+    /// tracks no node (what it held is let go of).
+    fn reusable(&self) -> bool {
+        each!(self, h => !h.is_retired() && !h.tracks_nodes())
+    }
+
     async fn close(self) {
         each!(self, h => h.close().await)
+    }
+}
+
+/// Handles of the lock family (lock, read/write lock, semaphore) whose last claim was let go of
+/// cleanly, kept for the next contender of the same recipe: a warm instance costs no
+/// instantiation and no first-call set-up. The rule is the one a handle lives by anyway: a
+/// handle is reused only after calls that returned cleanly. One taken from here runs the
+/// recipe's current version on the current session, holds nothing and tracks no node; any
+/// other is closed.
+pub struct Warm {
+    handles: std::sync::Mutex<Vec<(String, Holder)>>,
+    /// Most handles kept.
+    cap: usize,
+}
+
+/// Most warm handles one host keeps: each is one of the instances the host's pool allows
+/// (`SandboxLimits::max_instances`), so at most a quarter of those, and no more than 32.
+const WARM_HANDLES: u32 = 32;
+
+impl Warm {
+    pub(crate) fn new(max_instances: u32) -> Warm {
+        Warm { handles: Default::default(), cap: (max_instances / 4).min(WARM_HANDLES) as usize }
+    }
+
+    pub fn len(&self) -> usize {
+        self.handles.lock().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A warm handle of `recipe` for `want`, if one is still good for `version` on `live`.
+    fn take(&self, recipe: &str, want: &Want, version: &Arc<Version>, live: &Arc<Live>) -> Option<Holder> {
+        let mut handles = self.handles.lock().unwrap();
+        loop {
+            let at = handles.iter().rposition(|(r, h)| r == recipe && h.serves(want))?;
+            let (_, holder) = handles.swap_remove(at);
+            let current = holder.version().is_some_and(|v| Arc::ptr_eq(v, version))
+                && Arc::ptr_eq(holder.live(), live)
+                && live.ended().is_none();
+            if current {
+                return Some(holder);
+            }
+            // A version replaced or a session ended since: it goes (holding nothing).
+            drop(holder);
+        }
+    }
+
+    /// Keeps `holder` warm if it may be reused; closes it otherwise.
+    async fn give_back(&self, recipe: String, holder: Holder) {
+        if holder.reusable() {
+            let mut handles = self.handles.lock().unwrap();
+            if handles.len() < self.cap {
+                handles.push((recipe, holder));
+                return;
+            }
+        }
+        holder.close().await;
     }
 }
 
@@ -154,6 +229,8 @@ impl Holder {
 pub struct Contender {
     want: Want,
     holder: Holder,
+    /// Where the handle goes back when its claim is let go of cleanly.
+    warm: Option<(Arc<Warm>, String)>,
 }
 
 /// What [`Contender::acquire`] got: the node and fencing token, for [`Contender::claim`].
@@ -175,8 +252,18 @@ impl Granted {
 
 impl Contender {
     pub(crate) async fn new(host: &crate::Host, want: Want, recipe: &str) -> anyhow::Result<Contender> {
-        let holder = Holder::new(host, &want, recipe).await?;
-        Ok(Contender { want, holder })
+        if !matches!(want, Want::Lock | Want::ReadWrite(_) | Want::Lease { .. }) {
+            let holder = Holder::new(host, &want, recipe).await?;
+            return Ok(Contender { want, holder, warm: None });
+        }
+        let warm = host.warm().clone();
+        let version = host.version(recipe, want.world()).await?;
+        let live = host.current_live().await?;
+        let holder = match warm.take(recipe, &want, &version, &live) {
+            Some(holder) => holder,
+            None => Holder::new(host, &want, recipe).await?,
+        };
+        Ok(Contender { want, holder, warm: Some((warm, recipe.to_string())) })
     }
 
     pub fn want(&self) -> &Want {
@@ -222,7 +309,13 @@ impl Contender {
 
     /// The claim `granted` by [`Contender::acquire`].
     pub fn claim(self, granted: Granted) -> Claim {
-        Claim { kind: self.want.kind(), node: granted.node, token: granted.token, holder: Some(self.holder) }
+        Claim {
+            kind: self.want.kind(),
+            node: granted.node,
+            token: granted.token,
+            holder: Some(self.holder),
+            warm: self.warm,
+        }
     }
 
     /// Ends the handle, deleting whatever nodes it made (a waiting node leaves the queue).
@@ -239,6 +332,8 @@ pub struct Claim {
     token: i64,
     /// Taken by `release` and `close`.
     holder: Option<Holder>,
+    /// Where a cleanly released handle goes back ([`Warm`]).
+    warm: Option<(Arc<Warm>, String)>,
 }
 
 impl Claim {
@@ -263,7 +358,7 @@ impl Claim {
     }
 
     fn kept(kind: ClaimKind, holder: Holder, node: String) -> Claim {
-        Claim { kind, node, token: 0, holder: Some(holder) }
+        Claim { kind, node, token: 0, holder: Some(holder), warm: None }
     }
 
     pub fn kind(&self) -> ClaimKind {
@@ -338,7 +433,10 @@ impl Claim {
     pub async fn release(mut self) -> Result<(), RecipeError> {
         let Some(mut holder) = self.holder.take() else { return Ok(()) };
         let outcome = holder.let_go().await;
-        holder.close().await;
+        match (self.warm.take(), &outcome) {
+            (Some((warm, recipe)), Ok(())) => warm.give_back(recipe, holder).await,
+            _ => holder.close().await,
+        }
         outcome
     }
 

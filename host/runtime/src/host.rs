@@ -51,6 +51,8 @@ struct Inner {
     shared: Arc<Shared>,
     /// One component load at a time.
     loading: tokio::sync::Mutex<()>,
+    /// Handles of the lock family let go of cleanly, kept warm for the next contender.
+    warm: Arc<crate::claim::Warm>,
 }
 
 /// Instantiates `$pre` (a typed pre for one world) in a fresh sandbox as a `$handle`.
@@ -87,6 +89,7 @@ impl Host {
                 registry,
                 shared,
                 loading: tokio::sync::Mutex::new(()),
+                warm: Arc::new(crate::claim::Warm::new(config.limits.max_instances)),
             }),
         })
     }
@@ -124,6 +127,21 @@ impl Host {
         recipe: &str,
     ) -> anyhow::Result<crate::claim::Contender> {
         crate::claim::Contender::new(self, want, recipe).await
+    }
+
+    /// How many handles are kept warm for the next contender (see [`crate::claim::Warm`]).
+    pub fn warm_handles(&self) -> usize {
+        self.inner.warm.len()
+    }
+
+    /// The pool of warm handles [`Host::contender`] takes from and a released claim gives back to.
+    pub(crate) fn warm(&self) -> &Arc<crate::claim::Warm> {
+        &self.inner.warm
+    }
+
+    /// The current session, rebuilt first if it has ended.
+    pub(crate) async fn current_live(&self) -> anyhow::Result<Arc<Live>> {
+        self.inner.keeper.live().await
     }
 
     /// A new lock handle running the component `recipe` (a name in the plugins directory or a

@@ -130,7 +130,10 @@ impl Drop for Live {
 }
 
 impl Live {
-    fn new(client: Client, generation: u64) -> Arc<Live> {
+    /// Watches `client`, a session on `servers` (whose connections get `TCP_NODELAY`, now and
+    /// after every reconnect: see `nodelay`).
+    fn new(client: Client, generation: u64, servers: Vec<std::net::SocketAddr>) -> Arc<Live> {
+        crate::nodelay::apply(&servers);
         let (answered_tx, answered) = watch::channel(Instant::now());
         let prober = tokio::spawn(probe(client.clone(), answered_tx)).abort_handle();
         let (tx, rx) = watch::channel(None);
@@ -146,6 +149,9 @@ impl Live {
                     }
                     let _ = tx.send(Some(state));
                     break;
+                }
+                if matches!(state, SessionState::SyncConnected | SessionState::ConnectedReadOnly) {
+                    crate::nodelay::apply(&servers);
                 }
                 tracing::debug!(?state, generation, "ZooKeeper connection state");
             }
@@ -248,7 +254,7 @@ pub struct Keeper {
 impl Keeper {
     /// Connects the first session; fails with a clear message when ZooKeeper is unreachable.
     pub async fn connect(config: KeeperConfig) -> anyhow::Result<Keeper> {
-        let live = Live::new(open(&config).await?, 1);
+        let live = Live::new(open(&config).await?, 1, servers(&config));
         Ok(Keeper { config, current: Mutex::new(live) })
     }
 
@@ -257,7 +263,7 @@ impl Keeper {
         let mut current = self.current.lock().await;
         if current.ended().is_some() {
             let generation = current.generation + 1;
-            *current = Live::new(open(&self.config).await?, generation);
+            *current = Live::new(open(&self.config).await?, generation, servers(&self.config));
             tracing::info!(generation, session = %current.client.session_id(), "new ZooKeeper session");
         }
         Ok(current.clone())
@@ -280,6 +286,11 @@ pub async fn connect_anonymous(hosts: &str, tls: Option<&ZkTls>) -> anyhow::Resu
         None => connector.connect(hosts).await,
     };
     connected.map_err(|e| anyhow!("connecting to {hosts}: {e}"))
+}
+
+/// The server addresses of `config`'s ensemble.
+fn servers(config: &KeeperConfig) -> Vec<std::net::SocketAddr> {
+    crate::nodelay::servers(split_chroot(&config.zookeeper).0)
 }
 
 /// Splits `host:port,…/chroot` into the hosts and the chroot (if any).

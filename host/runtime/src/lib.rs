@@ -16,6 +16,7 @@ pub mod holders;
 mod host;
 pub mod keeper;
 pub mod ledger;
+mod nodelay;
 pub mod paths;
 pub mod registry;
 pub mod sandbox;

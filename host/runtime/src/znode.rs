@@ -1,10 +1,14 @@
 //! `wazoo:zk/znode`: reads and writes, each path checked, each ephemeral create recorded.
 
+mod pipeline;
+
 use std::time::Duration;
 
 use zookeeper_client::{Acls, CreateOptions, MultiWriteError, MultiWriteResult};
 
-use crate::bindings::types::{CreateMode, Created, MultiError, Op, OpResult, Stat as WitStat, ZkError};
+use crate::bindings::types::{
+    CreateMode, Created, MultiError, Op, OpResult, Stat as WitStat, Step, StepResult, ZkError,
+};
 use crate::bindings::znode::Host;
 use crate::error::{backoff, from_client, retry, READ_RETRIES};
 use crate::paths;
@@ -75,6 +79,28 @@ const PROTECTED_ATTEMPTS: u32 = READ_RETRIES;
 /// reaped between those creates and ours asks for a second time).
 const PARENT_ATTEMPTS: u32 = 2;
 
+/// A create checked, counted and recorded, ready to send.
+pub(crate) struct PreparedCreate {
+    pub(crate) path: String,
+    pub(crate) data: Vec<u8>,
+    pub(crate) mode: CreateMode,
+    pub(crate) options: CreateOptions<'static>,
+    /// An earlier create of this path lost its reply.
+    retried: bool,
+}
+
+/// A protected create's unique prefix `_c_<uuid>-` and its node's path under `dir`, checked.
+pub(crate) fn protect(dir: &str, name: &str) -> Result<(String, String), ZkError> {
+    paths::check(dir).map_err(ZkError::InvalidPath)?;
+    if name.contains('/') {
+        return Err(ZkError::InvalidArgument(format!("protected node name {name:?} contains '/'")));
+    }
+    let prefix = format!("_c_{}-", uuid::Uuid::new_v4());
+    let path = paths::join(dir, &format!("{prefix}{name}"));
+    paths::check_node(&path).map_err(ZkError::InvalidPath)?;
+    Ok((prefix, path))
+}
+
 impl HostState {
     /// Counts a ZooKeeper operation, refused once the host's operations per second are spent.
     pub(crate) fn count_call(&self) -> Result<(), ZkError> {
@@ -135,21 +161,43 @@ impl HostState {
     }
 
     async fn do_create(&mut self, path: String, data: Vec<u8>, mode: CreateMode) -> Result<Created, ZkError> {
+        let create = self.prepare_create(path, data, mode)?;
+        let live = self.live.clone();
+        let result = live.client.create(&create.path, &create.data, &create.options).await;
+        self.finish_create(&create, result)
+    }
+
+    /// Checks a create, counts it and records an ephemeral one as uncertain before it is sent
+    /// (so a call cancelled in flight is cleaned up).
+    pub(crate) fn prepare_create(
+        &mut self,
+        path: String,
+        data: Vec<u8>,
+        mode: CreateMode,
+    ) -> Result<PreparedCreate, ZkError> {
         paths::check_node(&path).map_err(ZkError::InvalidPath)?;
         self.check_data(&data)?;
         self.admit_nodes(1)?;
         let options = options(&mode, self.shared.private_acls)?;
-        let live = self.live.clone();
         let ephemeral = is_ephemeral(&mode);
         self.count_call()?;
         // An earlier create of this path whose reply was lost: a `node-exists` now may be that
         // very node, so it stays uncertain (cleaned up by owner) rather than forgotten.
         let retried = ephemeral && self.ledger.is_uncertain(&path);
         if ephemeral {
-            // Recorded before the request goes out, so a call cancelled in flight is cleaned up.
             self.ledger.uncertain(&path);
         }
-        let result = live.client.create(&path, &data, &options).await;
+        Ok(PreparedCreate { path, data, mode, options, retried })
+    }
+
+    /// What a sent create did, recorded.
+    pub(crate) fn finish_create(
+        &mut self,
+        create: &PreparedCreate,
+        result: Result<(zookeeper_client::Stat, zookeeper_client::CreateSequence), zookeeper_client::Error>,
+    ) -> Result<Created, ZkError> {
+        let PreparedCreate { path, mode, retried, .. } = create;
+        let ephemeral = is_ephemeral(mode);
         let result = match result {
             Ok(_) if self.shared.faults.take_lost_create_reply() => Err(ZkError::ConnectionLoss),
             other => other.map_err(from_client),
@@ -157,26 +205,46 @@ impl HostState {
         match result {
             Ok((st, sequence)) => {
                 self.nodes_changed(1);
-                let actual = if is_sequential(&mode) { format!("{path}{sequence}") } else { path.clone() };
+                let actual = if is_sequential(mode) { format!("{path}{sequence}") } else { path.clone() };
                 if ephemeral {
                     // A server before 3.5 answers a create without its stat: matched by owner.
                     match st.is_invalid() {
                         false => self.ledger.created(&actual, st.czxid),
                         true => self.ledger.uncertain(&actual),
                     }
-                    self.ledger.resolved(&path);
+                    self.ledger.resolved(path);
                 }
                 Ok(Created { path: actual, stat: stat(st) })
             }
             // Outcome unknown: stays uncertain.
             Err(ZkError::ConnectionLoss) => Err(ZkError::ConnectionLoss),
-            Err(ZkError::NodeExists) if retried => Err(ZkError::NodeExists),
+            Err(ZkError::NodeExists) if *retried => Err(ZkError::NodeExists),
             Err(e) => {
                 if ephemeral {
-                    self.ledger.resolved(&path);
+                    self.ledger.resolved(path);
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// What a sent delete did, recorded.
+    pub(crate) fn finish_delete(
+        &mut self,
+        path: &str,
+        result: Result<(), zookeeper_client::Error>,
+    ) -> Result<(), ZkError> {
+        match result {
+            Ok(()) => {
+                self.nodes_changed(-1);
+                self.ledger.deleted(path);
+                Ok(())
+            }
+            Err(zookeeper_client::Error::NoNode) => {
+                self.ledger.deleted(path);
+                Err(ZkError::NoNode)
+            }
+            Err(e) => Err(from_client(e)),
         }
     }
 
@@ -215,17 +283,29 @@ impl HostState {
         data: Vec<u8>,
         mode: CreateMode,
     ) -> Result<Created, ZkError> {
-        paths::check(&dir).map_err(ZkError::InvalidPath)?;
-        if name.contains('/') {
-            return Err(ZkError::InvalidArgument(format!("protected node name {name:?} contains '/'")));
-        }
-        let prefix = format!("_c_{}-", uuid::Uuid::new_v4());
-        let path = paths::join(&dir, &format!("{prefix}{name}"));
-        paths::check_node(&path).map_err(ZkError::InvalidPath)?;
+        let (prefix, path) = protect(&dir, &name)?;
+        self.protected_from(&dir, &prefix, path, data, mode, None).await
+    }
+
+    /// The protected create of `path` (`dir`/`prefix`…), whose first try already returned
+    /// `first` when given (sent in a pipeline), until it is made or found.
+    pub(crate) async fn protected_from(
+        &mut self,
+        dir: &str,
+        prefix: &str,
+        path: String,
+        data: Vec<u8>,
+        mode: CreateMode,
+        mut first: Option<Result<Created, ZkError>>,
+    ) -> Result<Created, ZkError> {
         let ephemeral = is_ephemeral(&mode);
         let (mut parents_made, mut lost) = (0, 0);
         loop {
-            match self.do_create(path.clone(), data.clone(), mode).await {
+            let attempt = match first.take() {
+                Some(result) => result,
+                None => self.do_create(path.clone(), data.clone(), mode).await,
+            };
+            match attempt {
                 Ok(created) => return Ok(created),
                 Err(ZkError::NoNode) if parents_made < PARENT_ATTEMPTS => {
                     parents_made += 1;
@@ -233,14 +313,14 @@ impl HostState {
                 }
                 Err(ZkError::ConnectionLoss) if lost < PROTECTED_ATTEMPTS => {
                     lost += 1;
-                    if let Some(found) = self.find_protected(&dir, &prefix, ephemeral, &path).await? {
+                    if let Some(found) = self.find_protected(dir, prefix, ephemeral, &path).await? {
                         return Ok(found);
                     }
                     backoff(lost).await;
                 }
                 // A node of this unique name exists only if an earlier try of ours made it.
                 Err(ZkError::NodeExists) if lost > 0 => {
-                    return match self.find_protected(&dir, &prefix, ephemeral, &path).await? {
+                    return match self.find_protected(dir, prefix, ephemeral, &path).await? {
                         Some(found) => Ok(found),
                         None => Err(ZkError::NodeExists),
                     }
@@ -414,18 +494,7 @@ impl Host for HostState {
             return Ok(Err(e));
         }
         let result = live.client.delete(&path, version).await;
-        match result {
-            Ok(()) => {
-                self.nodes_changed(-1);
-                self.ledger.deleted(&path);
-                Ok(Ok(()))
-            }
-            Err(zookeeper_client::Error::NoNode) => {
-                self.ledger.deleted(&path);
-                Ok(Err(ZkError::NoNode))
-            }
-            Err(e) => Ok(Err(from_client(e))),
-        }
+        Ok(self.finish_delete(&path, result))
     }
 
     async fn exists(&mut self, path: String) -> Reply<Option<WitStat>> {
@@ -510,6 +579,10 @@ impl Host for HostState {
         mode: CreateMode,
     ) -> Reply<Created> {
         Ok(self.do_create_protected(dir, name, data, mode).await)
+    }
+
+    async fn pipeline(&mut self, steps: Vec<Step>) -> Reply<Vec<Result<StepResult, ZkError>>> {
+        Ok(self.do_pipeline(steps).await)
     }
 
     async fn list_ephemerals(&mut self, path: String) -> Reply<Vec<String>> {

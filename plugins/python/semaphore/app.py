@@ -10,6 +10,8 @@ Revocation (`__REVOKE__`) is the host's business: it watches the lease node the 
 as it does for the Rust recipe.
 """
 
+import contextlib
+
 import wit_world
 from wit_world.exports.semaphore import Lease
 
@@ -73,17 +75,23 @@ def _take_lease(path, max_leases, deadline):
     session owns); 3. while there are more leases than allowed, wait for one to go (only the
     mutex holder watches the leases). Deletes our lease again on any failure."""
     leases = zk.join(path, "leases")
-    mine = zk.protected_create(leases, LEASE_NAME, b"", zk.EPHEMERAL_SEQUENTIAL)
+    # The create and a first count in one round trip; a watch only when we must wait.
+    mine, listed = zk.create_and_list(leases, LEASE_NAME, b"", zk.EPHEMERAL_SEQUENTIAL)
     name = zk.node_name(mine.path)
     try:
+        children = listed
         while True:
-            children, _, watcher = zk.get_children_watch(leases)
-            with watcher:
+            watcher = None
+            if children is None:
+                children, _, watcher = zk.get_children_watch(leases)
+            with watcher or contextlib.nullcontext():
                 if name not in children:
                     raise zk.NoNode()
                 if len(children) <= max_leases:
                     break
-                zk.wait_on(watcher, deadline)  # Timeout past the deadline
+                if watcher is not None:
+                    zk.wait_on(watcher, deadline)  # Timeout past the deadline
+            children = None
     except BaseException:
         zk.quietly(zk.delete_retrying, mine.path)
         raise

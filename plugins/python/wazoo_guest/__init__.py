@@ -5,13 +5,13 @@ plus the helpers every ZooKeeper recipe needs and that are easy to get subtly wr
 sequential children the way Curator does, contending for a turn by watching only the
 predecessor, deadlines, and deleting through connection loss.
 
-The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.1`): the protected
+The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.2`): the protected
 create that finds its node again after a lost reply (`create_protected`), waiting until a node
 changes or the session ends (`wait_for_change`, `watcher.changed`), the ownership check
-(`owns`), and trying reads again through connection loss (every read the host lends). The
-helpers here are thin names for those.
+(`owns`), trying reads again through connection loss (every read the host lends), and several
+requests in one round trip (`pipeline`). The helpers here are thin names for those.
 
-Use it from a recipe module built against any world that includes `wazoo:zk/imports@0.1.1`
+Use it from a recipe module built against any world that includes `wazoo:zk/imports@0.1.2`
 (with componentize-py's default `wit_world` bindings module):
 
     import wazoo_guest as zk
@@ -32,6 +32,7 @@ building the component (pre-initialisation), when there is no host to call.
 
 import time
 
+from componentize_py_types import Ok as _Ok
 from wit_world.imports import session as _session
 from wit_world.imports import types
 from wit_world.imports import watch as _watch
@@ -56,6 +57,7 @@ multi = wrap(_znode.multi)
 sync = wrap(_znode.sync)
 list_ephemerals = wrap(_znode.list_ephemerals)
 check_path = wrap(_znode.check_path)
+_pipeline = wrap(_znode.pipeline)
 exists_watch = wrap(_watch.exists_watch)
 get_data_watch = wrap(_watch.get_data_watch)
 get_children_watch = wrap(_watch.get_children_watch)
@@ -74,6 +76,45 @@ def owns(path, data=None):
 Created = types.Created
 Stat = types.Stat
 EventKind = types.EventKind
+CreateOp = types.CreateOp
+DeleteOp = types.DeleteOp
+SetDataOp = types.SetDataOp
+ProtectedOp = types.ProtectedOp
+
+
+class Step:
+    """The requests of a `pipeline` (the WIT `step` cases), each what the function of the same
+    name does: `zk.Step.CreateProtected(zk.ProtectedOp(dir, name, data, mode))`,
+    `zk.Step.GetChildren(path)`, ..."""
+
+    Create = types.Step_Create
+    CreateProtected = types.Step_CreateProtected
+    Delete = types.Step_Delete
+    SetData = types.Step_SetData
+    Exists = types.Step_Exists
+    GetData = types.Step_GetData
+    GetChildren = types.Step_GetChildren
+
+
+class StepResult:
+    """What a `pipeline` step returned (the WIT `step-result` cases; `.value` holds it, as its
+    function would return it): `isinstance(r, zk.StepResult.Children)`, ..."""
+
+    Created = types.StepResult_Created
+    Deleted = types.StepResult_Deleted
+    DataSet = types.StepResult_DataSet
+    Exists = types.StepResult_Exists
+    Data = types.StepResult_Data
+    Children = types.StepResult_Children
+
+
+def pipeline(steps):
+    """Sends every step (`zk.Step....`) at once and returns their results in order, for the
+    price of one round trip: each entry is the step's `zk.StepResult....`, or the `ZkError` it
+    failed with (returned, not raised: a failed step does not stop the ones after it). Not
+    atomic, unlike `multi`; each step sees what the steps before it did. Raises a `ZkError` only
+    when the whole call fails (more than 64 steps: `LimitExceeded`)."""
+    return [r.value if isinstance(r, _Ok) else ZkError.from_wit(r.value) for r in _pipeline(steps)]
 
 # Create modes without payload, as values (`zk.EPHEMERAL_SEQUENTIAL`, not `...()`).
 PERSISTENT = types.CreateMode_Persistent()
@@ -263,6 +304,20 @@ def wait_for_change(path, deadline):
     _wait_for_change(path, deadline.remaining_ms())
 
 
+def wait_gone(path, deadline):
+    """Waits until the node at `path` changes: True when it was deleted (or was already gone),
+    False for any other change. The session's end raises `SessionExpired`; the deadline passing
+    raises `Timeout`. A data watch, as Curator's, so an absent node leaves no watch behind."""
+    if deadline.expired():
+        raise Timeout()
+    try:
+        _, _, watcher = get_data_watch(path)
+    except NoNode:
+        return True
+    with watcher:
+        return watch_changed(watcher, deadline.remaining_ms()).kind == EventKind.NODE_DELETED
+
+
 # --- Contending for a turn (locks, leases, leadership) ---------------------------------------
 
 
@@ -272,13 +327,25 @@ def exclusive(ordered, index):
     return None if index == 0 else ordered[index - 1]
 
 
-def wait_turn(dir, my_name, markers, deadline, decide):
+def wait_turn(dir, my_name, markers, deadline, decide, listed=None):
     """Lists the children of `dir` (no watch), orders them by `markers`, and asks
     `decide(ordered, index_of_mine)`: None means ours, a sibling name means wait for that node
-    to change and look again. `NoNode` if our node disappeared; `Timeout` past the deadline."""
+    to change and look again. `NoNode` if our node disappeared; `Timeout` past the deadline.
+
+    Starts from `listed` (the children as a pipeline read them) when given. The hand-over costs
+    no extra round trip: when the sibling we waited for was the lowest node at our last look and
+    it was deleted, no node can have appeared below ours since (sequence numbers only grow), so
+    the last look without it is what a new listing would show below us, and `decide` is asked
+    again on that. Any other change (the sibling's data, a sibling that was not the lowest)
+    lists again. So `decide` must never hold because of a node below ours, as no lock-like rule
+    does (the lock, either side of a read/write lock, a lease's mutex, a leadership)."""
+    known = None if listed is None else sorted_children(listed, markers)
     while True:
-        children, _ = get_children(dir)
-        ordered = sorted_children(children, markers)
+        if known is not None:
+            ordered, known = known, None
+        else:
+            children, _ = get_children(dir)
+            ordered = sorted_children(children, markers)
         try:
             index = ordered.index(my_name)
         except ValueError:
@@ -288,18 +355,39 @@ def wait_turn(dir, my_name, markers, deadline, decide):
             return
         if deadline.expired():
             raise Timeout()
-        wait_for_change(join(dir, sibling), deadline)
+        lowest = ordered[0] == sibling
+        if wait_gone(join(dir, sibling), deadline) and lowest:
+            known = [c for c in ordered if c != sibling]
+
+
+def create_and_list(dir, name, data, mode):
+    """Steps 1 and 2 of a contention in one round trip (`pipeline`): the protected create of
+    `name` under `dir`, and the listing of `dir` that follows it. Returns `(created, children)`;
+    `children` is None if the listing failed (the caller lists again), and always shows the
+    node when given."""
+    results = pipeline([
+        Step.CreateProtected(ProtectedOp(dir=dir, name=name, data=data, mode=mode)),
+        Step.GetChildren(dir),
+    ])
+    first = results[0] if results else None
+    if isinstance(first, ZkError):
+        raise first
+    if not isinstance(first, StepResult.Created):
+        raise Other(f"pipeline answered {first!r} for a create")
+    second = results[1] if len(results) > 1 else None
+    listed = second.value[0] if isinstance(second, StepResult.Children) else None
+    return first.value, listed
 
 
 def contend(dir, name, data, markers, deadline, decide):
     """Creates our ephemeral sequential node `name` (holding `data`) under `dir` (protected:
-    after a lost reply the host claims only a node this session owns), waits for our turn
-    (`wait_turn`), and deletes the node again if we give up or fail. Returns the `Created`
-    node."""
+    after a lost reply the host claims only a node this session owns) and lists `dir` in the
+    same round trip (`create_and_list`), waits for our turn (`wait_turn`), and deletes the node
+    again if we give up or fail. Returns the `Created` node."""
     check_path(dir)
-    mine = protected_create(dir, name, data, EPHEMERAL_SEQUENTIAL)
+    mine, listed = create_and_list(dir, name, data, EPHEMERAL_SEQUENTIAL)
     try:
-        wait_turn(dir, node_name(mine.path), markers, deadline, decide)
+        wait_turn(dir, node_name(mine.path), markers, deadline, decide, listed)
     except BaseException:
         quietly(delete_retrying, mine.path)
         raise

@@ -6,7 +6,7 @@
 //! connection loss. Recipes built on these read like the numbered steps of ZooKeeper's "Recipes
 //! and Solutions".
 //!
-//! The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.1`): the protected
+//! The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.2`): the protected
 //! create that finds its node again after a lost reply (`znode.create-protected`), waiting until
 //! a node changes or the session ends (`watch.wait-for-change`, `watcher.changed`), the
 //! ownership check (`session.owns`), and trying reads again through connection loss (every read
@@ -15,7 +15,7 @@
 mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "wazoo:zk/imports@0.1.1",
+        world: "wazoo:zk/imports@0.1.2",
     });
 }
 
@@ -27,13 +27,13 @@ pub use bindings::wazoo::zk as wit;
 
 pub use bindings::wazoo::zk::session::{info as session_info, owns, unique_id, SessionInfo};
 pub use bindings::wazoo::zk::types::{
-    CheckOp, CreateMode, CreateOp, Created, DeleteOp, EventKind, MultiError, Op, OpResult, SetDataOp, Stat,
-    WatchEvent, ZkError,
+    CheckOp, CreateMode, CreateOp, Created, DeleteOp, EventKind, MultiError, Op, OpResult, ProtectedOp,
+    SetDataOp, Stat, Step, StepResult, WatchEvent, ZkError,
 };
 pub use bindings::wazoo::zk::watch::{exists_watch, get_children_watch, get_data_watch, Watcher};
 pub use bindings::wazoo::zk::znode::{
     check_path, create, create_protected, delete, exists, get_children, get_data, list_ephemerals, multi,
-    set_data, sync,
+    pipeline, set_data, sync,
 };
 
 pub type Result<T, E = ZkError> = std::result::Result<T, E>;
@@ -258,10 +258,10 @@ macro_rules! recipe_world {
             path: $wit,
             world: $world,
             with: {
-                "wazoo:zk/types@0.1.1": wazoo_guest::wit::types,
-                "wazoo:zk/znode@0.1.1": wazoo_guest::wit::znode,
-                "wazoo:zk/watch@0.1.1": wazoo_guest::wit::watch,
-                "wazoo:zk/session@0.1.1": wazoo_guest::wit::session,
+                "wazoo:zk/types@0.1.2": wazoo_guest::wit::types,
+                "wazoo:zk/znode@0.1.2": wazoo_guest::wit::znode,
+                "wazoo:zk/watch@0.1.2": wazoo_guest::wit::watch,
+                "wazoo:zk/session@0.1.2": wazoo_guest::wit::session,
             },
         });
     };
@@ -294,16 +294,89 @@ pub fn wait_turn(
     deadline: Deadline,
     decide: impl Fn(&[String], usize) -> Turn,
 ) -> Result<()> {
+    wait_turn_from(dir, my_name, markers, deadline, decide, None)
+}
+
+/// [`wait_turn`], starting from `listed` (the children as a pipeline read them) when given.
+///
+/// The hand-over costs no extra round trip: when the sibling we waited for was the lowest node
+/// at our last look and it was deleted, no node can have appeared below ours since (sequence
+/// numbers only grow), so the last look without it is what a new listing would show below us,
+/// and `decide` is asked again on that. Any other change (the sibling's data, a sibling that
+/// was not the lowest) lists again. So `decide` must never hold because of a node below ours
+/// (more nodes below never turn a wait into a hold), as no lock-like rule does (the lock,
+/// either side of a read/write lock, a lease's mutex, a leadership).
+pub fn wait_turn_from(
+    dir: &str,
+    my_name: &str,
+    markers: &[&str],
+    deadline: Deadline,
+    decide: impl Fn(&[String], usize) -> Turn,
+    listed: Option<Vec<String>>,
+) -> Result<()> {
+    let mut known = listed.map(|children| sorted(children, markers));
     loop {
-        let (children, _) = get_children(dir)?;
-        let sorted = sorted(children, markers);
+        let sorted = match known.take() {
+            Some(sorted) => sorted,
+            None => sorted(get_children(dir)?.0, markers),
+        };
         let index = sorted.iter().position(|c| c == my_name).ok_or(ZkError::NoNode)?;
         match decide(&sorted, index) {
             Turn::Hold => return Ok(()),
             Turn::WaitFor(_) if deadline.expired() => return Err(ZkError::Timeout),
-            Turn::WaitFor(sibling) => wait_for_change(&join(dir, &sibling), deadline)?,
+            Turn::WaitFor(sibling) => {
+                let lowest = sorted.first() == Some(&sibling);
+                if wait_gone(&join(dir, &sibling), deadline)? && lowest {
+                    known = Some(sorted.into_iter().filter(|c| *c != sibling).collect());
+                }
+            }
         }
     }
+}
+
+/// Waits until the node at `path` changes: `true` when it was deleted (or was already gone),
+/// `false` for any other change. The session's end is `session-expired`; the deadline passing
+/// is `timeout`. A data watch, as Curator's, so an absent node leaves no watch behind.
+pub fn wait_gone(path: &str, deadline: Deadline) -> Result<bool> {
+    if deadline.expired() {
+        return Err(ZkError::Timeout);
+    }
+    match get_data_watch(path) {
+        Err(ZkError::NoNode) => Ok(true),
+        Err(e) => Err(e),
+        Ok((_, _, watcher)) => Ok(watcher.changed(deadline.remaining_ms())?.kind == EventKind::NodeDeleted),
+    }
+}
+
+/// Steps 1 and 2 of a contention in one round trip (`znode.pipeline`): the protected create of
+/// `name` under `dir`, and the listing of `dir` that follows it. The listing is `None` if it
+/// failed (the caller lists again); it always shows the node when given.
+pub fn create_and_list(
+    dir: &str,
+    name: &str,
+    data: &[u8],
+    mode: CreateMode,
+) -> Result<(Created, Option<Vec<String>>)> {
+    let steps = [
+        Step::CreateProtected(ProtectedOp {
+            dir: dir.to_string(),
+            name: name.to_string(),
+            data: data.to_vec(),
+            mode,
+        }),
+        Step::GetChildren(dir.to_string()),
+    ];
+    let mut results = pipeline(&steps)?.into_iter();
+    let created = match results.next() {
+        Some(Ok(StepResult::Created(created))) => created,
+        Some(Err(e)) => return Err(e),
+        other => return Err(ZkError::Other(format!("pipeline answered {other:?} for a create"))),
+    };
+    let listed = match results.next() {
+        Some(Ok(StepResult::Children((children, _)))) => Some(children),
+        _ => None,
+    };
+    Ok((created, listed))
 }
 
 /// Step 1 and the rest of a contention: create our ephemeral sequential node `name` (holding
@@ -318,8 +391,8 @@ pub fn contend(
     decide: impl Fn(&[String], usize) -> Turn,
 ) -> Result<Created> {
     check_path(dir)?;
-    let mine = protected_create(dir, name, data, CreateMode::EphemeralSequential)?;
-    match wait_turn(dir, node_name(&mine.path), markers, deadline, decide) {
+    let (mine, listed) = create_and_list(dir, name, data, CreateMode::EphemeralSequential)?;
+    match wait_turn_from(dir, node_name(&mine.path), markers, deadline, decide, listed) {
         Ok(()) => Ok(mine),
         Err(e) => {
             let _ = delete_retrying(&mine.path);

@@ -61,17 +61,25 @@ impl Guest for Semaphore {
 /// the mutex holder watches the leases).
 fn take_lease(path: &str, max_leases: u32, deadline: Deadline) -> Result<Lease, ZkError> {
     let leases = zk::join(path, "leases");
-    let mine = zk::protected_create(&leases, LEASE_NAME, &[], CreateMode::EphemeralSequential)?;
+    // The create and a first count in one round trip; a watch only when we must wait.
+    let (mine, mut listed) = zk::create_and_list(&leases, LEASE_NAME, &[], CreateMode::EphemeralSequential)?;
     let name = zk::node_name(&mine.path).to_string();
     let waited = (|| loop {
-        let (children, _, watcher) = zk::get_children_watch(&leases)?;
+        let (children, watcher) = match listed.take() {
+            Some(children) => (children, None),
+            None => {
+                zk::get_children_watch(&leases).map(|(children, _, watcher)| (children, Some(watcher)))?
+            }
+        };
         if !children.contains(&name) {
             return Err(ZkError::NoNode);
         }
         if children.len() <= max_leases as usize {
             return Ok(());
         }
-        zk::wait_on(&watcher, deadline)?;
+        if let Some(watcher) = watcher {
+            zk::wait_on(&watcher, deadline)?;
+        }
     })();
     match waited {
         Ok(()) => Ok(Lease { node: mine.path, token: mine.stat.czxid }),

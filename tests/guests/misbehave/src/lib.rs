@@ -63,6 +63,11 @@ impl Guest for Misbehave {
                     .map_err(describe)
             }
             ["changed", path, ms] => return changed(path, millis(ms)?),
+            ["pipeline", dir] => return pipeline(dir),
+            ["pipeline-many", dir, n] => {
+                let steps = vec![zk::Step::Exists(dir.to_string()); n.parse().map_err(|_| USAGE)?];
+                return zk::pipeline(&steps).map(|r| format!("ok {}", r.len())).map_err(describe);
+            }
             ["owns", path] => return zk::owns(path, None).map(|o| o.to_string()).map_err(describe),
             ["owns", path, data] => {
                 return zk::owns(path, Some(data.as_bytes())).map(|o| o.to_string()).map_err(describe)
@@ -172,6 +177,47 @@ fn create_protected(dir: &str, name: &str, mode: &str) -> Result<String, String>
     };
     let created = zk::create_protected(dir, name, b"sdk", mode).map_err(describe)?;
     Ok(format!("{} {} {}", created.path, created.stat.czxid, created.stat.ephemeral_owner))
+}
+
+/// One `znode.pipeline` of every kind of step under `dir` (one refused, one failing on the
+/// server), a line per result.
+fn pipeline(dir: &str) -> Result<String, String> {
+    use zk::{DeleteOp, ProtectedOp, SetDataOp, Step, StepResult};
+    let absent = zk::join(dir, "absent");
+    let steps = [
+        Step::CreateProtected(ProtectedOp {
+            dir: dir.to_string(),
+            name: "p-".into(),
+            data: b"one".to_vec(),
+            mode: CreateMode::EphemeralSequential,
+        }),
+        Step::GetChildren(dir.to_string()),
+        Step::SetData(SetDataOp { path: dir.to_string(), data: b"two".to_vec(), version: None }),
+        Step::GetData(dir.to_string()),
+        Step::Exists(absent.clone()),
+        Step::GetData("bad//path".into()),
+        Step::Delete(DeleteOp { path: absent, version: None }),
+        Step::Exists(dir.to_string()),
+    ];
+    let results = zk::pipeline(&steps).map_err(describe)?;
+    let lines: Vec<String> = results
+        .into_iter()
+        .map(|result| match result {
+            Ok(StepResult::Created(c)) => format!("created {} {}", c.path, c.stat.czxid),
+            Ok(StepResult::Children((mut children, _))) => {
+                children.sort();
+                format!("children {}", children.join(","))
+            }
+            Ok(StepResult::DataSet(stat)) => format!("data-set {}", stat.version),
+            Ok(StepResult::Data((data, stat))) => {
+                format!("data {} {}", String::from_utf8_lossy(&data), stat.version)
+            }
+            Ok(StepResult::Exists(stat)) => format!("exists {}", stat.is_some()),
+            Ok(StepResult::Deleted) => "deleted".into(),
+            Err(e) => format!("error {}", describe(e)),
+        })
+        .collect();
+    Ok(lines.join("\n"))
 }
 
 fn changed(path: &str, ms: Option<u64>) -> Result<String, String> {
