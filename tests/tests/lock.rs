@@ -376,3 +376,71 @@ async fn revocation_is_seen_by_the_holder_and_forced_after_the_grace_period() {
     assert!(taken.token > held.token);
     next.release().await.unwrap();
 }
+
+/// An uncontended acquire is one round trip: the create and the listing leave together, before
+/// the create's reply is back (replies are held back a while so that "together" is certain).
+/// And a hand-over is one notification: once the holder's node is deleted, the waiter, whose
+/// predecessor was the lowest node, holds without asking ZooKeeper anything more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_acquire_is_one_round_trip_and_a_hand_over_needs_no_listing() {
+    use wazoo_tests::proxy::{op, Proxy};
+    let address = zk().address();
+    let proxy = Proxy::start(&address).await;
+    let waiter_host = Host::start(config(&proxy.address(), Duration::from_secs(10))).await.unwrap();
+    let holder_host = host().await;
+    let path = unique("round-trips");
+    let checker = client(&address).await;
+    checker
+        .mkdir(
+            &path,
+            &zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+
+    let mut waiter = waiter_host.lock("lock").await.unwrap();
+    proxy.delay(Duration::from_millis(40));
+    proxy.tap(None);
+    let held = within(LIMIT, "uncontended acquire", waiter.acquire(&path, None)).await.unwrap();
+    let log = proxy.untap();
+    proxy.delay(Duration::ZERO);
+    let sent: Vec<_> = log.iter().filter(|r| r.path.starts_with(&path)).collect();
+    assert_eq!(
+        sent.iter().map(|r| r.kind).collect::<Vec<_>>(),
+        vec![op::CREATE2, op::GET_CHILDREN2],
+        "an uncontended acquire is a create and a listing: {log:?}"
+    );
+    assert_eq!(
+        sent[0].answered_before, sent[1].answered_before,
+        "the listing waited for the create: {log:?}"
+    );
+    waiter.release().await.unwrap();
+
+    // The holder is another host; the waiter queues behind it.
+    let mut holder = holder_host.lock("lock").await.unwrap();
+    let first = holder.acquire(&path, None).await.unwrap();
+    proxy.tap(None);
+    let waiting = tokio::spawn({
+        let path = path.clone();
+        async move {
+            let held = waiter.acquire(&path, None).await;
+            (waiter, held)
+        }
+    });
+    // The waiter has armed its watch on the holder's node.
+    let watched = within(LIMIT, "the waiter watches", proxy.answered(|r| r.watch)).await;
+    assert_eq!(watched.path, first.node, "the waiter watches the node just before its own");
+    proxy.tap(None);
+    holder.release().await.unwrap();
+    let (mut waiter, second) = within(LIMIT, "the hand-over", waiting).await.unwrap();
+    let second = second.unwrap();
+    let after = proxy.untap();
+    assert!(second.token > first.token && second.token > held.token);
+    assert!(
+        after.iter().all(|r| !r.path.starts_with(&path)),
+        "the waiter asked ZooKeeper again after the notification: {after:?}"
+    );
+    waiter.release().await.unwrap();
+    waiter.close().await;
+    holder.close().await;
+}
