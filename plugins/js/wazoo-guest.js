@@ -522,25 +522,55 @@ export const Turn = Object.freeze({
  * extra round trip: when the sibling we waited for was the lowest node at our last look and it
  * was deleted, no node can have appeared below ours since (sequence numbers only grow), so the
  * last look without it is what a new listing would show below us, and `decide` is asked again
- * on that. Any other change (the sibling's data, a sibling that was not the lowest) lists again.
+ * on that, provided our own node is still there (a watch on it, armed before the wait, has not
+ * fired). Any other change (the sibling's data, a sibling that was not the lowest, our own
+ * node's) lists again.
  * So `decide` must never hold because of a node below ours, as no lock-like rule does (the
  * lock, either side of a read/write lock, a lease's mutex, a leadership).
  */
 export async function waitTurn(dir, myName, markers, deadline, decide, listed) {
   let known = listed === undefined ? undefined : sorted(listed, markers);
-  for (;;) {
-    let order = known;
-    known = undefined;
-    if (order === undefined) order = sorted(getChildren(dir)[0], markers);
-    const index = order.indexOf(myName);
-    if (index < 0) throw ZkError.noNode();
-    const turn = decide(order, index);
-    if (turn.hold) return;
-    if (deadline.expired()) throw ZkError.timeout();
-    const lowest = order[0] === turn.sibling;
-    if (waitGone(join(dir, turn.sibling), deadline) && lowest) {
-      known = order.filter((c) => c !== turn.sibling);
+  // A watch on our own node, armed (once) before the first wait that may end in a hand-over.
+  let own;
+  try {
+    for (;;) {
+      let order = known;
+      known = undefined;
+      if (order === undefined) order = sorted(getChildren(dir)[0], markers);
+      const index = order.indexOf(myName);
+      if (index < 0) throw ZkError.noNode();
+      const turn = decide(order, index);
+      if (turn.hold) return;
+      if (deadline.expired()) throw ZkError.timeout();
+      const lowest = order[0] === turn.sibling;
+      if (lowest && own === undefined) [, , own] = getDataWatch(join(dir, myName));
+      if (waitGone(join(dir, turn.sibling), deadline) && lowest) {
+        if (stillThere(own)) {
+          known = order.filter((c) => c !== turn.sibling);
+        } else {
+          dispose(own);
+          own = undefined;
+        }
+      }
     }
+  } finally {
+    dispose(own);
+  }
+}
+
+/**
+ * Whether our own node is still there as of the event just received, without asking ZooKeeper:
+ * a session's events arrive in order, so had our node been deleted before the sibling we waited
+ * for, its watch (`own`) would have fired already.
+ */
+function stillThere(own) {
+  if (own === undefined) return false;
+  try {
+    waitWatcher(own, 0);
+    return false;
+  } catch (e) {
+    if (isZk(e, 'timeout')) return true;
+    throw e;
   }
 }
 

@@ -428,8 +428,8 @@ async fn an_acquire_is_one_round_trip_and_a_hand_over_needs_no_listing() {
         }
     });
     // The waiter has armed its watch on the holder's node.
-    let watched = within(LIMIT, "the waiter watches", proxy.answered(|r| r.watch)).await;
-    assert_eq!(watched.path, first.node, "the waiter watches the node just before its own");
+    // The waiter has armed its watches: on its own node, and on the holder's, just before it.
+    within(LIMIT, "the waiter watches", proxy.answered(|r| r.watch && r.path == first.node)).await;
     proxy.tap(None);
     holder.release().await.unwrap();
     let (mut waiter, second) = within(LIMIT, "the hand-over", waiting).await.unwrap();
@@ -443,4 +443,60 @@ async fn an_acquire_is_one_round_trip_and_a_hand_over_needs_no_listing() {
     waiter.release().await.unwrap();
     waiter.close().await;
     holder.close().await;
+}
+
+/// A waiter whose own node is deleted while it waits (a revocation with no grace, an operator)
+/// does not take the lock when its predecessor goes, even though that predecessor was the
+/// lowest node: it fails with `no-node`, and the contender that came after it holds alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiter_whose_node_was_deleted_does_not_take_the_hand_over() {
+    let host = host().await;
+    let other = Host::start(config(&zk().address(), Duration::from_secs(10))).await.unwrap();
+    let checker = client(&zk().address()).await;
+    let path = unique("deleted-waiter");
+    let mut holder = host.lock("lock").await.unwrap();
+    let first = holder.acquire(&path, None).await.unwrap();
+    let mut waiter = other.lock("lock").await.unwrap();
+    let waiting = tokio::spawn({
+        let path = path.clone();
+        async move {
+            let held = waiter.acquire(&path, None).await;
+            (waiter, held)
+        }
+    });
+    // The waiter's node appears; then it is deleted behind its back.
+    let mine = within(LIMIT, "the waiter queues", async {
+        loop {
+            let nodes = children(&checker, &path).await;
+            if nodes.len() == 2 {
+                break format!("{path}/{}", nodes.iter().find(|n| !first.node.ends_with(*n)).unwrap());
+            }
+            let (_, watcher) = checker.list_and_watch_children(&path).await.unwrap();
+            if children(&checker, &path).await.len() < 2 {
+                watcher.changed().await;
+            }
+        }
+    })
+    .await;
+    checker.delete(&mine, None).await.unwrap();
+    let mut third = host.lock("lock").await.unwrap();
+    let later = tokio::spawn({
+        let path = path.clone();
+        async move {
+            let held = third.acquire(&path, None).await;
+            (third, held)
+        }
+    });
+    holder.release().await.unwrap();
+    let (waiter, refused) = within(LIMIT, "the waiter gives up", waiting).await.unwrap();
+    assert!(
+        matches!(refused, Err(RecipeError::Zk(ZkError::NoNode))),
+        "the waiter without a node held: {refused:?}"
+    );
+    let (mut third, held) = within(LIMIT, "the later contender", later).await.unwrap();
+    assert!(held.unwrap().token > first.token);
+    third.release().await.unwrap();
+    for h in [holder, waiter, third] {
+        h.close().await;
+    }
 }

@@ -196,20 +196,30 @@ impl Warm {
     }
 
     /// A warm handle of `recipe` for `want`, if one is still good for `version` on `live`.
+    /// Handles of any recipe whose session is not `live` go (they hold nothing), as do this
+    /// recipe's handles of another version.
     fn take(&self, recipe: &str, want: &Want, version: &Arc<Version>, live: &Arc<Live>) -> Option<Holder> {
-        let mut handles = self.handles.lock().unwrap();
-        loop {
-            let at = handles.iter().rposition(|(r, h)| r == recipe && h.serves(want))?;
-            let (_, holder) = handles.swap_remove(at);
-            let current = holder.version().is_some_and(|v| Arc::ptr_eq(v, version))
-                && Arc::ptr_eq(holder.live(), live)
-                && live.ended().is_none();
-            if current {
-                return Some(holder);
-            }
-            // A version replaced or a session ended since: it goes (holding nothing).
-            drop(holder);
-        }
+        let (found, stale) = {
+            let mut handles = self.handles.lock().unwrap();
+            let (keep, stale): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut *handles).into_iter().partition(|(r, h)| {
+                    Arc::ptr_eq(h.live(), live)
+                        && live.ended().is_none()
+                        && (r != recipe || h.version().is_some_and(|v| Arc::ptr_eq(v, version)))
+                });
+            *handles = keep;
+            let found = handles.iter().rposition(|(r, h)| r == recipe && h.serves(want));
+            (found.map(|at| handles.swap_remove(at).1), stale)
+        };
+        // Dropped outside the lock: a store's drop is not free.
+        drop(stale);
+        found
+    }
+
+    /// Ends every warm handle (an instantiation found the host's instances used up).
+    fn clear(&self) -> usize {
+        let all = std::mem::take(&mut *self.handles.lock().unwrap());
+        all.len()
     }
 
     /// Keeps `holder` warm if it may be reused; closes it otherwise.
@@ -261,7 +271,12 @@ impl Contender {
         let live = host.current_live().await?;
         let holder = match warm.take(recipe, &want, &version, &live) {
             Some(holder) => holder,
-            None => Holder::new(host, &want, recipe).await?,
+            None => match Holder::new(host, &want, recipe).await {
+                Ok(holder) => holder,
+                // Warm handles take instances of the host's pool: give them back and try again.
+                Err(_) if warm.clear() > 0 => Holder::new(host, &want, recipe).await?,
+                Err(e) => return Err(e),
+            },
         };
         Ok(Contender { want, holder, warm: Some((warm, recipe.to_string())) })
     }

@@ -130,10 +130,10 @@ impl Drop for Live {
 }
 
 impl Live {
-    /// Watches `client`, a session on `servers` (whose connections get `TCP_NODELAY`, now and
-    /// after every reconnect: see `nodelay`).
-    fn new(client: Client, generation: u64, servers: Vec<std::net::SocketAddr>) -> Arc<Live> {
-        crate::nodelay::apply(&servers);
+    /// Watches `client`, a session on the servers `hosts` (whose connections get `TCP_NODELAY`,
+    /// now and after every reconnect: see `nodelay`).
+    async fn new(client: Client, generation: u64, hosts: String) -> Arc<Live> {
+        crate::nodelay::apply(&crate::nodelay::servers(&hosts).await);
         let (answered_tx, answered) = watch::channel(Instant::now());
         let prober = tokio::spawn(probe(client.clone(), answered_tx)).abort_handle();
         let (tx, rx) = watch::channel(None);
@@ -151,7 +151,7 @@ impl Live {
                     break;
                 }
                 if matches!(state, SessionState::SyncConnected | SessionState::ConnectedReadOnly) {
-                    crate::nodelay::apply(&servers);
+                    crate::nodelay::apply(&crate::nodelay::servers(&hosts).await);
                 }
                 tracing::debug!(?state, generation, "ZooKeeper connection state");
             }
@@ -254,7 +254,7 @@ pub struct Keeper {
 impl Keeper {
     /// Connects the first session; fails with a clear message when ZooKeeper is unreachable.
     pub async fn connect(config: KeeperConfig) -> anyhow::Result<Keeper> {
-        let live = Live::new(open(&config).await?, 1, servers(&config));
+        let live = Live::new(open(&config).await?, 1, split_chroot(&config.zookeeper).0.to_string()).await;
         Ok(Keeper { config, current: Mutex::new(live) })
     }
 
@@ -263,7 +263,12 @@ impl Keeper {
         let mut current = self.current.lock().await;
         if current.ended().is_some() {
             let generation = current.generation + 1;
-            *current = Live::new(open(&self.config).await?, generation, servers(&self.config));
+            *current = Live::new(
+                open(&self.config).await?,
+                generation,
+                split_chroot(&self.config.zookeeper).0.to_string(),
+            )
+            .await;
             tracing::info!(generation, session = %current.client.session_id(), "new ZooKeeper session");
         }
         Ok(current.clone())
@@ -286,11 +291,6 @@ pub async fn connect_anonymous(hosts: &str, tls: Option<&ZkTls>) -> anyhow::Resu
         None => connector.connect(hosts).await,
     };
     connected.map_err(|e| anyhow!("connecting to {hosts}: {e}"))
-}
-
-/// The server addresses of `config`'s ensemble.
-fn servers(config: &KeeperConfig) -> Vec<std::net::SocketAddr> {
-    crate::nodelay::servers(split_chroot(&config.zookeeper).0)
 }
 
 /// Splits `host:port,…/chroot` into the hosts and the chroot (if any).

@@ -6,19 +6,29 @@
 //! out a round trip after the first, and a pipeline would cost what the calls one by one cost.
 //! The client does not expose its socket, so the host finds its connections by their peer
 //! address (a TCP socket of this process connected to one of the servers) and sets the option on
-//! them: when a session is opened and whenever it reconnects.
+//! them: when a session is opened and whenever it reconnects (the names resolved again then).
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, ToSocketAddrs};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
-/// The socket addresses of `hosts` (`host:port[,host:port…]`, any `tcp://` or `tcp+tls://`
-/// scheme dropped); names that do not resolve are left out.
-pub(crate) fn servers(hosts: &str) -> Vec<SocketAddr> {
-    hosts
-        .split(',')
-        .map(|host| host.rsplit_once("://").map_or(host, |(_, rest)| rest).trim())
-        .filter_map(|host| host.to_socket_addrs().ok())
-        .flatten()
-        .collect()
+/// The socket addresses of `hosts` (`host[:port][,host[:port]…]`, ZooKeeper's port 2181 when
+/// none is given, any `tcp://` or `tcp+tls://` scheme dropped), resolved now; names that do not
+/// resolve are left out.
+pub(crate) async fn servers(hosts: &str) -> Vec<SocketAddr> {
+    let mut found = Vec::new();
+    for host in hosts.split(',') {
+        let host = host.rsplit_once("://").map_or(host, |(_, rest)| rest).trim();
+        let with_port = match host.rsplit_once(':') {
+            // `[v6]` alone, or a v6 address without brackets (no port can follow).
+            _ if host.starts_with('[') && host.ends_with(']') => format!("{host}:2181"),
+            Some((name, _)) if !name.contains(':') || name.ends_with(']') => host.to_string(),
+            Some(_) => format!("[{host}]:2181"),
+            None => format!("{host}:2181"),
+        };
+        if let Ok(addrs) = tokio::net::lookup_host(with_port).await {
+            found.extend(addrs);
+        }
+    }
+    found
 }
 
 /// Sets `TCP_NODELAY` on every TCP socket of this process whose peer is one of `servers`;
@@ -31,7 +41,12 @@ pub(crate) fn apply(servers: &[SocketAddr]) -> usize {
     let mut set = 0;
     for entry in fds.flatten() {
         let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        if peer(fd).is_some_and(|peer| servers.contains(&peer)) && no_delay(fd) {
+        let server = |peer: SocketAddr| {
+            servers
+                .iter()
+                .any(|s| s.ip().to_canonical() == peer.ip().to_canonical() && s.port() == peer.port())
+        };
+        if peer(fd).is_some_and(server) && no_delay(fd) {
             set += 1;
         }
     }
@@ -59,13 +74,7 @@ fn peer(fd: i32) -> Option<SocketAddr> {
             // SAFETY: the family says the storage holds a sockaddr_in6.
             let addr = unsafe { *(&storage as *const _ as *const libc::sockaddr_in6) };
             let ip = Ipv6Addr::from(addr.sin6_addr.s6_addr);
-            let peer =
-                SocketAddrV6::new(ip, u16::from_be(addr.sin6_port), addr.sin6_flowinfo, addr.sin6_scope_id);
-            // An IPv4 server reached over a dual-stack socket.
-            Some(match ip.to_ipv4_mapped() {
-                Some(v4) => SocketAddr::V4(SocketAddrV4::new(v4, peer.port())),
-                None => SocketAddr::V6(peer),
-            })
+            Some(SocketAddr::V6(SocketAddrV6::new(ip, u16::from_be(addr.sin6_port), 0, 0)))
         }
         _ => None,
     }
@@ -89,17 +98,21 @@ fn no_delay(fd: i32) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn finds_this_process_connections_to_a_server_and_sets_the_option() {
+    #[tokio::test]
+    async fn finds_this_process_connections_to_a_server_and_sets_the_option() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let server = listener.local_addr().unwrap();
         let stream = std::net::TcpStream::connect(server).unwrap();
         assert!(!stream.nodelay().unwrap());
         let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let unrelated = std::net::TcpStream::connect(other.local_addr().unwrap()).unwrap();
-        assert_eq!(apply(&servers(&format!("tcp://{server}"))), 1);
+        assert_eq!(apply(&servers(&format!("tcp://{server}")).await), 1);
         assert!(stream.nodelay().unwrap(), "the connection to the server");
         assert!(!unrelated.nodelay().unwrap(), "a connection elsewhere is left alone");
-        assert_eq!(servers("127.0.0.1:2181,tcp+tls://127.0.0.1:2182").len(), 2);
+        assert_eq!(
+            servers("127.0.0.1:2181,tcp+tls://127.0.0.1:2182,127.0.0.1,[::1]:2183,::1").await,
+            ["127.0.0.1:2181", "127.0.0.1:2182", "127.0.0.1:2181", "[::1]:2183", "[::1]:2181"]
+                .map(|a| a.parse::<SocketAddr>().unwrap())
+        );
     }
 }

@@ -336,28 +336,54 @@ def wait_turn(dir, my_name, markers, deadline, decide, listed=None):
     no extra round trip: when the sibling we waited for was the lowest node at our last look and
     it was deleted, no node can have appeared below ours since (sequence numbers only grow), so
     the last look without it is what a new listing would show below us, and `decide` is asked
-    again on that. Any other change (the sibling's data, a sibling that was not the lowest)
-    lists again. So `decide` must never hold because of a node below ours, as no lock-like rule
+    again on that, provided our own node is still there (a watch on it, armed before the wait,
+    has not fired). Any other change (the sibling's data, a sibling that was not the lowest, our
+    own node's) lists again. So `decide` must never hold because of a node below ours, as no lock-like rule
     does (the lock, either side of a read/write lock, a lease's mutex, a leadership)."""
     known = None if listed is None else sorted_children(listed, markers)
-    while True:
-        if known is not None:
-            ordered, known = known, None
-        else:
-            children, _ = get_children(dir)
-            ordered = sorted_children(children, markers)
-        try:
-            index = ordered.index(my_name)
-        except ValueError:
-            raise NoNode() from None
-        sibling = decide(ordered, index)
-        if sibling is None:
-            return
-        if deadline.expired():
-            raise Timeout()
-        lowest = ordered[0] == sibling
-        if wait_gone(join(dir, sibling), deadline) and lowest:
-            known = [c for c in ordered if c != sibling]
+    # A watch on our own node, armed (once) before the first wait that may end in a hand-over.
+    own = None
+    try:
+        while True:
+            if known is not None:
+                ordered, known = known, None
+            else:
+                children, _ = get_children(dir)
+                ordered = sorted_children(children, markers)
+            try:
+                index = ordered.index(my_name)
+            except ValueError:
+                raise NoNode() from None
+            sibling = decide(ordered, index)
+            if sibling is None:
+                return
+            if deadline.expired():
+                raise Timeout()
+            lowest = ordered[0] == sibling
+            if lowest and own is None:
+                _, _, own = get_data_watch(join(dir, my_name))
+            if wait_gone(join(dir, sibling), deadline) and lowest:
+                there, own = _still_there(own)
+                if there:
+                    known = [c for c in ordered if c != sibling]
+    finally:
+        if own is not None:
+            own.__exit__(None, None, None)
+
+
+def _still_there(own):
+    """Whether our own node is still there as of the event just received, without asking
+    ZooKeeper: a session's events arrive in order, so had our node been deleted before the
+    sibling we waited for, its watch would have fired already. Returns `(there, watcher)`; a
+    watch that fired is dropped (None), and the caller lists again."""
+    if own is None:
+        return False, None
+    try:
+        watch_wait(own, 0)
+    except Timeout:
+        return True, own
+    own.__exit__(None, None, None)
+    return False, None
 
 
 def create_and_list(dir, name, data, mode):

@@ -302,8 +302,9 @@ pub fn wait_turn(
 /// The hand-over costs no extra round trip: when the sibling we waited for was the lowest node
 /// at our last look and it was deleted, no node can have appeared below ours since (sequence
 /// numbers only grow), so the last look without it is what a new listing would show below us,
-/// and `decide` is asked again on that. Any other change (the sibling's data, a sibling that
-/// was not the lowest) lists again. So `decide` must never hold because of a node below ours
+/// and `decide` is asked again on that, provided our own node is still there: a watch on it,
+/// armed before the wait (off the hand-over's path), has not fired. Any other change (the
+/// sibling's data, a sibling that was not the lowest, our own node's) lists again. So `decide` must never hold because of a node below ours
 /// (more nodes below never turn a wait into a hold), as no lock-like rule does (the lock,
 /// either side of a read/write lock, a lease's mutex, a leadership).
 pub fn wait_turn_from(
@@ -315,6 +316,8 @@ pub fn wait_turn_from(
     listed: Option<Vec<String>>,
 ) -> Result<()> {
     let mut known = listed.map(|children| sorted(children, markers));
+    // A watch on our own node, armed (once) before the first wait that may end in a hand-over.
+    let mut own: Option<Watcher> = None;
     loop {
         let sorted = match known.take() {
             Some(sorted) => sorted,
@@ -326,10 +329,29 @@ pub fn wait_turn_from(
             Turn::WaitFor(_) if deadline.expired() => return Err(ZkError::Timeout),
             Turn::WaitFor(sibling) => {
                 let lowest = sorted.first() == Some(&sibling);
-                if wait_gone(&join(dir, &sibling), deadline)? && lowest {
+                if lowest && own.is_none() {
+                    own = Some(get_data_watch(&join(dir, my_name))?.2);
+                }
+                if wait_gone(&join(dir, &sibling), deadline)? && lowest && still_there(&mut own)? {
                     known = Some(sorted.into_iter().filter(|c| *c != sibling).collect());
                 }
             }
+        }
+    }
+}
+
+/// Whether our own node is still there as of the event just received, without asking
+/// ZooKeeper: a session's events arrive in order, so had our node been deleted (a revocation,
+/// an operator) before the sibling we waited for, our node's watch would have fired already. A
+/// watch that fired (for a deletion or a data change) is dropped, and the caller lists again.
+fn still_there(own: &mut Option<Watcher>) -> Result<bool> {
+    let Some(watcher) = own.as_ref() else { return Ok(false) };
+    match watcher.wait(Some(0)) {
+        Err(ZkError::Timeout) => Ok(true),
+        Err(e) => Err(e),
+        Ok(_) => {
+            *own = None;
+            Ok(false)
         }
     }
 }

@@ -68,6 +68,11 @@ impl HostState {
                 steps.len()
             )));
         }
+        // Room for every create at once, as for a `multi`: the count goes up only as replies
+        // come back, so creates checked one by one before any is sent would all see room.
+        let creates =
+            steps.iter().filter(|s| matches!(s, Step::Create(_) | Step::CreateProtected(_))).count();
+        self.admit_nodes(creates)?;
         let ready: Vec<Result<Ready, ZkError>> = steps.into_iter().map(|step| self.ready(step)).collect();
         let live = self.live.clone();
         let client = &live.client;
