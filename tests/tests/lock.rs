@@ -10,6 +10,12 @@ use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(90);
 
+/// Makes `path` a persistent node, so the next create under it is a lock node itself.
+async fn made(checker: &zookeeper_client::Client, path: &str) {
+    let open = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    checker.mkdir(path, &open).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mutual_exclusion_with_eight_contenders() {
     let host = host().await;
@@ -177,13 +183,7 @@ async fn lost_create_reply_leaves_one_node_and_still_acquires() {
     let checker = client(&zk().address()).await;
     let path = unique("lostreply");
     // The lock's parent exists, so the next successful create is the lock node itself.
-    checker
-        .mkdir(
-            &path,
-            &zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all()),
-        )
-        .await
-        .unwrap();
+    made(&checker, &path).await;
     host.faults().lose_create_replies(1);
     let mut lock = host.lock("lock").await.unwrap();
     let held =
@@ -390,13 +390,7 @@ async fn an_acquire_is_one_round_trip_and_a_hand_over_needs_no_listing() {
     let holder_host = host().await;
     let path = unique("round-trips");
     let checker = client(&address).await;
-    checker
-        .mkdir(
-            &path,
-            &zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all()),
-        )
-        .await
-        .unwrap();
+    made(&checker, &path).await;
 
     let mut waiter = waiter_host.lock("lock").await.unwrap();
     proxy.delay(Duration::from_millis(40));

@@ -13,24 +13,13 @@ use std::time::Instant;
 
 use wasmtime::component::Component;
 use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits};
-use wazoo_testkit::{ServerOptions, ZkServer};
+use wazoo_testkit::ServerOptions;
 
 fn main() -> anyhow::Result<()> {
-    let plugins = std::env::var_os("WAZOO_PLUGINS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../plugins"));
-    let component = plugins.join("lock.wasm");
-    anyhow::ensure!(component.exists(), "{} missing: run `make recipes` first", component.display());
+    let (plugins, component) = common::plugin("lock")?;
 
     // WAZOO_ZOOKEEPER points the bench at an existing ensemble; otherwise it starts a server.
-    let (server, address) = match std::env::var("WAZOO_ZOOKEEPER") {
-        Ok(address) => (None, address),
-        Err(_) => {
-            let server = ZkServer::start(ServerOptions::default())?;
-            let address = server.address();
-            (Some(server), address)
-        }
-    };
+    let (server, address) = common::zookeeper(ServerOptions::default())?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     // Both sides run in a spawned task, as the CLI's and a daemon's calls do.
     let outcome = runtime.block_on(async move { tokio::spawn(run(address, plugins, component)).await? });

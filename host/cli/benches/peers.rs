@@ -20,7 +20,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use wazoo_runtime::{Host, HostConfig, KeeperConfig, LockHandle, SandboxLimits};
-use wazoo_testkit::{ServerOptions, ZkServer};
+use wazoo_testkit::ServerOptions;
 use zookeeper_client::{Acls, Client, CreateMode, LockOptions, LockPrefix};
 
 /// Interleaved rounds of the uncontended wasm and native runs.
@@ -57,11 +57,7 @@ struct Contended {
 
 fn main() -> anyhow::Result<()> {
     let ops: usize = std::env::var("WAZOO_BENCH_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(4000);
-    let plugins = std::env::var_os("WAZOO_PLUGINS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../plugins"));
-    let component = plugins.join("lock.wasm");
-    anyhow::ensure!(component.exists(), "{} missing: run `make recipes` first", component.display());
+    let (plugins, _) = common::plugin("lock")?;
     let peers = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/peers");
 
     // The peers' tools first, so a missing one fails before anything starts.
@@ -70,14 +66,7 @@ fn main() -> anyhow::Result<()> {
     compile_curator(&peers.join("CuratorBench.java"), &classes.0)?;
 
     // WAZOO_ZOOKEEPER points the bench at an existing ensemble; otherwise it starts a server.
-    let (server, address) = match std::env::var("WAZOO_ZOOKEEPER") {
-        Ok(address) => (None, address),
-        Err(_) => {
-            let server = ZkServer::start(ServerOptions::default())?;
-            let address = server.address();
-            (Some(server), address)
-        }
-    };
+    let (server, address) = common::zookeeper(ServerOptions::default())?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let bench = Bench { address, plugins, peers, classes: classes.0.clone(), ops };
     // Everything runs in a spawned task, as the CLI's and a daemon's calls do.

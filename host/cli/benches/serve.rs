@@ -44,7 +44,7 @@ use wazoo_proto::recipes_client::RecipesClient;
 use wazoo_proto::sessions_client::SessionsClient;
 use wazoo_proto::{AcquireRequest, Family, HandleRef, KeepAliveRequest, OpenRequest};
 use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits, Want, World};
-use wazoo_testkit::{ServerOptions, ZkServer};
+use wazoo_testkit::ServerOptions;
 
 /// The daemon's fallback look at the plugins directory, as `wazoo serve --watch-every` defaults
 /// to; swaps are seen through inotify well before it.
@@ -60,21 +60,11 @@ const TICK_MS: u32 = 200;
 
 fn main() -> anyhow::Result<()> {
     let ops: usize = std::env::var("WAZOO_BENCH_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(4000);
-    let plugins = std::env::var_os("WAZOO_PLUGINS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../plugins"));
-    let component = plugins.join("lock.wasm");
-    anyhow::ensure!(component.exists(), "{} missing: run `make recipes` first", component.display());
+    let (_, component) = common::plugin("lock")?;
 
     // WAZOO_ZOOKEEPER points the bench at an existing ensemble; otherwise it starts a server.
-    let (server, address) = match std::env::var("WAZOO_ZOOKEEPER") {
-        Ok(address) => (None, address),
-        Err(_) => {
-            let server = ZkServer::start(ServerOptions { tick_ms: TICK_MS, ..ServerOptions::default() })?;
-            let address = server.address();
-            (Some(server), address)
-        }
-    };
+    let (server, address) =
+        common::zookeeper(ServerOptions { tick_ms: TICK_MS, ..ServerOptions::default() })?;
     let zookeeper = match &server {
         Some(s) => {
             let version = wazoo_testkit::four_letter(s.port, "srvr")

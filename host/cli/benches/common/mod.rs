@@ -1,7 +1,34 @@
 //! What the benchmarks share: percentiles and how durations are printed.
 #![allow(dead_code)] // each bench uses some of these
 
+use std::path::PathBuf;
 use std::time::Duration;
+
+use wazoo_testkit::{ServerOptions, ZkServer};
+
+/// The plugins directory (`WAZOO_PLUGINS`, else the workspace's `plugins/`) and in it
+/// `name.wasm`, which must exist.
+pub fn plugin(name: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let plugins = std::env::var_os("WAZOO_PLUGINS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../plugins"));
+    let component = plugins.join(format!("{name}.wasm"));
+    anyhow::ensure!(component.exists(), "{} missing: run `make recipes` first", component.display());
+    Ok((plugins, component))
+}
+
+/// The ZooKeeper a bench runs against: `WAZOO_ZOOKEEPER`'s ensemble, else a server started
+/// with `options` (stopped when the returned server is dropped), and its address.
+pub fn zookeeper(options: ServerOptions) -> anyhow::Result<(Option<ZkServer>, String)> {
+    Ok(match std::env::var("WAZOO_ZOOKEEPER") {
+        Ok(address) => (None, address),
+        Err(_) => {
+            let server = ZkServer::start(options)?;
+            let address = server.address();
+            (Some(server), address)
+        }
+    })
+}
 
 /// The `p`th percentile of `samples` (sorted in place).
 pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
