@@ -170,6 +170,13 @@ async fn hot_swap_under_load_through_the_daemon() {
     let metrics = daemon.metrics().await;
     assert!(metrics.contains("wazoo_calls_total{tenant=\"\",method=\"Acquire\""), "{metrics}");
     assert!(metrics.contains("wazoo_recipe_swaps_total{tenant=\"\",recipe=\"lock\"} 1"), "{metrics}");
+    // Released lock handles are kept warm for the next Acquire, at most 32 of them.
+    let warm: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("wazoo_warm_handles{tenant=\"\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no warm handles gauge: {metrics}"));
+    assert!((1..=32).contains(&warm), "{warm} warm handles");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

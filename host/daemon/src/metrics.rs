@@ -19,8 +19,9 @@
 //!   taken from the on-disk compile cache, by the tenant's registry;
 //! - `wazoo_limit_hits_total{tenant}`, `wazoo_traps_total{tenant}`: guest calls refused by a
 //!   sandbox limit, and guest traps;
-//! - `wazoo_client_sessions{tenant}`, `wazoo_live_handles{tenant}` (gauges): client sessions
-//!   open, and the recipe handles they hold.
+//! - `wazoo_client_sessions{tenant}`, `wazoo_live_handles{tenant}`, `wazoo_warm_handles{tenant}`
+//!   (gauges): client sessions open, the recipe handles they hold, and the lock-family handles
+//!   kept warm for the next acquire.
 
 use std::fmt::Write as _;
 use std::future::Future;
@@ -133,6 +134,8 @@ fn latency_histogram() -> Histogram {
 pub struct Sample {
     pub client_sessions: u64,
     pub live_handles: u64,
+    /// Lock-family handles kept warm for the next Acquire (not held by anyone).
+    pub warm_handles: u64,
     pub compiles: u64,
     pub cache_hits: u64,
     pub limit_hits: u64,
@@ -167,18 +170,27 @@ impl Sources {
 
 /// The families read from the served hosts (name, help, whether a counter), in the order of
 /// [`Sample::values`].
-const COLLECTED: [(&str, &str, bool); 6] = [
+const COLLECTED: [(&str, &str, bool); 7] = [
     ("compiles", "Recipe components compiled (not taken from the cache).", true),
     ("cache_hits", "Recipe components taken from the on-disk compile cache.", true),
     ("limit_hits", "Guest calls refused by a sandbox limit.", true),
     ("traps", "Guest traps (sandbox limits included).", true),
     ("client_sessions", "Client sessions currently open.", false),
     ("live_handles", "Recipe handles currently held.", false),
+    ("warm_handles", "Lock-family handles kept warm for the next acquire.", false),
 ];
 
 impl Sample {
-    fn values(&self) -> [u64; 6] {
-        [self.compiles, self.cache_hits, self.limit_hits, self.traps, self.client_sessions, self.live_handles]
+    fn values(&self) -> [u64; 7] {
+        [
+            self.compiles,
+            self.cache_hits,
+            self.limit_hits,
+            self.traps,
+            self.client_sessions,
+            self.live_handles,
+            self.warm_handles,
+        ]
     }
 }
 
@@ -456,6 +468,7 @@ mod tests {
             Sample {
                 client_sessions: n + 1,
                 live_handles: n + 2,
+                warm_handles: n + 3,
                 compiles: n,
                 cache_hits: n * 10,
                 limit_hits: n * 100,
@@ -516,6 +529,7 @@ mod tests {
             ("wazoo_traps_total", 3000, 5000),
             ("wazoo_client_sessions", 4, 6),
             ("wazoo_live_handles", 5, 7),
+            ("wazoo_warm_handles", 6, 8),
         ] {
             let want =
                 [format!("{family}{{tenant=\"alice\"}} {a}"), format!("{family}{{tenant=\"mallory\"}} {m}")];
@@ -525,7 +539,7 @@ mod tests {
         let types: BTreeSet<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE wazoo_")).collect();
         let want = "calls counter,call_seconds histogram,recipe_swaps counter,recipe_refusals counter,\
                     compiles counter,cache_hits counter,limit_hits counter,traps counter,\
-                    client_sessions gauge,live_handles gauge";
+                    client_sessions gauge,live_handles gauge,warm_handles gauge";
         assert_eq!(types, want.split(',').collect());
         // Tenants are in labels only, and no series comes twice.
         let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();

@@ -392,6 +392,7 @@ impl Source for State {
         Sample {
             client_sessions,
             live_handles,
+            warm_handles: self.host.warm_handles() as u64,
             compiles: registry.compiles.load(Ordering::Relaxed),
             cache_hits: registry.cache_hits.load(Ordering::Relaxed),
             limit_hits: host.limit_hits.load(Ordering::Relaxed),
