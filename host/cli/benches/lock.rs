@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use wasmtime::component::Component;
-use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits};
+use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits, World};
 use wazoo_testkit::ServerOptions;
 
 fn main() -> anyhow::Result<()> {
@@ -58,6 +58,13 @@ async fn run(address: String, plugins: PathBuf, component: PathBuf) -> anyhow::R
         handles.push(started.elapsed());
         drop(handle);
     }
+    // Its first part: the registry's look at the file (a stat) for the version to instantiate.
+    let mut lookups = Vec::new();
+    for _ in 0..1000 {
+        let started = Instant::now();
+        host.version("lock", World::Lock).await?;
+        lookups.push(started.elapsed());
+    }
 
     // A guest call that never reaches ZooKeeper (the path is refused by one host call): the
     // fixed cost of entering the sandbox.
@@ -81,9 +88,14 @@ async fn run(address: String, plugins: PathBuf, component: PathBuf) -> anyhow::R
         ms(percentile(&mut compiles, 99.0))
     );
     println!(
-        "| new lock handle (store + instantiate), 1000 runs | {} | {} |",
+        "| new lock handle (registry look, store + instantiate), 1000 runs | {} | {} |",
         us(percentile(&mut handles, 50.0)),
         us(percentile(&mut handles, 99.0))
+    );
+    println!(
+        "| of which the registry's look at the file (`Host::version`), 1000 runs | {} | {} |",
+        us(percentile(&mut lookups, 50.0)),
+        us(percentile(&mut lookups, 99.0))
     );
     println!(
         "| guest call making one host call and no ZooKeeper request, 10000 runs | {} | {} |",
