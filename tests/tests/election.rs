@@ -33,6 +33,7 @@ wazoo_tests::implementations!(rust: "election", javascript: "election-js"; [
     lost_replies_to_acknowledge_and_resign_leave_one_acknowledgement_then_none,
     never_two_leaders_across_twenty_session_kills,
     curator_leader_latch_and_wazoo_elect_one_leader_both_ways,
+    a_candidate_whose_node_was_deleted_does_not_take_the_hand_over,
 ]);
 
 async fn handle(host: &Host, recipe: &str) -> ElectionHandle {
@@ -66,6 +67,52 @@ async fn rust_and_javascript_candidates_hand_over_in_one_election() {
 }
 
 /// Candidate i runs `recipes[i]`; the first leads, the others queue and lead in turn.
+/// A candidate whose proposal is deleted while it waits (an operator, a revocation) does not
+/// lead when the proposal ahead of it goes, though that was the lowest: its campaign fails with
+/// `no-node`, and the candidate that came after it leads alone.
+async fn a_candidate_whose_node_was_deleted_does_not_take_the_hand_over(recipe: &str) {
+    let host = host().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("elect-deleted");
+    let mut first = handle(&host, recipe).await;
+    let term = first.campaign(&path, "c0", None).await.unwrap();
+    let armed = host.stats().watches_armed();
+    let mut waiter = handle(&host, recipe).await;
+    let waiting = tokio::spawn({
+        let path = path.clone();
+        async move {
+            let led = waiter.campaign(&path, "c1", None).await;
+            (waiter, led)
+        }
+    });
+    let nodes = wait_children(&checker, &path, 2).await;
+    // It waits: a watch on its own proposal and one on the leader's.
+    within(LIMIT, "the candidate waits", host.stats().armed_at_least(armed + 2)).await;
+    let mine = nodes.iter().find(|n| !term.node.ends_with(n.as_str())).unwrap();
+    checker.delete(&format!("{path}/{mine}"), None).await.unwrap();
+    let mut third = handle(&host, recipe).await;
+    let later = tokio::spawn({
+        let path = path.clone();
+        async move {
+            let led = third.campaign(&path, "c2", None).await;
+            (third, led)
+        }
+    });
+    wait_children(&checker, &path, 2).await;
+    first.resign().await.unwrap();
+    let (waiter, refused) = within(LIMIT, "the candidate without a proposal", waiting).await.unwrap();
+    assert!(
+        matches!(refused, Err(RecipeError::Zk(ZkError::NoNode))),
+        "{recipe}: a candidate without a proposal led: {refused:?}"
+    );
+    let (mut third, led) = within(LIMIT, "the later candidate", later).await.unwrap();
+    assert!(led.unwrap().token > term.token);
+    third.resign().await.unwrap();
+    for h in [first, waiter, third] {
+        h.close().await;
+    }
+}
+
 async fn hand_over_in_order(recipes: &[&str]) {
     let host = host().await;
     let checker = client(&zk().address()).await;
