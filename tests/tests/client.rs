@@ -61,6 +61,103 @@ async fn a_lock_through_the_client_excludes_fences_and_reports_its_loss() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_takes_claims_one_after_another_on_one_stream() {
+    use wazoo_client::proto::{hold_request::Step, Empty, HoldRequest, RevokeRequest};
+    let daemon = daemon().await;
+    let checker = client(&zk().address()).await;
+    let client = Client::connect(&daemon.grpc, None, Duration::from_secs(5)).await.unwrap();
+    let path = unique("client-hold");
+    let session = client.session(Duration::from_secs(10), "holder a".into()).await.unwrap();
+    let other = client.session(Duration::from_secs(10), "holder b".into()).await.unwrap();
+    let mut a = client.holder(&session).await.unwrap();
+    let mut b = client.holder(&other).await.unwrap();
+    let options = LockOptions::default();
+
+    // Held: the node is ephemeral, the token its czxid.
+    let first = a.acquire(&path, &options).await.unwrap();
+    let stat = checker.check_stat(&first.node).await.unwrap().expect("the holder's node exists");
+    assert_eq!(first.fencing_token, stat.czxid, "the fencing token is the node's czxid");
+
+    // Taken: b waits, and takes it once a releases, with a greater token.
+    let waiting = tokio::spawn({
+        let path = path.clone();
+        async move {
+            let claim = b.acquire(&path, &LockOptions::default()).await;
+            (b, claim)
+        }
+    });
+    wait_children(&checker, &path, 2).await;
+    a.release().await.unwrap();
+    let (mut b, second) = within(LIMIT, "the waiter takes the lock", waiting).await.unwrap();
+    let second = second.unwrap();
+    assert!(second.fencing_token > first.fencing_token, "{second:?} after {first:?}");
+    assert!(checker.check_stat(&first.node).await.unwrap().is_none(), "a's released node is gone");
+
+    // The same stream takes the next claim: a waits behind b. b's node revoked: b is told, and
+    // its node stays until it releases; then a holds.
+    let waiting = tokio::spawn({
+        let path = path.clone();
+        async move {
+            let claim = a.acquire(&path, &LockOptions::default()).await;
+            (a, claim)
+        }
+    });
+    wait_children(&checker, &path, 2).await;
+    let revoke = RevokeRequest { node: second.node.clone(), grace_ms: None, recipe: String::new() };
+    client.recipes().revoke(revoke).await.unwrap();
+    assert_eq!(within(LIMIT, "b is told of the revocation", b.lost()).await, Lost::Revoked);
+    assert!(checker.check_stat(&second.node).await.unwrap().is_some(), "a revoked node stays until released");
+    b.release().await.unwrap();
+    let (mut a, third) = within(LIMIT, "a takes the lock", waiting).await.unwrap();
+    let third = third.unwrap();
+    assert!(third.fencing_token > second.fencing_token);
+
+    // Its node deleted by someone else: a is told so.
+    checker.delete(&third.node, None).await.unwrap();
+    assert_eq!(within(LIMIT, "a is told of the deletion", a.lost()).await, Lost::NodeDeleted);
+    a.release().await.unwrap();
+
+    // A bounded wait on a taken lock fails with DeadlineExceeded and leaves no node behind.
+    let fourth = b.acquire(&path, &options).await.unwrap();
+    let bounded = LockOptions { timeout: Some(Duration::from_millis(300)), ..LockOptions::default() };
+    let refused = a.acquire(&path, &bounded).await.err().expect("the lock is taken");
+    assert_eq!(refused.code, Code::DeadlineExceeded, "{refused:?}");
+    let left = ephemerals(&checker, &path).await;
+    assert_eq!(left, std::collections::BTreeSet::from([fourth.node.clone()]), "only b's node is left");
+
+    // A dropped holder lets go of what it holds; its session stays open.
+    drop(b);
+    within(LIMIT, "the dropped holder's node goes", wait_gone(&checker, &fourth.node)).await;
+    let mut c = client.holder(&other).await.expect("the session is still open");
+    let fifth = c.acquire(&path, &options).await.unwrap();
+
+    // Its client session closed: the claim is let go and the holder is told.
+    other.close().await;
+    let lost = within(LIMIT, "c is told its session ended", c.lost()).await;
+    assert!(matches!(lost, Lost::Disconnected(_)), "{lost:?}");
+    within(LIMIT, "the closed session's node goes", wait_gone(&checker, &fifth.node)).await;
+
+    // Steps out of turn end the stream with INVALID_ARGUMENT: a release with nothing held, an
+    // acquire while one is held.
+    let (tx, rx) = tokio::sync::mpsc::channel(2);
+    let mut events =
+        client.recipes().hold(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    tx.send(HoldRequest { step: Some(Step::Release(Empty {})) }).await.unwrap();
+    let refused = events.message().await.err().expect("a release with nothing held is refused");
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+    let mut d = client.holder(&session).await.unwrap();
+    d.acquire(&path, &options).await.unwrap();
+    let again = d.acquire(&path, &options).await.err().expect("a second acquire is refused");
+    assert_eq!(again.code, Code::InvalidArgument, "{again:?}");
+    within(LIMIT, "the refused stream's claim is let go", async {
+        while !ephemerals(&checker, &path).await.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_claim_lets_go_and_an_unreachable_daemon_is_one_error() {
     let daemon = daemon().await;
     let checker = client(&zk().address()).await;

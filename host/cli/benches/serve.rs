@@ -40,9 +40,13 @@ use tokio::sync::{mpsc, oneshot, watch, Barrier};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use wazoo_daemon::serve::ServeConfig;
+use wazoo_proto::hold_event::Event;
+use wazoo_proto::hold_request::Step;
 use wazoo_proto::recipes_client::RecipesClient;
 use wazoo_proto::sessions_client::SessionsClient;
-use wazoo_proto::{AcquireRequest, Family, HandleRef, KeepAliveRequest, OpenRequest};
+use wazoo_proto::{
+    AcquireRequest, Empty, Family, HandleRef, HoldEvent, HoldRequest, KeepAliveRequest, OpenRequest,
+};
 use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits, Want, World};
 use wazoo_testkit::ServerOptions;
 
@@ -456,7 +460,8 @@ async fn breakdown(host: &Host, grpc: SocketAddr, ops: usize) -> anyhow::Result<
     let mut client = Client::open(grpc).await?;
     let mut kept = host.lock("lock").await?;
     let (mut fresh, mut one, mut empty, mut daemon) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut claimed = Vec::new();
+    let (mut claimed, mut hold) = (Vec::new(), Vec::new());
+    let mut held = Holder::open(&client).await?;
     for _ in 0..ROUNDS {
         for _ in 0..per_round {
             let started = Instant::now();
@@ -495,14 +500,20 @@ async fn breakdown(host: &Host, grpc: SocketAddr, ops: usize) -> anyhow::Result<
             client.lock_unlock(&path).await?;
             daemon.push(started.elapsed());
         }
+        for _ in 0..per_round {
+            let started = Instant::now();
+            held.lock_unlock(&path).await?;
+            hold.push(started.elapsed());
+        }
     }
     kept.close().await;
-    let (fresh, one, claimed, empty, daemon) = (
+    let (fresh, one, claimed, empty, daemon, hold) = (
         percentile(&mut fresh, 50.0),
         percentile(&mut one, 50.0),
         percentile(&mut claimed, 50.0),
         percentile(&mut empty, 50.0),
         percentile(&mut daemon, 50.0),
+        percentile(&mut hold, 50.0),
     );
     println!();
     println!(
@@ -539,7 +550,49 @@ async fn breakdown(host: &Host, grpc: SocketAddr, ops: usize) -> anyhow::Result<
         "| daemon vs in-process with one handle kept | {:.2}× | |",
         daemon.as_secs_f64() / one.as_secs_f64()
     );
+    println!(
+        "| **daemon `Hold` stream, one client: acquire + release** | **{}** | {} |",
+        us(hold),
+        share(hold)
+    );
+    println!(
+        "| `Hold` vs in-process with one handle kept | {:.2}× | |",
+        hold.as_secs_f64() / one.as_secs_f64()
+    );
     Ok(())
+}
+
+/// Claims taken one after another on one `Hold` stream of a client's session.
+struct Holder {
+    session: u64,
+    steps: mpsc::Sender<HoldRequest>,
+    events: tonic::Streaming<HoldEvent>,
+}
+
+impl Holder {
+    async fn open(client: &Client) -> anyhow::Result<Holder> {
+        let (steps, rx) = mpsc::channel(2);
+        let events = client.recipes.clone().hold(ReceiverStream::new(rx)).await?.into_inner();
+        Ok(Holder { session: client.session, steps, events })
+    }
+
+    /// Acquires the lock at `path` on the stream and releases it.
+    async fn lock_unlock(&mut self, path: &str) -> anyhow::Result<()> {
+        let acquire = AcquireRequest {
+            session: self.session,
+            path: path.into(),
+            family: Family::Lock as i32,
+            timeout_ms: Some(ACQUIRE_TIMEOUT_MS),
+            ..Default::default()
+        };
+        self.steps.send(HoldRequest { step: Some(Step::Acquire(acquire)) }).await?;
+        let held = self.events.message().await?;
+        anyhow::ensure!(matches!(held.and_then(|e| e.event), Some(Event::Claim(_))), "no claim");
+        self.steps.send(HoldRequest { step: Some(Step::Release(Empty {})) }).await?;
+        let released = self.events.message().await?;
+        anyhow::ensure!(matches!(released.and_then(|e| e.event), Some(Event::Released(_))), "not released");
+        Ok(())
+    }
 }
 
 impl Drop for Client {

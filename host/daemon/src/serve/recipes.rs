@@ -1,10 +1,11 @@
 //! The `Recipes` service: every recipe family's calls, each on a fresh or a kept handle.
 
+use super::state::StreamSlot;
 use super::{millis, or, Events, STREAM_POLL};
 
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
 use crate::wire::{self, no_handle, status};
 use wazoo_runtime::error::RecipeError;
@@ -83,14 +84,7 @@ macro_rules! follow {
 impl Recipes for Api {
     async fn acquire(&self, request: Request<pb::AcquireRequest>) -> Result<Response<pb::Claim>, Status> {
         let req = request.into_inner();
-        let family =
-            pb::Family::try_from(req.family).map_err(|_| wire::invalid_argument("unknown family"))?;
-        let want = match family {
-            pb::Family::Lock => Want::Lock,
-            pb::Family::ReadLock => Want::ReadWrite(Mode::Read),
-            pb::Family::WriteLock => Want::ReadWrite(Mode::Write),
-            pb::Family::Semaphore => Want::Lease { max_leases: req.max_leases },
-        };
+        let want = want_of(&req)?;
         let recipe = or(&req.recipe, want.world().default_recipe()).to_string();
         self.measured("Acquire", &recipe, async {
             let session = self.session(req.session)?;
@@ -101,15 +95,20 @@ impl Recipes for Api {
 
     async fn release(&self, request: Request<pb::HandleRef>) -> Result<Response<pb::Empty>, Status> {
         let req = request.into_inner();
-        self.measured("Release", "", async {
-            let (session, entry) = self.entry(req.session, req.handle)?;
-            session.handles.lock().unwrap().remove(&req.handle);
-            entry.released.send_replace(true);
-            let held = entry.held.lock().await.take();
-            let Some(held) = held else { return Ok(pb::Empty {}) };
-            held.release().await.map(|()| pb::Empty {}).map_err(status)
-        })
-        .await
+        self.measured("Release", "", self.release_handle(req.session, req.handle)).await
+    }
+
+    type HoldStream = Events<pb::HoldEvent>;
+
+    async fn hold(
+        &self,
+        request: Request<Streaming<pb::HoldRequest>>,
+    ) -> Result<Response<Self::HoldStream>, Status> {
+        let steps = request.into_inner();
+        let slot = self.stream_slot()?;
+        let (tx, rx) = mpsc::channel(2);
+        tokio::spawn(Api(self.0.clone()).holding(steps, slot, tx));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     type LostStream = Events<pb::LostEvent>;
@@ -684,4 +683,157 @@ impl Recipes for Api {
         })
         .await
     }
+}
+
+/// The claim a `Hold` stream holds.
+struct Holding {
+    session: u64,
+    handle: u64,
+    /// Resolves when the claim is lost; followed until it has been told.
+    lost: std::pin::Pin<Box<dyn std::future::Future<Output = wazoo_runtime::Lost> + Send>>,
+    told: bool,
+    /// Set when the handle ends, by this stream or outside it (its session closing): one
+    /// receiver to wait on, one to look at.
+    released: tokio::sync::watch::Receiver<bool>,
+    ended: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Api {
+    /// Lets go of `handle` of `session` and ends it.
+    async fn release_handle(&self, session: u64, handle: u64) -> Result<pb::Empty, Status> {
+        let (session, entry) = self.entry(session, handle)?;
+        session.handles.lock().unwrap().remove(&handle);
+        entry.released.send_replace(true);
+        let held = entry.held.lock().await.take();
+        let Some(held) = held else { return Ok(pb::Empty {}) };
+        held.release().await.map(|()| pb::Empty {}).map_err(status)
+    }
+
+    /// Serves one `Hold` stream: its steps in order, the held claim's loss as it comes, and on
+    /// the way out the release of a claim still held.
+    async fn holding(
+        self,
+        mut steps: Streaming<pb::HoldRequest>,
+        mut slot: StreamSlot,
+        tx: mpsc::Sender<Result<pb::HoldEvent, Status>>,
+    ) {
+        use pb::hold_event::Event;
+        use pb::hold_request::Step;
+        let event = |event: Event| Ok(pb::HoldEvent { event: Some(event) });
+        let mut held: Option<Holding> = None;
+        let ended: Result<(), Status> = loop {
+            let step = match held.as_mut() {
+                None => tokio::select! {
+                    step = steps.message() => step,
+                    () = slot.stopped() => break Ok(()),
+                },
+                Some(Holding { lost, told, released, ended, handle, .. }) => tokio::select! {
+                    step = steps.message() => step,
+                    why = lost, if !*told => {
+                        *told = true;
+                        // A claim given up on purpose deletes its node too: that is no loss.
+                        let on_purpose = *ended.borrow();
+                        if !on_purpose && tx.send(event(Event::Lost(wire::lost_event(&why)))).await.is_err() {
+                            break Ok(());
+                        }
+                        continue;
+                    }
+                    () = async { let _ = released.wait_for(|r| *r).await; } => {
+                        break Err(wire::unknown_handle(format!(
+                            "handle: {handle} was let go outside this stream (its client session ended)"
+                        )));
+                    }
+                    () = slot.stopped() => break Ok(()),
+                },
+            };
+            let step = match step {
+                Ok(Some(pb::HoldRequest { step: Some(step) })) => step,
+                Ok(Some(pb::HoldRequest { step: None })) => {
+                    break Err(wire::invalid_argument("a HoldRequest names no step"))
+                }
+                // The client's side ended, or the stream broke.
+                Ok(None) | Err(_) => break Ok(()),
+            };
+            match step {
+                Step::Acquire(_) if held.is_some() => {
+                    break Err(wire::invalid_argument("this stream holds a claim already: release it first"))
+                }
+                Step::Acquire(req) => {
+                    let taken = tokio::select! {
+                        taken = self.acquire_held(req) => taken,
+                        // Nobody to hand the claim to: dropping the call ends its handle.
+                        () = tx.closed() => break Ok(()),
+                        () = slot.stopped() => break Ok(()),
+                    };
+                    match taken {
+                        Ok((claim, holding)) => {
+                            held = Some(holding);
+                            if tx.send(event(Event::Claim(claim))).await.is_err() {
+                                break Ok(());
+                            }
+                        }
+                        Err(e) => break Err(e),
+                    }
+                }
+                Step::Release(_) => {
+                    let Some(holding) = held.take() else {
+                        break Err(wire::invalid_argument("this stream holds no claim to release"));
+                    };
+                    let released = self
+                        .measured("Hold/release", "", self.release_handle(holding.session, holding.handle))
+                        .await;
+                    if let Err(e) = released {
+                        break Err(e);
+                    }
+                    if tx.send(event(Event::Released(pb::Empty {}))).await.is_err() {
+                        break Ok(());
+                    }
+                }
+            }
+        };
+        if let Some(holding) = held {
+            let _ = self.release_handle(holding.session, holding.handle).await;
+        }
+        if let Err(e) = ended {
+            let _ = tx.send(Err(e)).await;
+        }
+    }
+
+    /// A `Hold` stream's acquire: the claim, kept in the request's session as Acquire keeps
+    /// it, and what the stream follows of it.
+    async fn acquire_held(&self, req: pb::AcquireRequest) -> Result<(pb::Claim, Holding), Status> {
+        let want = want_of(&req)?;
+        let recipe = or(&req.recipe, want.world().default_recipe()).to_string();
+        self.measured("Hold/acquire", &recipe, async {
+            let session = self.session(req.session)?;
+            let claim = self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms)).await?;
+            let (_, entry) = self.entry(req.session, claim.handle)?;
+            let lost = match entry.held.lock().await.as_ref() {
+                Some(held) => held.lost(),
+                None => return Err(wire::unknown_handle(format!("handle: {} was released", claim.handle))),
+            };
+            let holding = Holding {
+                session: req.session,
+                handle: claim.handle,
+                lost: Box::pin(lost),
+                told: false,
+                released: entry.released.subscribe(),
+                ended: entry.released.subscribe(),
+            };
+            Ok((claim, holding))
+        })
+        .await
+        .map(Response::into_inner)
+    }
+}
+
+/// What an Acquire (or a `Hold` stream's acquire) asks for.
+fn want_of(req: &pb::AcquireRequest) -> Result<Want, Status> {
+    let family = pb::Family::try_from(req.family).map_err(|_| wire::invalid_argument("unknown family"))?;
+    Ok(match family {
+        pb::Family::Lock => Want::Lock,
+        pb::Family::ReadLock => Want::ReadWrite(Mode::Read),
+        pb::Family::WriteLock => Want::ReadWrite(Mode::Write),
+        pb::Family::Semaphore => Want::Lease { max_leases: req.max_leases },
+    })
 }
