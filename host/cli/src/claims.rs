@@ -76,7 +76,11 @@ impl Asked<'_> {
 
     /// The environment of CMD; its `*_NODE` and `WAZOO_FENCING_TOKEN` are printed when there is
     /// no command.
-    fn env(&self, granted: Granted) -> Vec<(&'static str, String)> {
+    fn env(&self, granted: Granted) -> Vec<(String, String)> {
+        self.env_of(granted).into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    fn env_of(&self, granted: Granted) -> Vec<(&'static str, String)> {
         let path = self.path.to_string();
         let Granted { node, token } = granted;
         match &self.want {
@@ -153,6 +157,164 @@ pub(crate) async fn claim(backend: &impl Backend, asked: Asked<'_>, run: Run<'_>
     hold(held, under, &mut signals).await
 }
 
+/// `wazoo lock PATH PATH…`: every lock or none (Curator's `InterProcessMultiLock`). The locks
+/// are taken one after another in path order, so two commands asking for overlapping sets never
+/// wait for each other in a circle; `--timeout` bounds the whole, and a lock not had (or a
+/// signal) lets go of those taken, last first. Then the command runs under all of them
+/// ([`hold`]): losing any one stops it, as losing the one lock does; they are released together
+/// when it ends, last first.
+pub(crate) async fn claim_all(
+    backend: &impl Backend,
+    paths: &[String],
+    recipe: &str,
+    run: Run<'_>,
+) -> anyhow::Result<u8> {
+    if let [path] = paths {
+        return claim(backend, Asked { want: Want::Lock, path, recipe }, run).await;
+    }
+    let mut sorted: Vec<&str> = paths.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    if let Some(twice) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(exit::usage(format!("the lock at {} is named twice", twice[0])));
+    }
+    for path in &sorted {
+        check_path("lock", path)?;
+    }
+    let mut signals = Signals::new()?;
+    let wait = run.wait.and_then(WaitArgs::wait);
+    let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+    let mut held = Vec::new();
+    let mut grace = None;
+    for path in sorted {
+        let what = format!("lock at {path}");
+        let taken = signals
+            .interrupt(async {
+                let mut contender = backend.contender(&Want::Lock, recipe, &what).await?;
+                // The time left of the whole wait (none left: a look, as --no-wait).
+                let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+                match contender.acquire(path, left).await {
+                    Ok(granted) => {
+                        let timeout = contender.session_timeout();
+                        Ok(Ok((granted, contender.hold().await?, timeout)))
+                    }
+                    Err(failure) => {
+                        contender.close().await;
+                        Ok::<_, anyhow::Error>(Err(failure))
+                    }
+                }
+            })
+            .await;
+        let failed = match taken {
+            Ok(Ok(Ok((granted, holding, timeout)))) => {
+                tracing::info!(node = %granted.node, token = granted.token, "{what} held");
+                grace.get_or_insert_with(|| default_grace(timeout));
+                held.push((path, granted, holding));
+                continue;
+            }
+            Ok(Ok(Err(failure))) => Err(failure),
+            Ok(Err(error)) => Ok(Err(error)),
+            Err(caught) => Ok(Ok(caught)),
+        };
+        // Not had: let go of those taken, last first, then say why.
+        for (_, _, holding) in held.into_iter().rev() {
+            if let Err(e) = holding.release().await {
+                eprintln!("wazoo: releasing a lock taken before: {e}");
+            }
+        }
+        return match failed {
+            Err(Failure::Timeout) => Ok(match run.wait {
+                Some(wait) => not_held(Waited::Lock, path, wait),
+                None => exit::FAILED,
+            }),
+            Err(failure) => Err(failure.into_error(format!("cannot acquire the {what}"))),
+            Ok(Err(error)) => Err(error),
+            Ok(Ok(caught)) => Ok(left_queue(caught, &what)),
+        };
+    }
+    let env = several_env(&held);
+    let under = RunUnder {
+        command: run.command,
+        grace: run.hold.grace.or(grace).unwrap_or_default(),
+        env,
+        statuses: Statuses::new(run.hold, run.wait),
+        what: format!("locks at {}", held.iter().map(|(p, _, _)| *p).collect::<Vec<_>>().join(", ")),
+    };
+    let all = All(held.into_iter().map(|(path, _, holding)| (path.to_string(), holding)).collect());
+    hold(all, under, &mut signals).await
+}
+
+/// The environment of a command under several locks: for each lock in the order taken (path
+/// order), `WAZOO_LOCK_PATH_<i>`, `WAZOO_LOCK_NODE_<i>` and `WAZOO_FENCING_TOKEN_<i>` (from 1);
+/// `WAZOO_LOCK_COUNT`; and `WAZOO_LOCK_PATH` (the paths), `WAZOO_LOCK_NODE` and
+/// `WAZOO_FENCING_TOKEN` (`PATH=NODE` and `PATH=TOKEN`), one a line: a path holds no newline.
+fn several_env<H>(held: &[(&str, Granted, H)]) -> Vec<(String, String)> {
+    let lines = |f: &dyn Fn(&str, &Granted) -> String| {
+        held.iter().map(|(path, granted, _)| f(path, granted)).collect::<Vec<_>>().join("\n")
+    };
+    let mut env = vec![
+        ("WAZOO_LOCK_COUNT".to_string(), held.len().to_string()),
+        ("WAZOO_LOCK_PATH".to_string(), lines(&|path, _| path.to_string())),
+        ("WAZOO_LOCK_NODE".to_string(), lines(&|path, g| format!("{path}={}", g.node))),
+        ("WAZOO_FENCING_TOKEN".to_string(), lines(&|path, g| format!("{path}={}", g.token))),
+    ];
+    for (i, (path, granted, _)) in held.iter().enumerate() {
+        let i = i + 1;
+        env.push((format!("WAZOO_LOCK_PATH_{i}"), path.to_string()));
+        env.push((format!("WAZOO_LOCK_NODE_{i}"), granted.node.clone()));
+        env.push((format!("WAZOO_FENCING_TOKEN_{i}"), granted.token.to_string()));
+    }
+    env
+}
+
+/// Several claims held together, each with its path: lost when any one is.
+struct All<H>(Vec<(String, H)>);
+
+impl<H: Holding> Holding for All<H> {
+    fn lost(&self) -> impl std::future::Future<Output = Ending> + Send + 'static {
+        let each: Vec<_> = self
+            .0
+            .iter()
+            .map(|(path, holding)| {
+                let (path, lost) = (path.clone(), holding.lost());
+                async move {
+                    let ending = lost.await;
+                    Ending { why: format!("the lock at {path}: {}", ending.why), revoked: ending.revoked }
+                }
+            })
+            .collect();
+        async move {
+            let mut set = tokio::task::JoinSet::new();
+            for lost in each {
+                set.spawn(lost);
+            }
+            match set.join_next().await {
+                Some(Ok(ending)) => ending,
+                _ => std::future::pending().await,
+            }
+        }
+    }
+
+    async fn release(self) -> Result<(), String> {
+        let mut failed = Vec::new();
+        for (path, holding) in self.0.into_iter().rev() {
+            if let Err(e) = holding.release().await {
+                failed.push(format!("the lock at {path}: {e}"));
+            }
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(failed.join("; "))
+        }
+    }
+
+    async fn close(self) {
+        for (_, holding) in self.0.into_iter().rev() {
+            holding.close().await;
+        }
+    }
+}
+
 /// A signal came before anything was held: exit status 128 + the signal.
 pub(crate) fn interrupted(caught: Caught, what: &str) -> u8 {
     eprintln!("wazoo: {} before the {what} was held", caught.name());
@@ -184,7 +346,7 @@ pub(crate) struct RunUnder<'a> {
     pub(crate) what: String,
     /// Exported to the command; its `*_NODE` and `WAZOO_FENCING_TOKEN` are printed when there
     /// is no command.
-    pub(crate) env: Vec<(&'static str, String)>,
+    pub(crate) env: Vec<(String, String)>,
     pub(crate) statuses: Statuses,
 }
 

@@ -84,11 +84,13 @@ pub(crate) struct Cli {
 
 #[derive(Subcommand)]
 pub(crate) enum Command {
-    /// Run CMD while holding the lock at PATH (Curator-compatible); stop it if the lock is lost.
-    /// Without CMD: print `held NODE token TOKEN` and hold until SIGINT, SIGTERM or SIGHUP
+    /// Run CMD while holding the lock at PATH (Curator-compatible), or every lock named (taken
+    /// in path order, all or none); stop it if a lock is lost. Without CMD: print `held NODE
+    /// token TOKEN` and hold until SIGINT, SIGTERM or SIGHUP
     Lock {
-        /// Lock path, e.g. /app/locks/deploy
-        path: String,
+        /// Lock path, e.g. /app/locks/deploy; several for all of them at once
+        #[arg(value_name = "PATH", required = true)]
+        paths: Vec<String>,
         #[command(flatten)]
         wait: WaitArgs,
         #[command(flatten)]

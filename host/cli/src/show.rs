@@ -138,8 +138,29 @@ pub(crate) fn contenders<'a>(json: bool, kind: &str, contenders: impl IntoIterat
 }
 
 /// What `lock`, `rwlock`, `semaphore`, `elect` and `group join` print once held without a
-/// command: `held NODE token T` (a group member has no token: `held NODE`).
-pub(crate) fn held(env: &[(&'static str, String)]) {
+/// command: `held NODE token T` (a group member has no token: `held NODE`); under several locks,
+/// a line each, in the order taken.
+pub(crate) fn held(env: &[(String, String)]) {
+    let get = |key: &str| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    let count = get("WAZOO_LOCK_COUNT").and_then(|c| c.parse::<usize>().ok());
+    let lines: Vec<String> = match count {
+        Some(count) => (1..=count)
+            .map(|i| {
+                let node = get(&format!("WAZOO_LOCK_NODE_{i}")).unwrap_or_default();
+                let token = get(&format!("WAZOO_FENCING_TOKEN_{i}")).unwrap_or_default();
+                format!("held {node} token {token}")
+            })
+            .collect(),
+        None => vec![held_line(env)],
+    };
+    // A reader gone away does not end a claim held until a signal: it is released as usual.
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", lines.join("\n")).and_then(|()| out.flush());
+}
+
+/// `held NODE token T` for one claim's environment.
+fn held_line(env: &[(String, String)]) -> String {
     let find = |suffix: &str| env.iter().find(|(k, _)| k.ends_with(suffix)).map(|(_, v)| v.as_str());
     let node = match find("_NODE") {
         Some(node) => node.to_string(),
@@ -148,12 +169,8 @@ pub(crate) fn held(env: &[(&'static str, String)]) {
             _ => String::new(),
         },
     };
-    let line = match find("FENCING_TOKEN") {
+    match find("FENCING_TOKEN") {
         Some(token) => format!("held {node} token {token}"),
         None => format!("held {node}"),
-    };
-    // A reader gone away does not end a claim held until a signal: it is released as usual.
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
 }

@@ -121,7 +121,7 @@ pub(crate) struct Supervised {
 impl Supervised {
     /// Starts `command` with `env` added, in a process group (and cgroup) of its own, watched by
     /// a guard.
-    pub(crate) fn spawn(command: &[String], env: &[(&'static str, String)]) -> anyhow::Result<Supervised> {
+    pub(crate) fn spawn(command: &[String], env: &[(String, String)]) -> anyhow::Result<Supervised> {
         let (guard_read, guard_pipe) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("making the guard's pipe")?;
         let mut cgroup = Cgroup::create();

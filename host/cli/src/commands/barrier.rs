@@ -89,7 +89,7 @@ pub(crate) async fn double_barrier(
 /// process group or cgroup, gone with wazoo, signals forwarded to all of it); what it leaves
 /// running is stopped before the participant leaves. Its exit status.
 async fn run_between(path: &str, command: &[String], signals: &mut Signals) -> anyhow::Result<u8> {
-    let mut cmd = Supervised::spawn(command, &[("WAZOO_BARRIER_PATH", path.to_string())])?;
+    let mut cmd = Supervised::spawn(command, &[("WAZOO_BARRIER_PATH".to_string(), path.to_string())])?;
     let status = loop {
         tokio::select! {
             status = cmd.wait() => break status,

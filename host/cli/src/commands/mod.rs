@@ -24,9 +24,9 @@ use crate::exit;
 /// backend (main runs them itself, before any): here they are refused, as through `--server`.
 pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Result<u8> {
     match command {
-        Command::Lock { path, wait, hold, recipe, command } => {
-            let asked = Asked { want: Want::Lock, path: &path, recipe: &recipe };
-            claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command }).await
+        Command::Lock { paths, wait, hold, recipe, command } => {
+            let run = Run { wait: Some(&wait), hold: &hold, command: &command };
+            claims::claim_all(backend, &paths, &recipe, run).await
         }
         Command::Rwlock { mode, path, wait, hold, recipe, command } => {
             let asked = Asked { want: Want::ReadWrite(mode), path: &path, recipe: &recipe };
