@@ -64,13 +64,14 @@ async fn eight_processes_taking_overlapping_sets_of_three_of_five_locks_never_de
                 if (p + rounds) % 2 == 1 {
                     named.reverse();
                 }
-                let (code, _, stderr) = output(
-                    cli()
-                        .env("DIR", &dir)
-                        .arg("lock")
-                        .args(&named)
-                        .args(["--timeout", "25s", "--", "sh", "-c", SECTION]),
-                )
+                let (code, _, stderr) = output(cli().env("DIR", &dir).arg("lock").args(&named).args([
+                    "--timeout",
+                    "25s",
+                    "--",
+                    "sh",
+                    "-c",
+                    SECTION,
+                ]))
                 .await;
                 assert_eq!(code, 0, "process {p} round {rounds} ({named:?}): {stderr}");
                 rounds += 1;
@@ -111,12 +112,7 @@ async fn a_multi_lock_is_all_or_none_and_ends_with_any_of_its_locks() {
     let (a, b, c) = (format!("{root}/a"), format!("{root}/b"), format!("{root}/c"));
 
     // b is held by another process.
-    let mut other = cli()
-        .args(["lock", &b])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut other = cli().args(["lock", &b]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let mut lines = BufReader::new(other.stdout.take().unwrap()).lines();
     let line = within(LIMIT, "b is held", lines.next_line()).await.unwrap().unwrap();
     assert!(line.starts_with("held "), "{line}");
@@ -135,12 +131,8 @@ async fn a_multi_lock_is_all_or_none_and_ends_with_any_of_its_locks() {
     terminate(&other);
     let _ = other.wait().await;
     wait_children(&checker, &b, 0).await;
-    let mut all = cli()
-        .args(["lock", &c, &a, &b])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut all =
+        cli().args(["lock", &c, &a, &b]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let mut lines = BufReader::new(all.stdout.take().unwrap()).lines();
     let mut held = Vec::new();
     for _ in 0..3 {
