@@ -8,6 +8,11 @@ GUEST_DIR := target/guests/$(GUEST_TARGET)/release
 # Every directory under recipes/ but the helper crate is a recipe: recipes/X holds crate wazoo-X,
 # installed as plugins/X.wasm (the test fixture follows the same rule).
 RECIPES := $(filter-out guest,$(notdir $(patsubst %/Cargo.toml,%,$(wildcard recipes/*/Cargo.toml))))
+# The recipes also built in kazoo 2.11's wire format (their feature `kazoo`), installed as
+# plugins/X-kazoo.wasm. They build into a target directory of their own: the same crate with
+# other features writes the same output file, which a build of the other set would overwrite.
+KAZOO_RECIPES := lock rwlock semaphore
+KAZOO_GUEST_DIR := target/guests-kazoo/$(GUEST_TARGET)/release
 
 .PHONY: setup recipes build demo test bench soak clean
 
@@ -18,6 +23,11 @@ recipes: setup
 	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests $(foreach r,$(RECIPES),-p wazoo-$(r))
 	mkdir -p plugins
 	$(foreach r,$(RECIPES),cp $(GUEST_DIR)/wazoo_$(r).wasm plugins/$(r).wasm;)
+	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests-kazoo --features kazoo $(foreach r,$(KAZOO_RECIPES),-p wazoo-$(r))
+	$(foreach r,$(KAZOO_RECIPES),cp $(KAZOO_GUEST_DIR)/wazoo_$(r).wasm plugins/$(r)-kazoo.wasm;)
+	# The election in Curator LeaderSelector's format (`wazoo elect --format selector`).
+	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests-selector --features selector -p wazoo-election
+	cp target/guests-selector/$(GUEST_TARGET)/release/wazoo_election.wasm plugins/election-selector.wasm
 	# The recipes in other languages: plugins/semaphore-py.wasm (componentize-py) and
 	# plugins/election-js.wasm (componentize-js).
 	bash plugins/python/build.sh
@@ -35,8 +45,9 @@ test: build
 	$(CARGO) test --target x86_64-unknown-linux-gnu -p wazoo-guest
 
 bench: build
+	bash .ci/setup-bench
 	$(CARGO) bench -p wazoo-cli --bench lock
-	$(CARGO) bench -p wazoo-cli --bench peers
+	$(CARGO) bench -p wazoo-cli --bench peers --features etcd
 	$(CARGO) bench -p wazoo-cli --bench serve
 	$(CARGO) bench -p wazoo-cli --bench languages
 	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests -p wazoo-misbehave

@@ -3,6 +3,8 @@
 //! same cases as the Rust recipe they stand in for.
 //!
 //! Other participants use the Rust recipes: every implementation speaks the same wire format.
+//! The kazoo-format builds of the lock family (`lock-kazoo`, `rwlock-kazoo`, `semaphore-kazoo`)
+//! run the same cases among participants of their own format ([`Format`]).
 
 use std::time::Duration;
 
@@ -93,39 +95,73 @@ async fn next_holder_gets_it(ctx: &Ctx, v: &Verdict, recipe: &str, acquire: (&st
     }
 }
 
-fn lock_cases() -> Vec<Case> {
+/// A wire format of the lock family: the plugins that speak it (every participant of a case
+/// speaks the faulted recipe's format), and where a semaphore keeps its leases.
+pub trait Format: 'static {
+    const LOCK: &'static str;
+    const RWLOCK: &'static str;
+    const SEMAPHORE: &'static str;
+    /// The node whose children are the semaphore `path`'s leases.
+    fn leases(path: &str) -> String;
+}
+
+/// Curator's formats: the standard builds.
+pub struct Curator;
+
+impl Format for Curator {
+    const LOCK: &'static str = "lock";
+    const RWLOCK: &'static str = "rwlock";
+    const SEMAPHORE: &'static str = "semaphore";
+    fn leases(path: &str) -> String {
+        format!("{path}/leases")
+    }
+}
+
+/// kazoo's formats: the `kazoo` builds of the same recipes.
+pub struct Kazoo;
+
+impl Format for Kazoo {
+    const LOCK: &'static str = "lock-kazoo";
+    const RWLOCK: &'static str = "rwlock-kazoo";
+    const SEMAPHORE: &'static str = "semaphore-kazoo";
+    fn leases(path: &str) -> String {
+        path.to_string()
+    }
+}
+
+fn lock_cases<F: Format>() -> Vec<Case> {
     vec![
         Case {
             name: "lock.acquire",
-            recipe: "lock",
+            recipe: F::LOCK,
             before: nothing,
             call: |ctx, _| ("lock.acquire", json!([ctx.path, WAIT_MS])),
             trigger: None,
             survives_lost_reply: true,
             check: |ctx, v| {
-                Box::pin(holds_exclusively(ctx, v, "lock", ("lock.try-acquire", json!([ctx.path]))))
+                Box::pin(holds_exclusively(ctx, v, F::LOCK, ("lock.try-acquire", json!([ctx.path]))))
             },
             after: |ctx, v| {
-                Box::pin(next_holder_gets_it(ctx, v, "lock", ("lock.acquire", json!([ctx.path, WAIT_MS]))))
+                Box::pin(next_holder_gets_it(ctx, v, F::LOCK, ("lock.acquire", json!([ctx.path, WAIT_MS]))))
             },
         },
         Case {
             name: "lock.try-acquire",
-            recipe: "lock",
+            recipe: F::LOCK,
             before: nothing,
             call: |ctx, _| ("lock.try-acquire", json!([ctx.path])),
             trigger: None,
             survives_lost_reply: true,
             check: |ctx, v| {
-                Box::pin(holds_exclusively(ctx, v, "lock", ("lock.try-acquire", json!([ctx.path]))))
+                Box::pin(holds_exclusively(ctx, v, F::LOCK, ("lock.try-acquire", json!([ctx.path]))))
             },
             after: |ctx, v| {
-                Box::pin(next_holder_gets_it(ctx, v, "lock", ("lock.acquire", json!([ctx.path, WAIT_MS]))))
+                Box::pin(next_holder_gets_it(ctx, v, F::LOCK, ("lock.acquire", json!([ctx.path, WAIT_MS]))))
             },
         },
         Case {
             name: "lock.release",
-            recipe: "lock",
+            recipe: F::LOCK,
             before: |ctx, h| Box::pin(on(h, "lock.acquire", json!([ctx.path, WAIT_MS]))),
             call: |_, _| ("lock.release", json!([])),
             trigger: None,
@@ -140,15 +176,15 @@ fn lock_cases() -> Vec<Case> {
                 })
             },
             after: |ctx, v| {
-                Box::pin(next_holder_gets_it(ctx, v, "lock", ("lock.acquire", json!([ctx.path, WAIT_MS]))))
+                Box::pin(next_holder_gets_it(ctx, v, F::LOCK, ("lock.acquire", json!([ctx.path, WAIT_MS]))))
             },
         },
         Case {
             name: "lock.revoke",
-            recipe: "lock",
+            recipe: F::LOCK,
             before: |ctx, _| {
                 Box::pin(async move {
-                    ok(&ctx.hold("lock", &[("lock.acquire", json!([ctx.path, WAIT_MS]))]).await[0])
+                    ok(&ctx.hold(F::LOCK, &[("lock.acquire", json!([ctx.path, WAIT_MS]))]).await[0])
                         .cloned()
                         .unwrap_or_default()
                 })
@@ -168,15 +204,15 @@ fn lock_cases() -> Vec<Case> {
                 })
             },
             after: |ctx, v| {
-                Box::pin(next_holder_gets_it(ctx, v, "lock", ("lock.acquire", json!([ctx.path, WAIT_MS]))))
+                Box::pin(next_holder_gets_it(ctx, v, F::LOCK, ("lock.acquire", json!([ctx.path, WAIT_MS]))))
             },
         },
         Case {
             name: "lock.revoke forced",
-            recipe: "lock",
+            recipe: F::LOCK,
             before: |ctx, _| {
                 Box::pin(async move {
-                    ok(&ctx.hold("lock", &[("lock.acquire", json!([ctx.path, WAIT_MS]))]).await[0])
+                    ok(&ctx.hold(F::LOCK, &[("lock.acquire", json!([ctx.path, WAIT_MS]))]).await[0])
                         .cloned()
                         .unwrap_or_default()
                 })
@@ -199,11 +235,11 @@ fn lock_cases() -> Vec<Case> {
     ]
 }
 
-fn rwlock_cases() -> Vec<Case> {
+fn rwlock_cases<F: Format>() -> Vec<Case> {
     vec![
         Case {
             name: "rwlock.acquire write",
-            recipe: "rwlock",
+            recipe: F::RWLOCK,
             before: nothing,
             call: |ctx, _| ("rwlock.acquire", json!([ctx.path, "write", WAIT_MS])),
             trigger: None,
@@ -212,7 +248,7 @@ fn rwlock_cases() -> Vec<Case> {
                 Box::pin(holds_exclusively(
                     ctx,
                     v,
-                    "rwlock",
+                    F::RWLOCK,
                     ("rwlock.try-acquire", json!([ctx.path, "read"])),
                 ))
             },
@@ -220,14 +256,14 @@ fn rwlock_cases() -> Vec<Case> {
                 Box::pin(next_holder_gets_it(
                     ctx,
                     v,
-                    "rwlock",
+                    F::RWLOCK,
                     ("rwlock.acquire", json!([ctx.path, "write", WAIT_MS])),
                 ))
             },
         },
         Case {
             name: "rwlock.acquire read",
-            recipe: "rwlock",
+            recipe: F::RWLOCK,
             before: nothing,
             call: |ctx, _| ("rwlock.acquire", json!([ctx.path, "read", WAIT_MS])),
             trigger: None,
@@ -236,7 +272,7 @@ fn rwlock_cases() -> Vec<Case> {
                 Box::pin(holds_exclusively(
                     ctx,
                     v,
-                    "rwlock",
+                    F::RWLOCK,
                     ("rwlock.try-acquire", json!([ctx.path, "write"])),
                 ))
             },
@@ -244,14 +280,14 @@ fn rwlock_cases() -> Vec<Case> {
                 Box::pin(next_holder_gets_it(
                     ctx,
                     v,
-                    "rwlock",
+                    F::RWLOCK,
                     ("rwlock.acquire", json!([ctx.path, "write", WAIT_MS])),
                 ))
             },
         },
         Case {
             name: "rwlock.try-acquire write",
-            recipe: "rwlock",
+            recipe: F::RWLOCK,
             before: nothing,
             call: |ctx, _| ("rwlock.try-acquire", json!([ctx.path, "write"])),
             trigger: None,
@@ -260,7 +296,7 @@ fn rwlock_cases() -> Vec<Case> {
                 Box::pin(holds_exclusively(
                     ctx,
                     v,
-                    "rwlock",
+                    F::RWLOCK,
                     ("rwlock.try-acquire", json!([ctx.path, "read"])),
                 ))
             },
@@ -268,14 +304,14 @@ fn rwlock_cases() -> Vec<Case> {
                 Box::pin(next_holder_gets_it(
                     ctx,
                     v,
-                    "rwlock",
+                    F::RWLOCK,
                     ("rwlock.acquire", json!([ctx.path, "write", WAIT_MS])),
                 ))
             },
         },
         Case {
             name: "rwlock.release",
-            recipe: "rwlock",
+            recipe: F::RWLOCK,
             before: |ctx, h| Box::pin(on(h, "rwlock.acquire", json!([ctx.path, "write", WAIT_MS]))),
             call: |_, _| ("rwlock.release", json!([])),
             trigger: None,
@@ -294,7 +330,7 @@ fn rwlock_cases() -> Vec<Case> {
                 Box::pin(next_holder_gets_it(
                     ctx,
                     v,
-                    "rwlock",
+                    F::RWLOCK,
                     ("rwlock.acquire", json!([ctx.path, "write", WAIT_MS])),
                 ))
             },
@@ -304,27 +340,27 @@ fn rwlock_cases() -> Vec<Case> {
 
 /// Once the faulted handle is closed, exactly the semaphore's two leases can be taken: none
 /// leaked, none too many.
-async fn leases_all_free(ctx: &Ctx) {
-    let first = ctx.hold("semaphore", &[("semaphore.acquire", json!([ctx.path, 2, WAIT_MS]))]).await;
-    let second = ctx.hold("semaphore", &[("semaphore.acquire", json!([ctx.path, 2, WAIT_MS]))]).await;
+async fn leases_all_free<F: Format>(ctx: &Ctx) {
+    let first = ctx.hold(F::SEMAPHORE, &[("semaphore.acquire", json!([ctx.path, 2, WAIT_MS]))]).await;
+    let second = ctx.hold(F::SEMAPHORE, &[("semaphore.acquire", json!([ctx.path, 2, WAIT_MS]))]).await;
     ctx.check(ok(&first[0]).is_some() && ok(&second[0]).is_some(), || {
         format!("two fresh contenders could not take the two leases: {} / {}", first[0], second[0])
     });
-    let third = ctx.peer("semaphore", &[("semaphore.try-acquire", json!([ctx.path, 2]))]).await;
+    let third = ctx.peer(F::SEMAPHORE, &[("semaphore.try-acquire", json!([ctx.path, 2]))]).await;
     ctx.check(ok(&third[0]).is_some_and(Value::is_null), || {
         format!("a third lease was granted: {}", third[0])
     });
 }
 
-async fn one_lease(ctx: &Ctx, v: &Verdict) {
+async fn one_lease<F: Format>(ctx: &Ctx, v: &Verdict) {
     let Some(node) = held(v) else { return };
     let owner = ctx.owner(&node).await;
     ctx.check(owner == Some(ctx.session), || format!("lease {node} returned, but its owner is {owner:?}"));
-    let leases = ctx.children(&format!("{}/leases", ctx.path)).await;
+    let leases = ctx.children(&F::leases(&ctx.path)).await;
     ctx.check(leases.len() == 1, || format!("{} leases after one acquire: {leases:?}", leases.len()));
 }
 
-fn semaphore_cases(recipe: &'static str) -> Vec<Case> {
+fn semaphore_cases<F: Format>(recipe: &'static str) -> Vec<Case> {
     vec![
         Case {
             name: "semaphore.acquire",
@@ -333,8 +369,8 @@ fn semaphore_cases(recipe: &'static str) -> Vec<Case> {
             call: |ctx, _| ("semaphore.acquire", json!([ctx.path, 2, WAIT_MS])),
             trigger: None,
             survives_lost_reply: true,
-            check: |ctx, v| Box::pin(one_lease(ctx, v)),
-            after: |ctx, _| Box::pin(leases_all_free(ctx)),
+            check: |ctx, v| Box::pin(one_lease::<F>(ctx, v)),
+            after: |ctx, _| Box::pin(leases_all_free::<F>(ctx)),
         },
         Case {
             name: "semaphore.try-acquire",
@@ -343,8 +379,8 @@ fn semaphore_cases(recipe: &'static str) -> Vec<Case> {
             call: |ctx, _| ("semaphore.try-acquire", json!([ctx.path, 2])),
             trigger: None,
             survives_lost_reply: true,
-            check: |ctx, v| Box::pin(one_lease(ctx, v)),
-            after: |ctx, _| Box::pin(leases_all_free(ctx)),
+            check: |ctx, v| Box::pin(one_lease::<F>(ctx, v)),
+            after: |ctx, _| Box::pin(leases_all_free::<F>(ctx)),
         },
         Case {
             name: "semaphore.release",
@@ -356,12 +392,12 @@ fn semaphore_cases(recipe: &'static str) -> Vec<Case> {
             check: |ctx, v| {
                 Box::pin(async move {
                     if v.ok().is_some() {
-                        let leases = ctx.children(&format!("{}/leases", ctx.path)).await;
+                        let leases = ctx.children(&F::leases(&ctx.path)).await;
                         ctx.check(leases.is_empty(), || format!("released, but leases remain: {leases:?}"));
                     }
                 })
             },
-            after: |ctx, _| Box::pin(leases_all_free(ctx)),
+            after: |ctx, _| Box::pin(leases_all_free::<F>(ctx)),
         },
     ]
 }
@@ -914,7 +950,89 @@ fn config_cases() -> Vec<Case> {
             },
             after: no_check,
         },
+        Case {
+            name: "counter.value-in curator-shared",
+            recipe: "config",
+            before: add_5_shared,
+            call: |ctx, _| ("counter.value-in", json!([ctx.path, "curator-shared"])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(n) = v.ok() {
+                        ctx.check(n.as_i64() == Some(5), || format!("value {n}, 5 was added"));
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "counter.add-in curator-shared",
+            recipe: "config",
+            before: add_5_shared,
+            call: |ctx, _| ("counter.add-in", json!([ctx.path, 3, "curator-shared"])),
+            trigger: None,
+            survives_lost_reply: false,
+            check: |ctx, v| {
+                Box::pin(added_3_to_5_at_most_once(ctx, v, |n| (n as i32).to_be_bytes().to_vec()))
+            },
+            after: no_check,
+        },
+        Case {
+            name: "counter.value-in curator-atomic",
+            recipe: "config",
+            before: add_5_atomic,
+            call: |ctx, _| ("counter.value-in", json!([ctx.path, "curator-atomic"])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(n) = v.ok() {
+                        ctx.check(n.as_i64() == Some(5), || format!("value {n}, 5 was added"));
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "counter.add-in curator-atomic",
+            recipe: "config",
+            before: add_5_atomic,
+            call: |ctx, _| ("counter.add-in", json!([ctx.path, 3, "curator-atomic"])),
+            trigger: None,
+            survives_lost_reply: false,
+            check: |ctx, v| Box::pin(added_3_to_5_at_most_once(ctx, v, |n| n.to_be_bytes().to_vec())),
+            after: no_check,
+        },
     ]
+}
+
+/// Another participant adds 5 to the counter at the case's path, stored in `format`.
+async fn add_5_in(ctx: &Ctx, format: &str) -> Value {
+    ctx.peer("config", &[("counter.add-in", json!([ctx.path, 5, format]))]).await;
+    Value::Null
+}
+
+fn add_5_shared<'a>(ctx: &'a Ctx, _: &'a mut DynamicHandle) -> Fut<'a, Value> {
+    Box::pin(add_5_in(ctx, "curator-shared"))
+}
+
+fn add_5_atomic<'a>(ctx: &'a Ctx, _: &'a mut DynamicHandle) -> Fut<'a, Value> {
+    Box::pin(add_5_in(ctx, "curator-atomic"))
+}
+
+/// An add of 3 to a counter at 5 applied at most once, and (if it answered) exactly once:
+/// `stored` is how the counter's format writes a value.
+async fn added_3_to_5_at_most_once(ctx: &Ctx, v: &Verdict, stored: fn(i64) -> Vec<u8>) {
+    let now = ctx.data(&ctx.path).await;
+    ctx.check(now == Some(stored(5)) || now == Some(stored(8)), || {
+        format!("5 + 3 at most once gave {now:?}")
+    });
+    if let Some(n) = v.ok() {
+        ctx.check(n.as_i64() == Some(8) && now == Some(stored(8)), || {
+            format!("add answered {n}; the counter holds {now:?}")
+        });
+    }
 }
 
 /// Waits (by watches) until `dir` has a child whose name contains `part`.
@@ -1226,11 +1344,15 @@ fn transaction_cases() -> Vec<Case> {
 /// Every case, for every recipe and every language the project ships.
 pub fn all() -> Vec<Case> {
     let mut cases = Vec::new();
-    cases.extend(lock_cases());
-    cases.extend(rwlock_cases());
+    cases.extend(lock_cases::<Curator>());
+    cases.extend(rwlock_cases::<Curator>());
     for recipe in ["semaphore", "semaphore-py"] {
-        cases.extend(semaphore_cases(recipe));
+        cases.extend(semaphore_cases::<Curator>(recipe));
     }
+    // The kazoo-format builds, each among participants of its own format.
+    cases.extend(lock_cases::<Kazoo>());
+    cases.extend(rwlock_cases::<Kazoo>());
+    cases.extend(semaphore_cases::<Kazoo>(Kazoo::SEMAPHORE));
     for recipe in ["election", "election-js"] {
         let mut election = election_cases(recipe);
         election_leader_check(&mut election);

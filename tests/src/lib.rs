@@ -64,7 +64,10 @@ pub fn recipes() -> Vec<String> {
 }
 
 /// The plugins directory, with the recipe components freshly built from this workspace, plus the
-/// test-only guests of `tests/guests/` (`misbehave`: traps, spins or grows on command).
+/// test-only guests of `tests/guests/` (`misbehave`: traps, spins or grows on command), and the
+/// kazoo-format builds of the lock family (`lock-kazoo`, `rwlock-kazoo`, `semaphore-kazoo`: the
+/// same crates with their feature `kazoo`, built into a target directory of their own as the
+/// Makefile does, since the other feature set writes the same output file).
 pub fn plugins() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
@@ -85,6 +88,42 @@ pub fn plugins() -> PathBuf {
                 let built = root.join(format!("target/guests/wasm32-wasip2/release/wazoo_{recipe}.wasm"));
                 std::fs::copy(&built, dir.join(format!("{recipe}.wasm"))).expect("copying a built recipe");
             }
+            let kazoo = ["lock", "rwlock", "semaphore"];
+            let status = Command::new(env!("CARGO"))
+                .current_dir(&root)
+                .args(["build", "--release", "--target", "wasm32-wasip2"])
+                .args(["--target-dir", "target/guests-kazoo", "--features", "kazoo"])
+                .args(kazoo.iter().flat_map(|name| ["-p".to_string(), format!("wazoo-{name}")]))
+                .status()
+                .expect("running cargo to build the kazoo-format recipes");
+            assert!(status.success(), "building the kazoo-format recipe components failed");
+            for recipe in kazoo {
+                let built = root
+                    .join("target/guests-kazoo/wasm32-wasip2/release")
+                    .join(format!("wazoo_{recipe}.wasm"));
+                std::fs::copy(&built, dir.join(format!("{recipe}-kazoo.wasm")))
+                    .expect("copying a built kazoo-format recipe");
+            }
+            // The election in Curator LeaderSelector's format (its feature `selector`).
+            let status = Command::new(env!("CARGO"))
+                .current_dir(&root)
+                .args(["build", "--release", "--target", "wasm32-wasip2"])
+                .args([
+                    "--target-dir",
+                    "target/guests-selector",
+                    "--features",
+                    "selector",
+                    "-p",
+                    "wazoo-election",
+                ])
+                .status()
+                .expect("running cargo to build the election-selector recipe");
+            assert!(status.success(), "building the election-selector recipe failed");
+            std::fs::copy(
+                root.join("target/guests-selector/wasm32-wasip2/release/wazoo_election.wasm"),
+                dir.join("election-selector.wasm"),
+            )
+            .expect("copying the election-selector recipe");
             for recipe in LANGUAGE_RECIPES {
                 build_language_recipe(recipe, &dir);
             }

@@ -177,11 +177,11 @@ async fn cli_lists_recipes_with_their_worlds() {
     let (code, stdout, _) = output(cli().args(["recipes", "list"])).await;
     assert_eq!(code, 0);
     assert!(
-        stdout.lines().any(|l| l.starts_with("lock ") && l.contains("wazoo:recipes/lock-recipe@0.1.0")),
+        stdout.lines().any(|l| l.starts_with("lock ") && l.contains("wazoo:recipes/lock-recipe@0.1.1")),
         "{stdout}"
     );
     assert!(
-        stdout.lines().any(|l| l.starts_with("tree ") && l.contains("wazoo:recipes/custom@0.1.0")),
+        stdout.lines().any(|l| l.starts_with("tree ") && l.contains("wazoo:recipes/custom@0.1.1")),
         "{stdout}"
     );
 }
@@ -320,6 +320,47 @@ async fn cli_config_counter_and_group() {
         "",
         "left when the command ended"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_counter_formats_store_curator_bytes_and_parse_strictly() {
+    let checker = client(&zk().address()).await;
+    let base = unique("cli-counter-format");
+    let (shared, atomic) = (format!("{base}/shared"), format!("{base}/atomic"));
+    let (code, stdout, stderr) =
+        output(cli().args(["counter", "add", &shared, "-3", "--format", "curator-shared"])).await;
+    assert_eq!((code, stdout.trim()), (0, "-3"), "{stderr}");
+    assert_eq!(checker.get_data(&shared).await.unwrap().0, (-3i32).to_be_bytes());
+    let (code, stdout, stderr) =
+        output(cli().args(["counter", "add", &atomic, "9", "--format=curator-atomic"])).await;
+    assert_eq!((code, stdout.trim()), (0, "9"), "{stderr}");
+    assert_eq!(checker.get_data(&atomic).await.unwrap().0, 9i64.to_be_bytes());
+    let (code, stdout, _) =
+        output(cli().args(["counter", "get", &atomic, "--format", "curator-atomic", "--json"])).await;
+    assert_eq!((code, stdout.trim()), (0, r#"{"value":9}"#));
+
+    // Read in another format (kazoo's by default): an error, and the node is as it was.
+    let (code, _, stderr) = output(cli().args(["counter", "add", &shared, "1"])).await;
+    assert_eq!(code, 70, "{stderr}");
+    assert!(stderr.contains("not an integer") || stderr.contains("not text"), "{stderr}");
+    let (code, _, stderr) =
+        output(cli().args(["counter", "get", &shared, "--format", "curator-atomic"])).await;
+    assert_eq!(code, 70, "{stderr}");
+    assert!(stderr.contains("is 4 bytes, not the 8"), "{stderr}");
+    assert_eq!(checker.get_data(&shared).await.unwrap().0, (-3i32).to_be_bytes());
+    // Past 32 bits: refused (exit status 1), the value kept.
+    let (code, _, stderr) =
+        output(cli().args(["counter", "add", &shared, "3000000000", "--format", "curator-shared"])).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("overflow 32 bits"), "{stderr}");
+    let (_, stdout, _) = output(cli().args(["counter", "get", &shared, "--format", "curator-shared"])).await;
+    assert_eq!(stdout.trim(), "-3");
+
+    for bad in ["curator", "Kazoo", "curator_shared", ""] {
+        let (code, _, stderr) = output(cli().args(["counter", "get", &shared, "--format", bad])).await;
+        assert_eq!(code, 2, "--format {bad:?}: {stderr}");
+        assert!(stderr.contains("expected kazoo, curator-shared or curator-atomic"), "{stderr}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

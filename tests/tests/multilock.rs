@@ -173,6 +173,45 @@ async fn a_multi_lock_is_all_or_none_and_ends_with_any_of_its_locks() {
     assert!(stderr.contains("named twice"), "{stderr}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_lost_or_a_signal_while_waiting_for_the_next_leaves_nothing_and_runs_nothing() {
+    let checker = client(&zk().address()).await;
+    let root = unique("multilock-wait");
+    let (a, b) = (format!("{root}/a"), format!("{root}/b"));
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+
+    // b is held by another process; the multi-locker takes a and waits for b.
+    let mut other = cli().args(["lock", &b]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut lines = BufReader::new(other.stdout.take().unwrap()).lines();
+    let line = within(LIMIT, "b is held", lines.next_line()).await.unwrap().unwrap();
+    assert!(line.starts_with("held "), "{line}");
+    let mut waiting = cli()
+        .args(["lock", &b, &a, "--", "sh", "-c", &format!("touch {}", ran.display())])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_children(&checker, &b, 2).await;
+    let a_node = ephemerals(&checker, &a).await.into_iter().next().expect("a is held");
+    // a is lost while b is awaited: nothing runs, exit status 4, b's waiting node goes too.
+    checker.delete(&a_node, None).await.unwrap();
+    let status = within(LIMIT, "the loss ends the wait", waiting.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(4));
+    assert!(!ran.exists(), "the command never ran");
+    wait_children(&checker, &b, 1).await;
+
+    // A signal while waiting for the first lock: its waiting node goes at once, not with the
+    // session (10 s).
+    let mut waiting = cli().args(["lock", &b, &a, "--", "true"]).stderr(Stdio::null()).spawn().unwrap();
+    wait_children(&checker, &b, 2).await;
+    terminate(&waiting);
+    let status = within(LIMIT, "the signal ends the wait", waiting.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(143));
+    within(Duration::from_secs(5), "the waiting node goes at once", wait_children(&checker, &b, 1)).await;
+    terminate(&other);
+    let _ = other.wait().await;
+}
+
 /// Sends SIGTERM to `child`: wazoo releases what it holds and exits.
 fn terminate(child: &tokio::process::Child) {
     let pid = child.id().expect("still running") as i32;

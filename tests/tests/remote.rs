@@ -405,11 +405,11 @@ async fn remote_recipes_list_shows_lock() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.starts_with("NAME "), "{stdout}");
     assert!(
-        stdout.lines().any(|l| l.starts_with("lock ") && l.contains("wazoo:recipes/lock-recipe@0.1.0")),
+        stdout.lines().any(|l| l.starts_with("lock ") && l.contains("wazoo:recipes/lock-recipe@0.1.1")),
         "{stdout}"
     );
     assert!(
-        stdout.lines().any(|l| l.starts_with("tree ") && l.contains("wazoo:recipes/custom@0.1.0")),
+        stdout.lines().any(|l| l.starts_with("tree ") && l.contains("wazoo:recipes/custom@0.1.1")),
         "{stdout}"
     );
 }
@@ -521,6 +521,29 @@ async fn remote_queue_len_and_counter_from_8_concurrent_clients() {
     assert_eq!(output(daemon.wazoo().args(["counter", "add", &counter, "-2"])).await.1.trim(), "30");
     // The same counter, read by the local path.
     assert_eq!(output(cli().args(["counter", "get", &counter])).await.1.trim(), "30");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_counter_formats_are_the_local_paths() {
+    let daemon = daemon().await;
+    let checker = client(&zk().address()).await;
+    let base = unique("remote-counter-format");
+    for (format, bytes) in [
+        ("curator-shared", (-7i32).to_be_bytes().to_vec()),
+        ("curator-atomic", (-7i64).to_be_bytes().to_vec()),
+    ] {
+        let counter = format!("{base}/{format}");
+        let (code, stdout, stderr) =
+            output(daemon.wazoo().args(["counter", "add", &counter, "-7", "--format", format])).await;
+        assert_eq!((code, stdout.trim()), (0, "-7"), "{format}: {stderr}");
+        assert_eq!(checker.get_data(&counter).await.unwrap().0, bytes, "{format}");
+        // The same counter, read by the local path, and by the daemon in the wrong format.
+        let (_, stdout, _) = output(cli().args(["counter", "get", &counter, "--format", format])).await;
+        assert_eq!(stdout.trim(), "-7", "{format}");
+        let (code, _, stderr) = output(daemon.wazoo().args(["counter", "get", &counter])).await;
+        assert_ne!(code, 0, "{format} read as kazoo text");
+        assert!(stderr.contains("not an integer") || stderr.contains("not text"), "{format}: {stderr}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,11 +1,13 @@
 //! Group membership, configuration values and the shared counter against a real ZooKeeper;
-//! the counter also against kazoo's Counter.
+//! the counter also against kazoo's Counter, in each of its formats, and from a config component
+//! built against `wazoo:recipes@0.1.0`.
 
 use std::time::Duration;
 
-use wazoo_runtime::{Host, RecipeError, ZkError};
+use wazoo_runtime::{CounterFormat, Host, RecipeError, ZkError};
 use wazoo_tests::proxy::Proxy;
 use wazoo_tests::*;
+use zookeeper_client::{Acls, CreateMode};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -112,4 +114,152 @@ async fn concurrent_counting_loses_no_increment_even_with_kazoo_counting_too() {
     assert_eq!(counter.counter(&path).await.unwrap(), 250, "200 wazoo and 50 kazoo increments");
     assert_eq!(counter.add(&path, -50).await.unwrap(), 200);
     kazoo.send("quit").await;
+}
+
+fn is_invalid_argument(result: &Result<i64, RecipeError>, part: &str) -> bool {
+    matches!(result, Err(RecipeError::Zk(ZkError::InvalidArgument(why))) if why.contains(part))
+}
+
+fn is_other(result: &Result<i64, RecipeError>, part: &str) -> bool {
+    matches!(result, Err(RecipeError::Zk(ZkError::Other(why))) if why.contains(part))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_counter_format_stores_its_bytes_checks_its_range_and_never_rewrites_foreign_data() {
+    let checker = client(&zk().address()).await;
+    let host = host().await;
+    let mut counter = host.config("config").await.unwrap();
+    let base = unique("counter-formats");
+    let data = |path: String| {
+        let checker = &checker;
+        async move { checker.get_data(&path).await.unwrap() }
+    };
+    let put = |path: String, bytes: Vec<u8>| {
+        let checker = &checker;
+        async move {
+            let mode = CreateMode::Persistent.with_acls(Acls::anyone_all());
+            checker.create(&path, &bytes, &mode).await.unwrap();
+        }
+    };
+    checker.create(&base, b"", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+
+    // Absent counts as 0; the first add creates the node holding the format's bytes.
+    for (name, format, bytes) in [
+        ("kazoo", CounterFormat::Kazoo, b"-5".to_vec()),
+        ("shared", CounterFormat::CuratorShared, (-5i32).to_be_bytes().to_vec()),
+        ("atomic", CounterFormat::CuratorAtomic, (-5i64).to_be_bytes().to_vec()),
+    ] {
+        let path = format!("{base}/{name}");
+        assert_eq!(counter.counter_in(&path, format).await.unwrap(), 0, "{name}");
+        assert_eq!(counter.add_in(&path, -5, format).await.unwrap(), -5, "{name}");
+        assert_eq!(data(path.clone()).await.0, bytes, "{name}");
+        assert_eq!(counter.add_in(&path, 12, format).await.unwrap(), 7, "{name}");
+        assert_eq!(counter.counter_in(&path, format).await.unwrap(), 7, "{name}");
+    }
+
+    // SharedCount is 32 bits: a sum past them is refused and the node keeps its value.
+    let shared = format!("{base}/shared-edge");
+    put(shared.clone(), (i32::MAX - 1).to_be_bytes().to_vec()).await;
+    assert_eq!(counter.add_in(&shared, 1, CounterFormat::CuratorShared).await.unwrap(), i64::from(i32::MAX));
+    let over = counter.add_in(&shared, 1, CounterFormat::CuratorShared).await;
+    assert!(is_invalid_argument(&over, "overflow 32 bits"), "{over:?}");
+    let under = counter.add_in(&shared, i64::from(i32::MIN) * 3, CounterFormat::CuratorShared).await;
+    assert!(is_invalid_argument(&under, "overflow 32 bits"), "{under:?}");
+    assert_eq!(data(shared.clone()).await.0, i32::MAX.to_be_bytes());
+    // A delta beyond 32 bits whose sum is within them is fine.
+    let back = counter.add_in(&shared, i64::from(i32::MIN) - 1, CounterFormat::CuratorShared).await;
+    assert_eq!(back.unwrap(), -2);
+
+    // DistributedAtomicLong wraps, as its add does; empty data counts as 0, as there.
+    let atomic = format!("{base}/atomic-edge");
+    put(atomic.clone(), i64::MAX.to_be_bytes().to_vec()).await;
+    assert_eq!(counter.add_in(&atomic, 1, CounterFormat::CuratorAtomic).await.unwrap(), i64::MIN);
+    let empty = format!("{base}/empty");
+    put(empty.clone(), Vec::new()).await;
+    assert_eq!(counter.counter_in(&empty, CounterFormat::CuratorAtomic).await.unwrap(), 0);
+    assert_eq!(counter.counter_in(&empty, CounterFormat::Kazoo).await.unwrap(), 0);
+    let shared_empty = counter.counter_in(&empty, CounterFormat::CuratorShared).await;
+    assert!(is_other(&shared_empty, "is 0 bytes, not the 4"), "{shared_empty:?}");
+
+    // Data of another format is an error, and the node is not rewritten.
+    let text = format!("{base}/text");
+    put(text.clone(), b"12".to_vec()).await;
+    let nine = format!("{base}/nine");
+    put(nine.clone(), vec![0; 9]).await;
+    let binary = format!("{base}/binary");
+    put(binary.clone(), 12i32.to_be_bytes().to_vec()).await;
+    for (path, format, part) in [
+        (&text, CounterFormat::CuratorShared, "is 2 bytes, not the 4"),
+        (&text, CounterFormat::CuratorAtomic, "is 2 bytes, not the 8"),
+        (&nine, CounterFormat::CuratorAtomic, "is 9 bytes, not the 8"),
+        (&binary, CounterFormat::Kazoo, "not"),
+    ] {
+        let before = data(path.clone()).await;
+        let read = counter.counter_in(path, format).await;
+        assert!(is_other(&read, part), "{path} read as {format:?}: {read:?}");
+        let added = counter.add_in(path, 1, format).await;
+        assert!(is_other(&added, part), "{path} added to as {format:?}: {added:?}");
+        let after = data(path.clone()).await;
+        assert_eq!((after.0, after.1.version), (before.0, before.1.version), "{path} was rewritten");
+    }
+    counter.close().await;
+}
+
+/// `bytes` (a recipe built against `wazoo:recipes@0.1.1`) as built against 0.1.0: its export
+/// names say 0.1.0 and, for the config recipe, its counter has neither `value-in` nor `add-in`
+/// (renamed, same length, so the component stays valid). Only the recipes package is at 0.1.1.
+fn as_built_against_0_1_0(bytes: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    for (from, to) in [(&b"@0.1.1"[..], &b"@0.1.0"[..]), (b"value-in", b"value-xx"), (b"add-in", b"add-xx")] {
+        let mut i = 0;
+        while let Some(at) = out[i..].windows(from.len()).position(|w| w == from) {
+            out[i + at..i + at + to.len()].copy_from_slice(to);
+            i += at + to.len();
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn components_built_against_wazoo_recipes_0_1_0_still_serve_and_their_counter_is_kazoo_only() {
+    let dir = std::env::temp_dir().join(format!("wazoo-recipes-old-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for recipe in ["config", "lock"] {
+        let old = as_built_against_0_1_0(&std::fs::read(plugins().join(format!("{recipe}.wasm"))).unwrap());
+        let text = String::from_utf8_lossy(&old);
+        assert!(text.contains(&format!("wazoo:recipes/{recipe}@0.1.0")) && !text.contains("@0.1.1"));
+        assert!(!text.contains("value-in") && !text.contains("add-in"));
+        std::fs::write(dir.join(format!("{recipe}-0-1-0.wasm")), &old).unwrap();
+    }
+    let mut settings = config(&zk().address(), Duration::from_secs(10));
+    settings.plugins = dir.clone();
+    let host = Host::start(settings).await.unwrap();
+    let path = format!("{}/hits", unique("counter-0-1-0"));
+
+    let mut old = host.config("config-0-1-0").await.expect("a 0.1.0 config component serves");
+    assert_eq!(old.add(&path, 4).await.unwrap(), 4);
+    assert_eq!(old.add_in(&path, 1, CounterFormat::Kazoo).await.unwrap(), 5);
+    assert_eq!(old.counter_in(&path, CounterFormat::Kazoo).await.unwrap(), 5);
+    for format in [CounterFormat::CuratorShared, CounterFormat::CuratorAtomic] {
+        for asked in [old.counter_in(&path, format).await, old.add_in(&path, 1, format).await] {
+            assert!(
+                is_invalid_argument(&asked, "built against wazoo:recipes@0.1.0"),
+                "{format:?}: {asked:?}"
+            );
+            assert!(is_invalid_argument(&asked, format.name()), "{format:?}: {asked:?}");
+        }
+    }
+    assert!(!old.is_retired(), "a refused format is an answer, not a failure of the handle");
+    assert_eq!(old.counter(&path).await.unwrap(), 5);
+    // Its config interface is today's.
+    assert_eq!(old.set(&format!("{path}-value"), b"v", None).await.unwrap(), 0);
+    old.close().await;
+
+    // A recipe of another family built against 0.1.0 serves too.
+    let mut lock = host.lock("lock-0-1-0").await.expect("a 0.1.0 lock component serves");
+    let lock_path = unique("lock-0-1-0");
+    lock.acquire(&lock_path, None).await.unwrap();
+    lock.release().await.unwrap();
+    lock.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

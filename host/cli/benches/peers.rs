@@ -1,31 +1,44 @@
-//! Lock acquire+release beside its peers, in one run against one ZooKeeper: the wazoo `lock`
-//! recipe through the host (wasm), zookeeper-client's `Client::lock` with Curator's prefix
-//! (native), Curator 5.4's `InterProcessMutex` (a child JVM, `peers/CuratorBench.java`) and
-//! kazoo 2.11's `Lock` (a child python3, `peers/kazoo_bench.py`).
+//! Lock acquire+release beside its peers, in one run: the wazoo `lock` recipe through the host
+//! (wasm, in-process), zookeeper-client's `Client::lock` with Curator's prefix (native), the
+//! wazoo daemon (`wazoo serve`, run in-process by `wazoo_daemon::serve::run` on 127.0.0.1, its
+//! clients over gRPC), Curator 5.4's `InterProcessMutex` (a child JVM, `peers/CuratorBench.java`)
+//! and kazoo 2.11's `Lock` (a child python3, `peers/kazoo_bench.py`), all against one ZooKeeper;
+//! and etcd 3.4's lock service (`/usr/bin/etcd`, a child process with its data on tmpfs, as
+//! ZooKeeper runs with `forceSync=no`) through the etcd-client crate.
 //!
-//! Uncontended: one client, a path of its own, `WAZOO_BENCH_OPS` operations (default 4000) after
-//! a warm-up; wasm and native interleaved round by round, then Curator and kazoo one after the
-//! other. Contended: 16 contenders on one path for a fixed time, ops/s counted over every
-//! operation started before the deadline.
+//! Uncontended: one client, a path (or etcd lock name) of its own, `WAZOO_BENCH_OPS` operations
+//! (default 4000) after a warm-up; wasm, native, the daemon and etcd interleaved round by round,
+//! then Curator and kazoo one after the other. A daemon operation is one `Acquire` (family LOCK)
+//! and its `Release` in a client session kept alive by the client; an etcd operation is one
+//! `Lock` with the client's lease and its `Unlock`. Contended: 16 contenders on one path for a
+//! fixed time, ops/s counted over every operation started before the deadline; the daemon's and
+//! etcd's contenders each have a connection of their own (and a client session, or a lease).
+//! Under the two tables, the speed targets beside what this run measured.
 //!
-//! Run with `make bench` (or `cargo bench -p wazoo-cli --bench peers` after `make recipes`).
-//! `WAZOO_ZOOKEEPER` uses an existing ZooKeeper instead of starting one. Needs java, javac,
-//! Debian's Curator jars and kazoo for python3 (all installed by `make setup`).
+//! Run with `make bench`, or after `make recipes`:
+//! `cargo bench -p wazoo-cli --bench peers --features etcd`. Without `--features etcd` (whose
+//! build needs protoc) etcd is not measured. `WAZOO_ZOOKEEPER` uses an existing ZooKeeper
+//! instead of starting one. Needs java, javac, Debian's Curator jars and kazoo for python3 (all
+//! installed by `make setup`), and Debian's etcd-server and protoc (`.ci/setup-bench`).
 
 mod common;
 
+use anyhow::Context;
 use common::{percentile, us};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use tokio::sync::oneshot;
+use wazoo_daemon::serve::ServeConfig;
 use wazoo_runtime::{Host, HostConfig, KeeperConfig, LockHandle, SandboxLimits};
 use wazoo_testkit::ServerOptions;
 use zookeeper_client::{Acls, Client, CreateMode, LockOptions, LockPrefix};
 
-/// Interleaved rounds of the uncontended wasm and native runs.
+/// Interleaved rounds of the uncontended in-process, daemon and etcd runs.
 const ROUNDS: usize = 20;
-/// Untimed uncontended operations before the timed ones (in-process and Curator).
+/// Untimed uncontended operations before the timed ones (all but kazoo).
 const WARMUP: usize = 3000;
 /// kazoo's warm-up: CPython has no JIT to warm, only the server.
 const KAZOO_WARMUP: usize = 500;
@@ -35,12 +48,19 @@ const CONTENDERS: usize = 16;
 const CONTENDED: Duration = Duration::from_secs(5);
 /// kazoo's contended run, shorter: its operations are slow.
 const KAZOO_CONTENDED: Duration = Duration::from_secs(3);
-/// Interleaved rounds of the contended wasm and native runs, `CONTENDED` split among them.
+/// Interleaved rounds of the contended in-process, daemon and etcd runs, `CONTENDED` split
+/// among them.
 const CONTENDED_ROUNDS: u32 = 4;
 /// Debian's Curator jars and the no-op logger they need.
 const CURATOR_JARS: &str = "/usr/share/java/curator-recipes.jar:/usr/share/java/slf4j-nop.jar";
 /// The longest a child bench may take.
 const CHILD_LIMIT: Duration = Duration::from_secs(150);
+/// The daemon's fallback look at the plugins directory (inotify sees changes first).
+const WATCH_EVERY: Duration = Duration::from_secs(5);
+/// TTL of a daemon client's session, kept alive by the client.
+const DAEMON_TTL: Duration = Duration::from_secs(10);
+/// Acquire timeout on the daemon: far above any wait in a run, so a stuck lock fails the bench.
+const ACQUIRE_TIMEOUT_MS: u64 = 60_000;
 
 /// Uncontended figures of one client.
 struct Uncontended {
@@ -49,7 +69,7 @@ struct Uncontended {
     ops_per_s: f64,
 }
 
-/// Contended figures of one client: operations done and their rate.
+/// Contended figures of one side: operations done and their rate.
 struct Contended {
     ops: u64,
     ops_per_s: f64,
@@ -83,24 +103,32 @@ struct Bench {
     ops: usize,
 }
 
+/// What the in-process sides measured: wasm, native, the daemon and (with `--features etcd`)
+/// etcd.
+struct InProcess {
+    wasm: (Uncontended, Contended),
+    native: (Uncontended, Contended),
+    daemon: (Uncontended, Contended),
+    etcd: Option<(Uncontended, Contended)>,
+    /// The daemon's gRPC address, for the heading.
+    grpc: SocketAddr,
+    /// etcd's version as its status reported it, for the heading.
+    etcd_version: Option<String>,
+}
+
 impl Bench {
     async fn run(self) -> anyhow::Result<()> {
-        let config = HostConfig {
-            keeper: KeeperConfig { zookeeper: self.address.clone(), ..KeeperConfig::default() },
-            plugins: self.plugins.clone(),
-            limits: SandboxLimits::default(),
-            allowed: None,
-            cache: None,
-        };
-        let host = Host::start(config).await?;
-        let native = Client::connector().connect(&self.address).await?;
         // A unique root, so an existing ensemble's leftovers never meet this run.
         let root = format!("/bench-peers/{}", std::process::id());
-
-        let (wasm, native_one) = uncontended(&host, &native, &root, self.ops).await?;
-        let (wasm_many, native_many) = contended(&host, &native, &format!("{root}/contended")).await?;
-        drop(host);
-        drop(native);
+        let measured = self.in_process(&root).await?;
+        let InProcess { wasm, native, daemon, etcd, grpc, etcd_version } = measured;
+        let (wasm, wasm_many) = wasm;
+        let (native_one, native_many) = native;
+        let (daemon_one, daemon_many) = daemon;
+        let (etcd_one, etcd_many) = match etcd {
+            Some((one, many)) => (Some(one), Some(many)),
+            None => (None, None),
+        };
 
         let seconds = |d: Duration| format!("{}", d.as_secs_f64());
         let classpath = format!("{}:{CURATOR_JARS}", self.classes.display());
@@ -122,30 +150,58 @@ impl Bench {
         ]);
         let (kazoo, kazoo_many) = peer("kazoo", python).await?;
 
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+        let etcd_note = match &etcd_version {
+            Some(version) => format!("; etcd {version} (one member, data on tmpfs) on 127.0.0.1"),
+            None => String::new(),
+        };
         println!(
-            "wazoo lock beside its peers: ZooKeeper 3.8.0 standalone on 127.0.0.1, one run; uncontended: {} acquire+release per client ({WARMUP} warm-up, kazoo {KAZOO_WARMUP}), wasm and native in {ROUNDS} interleaved rounds",
-            self.ops
+            "wazoo lock beside its peers: ZooKeeper 3.8.0 standalone on 127.0.0.1, {cores} cores, one run; daemon \
+             in-process on {grpc}{etcd_note}; uncontended: {} acquire+release per client ({WARMUP} warm-up, kazoo \
+             {KAZOO_WARMUP}), {} in {ROUNDS} interleaved rounds",
+            self.ops,
+            if etcd_one.is_some() { "wasm, native, the daemon and etcd" } else { "wasm, native and the daemon" }
         );
+        if etcd_one.is_none() {
+            println!();
+            println!("etcd not measured: build the bench with `--features etcd` (`make bench` does)");
+        }
+
+        let ratio = |a: f64, b: f64| a / b;
         println!();
-        println!("| uncontended | p50 | p99 | ops/s | p50 vs native | ops/s vs Curator | ops/s vs kazoo | p99 vs Curator |");
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-        let rows = [
+        print!("| uncontended | p50 | p99 | ops/s | p50 vs native | ops/s vs Curator | ops/s vs kazoo | p99 vs Curator | p50 vs wasm |");
+        println!("{}", if etcd_one.is_some() { " p50 vs etcd |" } else { "" });
+        println!(
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|{}",
+            if etcd_one.is_some() { "---:|" } else { "" }
+        );
+        let mut rows = vec![
             ("wasm: wazoo `lock` recipe through the host", &wasm),
             ("native: zookeeper-client `Client::lock`, Curator prefix", &native_one),
             ("Curator 5.4 `InterProcessMutex` (JVM)", &curator),
             ("kazoo 2.11 `Lock` (CPython)", &kazoo),
+            ("wazoo daemon, 1 gRPC client (`Hold` stream: acquire + release)", &daemon_one),
         ];
+        if let Some(etcd) = &etcd_one {
+            rows.push(("etcd 3.4 Lock + Unlock over gRPC (data on tmpfs)", etcd));
+        }
         for (name, row) in rows {
-            println!(
-                "| {name} | {} | {} | {:.0} | {:.3}× | {:.2}× | {:.2}× | {:.3}× |",
+            let p50 = row.p50.as_secs_f64();
+            print!(
+                "| {name} | {} | {} | {:.0} | {:.3}× | {:.2}× | {:.2}× | {:.3}× | {:.3}× |",
                 us(row.p50),
                 us(row.p99),
                 row.ops_per_s,
-                row.p50.as_secs_f64() / native_one.p50.as_secs_f64(),
-                row.ops_per_s / curator.ops_per_s,
-                row.ops_per_s / kazoo.ops_per_s,
-                row.p99.as_secs_f64() / curator.p99.as_secs_f64(),
+                ratio(p50, native_one.p50.as_secs_f64()),
+                ratio(row.ops_per_s, curator.ops_per_s),
+                ratio(row.ops_per_s, kazoo.ops_per_s),
+                ratio(row.p99.as_secs_f64(), curator.p99.as_secs_f64()),
+                ratio(p50, wasm.p50.as_secs_f64()),
             );
+            match &etcd_one {
+                Some(etcd) => println!(" {:.3}× |", ratio(p50, etcd.p50.as_secs_f64())),
+                None => println!(),
+            }
         }
         println!();
         println!(
@@ -154,162 +210,324 @@ impl Bench {
             KAZOO_CONTENDED.as_secs()
         );
         println!("|---|---:|---:|---:|");
-        let rows = [
+        let mut rows = vec![
             ("wasm: one host, a handle per tokio task", &wasm_many),
             ("native: one shared `Client`, a tokio task each", &native_many),
             ("Curator: one `CuratorFramework`, a thread and a mutex each", &curator_many),
             ("kazoo: one `KazooClient`, a thread and a `Lock` each", &kazoo_many),
+            ("wazoo daemon: 16 gRPC clients, one path", &daemon_many),
         ];
+        if let Some(etcd) = &etcd_many {
+            rows.push(("etcd 3.4: 16 clients, one name", etcd));
+        }
         for (name, row) in rows {
             println!(
                 "| {name} | {} | {:.0} | {:.2}× |",
                 row.ops,
                 row.ops_per_s,
-                row.ops_per_s / curator_many.ops_per_s
+                ratio(row.ops_per_s, curator_many.ops_per_s)
             );
         }
+
+        let targets = [
+            Target::at_most(
+                "wasm p50 vs native p50 (uncontended)",
+                0.85,
+                Some(ratio(wasm.p50.as_secs_f64(), native_one.p50.as_secs_f64())),
+            ),
+            Target::at_least(
+                "wasm ops/s vs Curator's (uncontended)",
+                2.0,
+                Some(ratio(wasm.ops_per_s, curator.ops_per_s)),
+            ),
+            Target::at_least(
+                "wasm ops/s vs kazoo's (uncontended)",
+                4.5,
+                Some(ratio(wasm.ops_per_s, kazoo.ops_per_s)),
+            ),
+            Target::at_most(
+                "wasm p99 vs Curator's p99 (uncontended)",
+                0.25,
+                Some(ratio(wasm.p99.as_secs_f64(), curator.p99.as_secs_f64())),
+            ),
+            Target::at_most(
+                "daemon p50, 1 gRPC client, vs in-process wasm p50",
+                1.3,
+                Some(ratio(daemon_one.p50.as_secs_f64(), wasm.p50.as_secs_f64())),
+            ),
+            Target::at_most(
+                "daemon p50, 1 gRPC client, vs etcd 3.4's p50",
+                1.0,
+                etcd_one.as_ref().map(|etcd| ratio(daemon_one.p50.as_secs_f64(), etcd.p50.as_secs_f64())),
+            ),
+            Target::at_least(
+                "daemon ops/s, 16 gRPC clients on one path, vs Curator's contended ops/s",
+                1.5,
+                Some(ratio(daemon_many.ops_per_s, curator_many.ops_per_s)),
+            ),
+        ];
         println!();
-        println!(
-            "targets: wasm p50 ≤ 0.85× native; wasm ops/s ≥ 2× Curator, ≥ 4.5× kazoo; wasm p99 ≤ ¼ Curator's"
-        );
+        println!("| measure | target | measured | met? |");
+        println!("|---|---:|---:|---|");
+        for target in targets {
+            println!("{}", target.row());
+        }
+        Ok(())
+    }
+
+    /// Starts the daemon (and etcd), runs the uncontended and contended in-process, daemon and
+    /// etcd sides, and stops what it started.
+    async fn in_process(&self, root: &str) -> anyhow::Result<InProcess> {
+        let config = HostConfig {
+            keeper: KeeperConfig { zookeeper: self.address.clone(), ..KeeperConfig::default() },
+            plugins: self.plugins.clone(),
+            limits: SandboxLimits::default(),
+            allowed: None,
+            cache: None,
+        };
+        let host = Host::start(config).await?;
+        let native = Client::connector().connect(&self.address).await?;
+
+        // The daemon on the same Host, as `wazoo serve` runs it.
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let settings = ServeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics: None,
+            watch_every: WATCH_EVERY,
+            tls: None,
+            token: None,
+            bounds: Default::default(),
+        };
+        let served = tokio::spawn(wazoo_daemon::serve::run(
+            host.clone(),
+            settings,
+            move |grpc, _| {
+                let _ = ready_tx.send(grpc);
+            },
+            async {
+                let _ = stop_rx.await;
+            },
+        ));
+        let grpc = match ready_rx.await {
+            Ok(grpc) => grpc,
+            Err(_) => {
+                served.await??;
+                anyhow::bail!("the daemon stopped before it listened");
+            }
+        };
+
+        #[cfg(feature = "etcd")]
+        let etcd = etcd::Etcd::start().await?;
+
+        // Uncontended: one client each, a path of its own.
+        #[cfg_attr(not(feature = "etcd"), allow(unused_mut))]
+        let mut one = vec![
+            Locker::Wasm(host.lock("lock").await?, format!("{root}/wasm")),
+            Locker::Native(native.clone(), format!("{root}/native")),
+            Locker::Daemon(Box::new(DaemonClient::connect(grpc).await?), format!("{root}/daemon")),
+        ];
+        #[cfg(feature = "etcd")]
+        one.push(Locker::Etcd(Box::new(etcd.client(&format!("{root}/etcd")).await?)));
+        let mut one = uncontended(one, self.ops).await?.into_iter();
+
+        // Contended: CONTENDERS of each on one path (or name) per side.
+        let dir = format!("{root}/contended");
+        let mut groups = Vec::new();
+        let mut handles = Vec::with_capacity(CONTENDERS);
+        for _ in 0..CONTENDERS {
+            handles.push(Locker::Wasm(host.lock("lock").await?, format!("{dir}/wasm")));
+        }
+        groups.push(handles);
+        // One shared client (one session, as the host's handles share the host's).
+        groups
+            .push((0..CONTENDERS).map(|_| Locker::Native(native.clone(), format!("{dir}/native"))).collect());
+        let mut clients = Vec::with_capacity(CONTENDERS);
+        for _ in 0..CONTENDERS {
+            clients
+                .push(Locker::Daemon(Box::new(DaemonClient::connect(grpc).await?), format!("{dir}/daemon")));
+        }
+        groups.push(clients);
+        #[cfg(feature = "etcd")]
+        {
+            let mut clients = Vec::with_capacity(CONTENDERS);
+            for _ in 0..CONTENDERS {
+                clients.push(Locker::Etcd(Box::new(etcd.client(&format!("{dir}/etcd")).await?)));
+            }
+            groups.push(clients);
+        }
+        let mut many = contended(groups).await?.into_iter();
+
+        let mut next = || -> anyhow::Result<(Uncontended, Contended)> {
+            match (one.next(), many.next()) {
+                (Some(a), Some(b)) => Ok((a, b)),
+                _ => anyhow::bail!("a side of the bench has no figures"),
+            }
+        };
+        let (wasm, native_side, daemon) = (next()?, next()?, next()?);
+        #[cfg(feature = "etcd")]
+        let (etcd_side, etcd_version) = (Some(next()?), Some(etcd.version.clone()));
+        #[cfg(not(feature = "etcd"))]
+        let (etcd_side, etcd_version) = (None, None);
+
+        #[cfg(feature = "etcd")]
+        drop(etcd);
+        let _ = stop_tx.send(());
+        served.await??;
+        drop(host);
+        drop(native);
+        Ok(InProcess { wasm, native: native_side, daemon, etcd: etcd_side, grpc, etcd_version })
+    }
+}
+
+/// One target of the speed issue: a ratio this run measured, at most or at least `bound`.
+struct Target {
+    measure: &'static str,
+    at_most: bool,
+    bound: f64,
+    /// `None`: not measured in this run.
+    measured: Option<f64>,
+}
+
+impl Target {
+    fn at_most(measure: &'static str, bound: f64, measured: Option<f64>) -> Target {
+        Target { measure, at_most: true, bound, measured }
+    }
+
+    fn at_least(measure: &'static str, bound: f64, measured: Option<f64>) -> Target {
+        Target { measure, at_most: false, bound, measured }
+    }
+
+    /// The target as a row of `| measure | target | measured | met? |`.
+    fn row(&self) -> String {
+        let target = format!("{} {}×", if self.at_most { "≤" } else { "≥" }, self.bound);
+        match self.measured {
+            Some(m) => {
+                let met = if self.at_most { m <= self.bound } else { m >= self.bound };
+                format!("| {} | {target} | {m:.3}× | {} |", self.measure, if met { "yes" } else { "no" })
+            }
+            None => format!("| {} | {target} | not measured (`--features etcd`) | – |", self.measure),
+        }
+    }
+}
+
+/// One client of one lock service, looping acquire+release on one lock.
+enum Locker {
+    /// A `lock` recipe handle on the in-process host, and its path.
+    Wasm(LockHandle, String),
+    /// zookeeper-client's lock, and its path.
+    Native(Client, String),
+    /// A gRPC client of the daemon, and its path.
+    Daemon(Box<DaemonClient>, String),
+    /// An etcd client with a lease of its own, and its lock name.
+    #[cfg(feature = "etcd")]
+    Etcd(Box<etcd::EtcdClient>),
+}
+
+impl Locker {
+    /// One acquire and its release.
+    async fn once(&mut self) -> anyhow::Result<()> {
+        match self {
+            Locker::Wasm(handle, path) => {
+                handle.acquire(path, None).await?;
+                handle.release().await?;
+            }
+            Locker::Native(client, path) => native_lock(client, path).await?,
+            Locker::Daemon(client, path) => daemon_lock_once(client, path).await?,
+            #[cfg(feature = "etcd")]
+            Locker::Etcd(client) => etcd::lock_once(client).await?,
+        }
         Ok(())
     }
 }
 
-/// Uncontended acquire+release, wasm and native on paths of their own, warmed up, then
-/// alternated round by round so server-side drift hits both alike.
-async fn uncontended(
-    host: &Host,
-    native: &Client,
-    root: &str,
-    ops: usize,
-) -> anyhow::Result<(Uncontended, Uncontended)> {
-    let mut wasm = host.lock("lock").await?;
-    let (wasm_dir, native_dir) = (format!("{root}/wasm"), format!("{root}/native"));
+/// The order of `sides` sides in round `round`: rotated by one each round, so no side always
+/// follows another.
+fn order(round: usize, sides: usize) -> impl Iterator<Item = usize> {
+    (0..sides).map(move |i| (i + round) % sides)
+}
+
+/// Uncontended acquire+release, a client per side on a path of its own, warmed up together, then
+/// alternated round by round so server-side drift hits every side alike. Figures in the order of
+/// `sides`.
+async fn uncontended(mut sides: Vec<Locker>, ops: usize) -> anyhow::Result<Vec<Uncontended>> {
     for _ in 0..WARMUP {
-        wasm.acquire(&wasm_dir, None).await?;
-        wasm.release().await?;
-        native_lock(native, &native_dir).await?;
+        for side in sides.iter_mut() {
+            side.once().await?;
+        }
     }
     let per_round = ops.div_ceil(ROUNDS);
-    let (mut wasm_times, mut native_times) = (Vec::new(), Vec::new());
-    let (mut wasm_total, mut native_total) = (Duration::ZERO, Duration::ZERO);
+    let mut times = vec![Vec::with_capacity(per_round * ROUNDS); sides.len()];
+    let mut totals = vec![Duration::ZERO; sides.len()];
     for round in 0..ROUNDS {
-        // Alternate which side goes first, so neither always follows the other.
-        for side in if round % 2 == 0 { [0, 1] } else { [1, 0] } {
+        for side in order(round, sides.len()) {
             let started_round = Instant::now();
             for _ in 0..per_round {
                 let started = Instant::now();
-                if side == 0 {
-                    wasm.acquire(&wasm_dir, None).await?;
-                    wasm.release().await?;
-                    wasm_times.push(started.elapsed());
-                } else {
-                    native_lock(native, &native_dir).await?;
-                    native_times.push(started.elapsed());
-                }
+                sides[side].once().await?;
+                times[side].push(started.elapsed());
             }
-            if side == 0 {
-                wasm_total += started_round.elapsed();
-            } else {
-                native_total += started_round.elapsed();
-            }
+            totals[side] += started_round.elapsed();
         }
     }
-    let figures = |times: &mut Vec<Duration>, total: Duration| Uncontended {
-        p50: percentile(times, 50.0),
-        p99: percentile(times, 99.0),
-        ops_per_s: times.len() as f64 / total.as_secs_f64(),
-    };
-    Ok((figures(&mut wasm_times, wasm_total), figures(&mut native_times, native_total)))
+    Ok(times
+        .iter_mut()
+        .zip(totals)
+        .map(|(times, total)| Uncontended {
+            p50: percentile(times, 50.0),
+            p99: percentile(times, 99.0),
+            ops_per_s: times.len() as f64 / total.as_secs_f64(),
+        })
+        .collect())
 }
 
-/// `CONTENDERS` contenders on one path, wasm (a handle each, one host) and native (one shared
-/// client, a task each), in alternating rounds that add up to `CONTENDED` per side, after an
-/// untimed round of each.
-async fn contended(host: &Host, native: &Client, dir: &str) -> anyhow::Result<(Contended, Contended)> {
-    let mut handles = Vec::with_capacity(CONTENDERS);
-    for _ in 0..CONTENDERS {
-        handles.push(host.lock("lock").await?);
-    }
+/// Each group's contenders on their one path, in alternating rounds that add up to `CONTENDED`
+/// per group, after an untimed round of each. Figures in the order of `groups`.
+async fn contended(mut groups: Vec<Vec<Locker>>) -> anyhow::Result<Vec<Contended>> {
     let round = CONTENDED / CONTENDED_ROUNDS;
-    handles = contend_wasm(handles, dir, round).await?.0;
-    contend_native(native, dir, round).await?;
-    let (mut wasm, mut native_sum) = ((0, Duration::ZERO), (0, Duration::ZERO));
-    for r in 0..CONTENDED_ROUNDS {
-        for side in if r % 2 == 0 { [0, 1] } else { [1, 0] } {
-            if side == 0 {
-                let (back, ops, elapsed) = contend_wasm(handles, dir, round).await?;
-                handles = back;
-                wasm = (wasm.0 + ops, wasm.1 + elapsed);
-            } else {
-                let (ops, elapsed) = contend_native(native, dir, round).await?;
-                native_sum = (native_sum.0 + ops, native_sum.1 + elapsed);
-            }
+    for group in groups.iter_mut() {
+        *group = contend(std::mem::take(group), round).await?.0;
+    }
+    let mut sums = vec![(0u64, Duration::ZERO); groups.len()];
+    for r in 0..CONTENDED_ROUNDS as usize {
+        for side in order(r, groups.len()) {
+            let (back, ops, elapsed) = contend(std::mem::take(&mut groups[side]), round).await?;
+            groups[side] = back;
+            sums[side] = (sums[side].0 + ops, sums[side].1 + elapsed);
         }
     }
-    let figures =
-        |(ops, elapsed): (u64, Duration)| Contended { ops, ops_per_s: ops as f64 / elapsed.as_secs_f64() };
-    Ok((figures(wasm), figures(native_sum)))
+    Ok(sums
+        .into_iter()
+        .map(|(ops, elapsed)| Contended { ops, ops_per_s: ops as f64 / elapsed.as_secs_f64() })
+        .collect())
 }
 
-/// Each handle loops acquire+release on `dir` in its own task until `length` has passed; every
+/// Each contender loops acquire+release in its own task until `length` has passed; every
 /// operation started before then counts, over the time until the last task is done. Gives the
-/// handles back with the operations and that time.
-async fn contend_wasm(
-    handles: Vec<LockHandle>,
-    dir: &str,
-    length: Duration,
-) -> anyhow::Result<(Vec<LockHandle>, u64, Duration)> {
+/// contenders back with the operations and that time.
+async fn contend(lockers: Vec<Locker>, length: Duration) -> anyhow::Result<(Vec<Locker>, u64, Duration)> {
     let started = Instant::now();
     let deadline = started + length;
-    let tasks: Vec<_> = handles
+    let tasks: Vec<_> = lockers
         .into_iter()
-        .map(|mut handle| {
-            let dir = dir.to_string();
+        .map(|mut locker| {
             tokio::spawn(async move {
                 let mut done = 0u64;
                 while Instant::now() < deadline {
-                    handle.acquire(&dir, None).await?;
-                    handle.release().await?;
+                    locker.once().await?;
                     done += 1;
                 }
-                anyhow::Ok((handle, done))
+                anyhow::Ok((locker, done))
             })
         })
         .collect();
-    let (mut handles, mut total) = (Vec::with_capacity(CONTENDERS), 0);
+    let (mut lockers, mut total) = (Vec::with_capacity(tasks.len()), 0);
     for task in tasks {
-        let (handle, done) = task.await??;
-        handles.push(handle);
+        let (locker, done) = task.await??;
+        lockers.push(locker);
         total += done;
     }
-    Ok((handles, total, started.elapsed()))
-}
-
-/// As [`contend_wasm`], with `CONTENDERS` tasks sharing one native client (one session, as the
-/// host's handles share the host's).
-async fn contend_native(native: &Client, dir: &str, length: Duration) -> anyhow::Result<(u64, Duration)> {
-    let started = Instant::now();
-    let deadline = started + length;
-    let tasks: Vec<_> = (0..CONTENDERS)
-        .map(|_| {
-            let (client, dir) = (native.clone(), dir.to_string());
-            tokio::spawn(async move {
-                let mut done = 0u64;
-                while Instant::now() < deadline {
-                    native_lock(&client, &dir).await?;
-                    done += 1;
-                }
-                anyhow::Ok(done)
-            })
-        })
-        .collect();
-    let mut total = 0;
-    for task in tasks {
-        total += task.await??;
-    }
-    Ok((total, started.elapsed()))
+    Ok((lockers, total, started.elapsed()))
 }
 
 /// The native baseline: acquire, then an awaited delete (the `LockClient` drop would delete in
@@ -324,6 +542,200 @@ async fn native_lock(client: &Client, dir: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A gRPC client of the daemon: a connection, a client session of its own (kept alive by the
+/// client until dropped) and a `Hold` stream in it.
+struct DaemonClient {
+    holder: wazoo_client::Holder,
+    _session: wazoo_client::Session,
+}
+
+impl DaemonClient {
+    async fn connect(grpc: SocketAddr) -> anyhow::Result<DaemonClient> {
+        let client = wazoo_client::Client::connect(&grpc.to_string(), None, Duration::from_secs(5)).await?;
+        let session = client.session(DAEMON_TTL, "bench-peers".into()).await?;
+        let holder = client.holder(&session).await?;
+        Ok(DaemonClient { holder, _session: session })
+    }
+}
+
+/// One lock operation through the daemon, as a client taking locks over and over does it: the
+/// lock at `path` taken and released on the client's `Hold` stream.
+async fn daemon_lock_once(daemon: &mut DaemonClient, path: &str) -> anyhow::Result<()> {
+    let options = wazoo_client::LockOptions {
+        timeout: Some(Duration::from_millis(ACQUIRE_TIMEOUT_MS)),
+        ..Default::default()
+    };
+    daemon.holder.acquire(path, &options).await.context("daemon Hold acquire")?;
+    daemon.holder.release().await.context("daemon Hold release")?;
+    Ok(())
+}
+
+/// etcd 3.4 as a child process, and its lock service through etcd-client.
+#[cfg(feature = "etcd")]
+mod etcd {
+    use anyhow::Context;
+    use std::path::PathBuf;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    /// Debian's etcd-server.
+    pub const ETCD: &str = "/usr/bin/etcd";
+    /// The longest etcd may take to answer after it starts.
+    const START_LIMIT: Duration = Duration::from_secs(20);
+    /// TTL of each client's lease, kept alive every third of it.
+    const LEASE_TTL: i64 = 60;
+
+    /// A one-member etcd on 127.0.0.1 with its data on tmpfs: killed, and its data removed, when
+    /// dropped.
+    pub struct Etcd {
+        child: std::process::Child,
+        scratch: PathBuf,
+        endpoint: String,
+        /// The server's version, as its status reports it.
+        pub version: String,
+    }
+
+    impl Etcd {
+        /// Starts etcd in a fresh directory under /dev/shm and waits until it answers.
+        pub async fn start() -> anyhow::Result<Etcd> {
+            let shm = PathBuf::from("/dev/shm");
+            anyhow::ensure!(
+                shm.is_dir(),
+                "/dev/shm missing: the peers bench keeps etcd's data on tmpfs there"
+            );
+            let scratch = shm.join(format!("wazoo-bench-etcd-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&scratch);
+            std::fs::create_dir_all(&scratch)?;
+            let log = scratch.join("etcd.log");
+            let (client_port, peer_port) = (free_port()?, free_port()?);
+            let endpoint = format!("http://127.0.0.1:{client_port}");
+            let peer = format!("http://127.0.0.1:{peer_port}");
+            let spawned = std::process::Command::new(ETCD)
+                .arg("--name=default")
+                .arg(format!("--data-dir={}", scratch.join("data").display()))
+                .arg(format!("--listen-client-urls={endpoint}"))
+                .arg(format!("--advertise-client-urls={endpoint}"))
+                .arg(format!("--listen-peer-urls={peer}"))
+                .arg(format!("--initial-advertise-peer-urls={peer}"))
+                .arg(format!("--initial-cluster=default={peer}"))
+                .args(["--logger=zap", "--log-level=error", "--log-outputs=stderr"])
+                .stdin(Stdio::null())
+                .stdout(std::fs::File::create(scratch.join("etcd.out"))?)
+                .stderr(std::fs::File::create(&log)?)
+                .spawn();
+            let child = match spawned {
+                Ok(child) => child,
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&scratch);
+                    anyhow::bail!("cannot start {ETCD}: {e}");
+                }
+            };
+            // From here on, dropping `etcd` kills it and removes its directory.
+            let mut etcd = Etcd { child, scratch, endpoint, version: String::new() };
+            etcd.version = etcd.wait_until_ready().await?;
+            Ok(etcd)
+        }
+
+        /// Asks etcd for its status until it answers (its version), it exits, or `START_LIMIT`
+        /// passes.
+        async fn wait_until_ready(&mut self) -> anyhow::Result<String> {
+            let deadline = Instant::now() + START_LIMIT;
+            let options = etcd_client::ConnectOptions::new()
+                .with_connect_timeout(Duration::from_secs(1))
+                .with_timeout(Duration::from_secs(1));
+            loop {
+                if let Some(status) = self.child.try_wait()? {
+                    anyhow::bail!("etcd exited at start ({status}): {}", self.last_log_line());
+                }
+                let asked = async {
+                    let mut client =
+                        etcd_client::Client::connect([&self.endpoint], Some(options.clone())).await?;
+                    let status = client.status().await?;
+                    anyhow::Ok(status.version().to_string())
+                };
+                let last = match tokio::time::timeout(Duration::from_secs(2), asked).await {
+                    Ok(Ok(version)) => return Ok(version),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => "no answer within 2 s".to_string(),
+                };
+                if Instant::now() > deadline {
+                    anyhow::bail!(
+                        "etcd at {} did not answer within {START_LIMIT:?} ({last}); its log: {}",
+                        self.endpoint,
+                        self.last_log_line()
+                    );
+                }
+                // Nothing to watch for a listener coming up: look again shortly.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+
+        /// The last line etcd logged, for errors.
+        fn last_log_line(&self) -> String {
+            std::fs::read_to_string(self.scratch.join("etcd.log"))
+                .ok()
+                .and_then(|log| log.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string))
+                .unwrap_or_else(|| "no log".to_string())
+        }
+
+        /// A client of its own (one connection) with a lease of its own, locking `name`.
+        pub async fn client(&self, name: &str) -> anyhow::Result<EtcdClient> {
+            let mut client = etcd_client::Client::connect([&self.endpoint], None).await?;
+            let lease = client.lease_grant(LEASE_TTL, None).await?.id();
+            let (mut keeper, mut replies) = client.lease_keep_alive(lease).await?;
+            let keepalive = tokio::spawn(async move {
+                let mut every = tokio::time::interval(Duration::from_secs(LEASE_TTL as u64 / 3));
+                loop {
+                    every.tick().await;
+                    if keeper.keep_alive().await.is_err() {
+                        break;
+                    }
+                    match replies.message().await {
+                        Ok(Some(reply)) if reply.ttl() > 0 => {}
+                        _ => break,
+                    }
+                }
+            });
+            Ok(EtcdClient { client, lease, name: name.as_bytes().to_vec(), keepalive })
+        }
+    }
+
+    impl Drop for Etcd {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = std::fs::remove_dir_all(&self.scratch);
+        }
+    }
+
+    /// An etcd client, its lease (kept alive until dropped) and the lock name it takes.
+    pub struct EtcdClient {
+        client: etcd_client::Client,
+        lease: i64,
+        name: Vec<u8>,
+        keepalive: tokio::task::JoinHandle<()>,
+    }
+
+    impl Drop for EtcdClient {
+        fn drop(&mut self) {
+            self.keepalive.abort();
+        }
+    }
+
+    /// One lock operation on etcd: `Lock` of the client's name with its lease, then `Unlock` of
+    /// the key it returned.
+    pub async fn lock_once(etcd: &mut EtcdClient) -> anyhow::Result<()> {
+        let options = etcd_client::LockOptions::new().with_lease(etcd.lease);
+        let locked = etcd.client.lock(etcd.name.clone(), Some(options)).await.context("etcd Lock")?;
+        etcd.client.unlock(locked.key()).await.context("etcd Unlock")?;
+        Ok(())
+    }
+
+    /// A TCP port on 127.0.0.1 nothing listens on now.
+    fn free_port() -> anyhow::Result<u16> {
+        Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
+    }
+}
 /// Runs one peer's bench to the end and reads its two lines:
 /// `uncontended <p50_us> <p99_us> <ops_per_s>` and `contended <ops> <ops_per_s>`.
 async fn peer(name: &str, mut command: tokio::process::Command) -> anyhow::Result<(Uncontended, Contended)> {
@@ -359,9 +771,15 @@ async fn peer(name: &str, mut command: tokio::process::Command) -> anyhow::Resul
     ))
 }
 
-/// Fails with one line naming the first missing tool: java, javac, the Curator jars, python3
-/// or kazoo.
+/// Fails with one line naming the first missing tool: etcd (with `--features etcd`), java,
+/// javac, the Curator jars, python3 or kazoo.
 fn check_tools() -> anyhow::Result<()> {
+    #[cfg(feature = "etcd")]
+    anyhow::ensure!(
+        Path::new(etcd::ETCD).exists(),
+        "{} missing: the peers bench needs Debian's etcd-server (run `bash .ci/setup-bench`)",
+        etcd::ETCD
+    );
     for (tool, args, package) in [("java", &["-version"][..], "a JRE"), ("javac", &["-version"][..], "a JDK")]
     {
         let ran =

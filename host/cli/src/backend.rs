@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use wazoo_runtime::fence::{Holder, Written};
 use wazoo_runtime::holders::{Contenders, Kind};
-use wazoo_runtime::{Ballot, Entry, LeaderInfo, Membership, Outcome, TxMode, Want};
+use wazoo_runtime::{Ballot, CounterFormat, Entry, LeaderInfo, Membership, Outcome, TxMode, Want};
 
 use crate::exit;
 
@@ -42,9 +42,10 @@ pub(crate) trait Backend {
     /// Calls `each` with the value now and after every change, until `each` or the watch fails.
     async fn config_watch(&self, path: &str, each: &mut dyn FnMut(Option<&Entry>)) -> Result<(), Failure>;
 
-    async fn counter_get(&self, path: &str) -> Result<i64, Failure>;
-    /// Adds `delta`: the new value.
-    async fn counter_add(&self, path: &str, delta: i64) -> Result<i64, Failure>;
+    /// The counter at `path`, stored in `format`.
+    async fn counter_get(&self, path: &str, format: CounterFormat) -> Result<i64, Failure>;
+    /// Adds `delta` to the counter stored in `format`: the new value.
+    async fn counter_add(&self, path: &str, delta: i64, format: CounterFormat) -> Result<i64, Failure>;
 
     /// The members of the group at `path` now.
     async fn group_members(&self, path: &str) -> Result<Membership, Failure>;

@@ -114,12 +114,42 @@ impl Asked<'_> {
 /// queue; `--timeout` (or `--no-wait`) passing exits 3 or `--conflict-exit-code`.
 pub(crate) async fn claim(backend: &impl Backend, asked: Asked<'_>, run: Run<'_>) -> anyhow::Result<u8> {
     let mut signals = Signals::new()?;
+    Ok(term(backend, &asked, &run, &mut signals, Vec::new()).await?.status())
+}
+
+/// How one claim, and the command under it, ended.
+enum Term {
+    /// Not had: `--timeout` passed or `--no-wait` found it taken.
+    NotHad(u8),
+    /// A signal came, before the claim or while the command ran.
+    Interrupted(u8),
+    /// The command ended, or the claim was lost: its exit status.
+    Ended(u8),
+}
+
+impl Term {
+    fn status(&self) -> u8 {
+        match *self {
+            Term::NotHad(s) | Term::Interrupted(s) | Term::Ended(s) => s,
+        }
+    }
+}
+
+/// Takes the claim and runs the command under it once ([`claim`]); `extra` is added to the
+/// command's environment.
+async fn term(
+    backend: &impl Backend,
+    asked: &Asked<'_>,
+    run: &Run<'_>,
+    signals: &mut Signals,
+    extra: Vec<(String, String)>,
+) -> anyhow::Result<Term> {
     // Refuse a bad path before asking anyone (the host checks it again for the recipe).
     check_path(asked.path_kind(), asked.path)?;
     let what = asked.what();
     let mut contender = match signals.interrupt(backend.contender(&asked.want, asked.recipe, &what)).await {
         Ok(contender) => contender?,
-        Err(caught) => return Ok(interrupted(caught, &what)),
+        Err(caught) => return Ok(Term::Interrupted(interrupted(caught, &what))),
     };
     let timeout = run.wait.and_then(WaitArgs::wait);
     let granted = match signals.interrupt(contender.acquire(asked.path, timeout)).await {
@@ -127,16 +157,18 @@ pub(crate) async fn claim(backend: &impl Backend, asked: Asked<'_>, run: Run<'_>
         Ok(Err(failure)) => {
             contender.close().await;
             return match (failure, run.wait) {
-                (Failure::Timeout, Some(wait)) => Ok(not_held(asked.waited(), asked.path, wait)),
+                (Failure::Timeout, Some(wait)) => {
+                    Ok(Term::NotHad(not_held(asked.waited(), asked.path, wait)))
+                }
                 (failure, _) => Err(failure.into_error(asked.doing())),
             };
         }
         Err(caught) => {
             contender.close().await;
-            return Ok(match run.wait {
+            return Ok(Term::Interrupted(match run.wait {
                 Some(_) => left_queue(caught, &what),
                 None => interrupted(caught, &what),
-            });
+            }));
         }
     };
     tracing::info!(node = %granted.node, token = granted.token, "{what} held");
@@ -146,15 +178,79 @@ pub(crate) async fn claim(backend: &impl Backend, asked: Asked<'_>, run: Run<'_>
             eprintln!("wazoo: could not acknowledge leadership of {}: {e}", asked.path);
         }
     }
+    let mut env = asked.env(granted);
+    env.extend(extra);
     let under = RunUnder {
         command: run.command,
         grace: run.hold.grace.unwrap_or_else(|| default_grace(contender.session_timeout())),
-        env: asked.env(granted),
+        env,
         statuses: Statuses::new(run.hold, run.wait),
         what,
     };
     let held = contender.hold().await?;
-    hold(held, under, &mut signals).await
+    let before = signals.caught();
+    let status = hold(held, under, signals).await?;
+    Ok(if signals.caught() != before { Term::Interrupted(status) } else { Term::Ended(status) })
+}
+
+/// How `wazoo elect --requeue` campaigns again.
+pub(crate) struct Requeue {
+    /// Stop after this many terms.
+    pub(crate) max_terms: Option<u32>,
+    /// The wait before campaigning again, doubled for each further failed term in a row (up to
+    /// [`MAX_BACKOFF`], or itself if longer).
+    pub(crate) backoff: Duration,
+}
+
+/// The longest wait between terms.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// `wazoo elect --requeue` (Curator's `LeaderSelector` with `autoRequeue`): campaigns, runs the
+/// command while leading, and when it ends or leadership is lost, campaigns again after the
+/// back-off: `--backoff`, doubled for each further term in a row that failed (the command's
+/// status not 0, leadership lost, or ZooKeeper or the daemon out of reach so that no term could
+/// begin; at most a minute, or `--backoff` if longer), back to `--backoff` after one that did
+/// not. Ends after `--max-terms` terms (failed ones count) with the last one's status; at a
+/// signal (while the command runs it goes to the command, and wazoo ends with the command's
+/// status once it ends; else 128 + the signal); or when a wait for leadership times out (3).
+/// The command learns its term in `WAZOO_TERM` (from 1).
+pub(crate) async fn requeue(
+    backend: &impl Backend,
+    asked: Asked<'_>,
+    run: Run<'_>,
+    again: Requeue,
+) -> anyhow::Result<u8> {
+    if run.command.is_empty() {
+        return Err(exit::usage("--requeue campaigns again when CMD ends: give a CMD after --"));
+    }
+    let mut signals = Signals::new()?;
+    let mut failed_in_a_row = 0u32;
+    for number in 1u32.. {
+        let extra = vec![("WAZOO_TERM".to_string(), number.to_string())];
+        let status = match term(backend, &asked, &run, &mut signals, extra).await {
+            Ok(Term::Ended(status)) => status,
+            Ok(other) => return Ok(other.status()),
+            // ZooKeeper (or the daemon) out of reach, or the session gone: the loss that ended
+            // the last term often comes with it. A failed term: campaign again once it is back.
+            Err(error) if exit::code_of(&error) == exit::UNAVAILABLE => {
+                eprintln!("wazoo: term {number} of the {}: {error:#}", asked.what());
+                exit::UNAVAILABLE
+            }
+            Err(error) => return Err(error),
+        };
+        if again.max_terms.is_some_and(|max| number >= max) {
+            return Ok(status);
+        }
+        failed_in_a_row = if status == 0 { 0 } else { failed_in_a_row + 1 };
+        let doubled = failed_in_a_row.saturating_sub(1).min(16);
+        let wait = again.backoff.saturating_mul(1 << doubled).min(MAX_BACKOFF.max(again.backoff));
+        tracing::info!(term = number, status, "campaigning again in {wait:?}");
+        if let Err(caught) = signals.interrupt(tokio::time::sleep(wait)).await {
+            eprintln!("wazoo: {} between terms of the {}", caught.name(), asked.what());
+            return Ok(caught.status());
+        }
+    }
+    unreachable!("terms are counted in u32")
 }
 
 /// `wazoo lock PATH PATH…`: every lock or none (Curator's `InterProcessMultiLock`). The locks
@@ -181,46 +277,62 @@ pub(crate) async fn claim_all(
         check_path("lock", path)?;
     }
     let mut signals = Signals::new()?;
+    let statuses = Statuses::new(run.hold, run.wait);
     let wait = run.wait.and_then(WaitArgs::wait);
     let deadline = wait.map(|w| tokio::time::Instant::now() + w);
-    let mut held = Vec::new();
+    // The locks held so far, each followed from the moment it is held: one lost while a later
+    // one is awaited ends it all.
+    let mut all = All::new();
+    let mut granted = Vec::new();
     let mut grace = None;
-    for path in sorted {
+    for path in sorted.iter().copied() {
         let what = format!("lock at {path}");
-        let taken = signals
-            .interrupt(async {
-                let mut contender = backend.contender(&Want::Lock, recipe, &what).await?;
-                // The time left of the whole wait (none left: a look, as --no-wait).
-                let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
-                match contender.acquire(path, left).await {
-                    Ok(granted) => {
-                        let timeout = contender.session_timeout();
-                        Ok(Ok((granted, contender.hold().await?, timeout)))
-                    }
-                    Err(failure) => {
-                        contender.close().await;
-                        Ok::<_, anyhow::Error>(Err(failure))
-                    }
-                }
-            })
-            .await;
-        let failed = match taken {
-            Ok(Ok(Ok((granted, holding, timeout)))) => {
-                tracing::info!(node = %granted.node, token = granted.token, "{what} held");
-                grace.get_or_insert_with(|| default_grace(timeout));
-                held.push((path, granted, holding));
-                continue;
+        let mut contender = match signals.interrupt(backend.contender(&Want::Lock, recipe, &what)).await {
+            Ok(Ok(contender)) => contender,
+            Ok(Err(error)) => {
+                all.release_quietly().await;
+                return Err(error);
             }
-            Ok(Ok(Err(failure))) => Err(failure),
-            Ok(Err(error)) => Ok(Err(error)),
-            Err(caught) => Ok(Ok(caught)),
+            Err(caught) => {
+                all.release_quietly().await;
+                return Ok(interrupted(caught, &what));
+            }
+        };
+        // The time left of the whole wait (none left: a look, as --no-wait).
+        let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+        let taken = tokio::select! {
+            taken = signals.interrupt(contender.acquire(path, left)) => taken,
+            ending = all.first_lost() => {
+                contender.close().await;
+                eprintln!("wazoo: {} ({}) while waiting for the {what}", ending.why, if ending.revoked { "revoked" } else { "lost" });
+                all.release_quietly().await;
+                return Ok(if ending.revoked { statuses.revoked } else { statuses.lost });
+            }
+        };
+        let failed = match taken {
+            Ok(Ok(got)) => {
+                tracing::info!(node = %got.node, token = got.token, "{what} held");
+                grace.get_or_insert_with(|| default_grace(contender.session_timeout()));
+                match contender.hold().await {
+                    Ok(holding) => {
+                        all.push(path.to_string(), holding);
+                        granted.push((path, got, ()));
+                        continue;
+                    }
+                    Err(error) => Ok(Err(error)),
+                }
+            }
+            Ok(Err(failure)) => {
+                contender.close().await;
+                Err(failure)
+            }
+            Err(caught) => {
+                contender.close().await;
+                Ok(Ok(caught))
+            }
         };
         // Not had: let go of those taken, last first, then say why.
-        for (_, _, holding) in held.into_iter().rev() {
-            if let Err(e) = holding.release().await {
-                eprintln!("wazoo: releasing a lock taken before: {e}");
-            }
-        }
+        all.release_quietly().await;
         return match failed {
             Err(Failure::Timeout) => Ok(match run.wait {
                 Some(wait) => not_held(Waited::Lock, path, wait),
@@ -231,15 +343,13 @@ pub(crate) async fn claim_all(
             Ok(Ok(caught)) => Ok(left_queue(caught, &what)),
         };
     }
-    let env = several_env(&held);
     let under = RunUnder {
         command: run.command,
         grace: run.hold.grace.or(grace).unwrap_or_default(),
-        env,
-        statuses: Statuses::new(run.hold, run.wait),
-        what: format!("locks at {}", held.iter().map(|(p, _, _)| *p).collect::<Vec<_>>().join(", ")),
+        env: several_env(&granted),
+        statuses,
+        what: format!("locks at {}", sorted.join(", ")),
     };
-    let all = All(held.into_iter().map(|(path, _, holding)| (path.to_string(), holding)).collect());
     hold(all, under, &mut signals).await
 }
 
@@ -266,37 +376,72 @@ fn several_env<H>(held: &[(&str, Granted, H)]) -> Vec<(String, String)> {
     env
 }
 
-/// Several claims held together, each with its path: lost when any one is.
-struct All<H>(Vec<(String, H)>);
+/// Several claims held together, each with its path: lost when any one is. Each is followed
+/// from the moment it is added ([`All::push`]), so a loss while later claims are awaited is
+/// not missed.
+pub(crate) struct All<H> {
+    held: Vec<(String, H)>,
+    /// Each claim's loss, named by its path; handed to [`Holding::lost`].
+    watching: std::sync::Mutex<Option<tokio::task::JoinSet<Ending>>>,
+}
+
+impl<H: Holding> All<H> {
+    pub(crate) fn new() -> All<H> {
+        All { held: Vec::new(), watching: std::sync::Mutex::new(Some(tokio::task::JoinSet::new())) }
+    }
+
+    /// Adds a held claim and starts following its loss.
+    pub(crate) fn push(&mut self, path: String, holding: H) {
+        let lost = holding.lost();
+        let named = path.clone();
+        if let Some(set) = self.watching.get_mut().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            set.spawn(async move {
+                let ending = lost.await;
+                Ending { why: format!("the lock at {named}: {}", ending.why), revoked: ending.revoked }
+            });
+        }
+        self.held.push((path, holding));
+    }
+
+    /// Resolves when any claim added so far is lost; never if none is (or the losses were
+    /// handed to [`Holding::lost`]). Cancel-safe.
+    pub(crate) async fn first_lost(&mut self) -> Ending {
+        let Some(set) = self.watching.get_mut().unwrap_or_else(|e| e.into_inner()).as_mut() else {
+            return std::future::pending().await;
+        };
+        while let Some(joined) = set.join_next().await {
+            if let Ok(ending) = joined {
+                return ending;
+            }
+        }
+        std::future::pending().await
+    }
+
+    /// Lets go of every claim, last first, saying what failed.
+    pub(crate) async fn release_quietly(self) {
+        if let Err(e) = Holding::release(self).await {
+            eprintln!("wazoo: releasing the locks taken: {e}");
+        }
+    }
+}
 
 impl<H: Holding> Holding for All<H> {
     fn lost(&self) -> impl std::future::Future<Output = Ending> + Send + 'static {
-        let each: Vec<_> = self
-            .0
-            .iter()
-            .map(|(path, holding)| {
-                let (path, lost) = (path.clone(), holding.lost());
-                async move {
-                    let ending = lost.await;
-                    Ending { why: format!("the lock at {path}: {}", ending.why), revoked: ending.revoked }
-                }
-            })
-            .collect();
+        let set = self.watching.lock().unwrap_or_else(|e| e.into_inner()).take();
         async move {
-            let mut set = tokio::task::JoinSet::new();
-            for lost in each {
-                set.spawn(lost);
+            let Some(mut set) = set else { return std::future::pending().await };
+            while let Some(joined) = set.join_next().await {
+                if let Ok(ending) = joined {
+                    return ending;
+                }
             }
-            match set.join_next().await {
-                Some(Ok(ending)) => ending,
-                _ => std::future::pending().await,
-            }
+            std::future::pending().await
         }
     }
 
     async fn release(self) -> Result<(), String> {
         let mut failed = Vec::new();
-        for (path, holding) in self.0.into_iter().rev() {
+        for (path, holding) in self.held.into_iter().rev() {
             if let Err(e) = holding.release().await {
                 failed.push(format!("the lock at {path}: {e}"));
             }
@@ -309,7 +454,7 @@ impl<H: Holding> Holding for All<H> {
     }
 
     async fn close(self) {
-        for (_, holding) in self.0.into_iter().rev() {
+        for (_, holding) in self.held.into_iter().rev() {
             holding.close().await;
         }
     }

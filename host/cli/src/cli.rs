@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use wazoo_runtime::{Ballot, Mode, TxMode, World};
+use wazoo_runtime::{Ballot, CounterFormat, Mode, TxMode, World};
 
 use crate::args::{self, HoldArgs, WaitArgs};
 use crate::scaffold;
@@ -82,6 +82,25 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+/// The node format of an election (`wazoo elect --format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ElectionFormat {
+    /// Curator's LeaderLatch: `_c_<uuid>-latch-<seq>` (the `election` recipe)
+    Latch,
+    /// Curator's LeaderSelector: `_c_<uuid>-lock-<seq>` (the `election-selector` recipe)
+    Selector,
+}
+
+impl ElectionFormat {
+    /// The standard recipe serving the format.
+    pub(crate) fn recipe(self) -> &'static str {
+        match self {
+            ElectionFormat::Latch => World::Election.default_recipe(),
+            ElectionFormat::Selector => "election-selector",
+        }
+    }
+}
+
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Run CMD while holding the lock at PATH (Curator-compatible), or every lock named (taken
@@ -152,12 +171,81 @@ pub(crate) enum Command {
         wait: WaitArgs,
         #[command(flatten)]
         hold: HoldArgs,
-        /// Election recipe component
-        #[arg(long, default_value = World::Election.default_recipe())]
-        recipe: String,
+        /// When CMD ends or leadership is lost, campaign again instead of exiting (Curator
+        /// LeaderSelector's autoRequeue); CMD gets WAZOO_TERM
+        #[arg(long)]
+        requeue: bool,
+        /// With --requeue: stop after N terms, with the last CMD's exit status
+        #[arg(long, value_name = "N", requires = "requeue", value_parser = clap::value_parser!(u32).range(1..))]
+        max_terms: Option<u32>,
+        /// With --requeue: wait before campaigning again, doubled for each further failed term
+        /// in a row (up to 1 minute) [default: 1s]
+        #[arg(long, value_name = "DUR", requires = "requeue", value_parser = args::duration)]
+        backoff: Option<Duration>,
+        /// The election's node format: latch (Curator LeaderLatch, `-latch-` nodes, the default)
+        /// or selector (Curator LeaderSelector, `-lock-` nodes); every participant of a path must
+        /// use one. A --recipe names its own
+        #[arg(long, value_enum, conflicts_with = "recipe")]
+        format: Option<ElectionFormat>,
+        /// Election recipe component [default: election, or election-selector with --format
+        /// selector]
+        #[arg(long)]
+        recipe: Option<String>,
         /// The command and its arguments, after `--`
         #[arg(last = true, value_name = "CMD")]
         command: Vec<String>,
+    },
+    /// Share out the items among the members of PATH (kazoo SetPartitioner) and run CMD on this
+    /// member's share (WAZOO_PARTITION: a file, one item a line); when the membership changes,
+    /// stop CMD, share again and run it again
+    Partition {
+        /// The partition's path, e.g. /app/partition (members under PATH/members, an item's
+        /// lock at PATH/items/ITEM)
+        path: String,
+        /// This member's name, unique among the members
+        #[arg(long)]
+        member: String,
+        /// The items, comma-separated
+        #[arg(long, value_name = "A,B,…")]
+        items: Option<String>,
+        /// A file of items, one a line
+        #[arg(long, value_name = "FILE")]
+        items_file: Option<PathBuf>,
+        #[command(flatten)]
+        hold: HoldArgs,
+        /// The command and its arguments, after `--`
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Keep the node PATH holding DATA present while CMD runs (Curator PersistentNode, service
+    /// discovery): made again when it goes (also after a new session), its data set back when
+    /// changed. Without CMD, until a signal
+    Register {
+        /// The registration's node, e.g. /services/api/host1:8080
+        path: String,
+        /// Its data, e.g. a JSON description of the instance
+        #[arg(default_value = "")]
+        data: String,
+        /// A persistent node with this TTL instead of an ephemeral one (tended at least three
+        /// times per TTL; the servers must enable TTL nodes)
+        #[arg(long, value_parser = args::duration)]
+        ttl: Option<Duration>,
+        /// Registration recipe component
+        #[arg(long, default_value = World::Registration.default_recipe())]
+        recipe: String,
+        #[command(flatten)]
+        hold: HoldArgs,
+        /// The command and its arguments, after `--`
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// List the instances registered under PATH, one `NAME DATA` line each (exit status 1 if
+    /// none)
+    Services {
+        path: String,
+        /// One JSON object per line
+        #[arg(long)]
+        json: bool,
     },
     /// List the holders and waiters of the lock, read/write lock, semaphore or election at PATH,
     /// in queue order, with their data, session and fencing token (exit status 1 if none)
@@ -203,7 +291,8 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
-    /// Shared counter (kazoo Counter format): print it, or add to it atomically
+    /// Shared counter (kazoo Counter, Curator SharedCount or DistributedAtomicLong format):
+    /// print it, or add to it atomically
     Counter {
         #[command(subcommand)]
         command: CounterCommand,
@@ -280,7 +369,7 @@ pub(crate) enum Command {
     Call {
         /// A name in the plugins directory or a .wasm path
         recipe: String,
-        /// lock.acquire, wazoo:recipes/lock@0.1.0#acquire, or a bare name only one export has
+        /// lock.acquire, wazoo:recipes/lock@0.1.1#acquire, or a bare name only one export has
         function: String,
         /// Arguments: a JSON array (positional) or object (by parameter name)
         #[arg(default_value = "[]")]
@@ -448,9 +537,13 @@ impl ConfigCommand {
 
 #[derive(Subcommand)]
 pub(crate) enum CounterCommand {
-    /// Print the counter
+    /// Print the counter (0 when the node is absent)
     Get {
         path: String,
+        /// How the value is stored: kazoo (decimal text), curator-shared (4-byte int) or
+        /// curator-atomic (8-byte long)
+        #[arg(long, default_value = "kazoo", value_parser = parse_counter_format)]
+        format: CounterFormat,
         /// One JSON object per line
         #[arg(long)]
         json: bool,
@@ -460,6 +553,10 @@ pub(crate) enum CounterCommand {
         path: String,
         #[arg(allow_hyphen_values = true)]
         delta: i64,
+        /// How the value is stored: kazoo (decimal text), curator-shared (4-byte int) or
+        /// curator-atomic (8-byte long)
+        #[arg(long, default_value = "kazoo", value_parser = parse_counter_format)]
+        format: CounterFormat,
     },
 }
 
@@ -469,6 +566,14 @@ impl CounterCommand {
             CounterCommand::Get { path, .. } | CounterCommand::Add { path, .. } => path,
         }
     }
+}
+
+/// `kazoo`, `curator-shared` or `curator-atomic`, exactly.
+fn parse_counter_format(text: &str) -> Result<CounterFormat, String> {
+    CounterFormat::ALL
+        .into_iter()
+        .find(|f| f.name() == text)
+        .ok_or_else(|| format!("expected kazoo, curator-shared or curator-atomic, not {text:?}"))
 }
 
 #[derive(Subcommand)]

@@ -11,9 +11,9 @@ use wazoo_runtime::fence::{Fence, Holder, Written};
 use wazoo_runtime::holders::{Contenders, Kind};
 use wazoo_runtime::keeper::Keeper;
 use wazoo_runtime::{
-    Ballot, BarrierHandle, Claim, ConfigHandle, DynamicHandle, ElectionHandle, Entry, GroupHandle, Host,
-    HostConfig, LeaderInfo, Live, Membership, Outcome, QueueHandle, RecipeError, Registry, TxMode, Want,
-    World, ZkError,
+    Ballot, BarrierHandle, Claim, ConfigHandle, CounterFormat, DynamicHandle, ElectionHandle, Entry,
+    GroupHandle, Host, HostConfig, LeaderInfo, Live, Membership, Outcome, QueueHandle, RecipeError, Registry,
+    TxMode, Want, World, ZkError,
 };
 
 use crate::backend::{
@@ -134,16 +134,16 @@ impl Backend for Local {
         }
     }
 
-    async fn counter_get(&self, path: &str) -> Result<i64, Failure> {
+    async fn counter_get(&self, path: &str, format: CounterFormat) -> Result<i64, Failure> {
         let mut h = self.config().await?;
-        let value = h.counter(path).await;
+        let value = h.counter_in(path, format).await;
         h.close().await;
         Ok(value?)
     }
 
-    async fn counter_add(&self, path: &str, delta: i64) -> Result<i64, Failure> {
+    async fn counter_add(&self, path: &str, delta: i64, format: CounterFormat) -> Result<i64, Failure> {
         let mut h = self.config().await?;
-        let value = h.add(path, delta).await;
+        let value = h.add_in(path, delta, format).await;
         h.close().await;
         Ok(value?)
     }

@@ -23,6 +23,7 @@ mod cli;
 mod commands;
 mod exit;
 mod local;
+mod partition;
 mod remote;
 mod scaffold;
 mod show;

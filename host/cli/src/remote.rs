@@ -23,7 +23,7 @@ use wazoo_proto as pb;
 use wazoo_proto::recipes_client::RecipesClient;
 use wazoo_runtime::fence::{Holder, Written};
 use wazoo_runtime::holders::{Contenders, Kind};
-use wazoo_runtime::{Ballot, Entry, LeaderInfo, Membership, Mode, Outcome, TxMode, Want};
+use wazoo_runtime::{Ballot, CounterFormat, Entry, LeaderInfo, Membership, Mode, Outcome, TxMode, Want};
 
 use crate::backend::{Backend, Contender, Ending, Failure, Granted, Holding, Instance, Participant, Recipes};
 use crate::exit;
@@ -297,12 +297,15 @@ impl Backend for Remote {
         }
     }
 
-    async fn counter_get(&self, path: &str) -> Result<i64, Failure> {
-        Ok(self.answer(self.recipes().await?.counter_get(by_path(path)).await)?.value)
+    async fn counter_get(&self, path: &str, format: CounterFormat) -> Result<i64, Failure> {
+        let format = convert::counter_format(format) as i32;
+        let request = pb::CounterGetRequest { path: path.to_string(), recipe: String::new(), format };
+        Ok(self.answer(self.recipes().await?.counter_get(request).await)?.value)
     }
 
-    async fn counter_add(&self, path: &str, delta: i64) -> Result<i64, Failure> {
-        let request = pb::CounterAddRequest { path: path.to_string(), delta, recipe: String::new() };
+    async fn counter_add(&self, path: &str, delta: i64, format: CounterFormat) -> Result<i64, Failure> {
+        let format = convert::counter_format(format) as i32;
+        let request = pb::CounterAddRequest { path: path.to_string(), delta, recipe: String::new(), format };
         Ok(self.answer(self.recipes().await?.counter_add(request).await)?.value)
     }
 

@@ -59,6 +59,8 @@ pub(crate) struct Signals {
     int: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
+    /// How many have been received.
+    caught: u64,
 }
 
 /// A signal [`Signals`] caught.
@@ -83,17 +85,25 @@ impl Signals {
             int: catch(SignalKind::interrupt())?,
             term: catch(SignalKind::terminate())?,
             hup: catch(SignalKind::hangup())?,
+            caught: 0,
         })
     }
 
     /// The next signal.
     pub(crate) async fn recv(&mut self) -> Caught {
-        tokio::select! {
+        let caught = tokio::select! {
             Some(()) = self.int.recv() => Caught(Signal::SIGINT),
             Some(()) = self.term.recv() => Caught(Signal::SIGTERM),
             Some(()) = self.hup.recv() => Caught(Signal::SIGHUP),
             else => std::future::pending().await,
-        }
+        };
+        self.caught += 1;
+        caught
+    }
+
+    /// How many signals have been received so far.
+    pub(crate) fn caught(&self) -> u64 {
+        self.caught
     }
 
     /// Runs `work` unless a signal comes first (one that came earlier counts): then `work` is

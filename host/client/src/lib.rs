@@ -338,7 +338,15 @@ impl Client {
     pub async fn holder(&self, session: &Session) -> Result<Holder, Error> {
         let (steps, rx) = mpsc::channel(2);
         let events = self.recipes().hold(ReceiverStream::new(rx)).await?.into_inner();
-        Ok(Holder { session: session.id, addr: self.addr.clone(), steps, events, held: false, lost: None })
+        Ok(Holder {
+            session: session.id,
+            ended: session.ended.clone(),
+            addr: self.addr.clone(),
+            steps,
+            events,
+            held: false,
+            lost: None,
+        })
     }
 
     /// Follows the loss of `claim`, which `session` holds, from now on: the claim as a [`Claim`].
@@ -421,6 +429,8 @@ impl LockOptions {
 /// ```
 pub struct Holder {
     session: u64,
+    /// Why the session is no longer kept, once it is not (as [`Session::ended`]).
+    ended: watch::Receiver<Option<String>>,
     addr: String,
     steps: mpsc::Sender<pb::HoldRequest>,
     events: Streaming<pb::HoldEvent>,
@@ -433,9 +443,13 @@ pub struct Holder {
 impl Holder {
     /// Takes the claim `options` asks for at `path` (its `ttl` is the session's business, not
     /// read here): waits until it is held, or `options.timeout` passes (an error of kind
-    /// [`ErrorKind::Timeout`], which ends the stream as any failed step does).
+    /// [`ErrorKind::Timeout`], which ends the stream as any failed step does). Not cancel-safe:
+    /// to give up a wait, drop the holder (the daemon lets go of whatever it took).
     pub async fn acquire(&mut self, path: &str, options: &LockOptions) -> Result<pb::Claim, Error> {
         use pb::hold_request::Step;
+        if let Some(why) = self.ended.borrow().clone() {
+            return Err(self.broken(&why));
+        }
         self.send(Step::Acquire(options.request(self.session, path))).await?;
         match self.next().await? {
             pb::hold_event::Event::Claim(claim) => {
@@ -447,7 +461,9 @@ impl Holder {
     }
 
     /// Resolves once the held claim is lost, with why (at once if it was already); never if no
-    /// claim is held. Cancel-safe: use it in a `select!` beside the work.
+    /// claim is held. Lost too once the session is no longer kept ([`Session::ended`]: no
+    /// keepalive answered for 2/3 of its TTL), before the daemon can hand the claim to another.
+    /// Cancel-safe: use it in a `select!` beside the work.
     pub async fn lost(&mut self) -> Lost {
         if !self.held {
             return std::future::pending().await;
@@ -455,7 +471,17 @@ impl Holder {
         if let Some(lost) = &self.lost {
             return lost.clone();
         }
-        let lost = match self.events.message().await {
+        let mut ended = self.ended.clone();
+        let event = tokio::select! {
+            event = self.events.message() => event,
+            why = async { ended.wait_for(Option::is_some).await.map(|w| w.clone()).ok().flatten() } => {
+                let why = why.unwrap_or_else(|| "the client session ended".to_string());
+                let lost = Lost::Disconnected(why);
+                self.lost = Some(lost.clone());
+                return lost;
+            }
+        };
+        let lost = match event {
             Ok(Some(pb::HoldEvent { event: Some(pb::hold_event::Event::Lost(event)) })) => {
                 Lost::from_event(&event)
             }
@@ -473,7 +499,8 @@ impl Holder {
         lost
     }
 
-    /// Lets the held claim go (its node deleted); the holder can take the next.
+    /// Lets the held claim go (its node deleted); the holder can take the next. Not
+    /// cancel-safe: to give up, drop the holder (the daemon lets go of the claim).
     pub async fn release(&mut self) -> Result<(), Error> {
         use pb::hold_event::Event;
         if !self.held {

@@ -27,7 +27,7 @@ pub(crate) mod custom {
 /// The version of the `wazoo:recipes` package the families below are read from.
 macro_rules! recipes_version {
     () => {
-        "0.1.0"
+        "0.1.1"
     };
 }
 
@@ -77,7 +77,7 @@ macro_rules! families {
                 }
             }
 
-            /// The world's full name, e.g. `wazoo:recipes/lock-recipe@0.1.0`.
+            /// The world's full name, e.g. `wazoo:recipes/lock-recipe@0.1.1`.
             pub const fn name(self) -> &'static str {
                 match self {
                     $( World::$variant => concat!($world, "@", recipes_version!()), )*
@@ -86,7 +86,7 @@ macro_rules! families {
             }
 
             /// The export a component of this world has: an interface, e.g.
-            /// `wazoo:recipes/lock@0.1.0`, or the function `run` for `Custom`.
+            /// `wazoo:recipes/lock@0.1.1`, or the function `run` for `Custom`.
             pub const fn export(self) -> &'static str {
                 match self {
                     $( World::$variant => concat!("wazoo:recipes/", $export, "@", recipes_version!()), )*
@@ -94,17 +94,21 @@ macro_rules! families {
                 }
             }
 
-            /// Checks that `pre`'s exports have this world's types.
+            /// Checks that `pre`'s exports have this world's types. A config component may
+            /// also have those of `wazoo:recipes@0.1.0` ([`KazooCounterIndices`]).
             pub(crate) fn check_exports(
                 self,
                 pre: &wasmtime::component::InstancePre<crate::state::HostState>,
             ) -> anyhow::Result<()> {
-                let pre = pre.clone();
-                match self {
-                    $( World::$variant => $module::$pre::new(pre).map(drop), )*
-                    World::Custom => custom::CustomPre::new(pre).map(drop),
-                }
-                .map_err(|e| anyhow::anyhow!("its exports do not have the types of {}: {e:#}", self.name()))
+                let checked = match self {
+                    $( World::$variant => $module::$pre::new(pre.clone()).map(drop), )*
+                    World::Custom => custom::CustomPre::new(pre.clone()).map(drop),
+                };
+                let checked = match checked {
+                    Err(e) if self == World::Config => KazooCounterIndices::new(pre).map(drop).map_err(|_| e),
+                    checked => checked,
+                };
+                checked.map_err(|e| anyhow::anyhow!("its exports do not have the types of {}: {e:#}", self.name()))
             }
         }
     };
@@ -141,20 +145,131 @@ families! {
     /// `wazoo:recipes/transaction-recipe`
     Transaction => transaction_recipe::TransactionRecipePre, world "wazoo:recipes/transaction-recipe",
         export "two-phase-commit", default "transaction";
+    /// `wazoo:recipes/registration-recipe`
+    Registration => registration_recipe::RegistrationRecipePre, world "wazoo:recipes/registration-recipe",
+        export "registration", default "registration";
 }
 
 pub(crate) use custom::wazoo::zk::{session, types, watch, znode};
 pub(crate) use custom::CustomPre;
 
 pub use config_recipe::exports::wazoo::recipes::config::Entry;
+pub use config_recipe::exports::wazoo::recipes::counter::CounterFormat;
 pub use custom::wazoo::zk::types::{EventKind, Stat, WatchEvent, ZkError};
 pub use election_recipe::exports::wazoo::recipes::election::{LeaderInfo, Leadership};
 pub use group_recipe::exports::wazoo::recipes::group::{Member, Membership};
 pub use lock_recipe::exports::wazoo::recipes::lock::Held;
 pub use queue_recipe::exports::wazoo::recipes::queue::Item;
+pub use registration_recipe::exports::wazoo::recipes::registration::Tended;
 pub use rwlock_recipe::exports::wazoo::recipes::rwlock::{Held as RwHeld, Mode};
 pub use semaphore_recipe::exports::wazoo::recipes::semaphore::Lease;
 pub use transaction_recipe::exports::wazoo::recipes::two_phase_commit::{Ballot, Mode as TxMode, Outcome};
+
+impl CounterFormat {
+    /// Every format, in the WIT's order.
+    pub const ALL: [CounterFormat; 3] =
+        [CounterFormat::Kazoo, CounterFormat::CuratorShared, CounterFormat::CuratorAtomic];
+
+    /// The format's WIT name: `kazoo`, `curator-shared` or `curator-atomic`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CounterFormat::Kazoo => "kazoo",
+            CounterFormat::CuratorShared => "curator-shared",
+            CounterFormat::CuratorAtomic => "curator-atomic",
+        }
+    }
+}
+
+/// The config family's bindings of one instance: of a component built against this host's
+/// `wazoo:recipes`, or of one built against 0.1.0, whose counter has no formats.
+pub(crate) enum ConfigBindings {
+    Current(config_recipe::ConfigRecipe),
+    KazooOnly(KazooCounter),
+}
+
+impl ConfigBindings {
+    /// Instantiates `pre` in `store` with the bindings its exports have.
+    pub(crate) async fn instantiate(
+        pre: &wasmtime::component::InstancePre<crate::state::HostState>,
+        store: &mut wasmtime::Store<crate::state::HostState>,
+    ) -> anyhow::Result<ConfigBindings> {
+        if let Ok(typed) = config_recipe::ConfigRecipePre::new(pre.clone()) {
+            return Ok(ConfigBindings::Current(typed.instantiate_async(store).await?));
+        }
+        let indices = KazooCounterIndices::new(pre)?;
+        let instance = pre.instantiate_async(&mut *store).await?;
+        Ok(ConfigBindings::KazooOnly(indices.load(store, &instance)?))
+    }
+
+    /// The `config` interface, the same in every version.
+    pub(crate) fn wazoo_recipes_config(&self) -> &config_recipe::exports::wazoo::recipes::config::Guest {
+        match self {
+            ConfigBindings::Current(b) => b.wazoo_recipes_config(),
+            ConfigBindings::KazooOnly(k) => &k.config,
+        }
+    }
+}
+
+/// The exports of a config component built against `wazoo:recipes@0.1.0`: `config` as today, and
+/// a `counter` with only `value` and `add` (kazoo's format).
+pub(crate) struct KazooCounter {
+    pub(crate) config: config_recipe::exports::wazoo::recipes::config::Guest,
+    pub(crate) value: wasmtime::component::TypedFunc<(String,), (Result<i64, ZkError>,)>,
+    pub(crate) add: wasmtime::component::TypedFunc<(String, i64), (Result<i64, ZkError>,)>,
+    /// The `wazoo:recipes` version it was built against, as its export names say.
+    pub(crate) built_against: String,
+}
+
+/// Where a `wazoo:recipes@0.1.0` config component's exports are, found before instantiating.
+pub(crate) struct KazooCounterIndices {
+    config: config_recipe::exports::wazoo::recipes::config::GuestIndices,
+    value: wasmtime::component::ComponentExportIndex,
+    add: wasmtime::component::ComponentExportIndex,
+    built_against: String,
+}
+
+impl KazooCounterIndices {
+    pub(crate) fn new(
+        pre: &wasmtime::component::InstancePre<crate::state::HostState>,
+    ) -> anyhow::Result<KazooCounterIndices> {
+        let component = pre.component();
+        let counter = World::Config.export().replace("/config@", "/counter@");
+        let engine = component.engine();
+        let built_against = component
+            .component_type()
+            .exports(engine)
+            .find_map(|(name, _)| Some(name.strip_prefix("wazoo:recipes/counter@")?.to_string()))
+            .ok_or_else(|| anyhow::anyhow!("no exported instance named `{counter}`"))?;
+        // Found by semver: the 0.1.0 export answers a lookup of this host's version.
+        let instance = component
+            .get_export_index(None, counter.as_str())
+            .ok_or_else(|| anyhow::anyhow!("no exported instance named `{counter}`"))?;
+        let function = |name: &str| {
+            component
+                .get_export_index(Some(&instance), name)
+                .ok_or_else(|| anyhow::anyhow!("instance export `{counter}` does not have export `{name}`"))
+        };
+        Ok(KazooCounterIndices {
+            config: config_recipe::exports::wazoo::recipes::config::GuestIndices::new(pre)?,
+            value: function("value")?,
+            add: function("add")?,
+            built_against,
+        })
+    }
+
+    fn load(
+        self,
+        store: &mut wasmtime::Store<crate::state::HostState>,
+        instance: &wasmtime::component::Instance,
+    ) -> anyhow::Result<KazooCounter> {
+        Ok(KazooCounter {
+            config: self.config.load(&mut *store, instance)?,
+            value: instance.get_typed_func(&mut *store, self.value)?,
+            add: instance.get_typed_func(&mut *store, self.add)?,
+            built_against: self.built_against,
+        })
+    }
+}
 
 /// The host side of a `watcher` resource (its methods are `wazoo:zk/watch`, in the `watch`
 /// module): the armed watch, or the event it fired with. It counts against the host's watch

@@ -8,13 +8,13 @@ use anyhow::{anyhow, bail};
 use wasmtime::Engine;
 
 use crate::bindings::{
-    BarrierRecipePre, ConfigRecipePre, CustomPre, ElectionRecipePre, GroupRecipePre, LockRecipePre,
-    QueueRecipePre, RwlockRecipePre, SemaphoreRecipePre, TransactionRecipePre,
+    BarrierRecipePre, ConfigBindings, CustomPre, ElectionRecipePre, GroupRecipePre, LockRecipePre,
+    QueueRecipePre, RegistrationRecipePre, RwlockRecipePre, SemaphoreRecipePre, TransactionRecipePre,
 };
 use crate::faults::Faults;
 use crate::handle::{
     BarrierHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle,
-    QueueHandle, RwLockHandle, Sandbox, SemaphoreHandle, TransactionHandle,
+    QueueHandle, RegistrationHandle, RwLockHandle, Sandbox, SemaphoreHandle, TransactionHandle,
 };
 use crate::keeper::{Keeper, KeeperConfig, Live};
 use crate::ledger::Ledger;
@@ -180,9 +180,21 @@ impl Host {
         instantiate!(self, recipe, World::Group, GroupRecipePre, GroupHandle)
     }
 
-    /// A new configuration and counter handle.
+    /// A new registration handle.
+    pub async fn registration(&self, recipe: &str) -> anyhow::Result<RegistrationHandle> {
+        instantiate!(self, recipe, World::Registration, RegistrationRecipePre, RegistrationHandle)
+    }
+
+    /// A new configuration and counter handle. A component built against `wazoo:recipes@0.1.0`
+    /// serves too; its counter has only the kazoo format.
     pub async fn config(&self, recipe: &str) -> anyhow::Result<ConfigHandle> {
-        instantiate!(self, recipe, World::Config, ConfigRecipePre, ConfigHandle)
+        let version = self.version(recipe, World::Config).await?;
+        let mut sandbox = self.sandbox().await?;
+        let bindings = ConfigBindings::instantiate(&version.pre, &mut sandbox.store)
+            .await
+            .map_err(|e| anyhow!("instantiating {} failed: {e:#}", version.path.display()))?;
+        sandbox.version = Some(version);
+        Ok(ConfigHandle::new(sandbox, bindings))
     }
 
     /// A new two-phase commit handle.

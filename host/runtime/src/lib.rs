@@ -28,14 +28,14 @@ mod watch;
 mod znode;
 
 pub use bindings::{
-    Ballot, Entry, EventKind, Held, Item, LeaderInfo, Leadership, Lease, Member, Membership, Mode, Outcome,
-    RwHeld, Stat, TxMode, WatchEvent, ZkError,
+    Ballot, CounterFormat, Entry, EventKind, Held, Item, LeaderInfo, Leadership, Lease, Member, Membership,
+    Mode, Outcome, RwHeld, Stat, Tended, TxMode, WatchEvent, ZkError,
 };
 pub use claim::{Claim, ClaimKind, Contender, Granted, Lost, Want};
 pub use error::RecipeError;
 pub use handle::{
     BarrierHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle,
-    QueueHandle, RwLockHandle, SemaphoreHandle, TransactionHandle,
+    QueueHandle, RegistrationHandle, RwLockHandle, SemaphoreHandle, TransactionHandle,
 };
 pub use host::{Host, HostConfig};
 pub use keeper::{KeeperConfig, Live, ZkTls};

@@ -354,12 +354,17 @@ impl Registry {
             .insert(path.to_path_buf(), Refusal { reason, at: SystemTime::now(), stamp });
     }
 
-    /// Which recipe world `component` exports.
+    /// Which recipe world `component` exports. Its export names carry the `wazoo:recipes`
+    /// version it was built against, any that [`crate::versions`] accepts.
     pub fn world_of(&self, component: &Component) -> anyhow::Result<World> {
         let ty = component.component_type();
         let mut exports = Vec::new();
+        let unversioned = |name: &str| name.split_once('@').map_or(name, |(n, _)| n).to_string();
         for (name, item) in ty.exports(&self.engine) {
-            let world = World::FAMILIES.iter().chain([&World::Custom]).find(|w| w.export() == name);
+            let world = World::FAMILIES
+                .iter()
+                .chain([&World::Custom])
+                .find(|w| unversioned(w.export()) == unversioned(name));
             match (world, &item.ty) {
                 (Some(&World::Custom), ComponentItem::ComponentFunc(_)) => return Ok(World::Custom),
                 (Some(&world), ComponentItem::ComponentInstance(_)) if world != World::Custom => {

@@ -14,7 +14,7 @@
 //! Participants that die inside leave nothing that opens a later round. The barrier node is a
 //! container where wazoo made it, removed by ZooKeeper once no process is left.
 
-wazoo_guest::recipe_world!("wazoo:recipes/barrier-recipe@0.1.0");
+wazoo_guest::recipe_world!("wazoo:recipes/barrier-recipe@0.1.1");
 
 use std::cell::RefCell;
 

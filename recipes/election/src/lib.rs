@@ -10,7 +10,7 @@
 //! acknowledge) and replaces an acknowledgement naming any other node (stale, since that node no
 //! longer leads). Resigning deletes the acknowledgement and the node together.
 
-wazoo_guest::recipe_world!("wazoo:recipes/election-recipe@0.1.0");
+wazoo_guest::recipe_world!("wazoo:recipes/election-recipe@0.1.1");
 
 use std::cell::RefCell;
 
@@ -20,7 +20,13 @@ use wazoo_guest::{
 };
 
 /// Curator's latch name: the sequence follows it.
+#[cfg(not(feature = "selector"))]
 const LATCH: &str = "latch-";
+/// Built with the `selector` feature (`election-selector.wasm`): Curator's `LeaderSelector`
+/// format, whose candidates are `InterProcessMutex` nodes (`_c_<uuid>-lock-<seq>`) holding the
+/// participant id. The protocol is the same: the lowest node leads.
+#[cfg(feature = "selector")]
+const LATCH: &str = "lock-";
 /// How many times an acknowledgement is written again after another write came in between.
 const ACK_ATTEMPTS: u32 = 10;
 /// The contract waits on one watch at a time: an observer waiting on the leader's node looks at

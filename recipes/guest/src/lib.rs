@@ -22,6 +22,10 @@ mod bindings {
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
+/// kazoo's lock family layouts, for the recipes' `kazoo` builds (feature `kazoo`).
+#[cfg(any(test, feature = "kazoo"))]
+pub mod kazoo;
+
 /// The generated interfaces, for `with:` in a recipe's own `generate!`.
 pub use bindings::wazoo::zk as wit;
 

@@ -1,12 +1,17 @@
 //! Exclusive lock, ZooKeeper "Recipes and Solutions" 1.5.1, in Curator's `InterProcessMutex`
 //! wire format (`<path>/_c_<uuid>-lock-<seq>`), so Curator clients and wazoo exclude each other.
+//!
+//! Built with the feature `kazoo` (plugin `lock-kazoo`), it speaks kazoo 2.11's `Lock` format
+//! instead: `<path>/<uuid hex>__lock__<seq>`, blocked only by the `__lock__` nodes ahead of it
+//! (kazoo's `Lock` and `WriteLock`), so kazoo clients and wazoo exclude each other.
 
-wazoo_guest::recipe_world!("wazoo:recipes/lock-recipe@0.1.0");
+wazoo_guest::recipe_world!("wazoo:recipes/lock-recipe@0.1.1");
 
 use exports::wazoo::recipes::lock::{Guest, Held};
-use wazoo_guest::{self as zk, Deadline, Holding, ZkError};
+use wazoo_guest::{self as zk, Created, Deadline, Holding, ZkError};
 
 /// Curator's lock name: the sequence follows it.
+#[cfg(not(feature = "kazoo"))]
 const LOCK_NAME: &str = "lock-";
 
 /// The lock node's data: which recipe build holds it (Curator writes the client's address
@@ -19,6 +24,20 @@ thread_local! {
 
 struct Lock;
 
+/// Steps 1 to 4 in Curator's layout.
+#[cfg(not(feature = "kazoo"))]
+fn contend(path: &str, deadline: Deadline) -> Result<Created, ZkError> {
+    zk::contend(path, LOCK_NAME, RECIPE_TAG, &[LOCK_NAME], deadline, zk::exclusive)
+}
+
+/// Steps 1 to 4 in kazoo's layout: a `__lock__` node that waits for the nearest `__lock__` node
+/// ahead of it (kazoo's `Lock` ignores `__rlock__` readers, and so does this build).
+#[cfg(feature = "kazoo")]
+fn contend(path: &str, deadline: Deadline) -> Result<Created, ZkError> {
+    use zk::kazoo::{self, LOCK};
+    kazoo::contend(path, LOCK, RECIPE_TAG, deadline, kazoo::behind(&[LOCK]))
+}
+
 impl Guest for Lock {
     fn acquire(path: String, timeout_ms: Option<u64>) -> Result<Held, ZkError> {
         if let Some(held) = HOLDING.with(|h| h.reenter(&path))? {
@@ -28,7 +47,7 @@ impl Guest for Lock {
         // 3. if ours is the lowest, the lock is ours; 4. otherwise watch only the node just
         // before ours and go back to 2.
         let deadline = Deadline::after_ms(timeout_ms);
-        let mine = zk::contend(&path, LOCK_NAME, RECIPE_TAG, &[LOCK_NAME], deadline, zk::exclusive)?;
+        let mine = contend(&path, deadline)?;
         let held = Held { node: mine.path, token: mine.stat.czxid };
         HOLDING.with(|h| h.hold(path, held.clone()));
         Ok(held)
@@ -46,7 +65,7 @@ impl Guest for Lock {
         zk::check_path(&node)?;
         if !is_claim_node(zk::node_name(&node)) {
             return Err(ZkError::InvalidArgument(format!(
-                "{node} is not a lock, read/write lock or lease node (…-lock-, …__READ__, …__WRIT__ or …-lease- and a 10-digit sequence)"
+                "{node} is not a lock, read/write lock or lease node ({CLAIM_NAMES} and a 10-digit sequence)"
             )));
         }
         match zk::retrying(|| zk::set_data(&node, REVOKE, None)) {
@@ -82,12 +101,25 @@ const REVOKE: &[u8] = b"__REVOKE__";
 
 export!(Lock);
 
+/// What precedes the 10-digit sequence of a claim node revocation applies to: Curator's lock,
+/// read/write lock and semaphore lease names.
+#[cfg(not(feature = "kazoo"))]
+const CLAIM_MARKERS: [&str; 4] = ["-lock-", "__READ__", "__WRIT__", "-lease-"];
+#[cfg(not(feature = "kazoo"))]
+const CLAIM_NAMES: &str = "…-lock-, …__READ__, …__WRIT__ or …-lease-";
+
+/// As the Curator build, and kazoo's lock and read lock names. A kazoo semaphore's lease is a
+/// bare uuid, which no name check can tell from any other node: it is not revoked by name.
+#[cfg(feature = "kazoo")]
+const CLAIM_MARKERS: [&str; 6] = ["-lock-", "__READ__", "__WRIT__", "-lease-", "__lock__", "__rlock__"];
+#[cfg(feature = "kazoo")]
+const CLAIM_NAMES: &str = "…-lock-, …__READ__, …__WRIT__, …-lease-, …__lock__ or …__rlock__";
+
 /// Whether `name` is a claim node's name in the formats revocation applies to: a lock's, either
 /// side of a read/write lock's, or a semaphore lease's, each ending in its 10-digit sequence. No
 /// other node (a configuration value, a queue item) is ever written `__REVOKE__` or deleted.
 fn is_claim_node(name: &str) -> bool {
     let Some(stem) = name.len().checked_sub(10).and_then(|at| name.get(..at)) else { return false };
     let sequence = &name[stem.len()..];
-    sequence.bytes().all(|b| b.is_ascii_digit())
-        && ["-lock-", "__READ__", "__WRIT__", "-lease-"].iter().any(|marker| stem.ends_with(marker))
+    sequence.bytes().all(|b| b.is_ascii_digit()) && CLAIM_MARKERS.iter().any(|marker| stem.ends_with(marker))
 }

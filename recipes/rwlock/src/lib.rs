@@ -1,15 +1,23 @@
 //! Read/write lock, ZooKeeper "Recipes and Solutions" 1.5.2 ("Shared Locks"), in Curator's
 //! `InterProcessReadWriteLock` wire format: `<path>/_c_<uuid>-__READ__<seq>` and
 //! `<path>/_c_<uuid>-__WRIT__<seq>`, ordered together by sequence.
+//!
+//! Built with the feature `kazoo` (plugin `rwlock-kazoo`), it speaks kazoo 2.11's
+//! `ReadLock`/`WriteLock` format instead: readers `<path>/<uuid hex>__rlock__<seq>`, blocked by
+//! the `__lock__` nodes ahead of them; writers `<path>/<uuid hex>__lock__<seq>`, blocked by every
+//! contender ahead of them.
 
-wazoo_guest::recipe_world!("wazoo:recipes/rwlock-recipe@0.1.0");
+wazoo_guest::recipe_world!("wazoo:recipes/rwlock-recipe@0.1.1");
 
 use exports::wazoo::recipes::rwlock::{Guest, Held, Mode};
-use wazoo_guest::{self as zk, Deadline, Holding, Turn, ZkError};
+use wazoo_guest::{self as zk, Created, Deadline, Holding, ZkError};
 
+#[cfg(not(feature = "kazoo"))]
 const READ: &str = "__READ__";
 /// Curator spells it WRIT, not WRITE.
+#[cfg(not(feature = "kazoo"))]
 const WRITE: &str = "__WRIT__";
+#[cfg(not(feature = "kazoo"))]
 const MARKERS: [&str; 2] = [READ, WRITE];
 
 thread_local! {
@@ -18,10 +26,33 @@ thread_local! {
 
 /// Reader: holds when no writer is queued before it; otherwise watches the lowest such writer
 /// (Curator's rule; when that writer goes, every reader behind it may proceed, so all wake).
-fn reader(sorted: &[String], index: usize) -> Turn {
+#[cfg(not(feature = "kazoo"))]
+fn reader(sorted: &[String], index: usize) -> zk::Turn {
     match sorted[..index].iter().find(|c| c.contains(WRITE)) {
-        None => Turn::Hold,
-        Some(writer) => Turn::WaitFor(writer.clone()),
+        None => zk::Turn::Hold,
+        Some(writer) => zk::Turn::WaitFor(writer.clone()),
+    }
+}
+
+/// A contention in Curator's layout.
+#[cfg(not(feature = "kazoo"))]
+fn contend(path: &str, mode: Mode, deadline: Deadline) -> Result<Created, ZkError> {
+    match mode {
+        Mode::Read => zk::contend(path, READ, &[], &MARKERS, deadline, reader),
+        // A writer is an exclusive lock over readers and writers alike.
+        Mode::Write => zk::contend(path, WRITE, &[], &MARKERS, deadline, zk::exclusive),
+    }
+}
+
+/// A contention in kazoo's layout: a reader (`ReadLock`) holds when no `__lock__` node is ahead
+/// of it and watches the first one ahead (Curator's rule, so all readers behind a writer wake
+/// together); a writer (`WriteLock`) waits for the nearest contender of either kind ahead.
+#[cfg(feature = "kazoo")]
+fn contend(path: &str, mode: Mode, deadline: Deadline) -> Result<Created, ZkError> {
+    use zk::kazoo::{self, LOCK, MARKERS, RLOCK};
+    match mode {
+        Mode::Read => kazoo::contend(path, RLOCK, &[], deadline, kazoo::first_ahead(&[LOCK])),
+        Mode::Write => kazoo::contend(path, LOCK, &[], deadline, kazoo::behind(&MARKERS)),
     }
 }
 
@@ -35,11 +66,7 @@ impl Guest for RwLock {
         }
         let (path, mode) = key;
         let deadline = Deadline::after_ms(timeout_ms);
-        let mine = match mode {
-            Mode::Read => zk::contend(&path, READ, &[], &MARKERS, deadline, reader)?,
-            // A writer is an exclusive lock over readers and writers alike.
-            Mode::Write => zk::contend(&path, WRITE, &[], &MARKERS, deadline, zk::exclusive)?,
-        };
+        let mine = contend(&path, mode, deadline)?;
         let held = Held { node: mine.path, token: mine.stat.czxid, mode };
         HOLDING.with(|h| h.hold((path, mode), held.clone()));
         Ok(held)

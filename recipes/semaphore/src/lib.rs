@@ -1,15 +1,23 @@
 //! Counting semaphore in Curator's `InterProcessSemaphoreV2` wire format: leases are ephemeral
 //! sequential `<path>/leases/_c_<uuid>-lease-<seq>`; a waiter holds the mutex `<path>/locks`
 //! while it waits, so only one process watches the leases and each release wakes only it.
+//!
+//! Built with the feature `kazoo` (plugin `semaphore-kazoo`), it speaks kazoo 2.11's `Semaphore`
+//! format instead: `<path>` (persistent) holds the max-leases as decimal text, and a semaphore
+//! of another count is refused; leases are ephemeral `<path>/<uuid hex>`; the mutex is a kazoo
+//! `Lock` at `<path>-__lock__`, whose holder creates its lease once fewer than max-leases
+//! children are under `<path>`.
 
-wazoo_guest::recipe_world!("wazoo:recipes/semaphore-recipe@0.1.0");
+wazoo_guest::recipe_world!("wazoo:recipes/semaphore-recipe@0.1.1");
 
 use std::cell::RefCell;
 
 use exports::wazoo::recipes::semaphore::{Guest, Lease};
-use wazoo_guest::{self as zk, CreateMode, Deadline, ZkError};
+use wazoo_guest::{self as zk, Created, Deadline, ZkError};
 
+#[cfg(not(feature = "kazoo"))]
 const LOCK_NAME: &str = "lock-";
+#[cfg(not(feature = "kazoo"))]
 const LEASE_NAME: &str = "lease-";
 
 thread_local! {
@@ -29,8 +37,7 @@ impl Guest for Semaphore {
         zk::check_path(&path)?;
         let deadline = Deadline::after_ms(timeout_ms);
         // 1. Take the semaphore's mutex: waiters queue here, each watching its predecessor.
-        let locks = zk::join(&path, "locks");
-        let mutex = zk::contend(&locks, LOCK_NAME, &[], &[LOCK_NAME], deadline, zk::exclusive)?;
+        let mutex = take_mutex(&path, max_leases, deadline)?;
         let outcome = take_lease(&path, max_leases, deadline);
         // 4. Let the next waiter in, whatever happened. An expired session took the lease with
         // it: that fails the acquire, never hands the caller a lease that is gone.
@@ -56,13 +63,39 @@ impl Guest for Semaphore {
     }
 }
 
+/// Step 1 in Curator's layout: the mutex `<path>/locks`.
+#[cfg(not(feature = "kazoo"))]
+fn take_mutex(path: &str, _max_leases: u32, deadline: Deadline) -> Result<Created, ZkError> {
+    let locks = zk::join(path, "locks");
+    zk::contend(&locks, LOCK_NAME, &[], &[LOCK_NAME], deadline, zk::exclusive)
+}
+
+/// Step 1 in kazoo's layout: the semaphore node holds our max-leases (or is made to), then the
+/// mutex, a kazoo `Lock` at `<path>-__lock__`.
+#[cfg(feature = "kazoo")]
+fn take_mutex(path: &str, max_leases: u32, deadline: Deadline) -> Result<Created, ZkError> {
+    use zk::kazoo::{self, LOCK};
+    kazoo::ensure_semaphore(path, max_leases)?;
+    kazoo::contend(&format!("{path}-{LOCK}"), LOCK, &[], deadline, kazoo::behind(&[LOCK]))
+}
+
+/// Steps 2 and 3 in kazoo's layout: as the mutex holder, wait until fewer than `max_leases`
+/// children are under `path`, then create our lease there.
+#[cfg(feature = "kazoo")]
+fn take_lease(path: &str, max_leases: u32, deadline: Deadline) -> Result<Lease, ZkError> {
+    let mine = zk::kazoo::take_lease(path, max_leases, deadline)?;
+    Ok(Lease { node: mine.path, token: mine.stat.czxid })
+}
+
 /// Steps 2 and 3: create our lease, protected (after a lost reply the host claims only a node
 /// this session owns), and while there are more leases than allowed, wait for one to go (only
 /// the mutex holder watches the leases).
+#[cfg(not(feature = "kazoo"))]
 fn take_lease(path: &str, max_leases: u32, deadline: Deadline) -> Result<Lease, ZkError> {
     let leases = zk::join(path, "leases");
     // The create and a first count in one round trip; a watch only when we must wait.
-    let (mine, mut listed) = zk::create_and_list(&leases, LEASE_NAME, &[], CreateMode::EphemeralSequential)?;
+    let (mine, mut listed) =
+        zk::create_and_list(&leases, LEASE_NAME, &[], zk::CreateMode::EphemeralSequential)?;
     let name = zk::node_name(&mine.path).to_string();
     let waited = (|| loop {
         let (children, watcher) = match listed.take() {

@@ -7,6 +7,7 @@
 mod barrier;
 mod observe;
 mod recipes;
+mod register;
 mod tx;
 mod values;
 
@@ -36,11 +37,42 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
             let asked = Asked { want: Want::Lease { max_leases: leases }, path: &path, recipe: &recipe };
             claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command }).await
         }
-        Command::Elect { path, id, wait, hold, recipe, command } => {
+        Command::Elect { path, id, wait, hold, requeue, max_terms, backoff, format, recipe, command } => {
             let want = Want::Leadership { id: id.unwrap_or_else(default_id) };
+            let format = format.unwrap_or(crate::cli::ElectionFormat::Latch);
+            let recipe = recipe.unwrap_or_else(|| format.recipe().to_string());
             let asked = Asked { want, path: &path, recipe: &recipe };
-            claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command }).await
+            let run = Run { wait: Some(&wait), hold: &hold, command: &command };
+            if requeue {
+                let again = claims::Requeue { max_terms, backoff: backoff.unwrap_or(Duration::from_secs(1)) };
+                claims::requeue(backend, asked, run, again).await
+            } else {
+                claims::claim(backend, asked, run).await
+            }
         }
+        Command::Partition { path, member, items, items_file, hold, command } => {
+            let items = crate::partition::items(items.as_deref(), items_file.as_deref())?;
+            let asked = crate::partition::Asked {
+                path: &path,
+                member: &member,
+                items,
+                hold: &hold,
+                command: &command,
+            };
+            crate::partition::partition(backend, asked).await
+        }
+        Command::Register { path, data, ttl, recipe, hold, command } => {
+            let asked = register::Asked {
+                path: &path,
+                data: &data,
+                ttl,
+                recipe: &recipe,
+                hold: &hold,
+                command: &command,
+            };
+            register::register_command(backend, asked).await
+        }
+        Command::Services { path, json } => values::group_list(backend, &path, json).await,
         Command::Group { command: GroupCommand::Join { path, name, data, hold, command } } => {
             let want = Want::Membership { name, data: data.into_bytes() };
             let asked = Asked { want, path: &path, recipe: World::Group.default_recipe() };

@@ -85,11 +85,11 @@ pub(crate) async fn counter(backend: &impl Backend, command: CounterCommand) -> 
     check_path("counter", &path)?;
     let failed = |f: Failure| f.into_error(format!("counter {path}"));
     match command {
-        CounterCommand::Get { json, .. } => {
-            show::number(json, "value", backend.counter_get(&path).await.map_err(failed)?)
+        CounterCommand::Get { json, format, .. } => {
+            show::number(json, "value", backend.counter_get(&path, format).await.map_err(failed)?)
         }
-        CounterCommand::Add { delta, .. } => {
-            out!("{}", backend.counter_add(&path, delta).await.map_err(failed)?)
+        CounterCommand::Add { delta, format, .. } => {
+            out!("{}", backend.counter_add(&path, delta, format).await.map_err(failed)?)
         }
     }
     Ok(0)

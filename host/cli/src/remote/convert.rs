@@ -6,7 +6,7 @@ use std::time::Duration;
 use wazoo_proto as pb;
 use wazoo_runtime::fence::{Holder, Written};
 use wazoo_runtime::holders::{Contender, Contenders, Kind, State};
-use wazoo_runtime::{Ballot, Entry, LeaderInfo, Member, Membership, Mode, Outcome, TxMode};
+use wazoo_runtime::{Ballot, CounterFormat, Entry, LeaderInfo, Member, Membership, Mode, Outcome, TxMode};
 
 use crate::backend::{Ending, RecipeRow};
 
@@ -97,6 +97,14 @@ pub(super) fn tx_mode(mode: TxMode) -> pb::TxMode {
     match mode {
         TxMode::Coordinated => pb::TxMode::Coordinated,
         TxMode::AllToAll => pb::TxMode::AllToAll,
+    }
+}
+
+pub(super) fn counter_format(format: CounterFormat) -> pb::CounterFormat {
+    match format {
+        CounterFormat::Kazoo => pb::CounterFormat::Kazoo,
+        CounterFormat::CuratorShared => pb::CounterFormat::CuratorShared,
+        CounterFormat::CuratorAtomic => pb::CounterFormat::CuratorAtomic,
     }
 }
 

@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::wire::{self, no_handle, status};
 use wazoo_runtime::error::RecipeError;
 use wazoo_runtime::fence::{Holder, Written};
-use wazoo_runtime::{Claim, ClaimKind, ElectionHandle, Mode, Want, World, ZkError};
+use wazoo_runtime::{Claim, ClaimKind, CounterFormat, ElectionHandle, Mode, Want, World, ZkError};
 
 use wazoo_proto as pb;
 
@@ -385,15 +385,16 @@ impl Recipes for Api {
 
     async fn counter_get(
         &self,
-        request: Request<pb::PathRequest>,
+        request: Request<pb::CounterGetRequest>,
     ) -> Result<Response<pb::CounterValue>, Status> {
         let req = request.into_inner();
+        let format = counter_format(req.format)?;
         once!(
             self,
             "CounterGet",
             or(&req.recipe, World::Config.default_recipe()),
             config,
-            |h| h.counter(&req.path),
+            |h| h.counter_in(&req.path, format),
             |value| { pb::CounterValue { value } }
         )
     }
@@ -403,12 +404,13 @@ impl Recipes for Api {
         request: Request<pb::CounterAddRequest>,
     ) -> Result<Response<pb::CounterValue>, Status> {
         let req = request.into_inner();
+        let format = counter_format(req.format)?;
         once!(
             self,
             "CounterAdd",
             or(&req.recipe, World::Config.default_recipe()),
             config,
-            |h| h.add(&req.path, req.delta),
+            |h| h.add_in(&req.path, req.delta, format),
             |value| pb::CounterValue { value }
         )
     }
@@ -836,4 +838,14 @@ fn want_of(req: &pb::AcquireRequest) -> Result<Want, Status> {
         pb::Family::WriteLock => Want::ReadWrite(Mode::Write),
         pb::Family::Semaphore => Want::Lease { max_leases: req.max_leases },
     })
+}
+
+/// A CounterGet or CounterAdd request's format.
+fn counter_format(format: i32) -> Result<CounterFormat, Status> {
+    match pb::CounterFormat::try_from(format) {
+        Ok(pb::CounterFormat::Kazoo) => Ok(CounterFormat::Kazoo),
+        Ok(pb::CounterFormat::CuratorShared) => Ok(CounterFormat::CuratorShared),
+        Ok(pb::CounterFormat::CuratorAtomic) => Ok(CounterFormat::CuratorAtomic),
+        Err(_) => Err(wire::invalid_argument(format!("unknown counter format {format}"))),
+    }
 }

@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use super::{HasBindings, Sandbox};
 use crate::bindings::barrier_recipe::BarrierRecipe;
-use crate::bindings::config_recipe::ConfigRecipe;
 use crate::bindings::queue_recipe::QueueRecipe;
 use crate::bindings::transaction_recipe::TransactionRecipe;
-use crate::bindings::{Ballot, Entry, Item, Outcome, TxMode};
+use crate::bindings::{Ballot, ConfigBindings, CounterFormat, Entry, Item, Outcome, TxMode, ZkError};
 use crate::claim::Lost;
 use crate::error::RecipeError;
 use crate::keeper::Live;
@@ -114,12 +113,12 @@ impl QueueHandle {
 /// A handle on one configuration (and counter) recipe instance.
 pub struct ConfigHandle {
     sandbox: Sandbox,
-    bindings: ConfigRecipe,
+    bindings: ConfigBindings,
     node: Option<String>,
 }
 
 impl HasBindings for ConfigHandle {
-    type Bindings = ConfigRecipe;
+    type Bindings = ConfigBindings;
 }
 
 handle_basics!(ConfigHandle);
@@ -151,14 +150,67 @@ impl ConfigHandle {
         Ok(call!(self, wazoo_recipes_config.call_watch(path, known, ms))?)
     }
 
-    /// The counter at `path` (0 when absent).
+    /// The counter at `path` in kazoo's format (0 when absent).
     pub async fn counter(&mut self, path: &str) -> Result<i64, RecipeError> {
-        Ok(call!(self, wazoo_recipes_counter.call_value(path))?)
+        self.counter_in(path, CounterFormat::Kazoo).await
     }
 
-    /// Adds `delta` to the counter at `path`; returns the new value.
+    /// Adds `delta` to the counter at `path` in kazoo's format; returns the new value.
     pub async fn add(&mut self, path: &str, delta: i64) -> Result<i64, RecipeError> {
-        Ok(call!(self, wazoo_recipes_counter.call_add(path, delta))?)
+        self.add_in(path, delta, CounterFormat::Kazoo).await
+    }
+
+    /// The counter at `path` stored in `format` (0 when absent).
+    pub async fn counter_in(&mut self, path: &str, format: CounterFormat) -> Result<i64, RecipeError> {
+        self.sandbox.enter()?;
+        let result = match &self.bindings {
+            ConfigBindings::Current(b) => {
+                b.wazoo_recipes_counter().call_value_in(&mut self.sandbox.store, path, format).await
+            }
+            ConfigBindings::KazooOnly(k) => match self.kazoo_only(format, &k.built_against) {
+                Ok(()) => {
+                    k.value.call_async(&mut self.sandbox.store, (path.to_string(),)).await.map(|(r,)| r)
+                }
+                Err(e) => Ok(Err(e)),
+            },
+        };
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// Adds `delta` to the counter at `path` stored in `format`; returns the new value.
+    pub async fn add_in(
+        &mut self,
+        path: &str,
+        delta: i64,
+        format: CounterFormat,
+    ) -> Result<i64, RecipeError> {
+        self.sandbox.enter()?;
+        let result = match &self.bindings {
+            ConfigBindings::Current(b) => {
+                b.wazoo_recipes_counter().call_add_in(&mut self.sandbox.store, path, delta, format).await
+            }
+            ConfigBindings::KazooOnly(k) => match self.kazoo_only(format, &k.built_against) {
+                Ok(()) => {
+                    k.add.call_async(&mut self.sandbox.store, (path.to_string(), delta)).await.map(|(r,)| r)
+                }
+                Err(e) => Ok(Err(e)),
+            },
+        };
+        Ok(self.sandbox.leave(result).await??)
+    }
+
+    /// A component built against `wazoo:recipes@0.1.0` serves only kazoo's format: another is
+    /// `invalid-argument`, naming the version it was built against.
+    fn kazoo_only(&self, format: CounterFormat, built_against: &str) -> Result<(), ZkError> {
+        if format == CounterFormat::Kazoo {
+            return Ok(());
+        }
+        let recipe = self.sandbox.version.as_ref().map(|v| v.name.as_str()).unwrap_or("config");
+        Err(ZkError::InvalidArgument(format!(
+            "the counter format {} needs a config recipe built against wazoo:recipes@0.1.1 or later; \
+             {recipe} was built against wazoo:recipes@{built_against}, whose counter has only the kazoo format",
+            format.name()
+        )))
     }
 }
 

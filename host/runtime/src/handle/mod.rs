@@ -183,7 +183,9 @@ macro_rules! call {
 mod claiming;
 mod custom;
 mod data;
+mod registration;
 
 pub use claiming::{ElectionHandle, GroupHandle, LockHandle, RwLockHandle, SemaphoreHandle};
 pub use custom::{CustomHandle, DynamicHandle};
 pub use data::{BarrierHandle, ConfigHandle, QueueHandle, TransactionHandle};
+pub use registration::RegistrationHandle;
