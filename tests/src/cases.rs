@@ -1342,6 +1342,114 @@ fn transaction_cases() -> Vec<Case> {
 }
 
 /// Every case, for every recipe and every language the project ships.
+/// Registers `d` at the run's path on `h`.
+async fn registered(ctx: &Ctx, h: &mut DynamicHandle) -> Value {
+    on(h, "registration.register", json!([ctx.path, "d", null])).await
+}
+
+/// Whether the run's path holds `d` in a node of the faulted host's session.
+async fn registration_intact(ctx: &Ctx, what: &str) {
+    let owner = ctx.owner(&ctx.path).await;
+    let data = ctx.data(&ctx.path).await;
+    ctx.check(owner == Some(ctx.session) && data.as_deref() == Some(b"d".as_slice()), || {
+        format!("{what}, but {} is owned by {owner:?} holding {data:?}", ctx.path)
+    });
+}
+
+fn registration_cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "registration.register",
+            recipe: "registration",
+            before: nothing,
+            call: |ctx, _| ("registration.register", json!([ctx.path, "d", null])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        registration_intact(ctx, "registered").await;
+                    }
+                })
+            },
+            after: |ctx, _| {
+                Box::pin(async move {
+                    // The faulted handle has ended: its registration with it, nothing orphaned.
+                    let again = ctx
+                        .peer("registration", &[("registration.register", json!([ctx.path, "p", null]))])
+                        .await;
+                    ctx.check(ok(&again[0]).is_some(), || {
+                        format!("the path stayed taken after the registrant ended: {}", again[0])
+                    });
+                })
+            },
+        },
+        Case {
+            name: "registration.tend (deleted)",
+            recipe: "registration",
+            before: |ctx, h| {
+                Box::pin(async move {
+                    registered(ctx, h).await;
+                    ctx.checker.delete(&ctx.path, None).await.expect("deleting the registration");
+                    Value::Null
+                })
+            },
+            call: |_, _| ("registration.tend", json!([WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        registration_intact(ctx, "tended").await;
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "registration.tend (changed)",
+            recipe: "registration",
+            before: |ctx, h| {
+                Box::pin(async move {
+                    registered(ctx, h).await;
+                    ctx.checker.set_data(&ctx.path, b"x", None).await.expect("changing the registration");
+                    Value::Null
+                })
+            },
+            call: |_, _| ("registration.tend", json!([WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        registration_intact(ctx, "tended").await;
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "registration.unregister",
+            recipe: "registration",
+            before: |ctx, h| Box::pin(registered(ctx, h)),
+            call: |_, _| ("registration.unregister", json!([])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        let left = ctx.data(&ctx.path).await;
+                        ctx.check(left.is_none(), || {
+                            format!("unregistered, but {} holds {left:?}", ctx.path)
+                        });
+                    }
+                })
+            },
+            after: no_check,
+        },
+    ]
+}
+
 pub fn all() -> Vec<Case> {
     let mut cases = Vec::new();
     cases.extend(lock_cases::<Curator>());
@@ -1363,5 +1471,6 @@ pub fn all() -> Vec<Case> {
     cases.extend(config_cases());
     cases.extend(barrier_cases());
     cases.extend(transaction_cases());
+    cases.extend(registration_cases());
     cases
 }

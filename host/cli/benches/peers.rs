@@ -30,8 +30,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
-use wazoo_daemon::serve::ServeConfig;
 use wazoo_runtime::{Host, HostConfig, KeeperConfig, LockHandle, SandboxLimits};
 use wazoo_testkit::ServerOptions;
 use zookeeper_client::{Acls, Client, CreateMode, LockOptions, LockPrefix};
@@ -289,33 +287,8 @@ impl Bench {
         let native = Client::connector().connect(&self.address).await?;
 
         // The daemon on the same Host, as `wazoo serve` runs it.
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let settings = ServeConfig {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            metrics: None,
-            watch_every: WATCH_EVERY,
-            tls: None,
-            token: None,
-            bounds: Default::default(),
-        };
-        let served = tokio::spawn(wazoo_daemon::serve::run(
-            host.clone(),
-            settings,
-            move |grpc, _| {
-                let _ = ready_tx.send(grpc);
-            },
-            async {
-                let _ = stop_rx.await;
-            },
-        ));
-        let grpc = match ready_rx.await {
-            Ok(grpc) => grpc,
-            Err(_) => {
-                served.await??;
-                anyhow::bail!("the daemon stopped before it listened");
-            }
-        };
+        let served = common::Served::start(&host, WATCH_EVERY).await?;
+        let grpc = served.grpc;
 
         #[cfg(feature = "etcd")]
         let etcd = etcd::Etcd::start().await?;
@@ -372,8 +345,7 @@ impl Bench {
 
         #[cfg(feature = "etcd")]
         drop(etcd);
-        let _ = stop_tx.send(());
-        served.await??;
+        served.stop().await?;
         drop(host);
         drop(native);
         Ok(InProcess { wasm, native: native_side, daemon, etcd: etcd_side, grpc, etcd_version })

@@ -36,10 +36,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot, watch, Barrier};
+use tokio::sync::{mpsc, watch, Barrier};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
-use wazoo_daemon::serve::ServeConfig;
 use wazoo_proto::hold_event::Event;
 use wazoo_proto::hold_request::Step;
 use wazoo_proto::recipes_client::RecipesClient;
@@ -123,27 +122,8 @@ impl Bench {
     async fn run(self) -> anyhow::Result<()> {
         let bytes = std::fs::metadata(self.scratch.join("plugins/lock.wasm"))?.len();
         let host = Host::start(self.config(&self.scratch.join("cache"))).await?;
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let settings = ServeConfig {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            metrics: None,
-            watch_every: WATCH_EVERY,
-            tls: None,
-            token: None,
-            bounds: Default::default(),
-        };
-        let daemon = tokio::spawn(wazoo_daemon::serve::run(
-            host.clone(),
-            settings,
-            move |grpc, _| {
-                let _ = ready_tx.send(grpc);
-            },
-            async {
-                let _ = stop_rx.await;
-            },
-        ));
-        let grpc = ready_rx.await?;
+        let served = common::Served::start(&host, WATCH_EVERY).await?;
+        let grpc = served.grpc;
 
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
         let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -263,8 +243,7 @@ impl Bench {
             );
         }
 
-        let _ = stop_tx.send(());
-        daemon.await??;
+        served.stop().await?;
         Ok(())
     }
 }

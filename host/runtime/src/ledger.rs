@@ -85,7 +85,9 @@ impl Ledger {
                 (paths::parent(&requested), &requested[requested.rfind('/').unwrap_or(0) + 1..]);
             let Ok(children) = retry(CLEANUP_ATTEMPTS, || client.list_children(dir)).await else { continue };
             for child in children.iter().filter(|c| made_name(name, c)) {
-                targets.entry(paths::join(dir, child)).or_insert(None);
+                // Judged by owner, even where a node of ours was recorded under that name: that
+                // one may be gone (deleted by someone) and this one made by the uncertain create.
+                targets.insert(paths::join(dir, child), None);
             }
         }
         let mut deleted = 0;

@@ -64,7 +64,7 @@ impl Registration {
                     Ok((data, _)) if data == self.data => return Ok(()),
                     Ok((_, stat)) => match zk::set_data(&self.path, &self.data, Some(stat.version)) {
                         Ok(_) => return Ok(()),
-                        Err(ZkError::BadVersion | ZkError::NoNode) => continue,
+                        Err(ZkError::BadVersion | ZkError::NoNode | ZkError::ConnectionLoss) => continue,
                         Err(e) => return Err(e),
                     },
                 },
@@ -125,8 +125,8 @@ impl Guest for Recipe {
             if data != registration.data {
                 match zk::set_data(&registration.path, &registration.data, Some(stat.version)) {
                     Ok(_) => return Ok(Tended::Corrected),
-                    // Changed or deleted again meanwhile: look again.
-                    Err(ZkError::BadVersion | ZkError::NoNode) => continue,
+                    // Changed or deleted again meanwhile, or the reply lost: look again.
+                    Err(ZkError::BadVersion | ZkError::NoNode | ZkError::ConnectionLoss) => continue,
                     Err(e) => return Err(e),
                 }
             }
@@ -137,7 +137,7 @@ impl Guest for Recipe {
                         // Touch it: a TTL node lives while it is modified within its TTL.
                         match zk::set_data(&registration.path, &registration.data, Some(stat.version)) {
                             Ok(_) => {}
-                            Err(ZkError::BadVersion | ZkError::NoNode) => continue,
+                            Err(ZkError::BadVersion | ZkError::NoNode | ZkError::ConnectionLoss) => continue,
                             Err(e) => return Err(e),
                         }
                     }

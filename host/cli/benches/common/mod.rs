@@ -1,6 +1,7 @@
 //! What the benchmarks share: percentiles and how durations are printed.
 #![allow(dead_code)] // each bench uses some of these
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -64,4 +65,50 @@ pub fn rss_bytes() -> anyhow::Result<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/self/status"))?;
     Ok(kb * 1024)
+}
+
+/// A `wazoo serve` on `host`, in this process, as the command runs it, on a free port of
+/// 127.0.0.1. Stopped by [`Served::stop`].
+pub struct Served {
+    pub grpc: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Served {
+    pub async fn start(host: &wazoo_runtime::Host, watch_every: Duration) -> anyhow::Result<Served> {
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let settings = wazoo_daemon::serve::ServeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics: None,
+            watch_every,
+            tls: None,
+            token: None,
+            bounds: Default::default(),
+        };
+        let task = tokio::spawn(wazoo_daemon::serve::run(
+            host.clone(),
+            settings,
+            move |grpc, _| {
+                let _ = ready_tx.send(grpc);
+            },
+            async {
+                let _ = stop_rx.await;
+            },
+        ));
+        match ready_rx.await {
+            Ok(grpc) => Ok(Served { grpc, stop, task }),
+            Err(_) => {
+                task.await??;
+                anyhow::bail!("the daemon stopped before it listened")
+            }
+        }
+    }
+
+    /// Stops the daemon and waits for it to end.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        self.task.await?
+    }
 }
