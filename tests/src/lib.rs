@@ -403,9 +403,15 @@ pub struct Kazoo {
 
 impl Kazoo {
     pub async fn start(address: &str, path: &str) -> Kazoo {
+        Kazoo::run("tests/python/kazoo_peer.py", &[address, path]).await
+    }
+
+    /// Starts the kazoo peer `script` (under the workspace) with `args`, and waits for its
+    /// `ready`.
+    pub async fn run(script: &str, args: &[&str]) -> Kazoo {
         let mut child = tokio::process::Command::new("python3")
-            .arg(root().join("tests/python/kazoo_peer.py"))
-            .args([address, path])
+            .arg(root().join(script))
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -428,6 +434,12 @@ impl Kazoo {
             .await
             .unwrap()
             .expect("kazoo exited")
+    }
+
+    /// Sends `command` and reads the answer.
+    pub async fn ask(&mut self, command: &str) -> String {
+        self.send(command).await;
+        self.line().await
     }
 }
 

@@ -4,56 +4,36 @@
 //! readers share, a writer excludes, leases are counted together, and a semaphore of another
 //! max-leases is refused by either side.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 use wazoo_runtime::{Lost, Mode, RecipeError, RwLockHandle, ZkError};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// A running kazoo peer holding one `Lock`, `ReadLock`, `WriteLock` or `Semaphore`.
-struct Peer {
-    _child: Child,
-    stdin: ChildStdin,
-    lines: Lines<BufReader<ChildStdout>>,
+struct Peer(Kazoo);
+
+impl std::ops::Deref for Peer {
+    type Target = Kazoo;
+    fn deref(&self) -> &Kazoo {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Peer {
+    fn deref_mut(&mut self) -> &mut Kazoo {
+        &mut self.0
+    }
 }
 
 impl Peer {
     /// Starts a peer of `kind` (`lock`, `read`, `write`, `semaphore:N`) on `path`.
     async fn start(address: &str, path: &str, kind: &str) -> Peer {
-        let mut args = vec![address.to_string(), path.to_string()];
-        args.extend(kind.split(':').map(str::to_string));
-        let mut child = tokio::process::Command::new("python3")
-            .arg(root().join("tests/python/kazoo_lock_peer.py"))
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting python3");
-        let stdin = child.stdin.take().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut peer = Peer { _child: child, stdin, lines };
-        assert_eq!(peer.line().await, "ready", "kazoo peer did not start (is kazoo installed?)");
-        peer
-    }
-
-    async fn send(&mut self, command: &str) {
-        self.stdin.write_all(format!("{command}\n").as_bytes()).await.unwrap();
-        self.stdin.flush().await.unwrap();
-    }
-
-    async fn line(&mut self) -> String {
-        within(LIMIT, "kazoo answers", self.lines.next_line()).await.unwrap().expect("kazoo exited")
-    }
-
-    async fn ask(&mut self, command: &str) -> String {
-        self.send(command).await;
-        self.line().await
+        let mut args = vec![address, path];
+        args.extend(kind.split(':'));
+        Peer(Kazoo::run("tests/python/kazoo_lock_peer.py", &args).await)
     }
 
     /// kazoo's own list of the contenders (lock) or lease holders (semaphore).
