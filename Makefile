@@ -35,6 +35,7 @@ recipes: setup
 
 build: recipes
 	$(CARGO) build --release -p wazoo-cli
+	./target/release/wazoo man --dir target/man
 
 demo: build
 	./target/release/wazoo recipes list
@@ -42,7 +43,7 @@ demo: build
 
 test: build
 	$(CARGO) test --release --no-fail-fast --workspace --exclude wazoo-guest --exclude wazoo-misbehave $(foreach r,$(RECIPES),--exclude wazoo-$(r))
-	$(CARGO) test --target x86_64-unknown-linux-gnu -p wazoo-guest
+	$(CARGO) test --target x86_64-unknown-linux-gnu -p wazoo-guest -p wazoo-cache
 
 bench: build
 	bash .ci/setup-bench

@@ -20,7 +20,7 @@ const recipes = [
   {
     name: 'election-js',
     source: 'election/election.js',
-    world: 'wazoo:recipes/election-recipe@0.1.1',
+    world: 'wazoo:recipes/election-recipe@0.1.2',
     out: resolve(root, 'plugins', 'election-js.wasm'),
   },
 ];

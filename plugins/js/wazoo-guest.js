@@ -5,7 +5,7 @@
 // the way Curator does, contending for a turn by watching only the predecessor, deadlines, and
 // deleting through connection loss.
 //
-// The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.2`): the protected
+// The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.3`): the protected
 // create that finds its node again after a lost reply (`createProtected`), waiting until a node
 // changes or the session ends (`waitForChange`, `watcher.changed`), the ownership check
 // (`owns`), trying reads again through connection loss (every read the host lends), and several
@@ -39,14 +39,14 @@ import {
   listEphemerals as zkListEphemerals,
   checkPath as zkCheckPath,
   pipeline as zkPipeline,
-} from 'wazoo:zk/znode@0.1.2';
+} from 'wazoo:zk/znode@0.1.3';
 import {
   existsWatch as zkExistsWatch,
   getDataWatch as zkGetDataWatch,
   getChildrenWatch as zkGetChildrenWatch,
   waitForChange as zkWaitForChange,
-} from 'wazoo:zk/watch@0.1.2';
-import { info as zkInfo, uniqueId as zkUniqueId, owns as zkOwns } from 'wazoo:zk/session@0.1.2';
+} from 'wazoo:zk/watch@0.1.3';
+import { info as zkInfo, uniqueId as zkUniqueId, owns as zkOwns } from 'wazoo:zk/session@0.1.3';
 
 // ---------------------------------------------------------------------------------------------
 // Errors

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Python semaphore recipe into a component for world
-# wazoo:recipes/semaphore-recipe@0.1.1.
+# wazoo:recipes/semaphore-recipe@0.1.2.
 #
 #   plugins/python/build.sh [OUT]      (OUT defaults to <repo>/plugins/semaphore-py.wasm)
 #
@@ -12,7 +12,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-world="wazoo:recipes/semaphore-recipe@0.1.1"
+world="wazoo:recipes/semaphore-recipe@0.1.2"
 want="0.25."
 
 out="${1:-$root/plugins/semaphore-py.wasm}"

@@ -6,12 +6,13 @@
 //! The kazoo-format builds of the lock family (`lock-kazoo`, `rwlock-kazoo`, `semaphore-kazoo`)
 //! run the same cases among participants of their own format ([`Format`]).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use wazoo_runtime::DynamicHandle;
 
-use crate::matrix::{ok, Case, Ctx, Fut, Verdict, WAIT_MS};
+use crate::matrix::{ok, Case, Ctx, Fut, Kind, Verdict, WAIT_MS};
 use crate::proxy::Request;
 
 /// How long another participant waits where the faulted one may never come.
@@ -402,20 +403,35 @@ fn semaphore_cases<F: Format>(recipe: &'static str) -> Vec<Case> {
     ]
 }
 
+/// The node format of an election's participants: the peers a case's other participants use.
+pub trait Electorate {
+    /// The plugin the other participants run.
+    const PEER: &'static str;
+}
+
+/// Curator's `LeaderLatch` format (`election`, `election-js`).
+pub struct Latch;
+
+impl Electorate for Latch {
+    const PEER: &'static str = "election";
+}
+
+/// Curator's `LeaderSelector` format (`election-selector`).
+pub struct Selector;
+
+impl Electorate for Selector {
+    const PEER: &'static str = "election-selector";
+}
+
 /// The leader other participants see.
-async fn leader(ctx: &Ctx) -> Value {
-    let seen = ctx.peer("election", &[("election.leader", json!([ctx.path]))]).await;
+async fn leader<E: Electorate>(ctx: &Ctx) -> Value {
+    let seen = ctx.peer(E::PEER, &[("election.leader", json!([ctx.path]))]).await;
     ok(&seen[0]).cloned().unwrap_or_else(|| seen[0].clone())
 }
 
-fn election_cases(recipe: &'static str) -> Vec<Case> {
+fn election_cases<E: Electorate>(recipe: &'static str) -> Vec<Case> {
     let next_leader: for<'a> fn(&'a Ctx, &'a Verdict) -> Fut<'a, ()> = |ctx, v| {
-        Box::pin(next_holder_gets_it(
-            ctx,
-            v,
-            "election",
-            ("election.campaign", json!([ctx.path, "b", WAIT_MS])),
-        ))
+        Box::pin(next_holder_gets_it(ctx, v, E::PEER, ("election.campaign", json!([ctx.path, "b", WAIT_MS]))))
     };
     vec![
         Case {
@@ -428,7 +444,7 @@ fn election_cases(recipe: &'static str) -> Vec<Case> {
             check: |ctx, v| {
                 Box::pin(async move {
                     let Some(mine) = held(v) else { return };
-                    let seen = leader(ctx).await;
+                    let seen = leader::<E>(ctx).await;
                     ctx.check(node(&seen).as_deref() == Some(mine.as_str()), || {
                         format!("{mine} was told it leads; observers see {seen}")
                     });
@@ -450,7 +466,7 @@ fn election_cases(recipe: &'static str) -> Vec<Case> {
                     if v.ok().is_none() || ctx.owner(&leader_node).await.is_none() {
                         return;
                     }
-                    let seen = leader(ctx).await;
+                    let seen = leader::<E>(ctx).await;
                     ctx.check(
                         seen.get("acknowledged").and_then(Value::as_str) == Some("note-a")
                             && node(&seen) == node(&v.before),
@@ -460,7 +476,7 @@ fn election_cases(recipe: &'static str) -> Vec<Case> {
             },
             after: |ctx, _| {
                 Box::pin(async move {
-                    let seen = leader(ctx).await;
+                    let seen = leader::<E>(ctx).await;
                     ctx.check(seen.is_null(), || {
                         format!("the leader closed, but observers still see {seen}")
                     });
@@ -477,7 +493,7 @@ fn election_cases(recipe: &'static str) -> Vec<Case> {
             check: |ctx, v| {
                 Box::pin(async move {
                     if v.ok().is_some() {
-                        let seen = leader(ctx).await;
+                        let seen = leader::<E>(ctx).await;
                         ctx.check(seen.is_null(), || format!("resigned, but observers see {seen}"));
                     }
                 })
@@ -489,10 +505,9 @@ fn election_cases(recipe: &'static str) -> Vec<Case> {
             recipe,
             before: |ctx, _| {
                 Box::pin(async move {
-                    ok(&ctx.hold("election", &[("election.campaign", json!([ctx.path, "b", WAIT_MS]))]).await
-                        [0])
-                    .cloned()
-                    .unwrap_or_default()
+                    ok(&ctx.hold(E::PEER, &[("election.campaign", json!([ctx.path, "b", WAIT_MS]))]).await[0])
+                        .cloned()
+                        .unwrap_or_default()
                 })
             },
             call: |ctx, _| ("election.leader", json!([ctx.path])),
@@ -508,7 +523,7 @@ fn election_cases(recipe: &'static str) -> Vec<Case> {
             call: |ctx, _| ("election.observe", json!([ctx.path, null, WAIT_MS])),
             trigger: Some((watches_under, |ctx| {
                 Box::pin(async move {
-                    ctx.hold("election", &[("election.campaign", json!([ctx.path, "b", WAIT_MS]))]).await;
+                    ctx.hold(E::PEER, &[("election.campaign", json!([ctx.path, "b", WAIT_MS]))]).await;
                 })
             })),
             survives_lost_reply: true,
@@ -1341,7 +1356,6 @@ fn transaction_cases() -> Vec<Case> {
     ]
 }
 
-/// Every case, for every recipe and every language the project ships.
 /// Registers `d` at the run's path on `h`.
 async fn registered(ctx: &Ctx, h: &mut DynamicHandle) -> Value {
     on(h, "registration.register", json!([ctx.path, "d", null])).await
@@ -1450,6 +1464,223 @@ fn registration_cases() -> Vec<Case> {
     ]
 }
 
+/// Makes the run's tree: `r` ("r"), `r/a` ("1"), `r/a/c` ("3"), `r/b` ("2").
+async fn cache_tree(ctx: &Ctx) {
+    let mode = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    match ctx.checker.create(&ctx.root, b"", &mode).await {
+        Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
+        Err(e) => panic!("making the run's directory: {e}"),
+    }
+    for (path, data) in [("", "r"), ("/a", "1"), ("/a/c", "3"), ("/b", "2")] {
+        ctx.checker
+            .create(&format!("{}{path}", ctx.path), data.as_bytes(), &mode)
+            .await
+            .expect("making the tree");
+    }
+}
+
+/// The tree under the run's path as ZooKeeper holds it: path → data.
+async fn real_tree(ctx: &Ctx) -> BTreeMap<String, String> {
+    let mut tree = BTreeMap::new();
+    let mut todo = vec![ctx.path.clone()];
+    while let Some(path) = todo.pop() {
+        let Ok((data, _)) = ctx.checker.get_data(&path).await else { continue };
+        tree.insert(path.clone(), String::from_utf8_lossy(&data).into_owned());
+        todo.extend(ctx.children(&path).await.into_iter().map(|c| format!("{path}/{c}")));
+    }
+    tree
+}
+
+/// A cached node's path and data, from its JSON.
+fn cached(node: &Value) -> Option<(String, String)> {
+    Some((node.get("path")?.as_str()?.to_string(), node.get("data")?.as_str()?.to_string()))
+}
+
+/// Calls `cache.next` on the faulted handle until it reports nothing for a while: the reports.
+async fn drained(h: &mut DynamicHandle) -> Vec<Value> {
+    let mut reports = Vec::new();
+    loop {
+        let next =
+            match tokio::time::timeout(Duration::from_secs(20), h.call("cache.next", &json!([300]))).await {
+                Ok(Ok(v)) => v,
+                Ok(Err(e)) => json!({ "host-error": e.to_string() }),
+                Err(_) => json!({ "host-error": "timed out" }),
+            };
+        match next.get("ok") {
+            Some(report) => reports.push(report.clone()),
+            None if next.get("err") == Some(&json!("timeout")) => return reports,
+            None => {
+                reports.push(next);
+                return reports;
+            }
+        }
+    }
+}
+
+/// The faulted handle's cache, once it has reported everything, equals the tree ZooKeeper
+/// holds; and it reports a change made now, and a creation.
+/// After an expiry it says `session-expired` instead (start again in a new session); after a
+/// crash the handle is gone.
+async fn cache_keeps_up(ctx: &Ctx, v: &Verdict, what: &str) {
+    let mut faulted = ctx.faulted.lock().await;
+    let h = faulted.as_mut().expect("the faulted handle");
+    let reports = drained(h).await;
+    match v.fault {
+        Some(Kind::Crash) => return,
+        Some(Kind::Expiry) => {
+            ctx.check(reports.last() == Some(&json!({"err": "session-expired"})), || {
+                format!("{what}: after the session expired the cache reported {reports:?}")
+            });
+            return;
+        }
+        _ => {}
+    }
+    let nodes = on(h, "cache.nodes", json!([])).await;
+    let cache: BTreeMap<String, String> =
+        nodes.as_array().map(|all| all.iter().filter_map(cached).collect()).unwrap_or_default();
+    let real = real_tree(ctx).await;
+    ctx.check(cache == real, || {
+        format!("{what}: the cache holds {cache:?}, ZooKeeper {real:?} (reports {reports:?})")
+    });
+    ctx.checker.set_data(&format!("{}/b", ctx.path), b"changed", None).await.expect("changing b");
+    let mode = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    ctx.checker.create(&format!("{}/d", ctx.path), b"new", &mode).await.expect("creating d");
+    let later = drained(h).await;
+    let seen = |kind: &str, path: &str, data: &str| {
+        later
+            .iter()
+            .any(|r| r.get(kind).and_then(cached) == Some((format!("{}{path}", ctx.path), data.to_string())))
+    };
+    ctx.check(seen("changed", "/b", "changed") && seen("created", "/d", "new"), || {
+        format!("{what}: a change and a creation made afterwards were reported as {later:?}")
+    });
+}
+
+/// Starts a recursive cache of the run's tree on `h` and reads its first reports.
+async fn cache_started(ctx: &Ctx, h: &mut DynamicHandle) -> Value {
+    cache_tree(ctx).await;
+    let started = on(h, "cache.start", json!([ctx.path, true])).await;
+    drained(h).await;
+    started
+}
+
+fn cache_cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "cache.start",
+            recipe: "cache",
+            before: |ctx, _| {
+                Box::pin(async move {
+                    cache_tree(ctx).await;
+                    Value::Null
+                })
+            },
+            call: |ctx, _| ("cache.start", json!([ctx.path, true])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if v.ok().is_some() {
+                        cache_keeps_up(ctx, v, "started").await;
+                    }
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "cache.next (a change)",
+            recipe: "cache",
+            before: |ctx, h| {
+                Box::pin(async move {
+                    let started = cache_started(ctx, h).await;
+                    ctx.checker.set_data(&format!("{}/a", ctx.path), b"x", None).await.expect("changing a");
+                    started
+                })
+            },
+            call: |_, _| ("cache.next", json!([WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(report) = v.ok() {
+                        let want = Some((format!("{}/a", ctx.path), "x".to_string()));
+                        ctx.check(report.get("changed").and_then(cached) == want, || {
+                            format!("the change of a was reported as {report}")
+                        });
+                    }
+                    cache_keeps_up(ctx, v, "after a change").await;
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "cache.next (a deletion, made again)",
+            recipe: "cache",
+            before: |ctx, h| {
+                Box::pin(async move {
+                    let started = cache_started(ctx, h).await;
+                    ctx.checker.delete(&format!("{}/b", ctx.path), None).await.expect("deleting b");
+                    // Made again at once: the cache must tell the new node from the old one.
+                    let mode = zookeeper_client::CreateMode::Persistent
+                        .with_acls(zookeeper_client::Acls::anyone_all());
+                    ctx.checker
+                        .create(&format!("{}/b", ctx.path), b"again", &mode)
+                        .await
+                        .expect("making b again");
+                    started
+                })
+            },
+            call: |_, _| ("cache.next", json!([WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(report) = v.ok() {
+                        let want = Some((format!("{}/b", ctx.path), "2".to_string()));
+                        ctx.check(report.get("deleted").and_then(cached) == want, || {
+                            format!("the deletion of b (made again) was reported as {report}")
+                        });
+                    }
+                    cache_keeps_up(ctx, v, "after a deletion").await;
+                })
+            },
+            after: no_check,
+        },
+        Case {
+            name: "cache.next (a creation)",
+            recipe: "cache",
+            before: |ctx, h| {
+                Box::pin(async move {
+                    let started = cache_started(ctx, h).await;
+                    let mode = zookeeper_client::CreateMode::Persistent
+                        .with_acls(zookeeper_client::Acls::anyone_all());
+                    ctx.checker
+                        .create(&format!("{}/a/e", ctx.path), b"5", &mode)
+                        .await
+                        .expect("creating a/e");
+                    started
+                })
+            },
+            call: |_, _| ("cache.next", json!([WAIT_MS])),
+            trigger: None,
+            survives_lost_reply: true,
+            check: |ctx, v| {
+                Box::pin(async move {
+                    if let Some(report) = v.ok() {
+                        let want = Some((format!("{}/a/e", ctx.path), "5".to_string()));
+                        ctx.check(report.get("created").and_then(cached) == want, || {
+                            format!("the creation of a/e was reported as {report}")
+                        });
+                    }
+                    cache_keeps_up(ctx, v, "after a creation").await;
+                })
+            },
+            after: no_check,
+        },
+    ]
+}
+
+/// Every case, for every recipe and every language the project ships.
 pub fn all() -> Vec<Case> {
     let mut cases = Vec::new();
     cases.extend(lock_cases::<Curator>());
@@ -1462,15 +1693,19 @@ pub fn all() -> Vec<Case> {
     cases.extend(rwlock_cases::<Kazoo>());
     cases.extend(semaphore_cases::<Kazoo>(Kazoo::SEMAPHORE));
     for recipe in ["election", "election-js"] {
-        let mut election = election_cases(recipe);
+        let mut election = election_cases::<Latch>(recipe);
         election_leader_check(&mut election);
         cases.extend(election);
     }
+    let mut selector = election_cases::<Selector>("election-selector");
+    election_leader_check(&mut selector);
+    cases.extend(selector);
     cases.extend(queue_cases());
     cases.extend(group_cases());
     cases.extend(config_cases());
     cases.extend(barrier_cases());
     cases.extend(transaction_cases());
     cases.extend(registration_cases());
+    cases.extend(cache_cases());
     cases
 }

@@ -235,6 +235,7 @@ pub fn config(address: &str, session: Duration) -> HostConfig {
         plugins: plugins(),
         limits: SandboxLimits::default(),
         allowed: None,
+        embedded: None,
         cache: Some(root().join("target/component-cache")),
     }
 }

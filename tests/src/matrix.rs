@@ -135,6 +135,9 @@ pub struct Ctx {
     violations: Mutex<Vec<String>>,
     kept: tokio::sync::Mutex<Vec<DynamicHandle>>,
     tasks: Mutex<Vec<JoinHandle<Vec<Result<Value, String>>>>>,
+    /// The faulted handle, while the case's `check` runs (for a promise only more calls on it
+    /// can show, such as a cache's later reports).
+    pub faulted: tokio::sync::Mutex<Option<DynamicHandle>>,
 }
 
 /// Runs of one injection before a fault that keeps missing its request is a failure.
@@ -467,6 +470,7 @@ impl Bench {
             violations: Mutex::new(Vec::new()),
             kept: tokio::sync::Mutex::new(Vec::new()),
             tasks: Mutex::new(Vec::new()),
+            faulted: tokio::sync::Mutex::new(None),
         };
         let mut handle = match self.site.host.dynamic(case.recipe).await {
             Ok(h) => h,
@@ -553,7 +557,9 @@ impl Bench {
             }
         }
 
+        *ctx.faulted.lock().await = Some(handle);
         (case.check)(&ctx, &verdict).await;
+        let handle = ctx.faulted.lock().await.take().expect("the check gives the faulted handle back");
         handle.close().await;
         ctx.close_kept().await;
         (case.after)(&ctx, &verdict).await;

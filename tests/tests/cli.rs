@@ -177,11 +177,11 @@ async fn cli_lists_recipes_with_their_worlds() {
     let (code, stdout, _) = output(cli().args(["recipes", "list"])).await;
     assert_eq!(code, 0);
     assert!(
-        stdout.lines().any(|l| l.starts_with("lock ") && l.contains("wazoo:recipes/lock-recipe@0.1.1")),
+        stdout.lines().any(|l| l.starts_with("lock ") && l.contains("wazoo:recipes/lock-recipe@0.1.2")),
         "{stdout}"
     );
     assert!(
-        stdout.lines().any(|l| l.starts_with("tree ") && l.contains("wazoo:recipes/custom@0.1.1")),
+        stdout.lines().any(|l| l.starts_with("tree ") && l.contains("wazoo:recipes/custom@0.1.2")),
         "{stdout}"
     );
 }

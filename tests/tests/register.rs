@@ -127,3 +127,42 @@ async fn a_ttl_registration_is_a_ttl_node_and_anothers_registration_is_never_tak
         assert_eq!(code, 2, "{args:?}: {stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_is_made_again_in_a_new_session_after_its_session_expired() {
+    let checker = client(&zk().address()).await;
+    let node = format!("{}/host1", unique("register-expiry"));
+    let proxy = wazoo_tests::proxy::Proxy::start(&zk().address()).await;
+    let mut registrant = cli()
+        .env("WAZOO_ZOOKEEPER", proxy.address())
+        .env("WAZOO_SESSION_TIMEOUT", "2s")
+        .args(["register", &node, "d", "--", "sh", "-c"])
+        .arg("echo up; read line; echo done")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(registrant.stdout.take().unwrap()).lines();
+    assert_eq!(within(LIMIT, "the command starts", lines.next_line()).await.unwrap().unwrap(), "up");
+    let first = checker.check_stat(&node).await.unwrap().expect("registered");
+
+    // Silenced until ZooKeeper expires its session, which deletes the ephemeral node.
+    proxy.freeze();
+    within(LIMIT, "the session expires", wait_gone(&checker, &node)).await;
+    proxy.thaw();
+
+    // Made again, by a new session, while the command runs on.
+    let again = within(LIMIT, "the node is made again", wait_data(&checker, &node, b"d")).await;
+    assert_ne!(again.ephemeral_owner, first.ephemeral_owner, "a new session's node");
+    assert_ne!(again.ephemeral_owner, 0);
+
+    use tokio::io::AsyncWriteExt;
+    registrant.stdin.take().unwrap().write_all(b"\n").await.unwrap();
+    assert_eq!(within(LIMIT, "the command ends", lines.next_line()).await.unwrap().unwrap(), "done");
+    let out = within(LIMIT, "wazoo ends", registrant.wait_with_output()).await.unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("registered again"), "{stderr}");
+    assert!(checker.check_stat(&node).await.unwrap().is_none(), "unregistered");
+}

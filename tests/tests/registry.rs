@@ -135,11 +135,11 @@ async fn a_file_that_fails_a_check_changes_nothing() {
     let v1 = host.version("lock", World::Lock).await.unwrap();
     let good = std::fs::read(plugins.join("lock.wasm")).unwrap();
     // The same component claiming wazoo:recipes 0.2.0 (same length, so still well-formed).
-    let newer = String::from_utf8_lossy(&good).contains("@0.1.1");
+    let newer = String::from_utf8_lossy(&good).contains("@0.1.2");
     assert!(newer, "the lock component names its WIT versions");
     let mut major = good.clone();
     for i in 0..major.len().saturating_sub(6) {
-        if &major[i..i + 6] == b"@0.1.1" {
+        if &major[i..i + 6] == b"@0.1.2" {
             major[i..i + 6].copy_from_slice(b"@0.2.0");
         }
     }

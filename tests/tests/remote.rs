@@ -405,11 +405,11 @@ async fn remote_recipes_list_shows_lock() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.starts_with("NAME "), "{stdout}");
     assert!(
-        stdout.lines().any(|l| l.starts_with("lock ") && l.contains("wazoo:recipes/lock-recipe@0.1.1")),
+        stdout.lines().any(|l| l.starts_with("lock ") && l.contains("wazoo:recipes/lock-recipe@0.1.2")),
         "{stdout}"
     );
     assert!(
-        stdout.lines().any(|l| l.starts_with("tree ") && l.contains("wazoo:recipes/custom@0.1.1")),
+        stdout.lines().any(|l| l.starts_with("tree ") && l.contains("wazoo:recipes/custom@0.1.2")),
         "{stdout}"
     );
 }

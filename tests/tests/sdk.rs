@@ -4,7 +4,7 @@
 //! reply returns the node the server made, once, recorded in the handle's ledger),
 //! `watch.wait-for-change` and `watcher.changed` (a change, a deletion, a timeout, the session's
 //! end), `session.owns`, and `znode.pipeline` (steps sent together, answered in order, a lost
-//! reply recovered). And components built against `wazoo:zk@0.1.0` and `0.1.1` still link and
+//! reply recovered). And components built against `wazoo:zk@0.1.0`, `0.1.1` and `0.1.2` still link and
 //! run.
 
 use std::time::{Duration, Instant};
@@ -289,11 +289,11 @@ async fn owns_is_true_only_for_this_sessions_node_holding_the_data_asked_for() {
     handle.close().await;
 }
 
-/// `bytes` with every `wazoo:zk/…@0.1.2` import renamed `…@{version}` (same length, so the
+/// `bytes` with every `wazoo:zk/…@0.1.3` import renamed `…@{version}` (same length, so the
 /// component stays valid): what a component built against that version imports.
 fn as_built_against(bytes: &[u8], version: &str) -> Vec<u8> {
     let mut out = bytes.to_vec();
-    let (from, to) = (b"wazoo:zk/", (b"@0.1.2", format!("@{version}")));
+    let (from, to) = (b"wazoo:zk/", (b"@0.1.3", format!("@{version}")));
     assert_eq!(to.1.len(), to.0.len());
     let mut i = 0;
     while let Some(at) = out[i..].windows(from.len()).position(|w| w == from) {
@@ -308,16 +308,16 @@ fn as_built_against(bytes: &[u8], version: &str) -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn components_built_against_wazoo_zk_0_1_0_and_0_1_1_still_link_and_run() {
-    // The `tree` recipe imports only calls 0.1.0 had; renamed, it is a 0.1.0 (0.1.1) component.
+async fn components_built_against_wazoo_zk_0_1_0_to_0_1_2_still_link_and_run() {
+    // The `tree` recipe imports only calls 0.1.0 had; renamed, it is a 0.1.0 (0.1.1, 0.1.2) component.
     let built = std::fs::read(plugins().join("tree.wasm")).unwrap();
     let dir = std::env::temp_dir().join(format!("wazoo-sdk-old-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for version in ["0.1.0", "0.1.1"] {
+    for version in ["0.1.0", "0.1.1", "0.1.2"] {
         let old = as_built_against(&built, version);
         let text = String::from_utf8_lossy(&old);
         assert!(
-            text.contains(&format!("wazoo:zk/znode@{version}")) && !text.contains("wazoo:zk/znode@0.1.2")
+            text.contains(&format!("wazoo:zk/znode@{version}")) && !text.contains("wazoo:zk/znode@0.1.3")
         );
         std::fs::write(dir.join(format!("tree-{}.wasm", version.replace('.', "-"))), &old).unwrap();
     }
@@ -331,8 +331,8 @@ async fn components_built_against_wazoo_zk_0_1_0_and_0_1_1_still_link_and_run() 
     let mut settings = config(&zk().address(), Duration::from_secs(10));
     settings.plugins = dir.clone();
     let host = Host::start(settings).await.unwrap();
-    for name in ["tree-0-1-0", "tree-0-1-1"] {
-        let mut handle = host.custom(name).await.expect("an older component links on a 0.1.2 host");
+    for name in ["tree-0-1-0", "tree-0-1-1", "tree-0-1-2"] {
+        let mut handle = host.custom(name).await.expect("an older component links on a 0.1.3 host");
         let out = within(LIMIT, "tree", handle.run(&args(&[&path]))).await.unwrap().unwrap();
         assert!(out.contains("leaf  [5 bytes]"), "{name}: {out}");
         handle.close().await;

@@ -194,7 +194,7 @@ async fn a_broken_file_is_refused_and_the_old_version_serves() {
     let good = std::fs::read(plugins.join("lock.wasm")).unwrap();
     let mut major = good.clone();
     for i in 0..major.len().saturating_sub(6) {
-        if &major[i..i + 6] == b"@0.1.1" {
+        if &major[i..i + 6] == b"@0.1.2" {
             major[i..i + 6].copy_from_slice(b"@0.2.0");
         }
     }

@@ -205,12 +205,12 @@ async fn each_counter_format_stores_its_bytes_checks_its_range_and_never_rewrite
     counter.close().await;
 }
 
-/// `bytes` (a recipe built against `wazoo:recipes@0.1.1`) as built against 0.1.0: its export
+/// `bytes` (a recipe built against `wazoo:recipes@0.1.2`) as built against 0.1.0: its export
 /// names say 0.1.0 and, for the config recipe, its counter has neither `value-in` nor `add-in`
-/// (renamed, same length, so the component stays valid). Only the recipes package is at 0.1.1.
+/// (renamed, same length, so the component stays valid). Only the recipes package is at 0.1.2.
 fn as_built_against_0_1_0(bytes: &[u8]) -> Vec<u8> {
     let mut out = bytes.to_vec();
-    for (from, to) in [(&b"@0.1.1"[..], &b"@0.1.0"[..]), (b"value-in", b"value-xx"), (b"add-in", b"add-xx")] {
+    for (from, to) in [(&b"@0.1.2"[..], &b"@0.1.0"[..]), (b"value-in", b"value-xx"), (b"add-in", b"add-xx")] {
         let mut i = 0;
         while let Some(at) = out[i..].windows(from.len()).position(|w| w == from) {
             out[i + at..i + at + to.len()].copy_from_slice(to);
@@ -227,7 +227,7 @@ async fn components_built_against_wazoo_recipes_0_1_0_still_serve_and_their_coun
     for recipe in ["config", "lock"] {
         let old = as_built_against_0_1_0(&std::fs::read(plugins().join(format!("{recipe}.wasm"))).unwrap());
         let text = String::from_utf8_lossy(&old);
-        assert!(text.contains(&format!("wazoo:recipes/{recipe}@0.1.0")) && !text.contains("@0.1.1"));
+        assert!(text.contains(&format!("wazoo:recipes/{recipe}@0.1.0")) && !text.contains("@0.1.2"));
         assert!(!text.contains("value-in") && !text.contains("add-in"));
         std::fs::write(dir.join(format!("{recipe}-0-1-0.wasm")), &old).unwrap();
     }

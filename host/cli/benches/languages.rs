@@ -84,6 +84,7 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
         plugins: plugins.clone(),
         limits: limits.clone(),
         allowed: None,
+        embedded: None,
         cache: Some(cache.clone()),
     };
     let host = Host::start(config).await?;

@@ -45,6 +45,7 @@ async fn run(address: String, plugins: PathBuf, component: PathBuf) -> anyhow::R
         plugins,
         limits,
         allowed: None,
+        embedded: None,
         cache: None,
     };
     let host = Host::start(config).await?;

@@ -281,6 +281,7 @@ impl Bench {
             plugins: self.plugins.clone(),
             limits: SandboxLimits::default(),
             allowed: None,
+            embedded: None,
             cache: None,
         };
         let host = Host::start(config).await?;

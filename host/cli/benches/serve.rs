@@ -115,6 +115,7 @@ impl Bench {
             plugins: self.scratch.join("plugins"),
             limits: SandboxLimits::default(),
             allowed: None,
+            embedded: None,
             cache: Some(cache.to_path_buf()),
         }
     }

@@ -60,6 +60,7 @@ fn tenant(address: &str, plugins: &PathBuf, name: &str, limits: SandboxLimits) -
         plugins: plugins.clone(),
         limits,
         allowed: None,
+        embedded: None,
         cache: Some(plugins.join("cache")),
     }
 }

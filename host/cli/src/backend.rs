@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use wazoo_runtime::fence::{Holder, Written};
 use wazoo_runtime::holders::{Contenders, Kind};
-use wazoo_runtime::{Ballot, CounterFormat, Entry, LeaderInfo, Membership, Outcome, TxMode, Want};
+use wazoo_runtime::{
+    Ballot, CacheChange, CounterFormat, Entry, LeaderInfo, Membership, Outcome, TxMode, Want,
+};
 
 use crate::exit;
 
@@ -51,6 +53,16 @@ pub(crate) trait Backend {
     async fn group_members(&self, path: &str) -> Result<Membership, Failure>;
     /// Calls `each` with the members now and after every change, until the watch fails.
     async fn group_watch(&self, path: &str, each: &mut dyn FnMut(&Membership)) -> Result<(), Failure>;
+    /// Follows a cache of `path` (with `recursive`, of the tree below it too) kept by the cache
+    /// recipe `recipe`: `each` gets a `created` per node there, `initialized`, then every change,
+    /// across broken connections and new sessions, until the watch fails.
+    async fn watch(
+        &self,
+        path: &str,
+        recursive: bool,
+        recipe: &str,
+        each: &mut dyn FnMut(&CacheChange),
+    ) -> Result<(), Failure>;
 
     /// Puts the barrier at `path` up: whether this call did (it was down).
     async fn barrier_set(&self, path: &str) -> Result<bool, Failure>;
@@ -153,6 +165,8 @@ pub(crate) struct RecipeRow {
     pub(crate) path: String,
     /// After the path, e.g. why a newer file was refused while an older version serves.
     pub(crate) note: Option<String>,
+    /// Carried in the binary, not a file of the plugins directory.
+    pub(crate) embedded: bool,
 }
 
 /// A double barrier's participant, made before entering so that a signal while entering can

@@ -23,6 +23,8 @@ pub(crate) struct Run<'a> {
     pub(crate) wait: Option<&'a WaitArgs>,
     pub(crate) hold: &'a HoldArgs,
     pub(crate) command: &'a [String],
+    /// Without a command: the `held` lines as JSON.
+    pub(crate) json: bool,
 }
 
 /// What a claim command asks for, in the words its messages use.
@@ -186,6 +188,7 @@ async fn term(
         env,
         statuses: Statuses::new(run.hold, run.wait),
         what,
+        json: run.json,
     };
     let held = contender.hold().await?;
     let before = signals.caught();
@@ -349,6 +352,7 @@ pub(crate) async fn claim_all(
         env: several_env(&granted),
         statuses,
         what: format!("locks at {}", sorted.join(", ")),
+        json: run.json,
     };
     hold(all, under, &mut signals).await
 }
@@ -493,6 +497,8 @@ pub(crate) struct RunUnder<'a> {
     /// is no command.
     pub(crate) env: Vec<(String, String)>,
     pub(crate) statuses: Statuses,
+    /// Without a command: the `held` lines as JSON.
+    pub(crate) json: bool,
 }
 
 /// Runs the command while `claim` is held, supervised ([`crate::supervise`]): every process of
@@ -510,7 +516,7 @@ pub(crate) async fn hold(
     if run.command.is_empty() {
         return hold_until_signal(claim, run, signals).await;
     }
-    let RunUnder { command, grace, what, env, statuses } = run;
+    let RunUnder { command, grace, what, env, statuses, .. } = run;
     let lost = claim.lost();
     let mut cmd = match Supervised::spawn(command, &env) {
         Ok(cmd) => cmd,
@@ -557,8 +563,8 @@ async fn hold_until_signal(
     run: RunUnder<'_>,
     signals: &mut Signals,
 ) -> anyhow::Result<u8> {
-    let RunUnder { what, env, statuses, .. } = run;
-    show::held(&env);
+    let RunUnder { what, env, statuses, json, .. } = run;
+    show::held(&env, json);
     let lost = claim.lost();
     tokio::pin!(lost);
     tokio::select! {

@@ -114,6 +114,9 @@ pub(crate) enum Command {
         wait: WaitArgs,
         #[command(flatten)]
         hold: HoldArgs,
+        /// Without CMD: the `held` line as JSON, {"path","node","token"} (a line per lock)
+        #[arg(long)]
+        json: bool,
         /// Lock recipe component: a name in the plugins directory or a .wasm path
         #[arg(long, default_value = World::Lock.default_recipe())]
         recipe: String,
@@ -133,6 +136,9 @@ pub(crate) enum Command {
         wait: WaitArgs,
         #[command(flatten)]
         hold: HoldArgs,
+        /// Without CMD: the `held` line as JSON, {"path","mode","node","token"}
+        #[arg(long)]
+        json: bool,
         /// Read/write lock recipe component
         #[arg(long, default_value = World::RwLock.default_recipe())]
         recipe: String,
@@ -152,6 +158,9 @@ pub(crate) enum Command {
         wait: WaitArgs,
         #[command(flatten)]
         hold: HoldArgs,
+        /// Without CMD: the `held` line as JSON, {"path","node","token"}
+        #[arg(long)]
+        json: bool,
         /// Semaphore recipe component
         #[arg(long, default_value = World::Semaphore.default_recipe())]
         recipe: String,
@@ -191,6 +200,9 @@ pub(crate) enum Command {
         /// selector]
         #[arg(long)]
         recipe: Option<String>,
+        /// Without CMD: the `held` line as JSON, {"path","node","token","id"}
+        #[arg(long)]
+        json: bool,
         /// The command and its arguments, after `--`
         #[arg(last = true, value_name = "CMD")]
         command: Vec<String>,
@@ -233,6 +245,9 @@ pub(crate) enum Command {
         /// Registration recipe component
         #[arg(long, default_value = World::Registration.default_recipe())]
         recipe: String,
+        /// Without CMD: the `registered` line as JSON, {"path","data"}
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         hold: HoldArgs,
         /// The command and its arguments, after `--`
@@ -246,6 +261,25 @@ pub(crate) enum Command {
         /// One JSON object per line
         #[arg(long)]
         json: bool,
+    },
+    /// Print a line for every change at PATH (with --recursive, anywhere below it too):
+    /// `created|changed PATH VERSION DATA` or `deleted PATH`, until interrupted. Kept by a cache
+    /// (Curator's CuratorCache, kazoo's TreeCache) on a persistent watch: nothing is missed across
+    /// broken connections and new sessions
+    Watch {
+        path: String,
+        /// The whole tree below PATH, not the node alone
+        #[arg(long, short = 'r')]
+        recursive: bool,
+        /// First print a `created` line for every node there now
+        #[arg(long)]
+        initial: bool,
+        /// One JSON object per line: {"event","path","version","data"}
+        #[arg(long)]
+        json: bool,
+        /// Cache recipe component
+        #[arg(long, default_value = World::Cache.default_recipe())]
+        recipe: String,
     },
     /// List the holders and waiters of the lock, read/write lock, semaphore or election at PATH,
     /// in queue order, with their data, session and fencing token (exit status 1 if none)
@@ -332,6 +366,9 @@ pub(crate) enum Command {
         /// Delete the node if the holder has not released within this time
         #[arg(long, value_parser = args::duration)]
         grace: Option<Duration>,
+        /// As JSON: {"node","outcome"}, the outcome `released` or `forced`
+        #[arg(long)]
+        json: bool,
     },
     /// Run a local ZooKeeper (Debian's package) in the foreground until interrupted
     Server {
@@ -344,6 +381,9 @@ pub(crate) enum Command {
         /// ZooKeeper tickTime in ms, 1–60000 (sessions may last 2–20 ticks)
         #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=60_000))]
         tick_ms: u32,
+        /// Once it serves, one JSON line {"address","data_dir","log"} instead of the text
+        #[arg(long)]
+        json: bool,
     },
     /// Recipe components in the plugins directory
     Recipes {
@@ -369,7 +409,7 @@ pub(crate) enum Command {
     Call {
         /// A name in the plugins directory or a .wasm path
         recipe: String,
-        /// lock.acquire, wazoo:recipes/lock@0.1.1#acquire, or a bare name only one export has
+        /// lock.acquire, wazoo:recipes/lock@0.1.2#acquire, or a bare name only one export has
         function: String,
         /// Arguments: a JSON array (positional) or object (by parameter name)
         #[arg(default_value = "[]")]
@@ -421,6 +461,10 @@ pub(crate) enum Command {
         /// The longest client-session TTL granted (a longer one asked for is cut to it; at most 1h)
         #[arg(long, default_value = "1m", value_parser = args::max_ttl)]
         max_ttl: Duration,
+        /// Once it serves, one JSON line {"grpc","metrics"} (metrics null when off) instead of
+        /// the `serving gRPC on …` line
+        #[arg(long)]
+        json: bool,
     },
     /// Start a local ZooKeeper and show two contenders taking turns on a lock
     Demo {
@@ -428,6 +472,95 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
         rounds: u32,
     },
+    /// Browse ZooKeeper read-only: list a node's children, print its data or stat, or show the
+    /// subtree below it (exit status 1 if PATH does not exist)
+    Zk {
+        #[command(subcommand)]
+        command: ZkCommand,
+    },
+    /// Print the shell completion script for bash, zsh or fish (e.g. `wazoo completions bash >
+    /// /etc/bash_completion.d/wazoo`)
+    Completions {
+        /// bash, zsh or fish
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Print the manual page wazoo(1), or with --dir write it and one page per subcommand
+    /// (wazoo-lock.1, …) into DIR
+    Man {
+        /// Write wazoo.1 and every subcommand's page into DIR (created if missing)
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// A shell `wazoo completions` writes a script for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+impl CompletionShell {
+    /// clap_complete's name for it.
+    pub(crate) fn generator(self) -> clap_complete::Shell {
+        match self {
+            CompletionShell::Bash => clap_complete::Shell::Bash,
+            CompletionShell::Zsh => clap_complete::Shell::Zsh,
+            CompletionShell::Fish => clap_complete::Shell::Fish,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub(crate) enum ZkCommand {
+    /// The children's names, sorted, one a line
+    Ls {
+        path: String,
+        /// One JSON object per child: {"name","path"}
+        #[arg(long)]
+        json: bool,
+    },
+    /// The node's data (as `config get` prints it)
+    Get {
+        path: String,
+        /// As JSON: {"path","data","stat":{…}} (the stat as `zk stat --json` gives it)
+        #[arg(long)]
+        json: bool,
+    },
+    /// The node's stat, one `name value` a line: czxid, mzxid, pzxid, ctime and mtime (in ms
+    /// and RFC 3339), version, cversion, aversion, ephemeralOwner (a session id in hex),
+    /// dataLength, numChildren
+    Stat {
+        path: String,
+        /// As JSON: {"path","czxid","mzxid","pzxid","ctime","mtime","version","cversion",
+        /// "aversion","ephemeralOwner","dataLength","numChildren"} (times in ms)
+        #[arg(long)]
+        json: bool,
+    },
+    /// The subtree below PATH, a line per node `NAME [N bytes]`, indented two spaces per level,
+    /// children sorted by name
+    Tree {
+        path: String,
+        /// Only this many levels below PATH (0: PATH alone)
+        #[arg(long, value_name = "N")]
+        depth: Option<u32>,
+        /// One JSON object per node, parents first: {"path","data","stat":{…}}
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl ZkCommand {
+    pub(crate) fn path(&self) -> &str {
+        match self {
+            ZkCommand::Ls { path, .. }
+            | ZkCommand::Get { path, .. }
+            | ZkCommand::Stat { path, .. }
+            | ZkCommand::Tree { path, .. } => path,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -442,12 +575,18 @@ pub(crate) enum QueueCommand {
         /// The item vanishes when this process's session ends (the seed's ephemeral items)
         #[arg(long)]
         ephemeral: bool,
+        /// As JSON: {"node"}
+        #[arg(long)]
+        json: bool,
     },
     /// Remove the head item and print its data (exit status 3 if none within --timeout)
     Take {
         path: String,
         #[arg(long, value_parser = args::duration)]
         timeout: Option<Duration>,
+        /// As JSON: {"data"} (as UTF-8, invalid bytes replaced)
+        #[arg(long)]
+        json: bool,
     },
     /// Print how many items are queued
     Len {
@@ -480,6 +619,9 @@ pub(crate) enum GroupCommand {
         data: String,
         #[command(flatten)]
         hold: HoldArgs,
+        /// Without CMD: the `held` line as JSON, {"path","node","token","member"} (token null)
+        #[arg(long)]
+        json: bool,
         #[arg(last = true, value_name = "CMD")]
         command: Vec<String>,
     },
@@ -515,6 +657,9 @@ pub(crate) enum ConfigCommand {
         /// Only if the value is still at this version (0 or more)
         #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
         version: Option<i32>,
+        /// As JSON: {"version"}
+        #[arg(long)]
+        json: bool,
     },
     /// Print the value and version on every change, until interrupted
     Watch {
@@ -557,6 +702,9 @@ pub(crate) enum CounterCommand {
         /// curator-atomic (8-byte long)
         #[arg(long, default_value = "kazoo", value_parser = parse_counter_format)]
         format: CounterFormat,
+        /// As JSON: {"value"}
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -593,6 +741,9 @@ pub(crate) enum TxCommand {
         /// Abort if not every site has voted within this time
         #[arg(long, default_value = "60s", value_parser = args::duration)]
         timeout: Duration,
+        /// As JSON: {"tx","outcome"}
+        #[arg(long)]
+        json: bool,
     },
     /// Vote commit or abort in TX as SITE and print the outcome (exit status 6 if aborted); the
     /// site decides abort if no outcome comes within --timeout, or once the coordinator is gone
@@ -604,16 +755,24 @@ pub(crate) enum TxCommand {
         ballot: Ballot,
         #[arg(long, default_value = "60s", value_parser = args::duration)]
         timeout: Duration,
+        /// As JSON: {"tx","outcome"}
+        #[arg(long)]
+        json: bool,
     },
     /// Delete finished transaction TX and print `cleaned TX: OUTCOME`: one with a decision, or
     /// one whose coordinator is gone (decided aborted first). Exit status 1 while in progress
-    Clean { tx: String },
+    Clean {
+        tx: String,
+        /// As JSON: {"tx","outcome"}, the outcome of the transaction cleaned
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 impl TxCommand {
     pub(crate) fn tx(&self) -> &str {
         match self {
-            TxCommand::Coordinate { tx, .. } | TxCommand::Vote { tx, .. } | TxCommand::Clean { tx } => tx,
+            TxCommand::Coordinate { tx, .. } | TxCommand::Vote { tx, .. } | TxCommand::Clean { tx, .. } => tx,
         }
     }
 }
@@ -627,6 +786,10 @@ pub(crate) enum FenceCommand {
         /// Its fencing token, e.g. WAZOO_FENCING_TOKEN
         #[arg(id = "fencing-token", value_name = "TOKEN", value_parser = parse_token, allow_hyphen_values = true)]
         token: i64,
+        /// As JSON, also when it no longer holds: {"node","token","holds","reason","found"}
+        /// (reason null, `gone` or `other-token`; found: the token the node has instead)
+        #[arg(long)]
+        json: bool,
     },
     /// Write VALUE to PATH for the holder of NODE with TOKEN, in one multi: only while NODE
     /// exists with TOKEN, and only if PATH was not written with a higher token (exit status 1)
@@ -640,6 +803,11 @@ pub(crate) enum FenceCommand {
         path: String,
         /// The value to write
         value: String,
+        /// As JSON, also when refused: {"path","node","token","written","version","previous",
+        /// "reason","found"} (reason null, `gone`, `other-token` or `superseded`; found: the
+        /// node's other token, or the higher token PATH was written with)
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -656,22 +824,35 @@ impl FenceCommand {
 #[derive(Subcommand)]
 pub(crate) enum BarrierCommand {
     /// Put the barrier up (creating missing parents)
-    Set { path: String },
+    Set {
+        path: String,
+        /// As JSON: {"path","was_set"} (true: it was up already)
+        #[arg(long)]
+        json: bool,
+    },
     /// Take the barrier down, releasing every waiter
-    Remove { path: String },
+    Remove {
+        path: String,
+        /// As JSON: {"path","was_set"} (false: it was not up)
+        #[arg(long)]
+        json: bool,
+    },
     /// Block until the barrier is down (exit status 3 if still up after --timeout)
     Wait {
         path: String,
         #[arg(long, value_parser = args::duration)]
         timeout: Option<Duration>,
+        /// As JSON: {"path","down"}
+        #[arg(long)]
+        json: bool,
     },
 }
 
 impl BarrierCommand {
     pub(crate) fn path(&self) -> &str {
         match self {
-            BarrierCommand::Set { path }
-            | BarrierCommand::Remove { path }
+            BarrierCommand::Set { path, .. }
+            | BarrierCommand::Remove { path, .. }
             | BarrierCommand::Wait { path, .. } => path,
         }
     }
@@ -689,6 +870,9 @@ pub(crate) enum NewCommand {
         /// Where to write it [default: ./NAME]
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// As JSON: {"dir","files"}
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -704,6 +888,9 @@ pub(crate) enum RecipesCommand {
     Functions {
         /// A name in the plugins directory or a .wasm path
         recipe: String,
+        /// One JSON object per function: {"name","signature"}
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -11,9 +11,9 @@ use wazoo_runtime::fence::{Fence, Holder, Written};
 use wazoo_runtime::holders::{Contenders, Kind};
 use wazoo_runtime::keeper::Keeper;
 use wazoo_runtime::{
-    Ballot, BarrierHandle, Claim, ConfigHandle, CounterFormat, DynamicHandle, ElectionHandle, Entry,
-    GroupHandle, Host, HostConfig, LeaderInfo, Live, Membership, Outcome, QueueHandle, RecipeError, Registry,
-    TxMode, Want, World, ZkError,
+    Ballot, BarrierHandle, CacheChange, Claim, ConfigHandle, CounterFormat, DynamicHandle, ElectionHandle,
+    Entry, GroupHandle, Host, HostConfig, LeaderInfo, Live, Membership, Outcome, QueueHandle, RecipeError,
+    Registry, TxMode, Want, Watching, World, ZkError,
 };
 
 use crate::backend::{
@@ -44,8 +44,9 @@ impl Local {
         self.host.get_or_try_init(|| Host::start(self.config.clone())).await
     }
 
-    /// A ZooKeeper session of this process's own, without a host (connected on the first call).
-    async fn live(&self) -> anyhow::Result<Arc<Live>> {
+    /// A ZooKeeper session of this process's own, without a host (connected on the first call):
+    /// also `wazoo zk`'s.
+    pub(crate) async fn live(&self) -> anyhow::Result<Arc<Live>> {
         let keeper = self.keeper.get_or_try_init(|| Keeper::connect(self.config.keeper.clone())).await?;
         keeper.live().await
     }
@@ -63,7 +64,8 @@ impl Local {
     fn registry(&self) -> anyhow::Result<Registry> {
         let config = &self.config;
         let engine = wazoo_runtime::sandbox::engine(&config.limits)?;
-        Registry::new(engine, config.plugins.clone(), config.cache.clone())
+        Ok(Registry::new(engine, config.plugins.clone(), config.cache.clone())?
+            .with_embedded(config.embedded.clone()))
     }
 }
 
@@ -161,6 +163,35 @@ impl Backend for Local {
         loop {
             each(&now);
             now = h.watch(path, now.version, None).await?;
+        }
+    }
+
+    async fn watch(
+        &self,
+        path: &str,
+        recursive: bool,
+        recipe: &str,
+        each: &mut dyn FnMut(&CacheChange),
+    ) -> Result<(), Failure> {
+        let mut watching = Watching::new(self.host().await?.clone(), recipe, path, recursive);
+        watching.start().await?;
+        let mut out_of_reach = false;
+        loop {
+            match watching.next(None).await {
+                Ok(change) => {
+                    if std::mem::take(&mut out_of_reach) {
+                        eprintln!("wazoo: ZooKeeper answers again");
+                    }
+                    each(&change);
+                }
+                // The cache reads everything again once ZooKeeper is back.
+                Err(RecipeError::Zk(ZkError::ConnectionLoss)) => {
+                    if !std::mem::replace(&mut out_of_reach, true) {
+                        eprintln!("wazoo: ZooKeeper is out of reach; watching on");
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
     }
 
@@ -294,6 +325,7 @@ impl Backend for Local {
                     bytes: r.bytes,
                     path: r.path.display().to_string(),
                     note: None,
+                    embedded: r.embedded,
                 }
             })
             .collect();

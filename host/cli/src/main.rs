@@ -68,21 +68,32 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
+    // Completions and manual pages ask nothing of anyone and read none of the other options.
+    match &cli.command {
+        Command::Completions { shell } => return completions(*shell),
+        Command::Man { dir } => return man(dir.as_deref()),
+        _ => {}
+    }
     let config = host_config(&cli)?;
     match (cli.command, &cli.server) {
         // Scaffolding asks neither ZooKeeper nor a daemon, with or without --server.
-        (Command::New { command: NewCommand::Recipe { name, lang, dir } }, _) => {
+        (Command::New { command: NewCommand::Recipe { name, lang, dir, json } }, _) => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             let written = scaffold::new_recipe(&name, lang, &dir)?;
-            out!(
-                "wrote {} files into {}; see {}",
-                written.len(),
-                dir.display(),
-                dir.join("README.md").display()
-            );
+            if json {
+                let files: Vec<String> = written.iter().map(|f| f.display().to_string()).collect();
+                out!("{}", serde_json::json!({"dir": dir.display().to_string(), "files": files}));
+            } else {
+                out!(
+                    "wrote {} files into {}; see {}",
+                    written.len(),
+                    dir.display(),
+                    dir.join("README.md").display()
+                );
+            }
             Ok(0)
         }
-        (Command::Server { port, data_dir, tick_ms }, None) => server(port, data_dir, tick_ms).await,
+        (Command::Server { port, data_dir, tick_ms, json }, None) => server(port, data_dir, tick_ms, json).await,
         (
             Command::Serve {
                 listen,
@@ -97,6 +108,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 max_handles,
                 max_streams,
                 max_ttl,
+                json,
             },
             None,
         ) => {
@@ -153,7 +165,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 token,
                 bounds: limits,
             };
-            serve(config, settings, &metrics, tenants.as_deref()).await
+            serve(config, settings, &metrics, tenants.as_deref(), json).await
         }
         (Command::Demo { rounds }, None) => demo(&cli.plugins, rounds).await,
         // The rest, written once: on the daemon (which refuses the ones above), or here.
@@ -185,7 +197,70 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 remote::Remote::new(server, cli.token, tls, cli.connect_timeout, cli.session_timeout);
             commands::run(&remote, command).await
         }
+        // Browsing ZooKeeper needs a session of this process's own (through --server, refused).
+        (Command::Zk { command }, None) => commands::zk::zk(&local::Local::new(config), command).await,
         (command, None) => commands::run(&local::Local::new(config), command).await,
+    }
+}
+
+/// `wazoo completions SHELL`: the shell's completion script on stdout.
+pub(crate) fn completions(shell: cli::CompletionShell) -> anyhow::Result<u8> {
+    use clap::CommandFactory as _;
+    let mut script = Vec::new();
+    clap_complete::generate(shell.generator(), &mut Cli::command(), "wazoo", &mut script);
+    write_stdout(&script)?;
+    Ok(0)
+}
+
+/// `wazoo man [--dir DIR]`: wazoo(1) on stdout, or with `dir` every page written into it
+/// (`wazoo.1`, and `wazoo-lock.1`, `wazoo-queue-put.1`, … for the subcommands), saying how many.
+pub(crate) fn man(dir: Option<&std::path::Path>) -> anyhow::Result<u8> {
+    use clap::CommandFactory as _;
+    let mut command = Cli::command().disable_help_subcommand(true);
+    command.build();
+    let Some(dir) = dir else {
+        write_stdout(&man_page(command)?)?;
+        return Ok(0);
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    /// Writes the page of `command` and of each of its visible subcommands: how many.
+    fn pages(command: clap::Command, dir: &std::path::Path) -> anyhow::Result<usize> {
+        let mut written = 0;
+        for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+            written += pages(sub.clone(), dir)?;
+        }
+        let file = dir.join(clap_mangen::Man::new(command.clone()).get_filename());
+        std::fs::write(&file, man_page(command)?).with_context(|| format!("writing {}", file.display()))?;
+        Ok(written + 1)
+    }
+    let written = pages(command, dir)?;
+    out!("wrote {written} manual pages into {}", dir.display());
+    Ok(0)
+}
+
+/// The manual page of `command` (wazoo's or a subcommand's, from `wazoo VERSION`) as roff, its
+/// `.TH` title line first (as file(1) and man-db look for it), then the definitions
+/// clap_mangen puts before it.
+fn man_page(command: clap::Command) -> anyhow::Result<Vec<u8>> {
+    let page = clap_mangen::Man::new(command).source(format!("wazoo {}", env!("CARGO_PKG_VERSION")));
+    let mut roff = Vec::new();
+    page.render(&mut roff)?;
+    let text = String::from_utf8(roff).context("a manual page that is not UTF-8")?;
+    let (before, title) = match text.find("\n.TH ") {
+        Some(at) => text.split_at(at + 1),
+        None => return Ok(text.into_bytes()),
+    };
+    let (title, rest) = title.split_at(title.find('\n').map_or(title.len(), |end| end + 1));
+    Ok(format!("{title}{before}{rest}").into_bytes())
+}
+
+/// Writes `bytes` to stdout as they are; a reader gone away ends wazoo with status 141.
+fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(141),
+        written => Ok(written.context("writing to stdout")?),
     }
 }
 
@@ -225,12 +300,31 @@ fn host_config(cli: &Cli) -> anyhow::Result<HostConfig> {
         plugins: cli.plugins.clone(),
         limits: SandboxLimits::default(),
         allowed: None,
+        embedded: embedded(),
         cache: match &cli.cache {
             Some(dir) if dir.as_os_str() == "none" => None,
             Some(dir) => Some(dir.clone()),
             None => wazoo_runtime::registry::default_cache_dir(),
         },
     })
+}
+
+/// The standard recipes this binary carries (built by `build.rs`), written out for the
+/// registry; a file of the same name in the plugins directory overrides each.
+fn embedded() -> Option<std::path::PathBuf> {
+    mod carried {
+        include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
+    }
+    if carried::EMBEDDED.is_empty() {
+        return None;
+    }
+    match wazoo_runtime::embedded::materialize(carried::EMBEDDED) {
+        Ok(dir) => Some(dir),
+        Err(e) => {
+            tracing::warn!("the standard recipes this binary carries are not served: {e:#}");
+            None
+        }
+    }
 }
 
 /// `--zookeeper-digest-file`: the `USER:PASSWORD` on the file's first line.
@@ -254,6 +348,7 @@ async fn serve(
     mut settings: wazoo_daemon::serve::ServeConfig,
     metrics: &str,
     tenants: Option<&std::path::Path>,
+    json: bool,
 ) -> anyhow::Result<u8> {
     settings.metrics = match metrics {
         "off" | "none" => None,
@@ -261,7 +356,11 @@ async fn serve(
     };
     let specs =
         tenants.map(|file| wazoo_daemon::tenants::load(file).map(|specs| (file, specs))).transpose()?;
-    let ready = |grpc: std::net::SocketAddr, metrics: Option<std::net::SocketAddr>| match metrics {
+    let ready = move |grpc: std::net::SocketAddr, metrics: Option<std::net::SocketAddr>| match metrics {
+        _ if json => out!(
+            "{}",
+            serde_json::json!({"grpc": grpc.to_string(), "metrics": metrics.map(|m| m.to_string())})
+        ),
         Some(m) => out!("serving gRPC on {grpc}, metrics on http://{m}/metrics"),
         None => out!("serving gRPC on {grpc}"),
     };
@@ -360,20 +459,31 @@ async fn reload_tenants_on_sighup(
     }
 }
 
-async fn server(port: u16, data_dir: Option<PathBuf>, tick_ms: u32) -> anyhow::Result<u8> {
+async fn server(port: u16, data_dir: Option<PathBuf>, tick_ms: u32, json: bool) -> anyhow::Result<u8> {
     // Another server on the port would answer for this one: refuse at once.
     if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", port)) {
         bail!("cannot serve on 127.0.0.1:{port}: {e}");
     }
     let options = ServerOptions { port, data_dir, tick_ms, ..ServerOptions::default() };
     let server = tokio::task::spawn_blocking(move || ZkServer::start(options)).await??;
-    out!(
-        "ZooKeeper serving on {} (data {}, log {})",
-        server.address(),
-        server.data_dir().display(),
-        server.log_path().display()
-    );
-    out!("press Ctrl-C to stop");
+    if json {
+        out!(
+            "{}",
+            serde_json::json!({
+                "address": server.address(),
+                "data_dir": server.data_dir().display().to_string(),
+                "log": server.log_path().display().to_string(),
+            })
+        );
+    } else {
+        out!(
+            "ZooKeeper serving on {} (data {}, log {})",
+            server.address(),
+            server.data_dir().display(),
+            server.log_path().display()
+        );
+        out!("press Ctrl-C to stop");
+    }
     tokio::signal::ctrl_c().await?;
     drop(server);
     Ok(0)

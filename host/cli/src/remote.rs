@@ -23,7 +23,9 @@ use wazoo_proto as pb;
 use wazoo_proto::recipes_client::RecipesClient;
 use wazoo_runtime::fence::{Holder, Written};
 use wazoo_runtime::holders::{Contenders, Kind};
-use wazoo_runtime::{Ballot, CounterFormat, Entry, LeaderInfo, Membership, Mode, Outcome, TxMode, Want};
+use wazoo_runtime::{
+    Ballot, CacheChange, CounterFormat, Entry, LeaderInfo, Membership, Mode, Outcome, TxMode, Want,
+};
 
 use crate::backend::{Backend, Contender, Ending, Failure, Granted, Holding, Instance, Participant, Recipes};
 use crate::exit;
@@ -176,9 +178,10 @@ impl Remote {
         Failure::Error { code: exit::FAILED, text, after_context: false }
     }
 
-    /// A watch stream the daemon ended.
+    /// A watch stream the daemon ended (it stopped, or went away): unavailable, exit status 69.
     fn stopped_reporting(&self, what: &str) -> Failure {
-        self.strange(format!("the wazoo daemon at {} stopped reporting {what}", self.addr))
+        let text = format!("the wazoo daemon at {} stopped reporting {what}", self.addr);
+        Failure::Error { code: exit::UNAVAILABLE, text, after_context: false }
     }
 
     /// A JSON result of Invoke.
@@ -319,6 +322,24 @@ impl Backend for Remote {
             match changes.message().await {
                 Ok(Some(members)) => each(&convert::membership(members)),
                 Ok(None) => return Err(self.stopped_reporting(&format!("changes of {path}"))),
+                Err(status) => return Err(self.failure(&Error::from(status))),
+            }
+        }
+    }
+
+    async fn watch(
+        &self,
+        path: &str,
+        recursive: bool,
+        recipe: &str,
+        each: &mut dyn FnMut(&CacheChange),
+    ) -> Result<(), Failure> {
+        let request = pb::WatchRequest { path: path.to_string(), recursive, recipe: recipe.to_string() };
+        let mut events = self.answer(self.recipes().await?.watch(request).await)?;
+        loop {
+            match events.message().await {
+                Ok(Some(event)) => each(&convert::cache_change(event)),
+                Ok(None) => return Err(self.stopped_reporting(&format!("changes under {path}"))),
                 Err(status) => return Err(self.failure(&Error::from(status))),
             }
         }

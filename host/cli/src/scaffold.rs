@@ -105,7 +105,7 @@ fn readme(name: &str, lang: Lang) -> String {
         ),
     };
     format!(
-        "# {name}\n\nA wazoo recipe in {what}, for world `wazoo:recipes/custom@0.1.1` (`wit/`, a copy of the \
+        "# {name}\n\nA wazoo recipe in {what}, for world `wazoo:recipes/custom@0.1.2` (`wit/`, a copy of the \
          contract). As generated it waits until a znode exists and prints its data.\n\n\
          ```sh\n{build}\ncp {name}.wasm /path/to/plugins/\nwazoo run {name} /some/path --timeout-ms 5000\n```\n\n\
          Edit {edit}. To implement a standard family instead (a lock, an election…), change the world to \

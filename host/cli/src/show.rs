@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 /// Prints one JSON object as a line.
-fn line(value: Value) {
+pub(crate) fn line(value: Value) {
     emit(&value.to_string());
 }
 
@@ -21,7 +21,8 @@ pub(crate) fn emit(text: &str) {
     }
 }
 
-fn text(data: &[u8]) -> String {
+/// `data` as UTF-8 text, invalid bytes replaced.
+pub(crate) fn text(data: &[u8]) -> String {
     String::from_utf8_lossy(data).into_owned()
 }
 
@@ -89,6 +90,47 @@ pub(crate) fn entry(json: bool, entry: Option<(i32, &[u8])>) {
     }
 }
 
+/// `watch`: `created|changed PATH VERSION DATA` or `deleted PATH`, the data on one line
+/// ([`one_line`]); JSON `{"event","path","version","data"}`, a deleted node's last version and
+/// data. Nothing for `initialized`.
+pub(crate) fn change(json: bool, change: &wazoo_runtime::CacheChange) {
+    use wazoo_runtime::CacheChange as C;
+    let (event, node) = match change {
+        C::Created(node) => ("created", node),
+        C::Changed(node) => ("changed", node),
+        C::Deleted(node) => ("deleted", node),
+        C::Initialized => return,
+    };
+    match (json, change) {
+        (true, _) => line(json!({
+            "event": event,
+            "path": node.path,
+            "version": node.stat.version,
+            "data": text(&node.data),
+        })),
+        (false, C::Deleted(_)) => emit(&format!("deleted {}", node.path)),
+        (false, _) if node.data.is_empty() => emit(&format!("{event} {} {}", node.path, node.stat.version)),
+        (false, _) => emit(&format!("{event} {} {} {}", node.path, node.stat.version, one_line(&node.data))),
+    }
+}
+
+/// `data` as text on one line: invalid UTF-8 replaced, a backslash doubled, newline, return and
+/// tab as `\n`, `\r`, `\t`, other control characters as `\u{1b}`.
+fn one_line(data: &[u8]) -> String {
+    let mut out = String::with_capacity(data.len());
+    for c in String::from_utf8_lossy(data).chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// `counter get`, `queue len`: the number; JSON `{NAME: N}`.
 pub(crate) fn number(json: bool, name: &str, n: i64) {
     match json {
@@ -139,8 +181,9 @@ pub(crate) fn contenders<'a>(json: bool, kind: &str, contenders: impl IntoIterat
 
 /// What `lock`, `rwlock`, `semaphore`, `elect` and `group join` print once held without a
 /// command: `held NODE token T` (a group member has no token: `held NODE`); under several locks,
-/// a line each, in the order taken.
-pub(crate) fn held(env: &[(String, String)]) {
+/// a line each, in the order taken. JSON `{"path","node","token"}` (token null for a group
+/// member), with `"mode"` for a read/write lock, `"id"` for a leader, `"member"` for a member.
+pub(crate) fn held(env: &[(String, String)], json: bool) {
     let get = |key: &str| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
     let count = get("WAZOO_LOCK_COUNT").and_then(|c| c.parse::<usize>().ok());
     let lines: Vec<String> = match count {
@@ -148,9 +191,16 @@ pub(crate) fn held(env: &[(String, String)]) {
             .map(|i| {
                 let node = get(&format!("WAZOO_LOCK_NODE_{i}")).unwrap_or_default();
                 let token = get(&format!("WAZOO_FENCING_TOKEN_{i}")).unwrap_or_default();
-                format!("held {node} token {token}")
+                match json {
+                    false => format!("held {node} token {token}"),
+                    true => {
+                        let path = get(&format!("WAZOO_LOCK_PATH_{i}")).unwrap_or_default();
+                        json!({"path": path, "node": node, "token": token.parse::<i64>().ok()}).to_string()
+                    }
+                }
             })
             .collect(),
+        None if json => vec![held_json(env).to_string()],
         None => vec![held_line(env)],
     };
     // A reader gone away does not end a claim held until a signal: it is released as usual.
@@ -159,16 +209,38 @@ pub(crate) fn held(env: &[(String, String)]) {
     let _ = writeln!(out, "{}", lines.join("\n")).and_then(|()| out.flush());
 }
 
-/// `held NODE token T` for one claim's environment.
-fn held_line(env: &[(String, String)]) -> String {
+/// The held node of one claim's environment: its `*_NODE`, or a member's `GROUP/MEMBER`.
+fn held_node(env: &[(String, String)]) -> String {
     let find = |suffix: &str| env.iter().find(|(k, _)| k.ends_with(suffix)).map(|(_, v)| v.as_str());
-    let node = match find("_NODE") {
+    match find("_NODE") {
         Some(node) => node.to_string(),
         None => match (find("GROUP_PATH"), find("MEMBER")) {
             (Some(group), Some(member)) => format!("{group}/{member}"),
             _ => String::new(),
         },
-    };
+    }
+}
+
+/// `{"path","node","token"}` (and `"mode"`, `"id"` or `"member"`) for one claim's environment.
+fn held_json(env: &[(String, String)]) -> Value {
+    let get = |key: &str| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    let path = ["WAZOO_LOCK_PATH", "WAZOO_SEMAPHORE_PATH", "WAZOO_ELECTION_PATH", "WAZOO_GROUP_PATH"]
+        .into_iter()
+        .find_map(get);
+    let token = get("WAZOO_FENCING_TOKEN").and_then(|t| t.parse::<i64>().ok());
+    let mut held = json!({"path": path, "node": held_node(env), "token": token});
+    for (key, name) in [("WAZOO_LOCK_MODE", "mode"), ("WAZOO_LEADER_ID", "id"), ("WAZOO_MEMBER", "member")] {
+        if let Some(value) = get(key) {
+            held[name] = Value::from(value);
+        }
+    }
+    held
+}
+
+/// `held NODE token T` for one claim's environment.
+fn held_line(env: &[(String, String)]) -> String {
+    let find = |suffix: &str| env.iter().find(|(k, _)| k.ends_with(suffix)).map(|(_, v)| v.as_str());
+    let node = held_node(env);
     match find("FENCING_TOKEN") {
         Some(token) => format!("held {node} token {token}"),
         None => format!("held {node}"),

@@ -558,6 +558,21 @@ async fn set_quota(
 mod tests {
     use super::*;
 
+    /// The example shipped beside the systemd unit (`dist/`) is a file the daemon accepts, and
+    /// says what it seems to say.
+    #[test]
+    fn the_shipped_example_tenants_file_is_read_as_written() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/tenants.example.toml");
+        let tenants = load(&example).expect("the example tenants file parses");
+        let names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["payments", "batch"]);
+        assert_eq!(tenants[0].root, "/tenants/payments");
+        assert_eq!(tenants[0].limits.max_watches, 1000);
+        assert_eq!(tenants[0].clients.handles, Some(64));
+        assert_eq!(tenants[1].plugins.as_deref(), Some(Path::new("/var/lib/wazoo/tenants/batch")));
+        assert_eq!(tenants[1].quota, Some((Some(1000), Some(1048576))));
+    }
+
     const GOOD: &str = r#"{"tenants": [
         {"name": "alice", "token": "0123456789abcdef-alice", "zookeeper_secret": "a",
          "recipes": ["lock", "alice-*"], "limits": {"memory_mib": 32, "ops_per_sec": 100}},

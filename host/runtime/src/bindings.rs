@@ -20,14 +20,17 @@ pub(crate) mod custom {
         world: "wazoo:recipes/custom",
         imports: { default: async | trappable },
         exports: { default: async },
-        with: { "wazoo:zk/watch.watcher": super::WatchSlot },
+        with: {
+            "wazoo:zk/watch.watcher": super::WatchSlot,
+            "wazoo:zk/persistent.persistent-watcher": crate::persistent::PersistentSlot,
+        },
     });
 }
 
 /// The version of the `wazoo:recipes` package the families below are read from.
 macro_rules! recipes_version {
     () => {
-        "0.1.1"
+        "0.1.2"
     };
 }
 
@@ -77,7 +80,7 @@ macro_rules! families {
                 }
             }
 
-            /// The world's full name, e.g. `wazoo:recipes/lock-recipe@0.1.1`.
+            /// The world's full name, e.g. `wazoo:recipes/lock-recipe@0.1.2`.
             pub const fn name(self) -> &'static str {
                 match self {
                     $( World::$variant => concat!($world, "@", recipes_version!()), )*
@@ -86,7 +89,7 @@ macro_rules! families {
             }
 
             /// The export a component of this world has: an interface, e.g.
-            /// `wazoo:recipes/lock@0.1.1`, or the function `run` for `Custom`.
+            /// `wazoo:recipes/lock@0.1.2`, or the function `run` for `Custom`.
             pub const fn export(self) -> &'static str {
                 match self {
                     $( World::$variant => concat!("wazoo:recipes/", $export, "@", recipes_version!()), )*
@@ -148,11 +151,14 @@ families! {
     /// `wazoo:recipes/registration-recipe`
     Registration => registration_recipe::RegistrationRecipePre, world "wazoo:recipes/registration-recipe",
         export "registration", default "registration";
+    /// `wazoo:recipes/cache-recipe`
+    Cache => cache_recipe::CacheRecipePre, world "wazoo:recipes/cache-recipe", export "cache", default "cache";
 }
 
-pub(crate) use custom::wazoo::zk::{session, types, watch, znode};
+pub(crate) use custom::wazoo::zk::{persistent, session, types, watch, znode};
 pub(crate) use custom::CustomPre;
 
+pub use cache_recipe::exports::wazoo::recipes::cache::{Change as CacheChange, Node as CachedNode};
 pub use config_recipe::exports::wazoo::recipes::config::Entry;
 pub use config_recipe::exports::wazoo::recipes::counter::CounterFormat;
 pub use custom::wazoo::zk::types::{EventKind, Stat, WatchEvent, ZkError};
@@ -275,20 +281,26 @@ impl KazooCounterIndices {
 /// module): the armed watch, or the event it fired with. It counts against the host's watch
 /// limit until it is dropped.
 pub struct WatchSlot {
+    // Dropped first: dropping the client's watcher before it fired sends the removal that
+    // `guard` then repairs.
     pub(crate) pending: Option<Pin<Box<dyn Future<Output = WatchedEvent> + Send>>>,
     pub(crate) fired: Option<WatchEvent>,
     live: Arc<AtomicUsize>,
+    /// Sets the path's persistent watches again if this one is dropped before it fired.
+    pub(crate) guard: Option<crate::persistent::OneShotGuard>,
 }
 
 impl WatchSlot {
     pub(crate) fn new(watcher: OneshotWatcher, live: Arc<AtomicUsize>) -> WatchSlot {
-        WatchSlot { pending: Some(Box::pin(watcher.changed())), fired: None, live }
+        WatchSlot { pending: Some(Box::pin(watcher.changed())), fired: None, live, guard: None }
     }
 }
 
 impl Drop for WatchSlot {
     fn drop(&mut self) {
         self.live.fetch_sub(1, Ordering::Relaxed);
+        // The client's watcher goes before the guard, whatever the fields' order.
+        self.pending = None;
     }
 }
 
@@ -301,5 +313,6 @@ pub(crate) fn add_to_linker(
     znode::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     watch::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     session::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    persistent::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     Ok(())
 }

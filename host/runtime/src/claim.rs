@@ -527,14 +527,28 @@ pub(crate) async fn lost(live: Arc<Live>, node: Option<String>) -> Lost {
 }
 
 /// Waits until `node` is deleted (or the session ends), or its data asks its holder to let go.
-async fn watch_deleted(live: &Live, node: &str) -> Lost {
+async fn watch_deleted(live: &Arc<Live>, node: &str) -> Lost {
     let mut failures = 0u32;
     loop {
-        match live.client.get_and_watch_data(node).await {
+        let read = live.client.get_and_watch_data(node).await;
+        // A one-shot watch on a path this session also watches persistently replaces its mode
+        // on the server, and its removal (this future dropped: the claim let go) removes it.
+        let mut guard = match &read {
+            Ok(_) => Some(crate::persistent::OneShotGuard::set(live, node).await),
+            Err(_) => None,
+        };
+        match read {
             Err(zookeeper_client::Error::NoNode) => return Lost::NodeDeleted,
-            Ok((data, _, _)) if is_revocation(&data) => return Lost::Revoked,
+            Ok((data, _, watcher)) if is_revocation(&data) => {
+                // Gone unfired with the guard after it: the path's watches are set again.
+                drop(watcher);
+                return Lost::Revoked;
+            }
             Ok((_, _, watcher)) => {
                 let event = watcher.changed().await;
+                if let Some(guard) = guard.as_mut() {
+                    guard.fired();
+                }
                 match event.event_type {
                     EventType::NodeDeleted => return Lost::NodeDeleted,
                     EventType::Session => return Lost::Session(event.session_state),

@@ -28,7 +28,7 @@ use wasmtime::Engine;
 /// its name, and its type.
 #[derive(Clone)]
 pub struct Export {
-    /// Full interface name, e.g. `wazoo:recipes/lock@0.1.1`.
+    /// Full interface name, e.g. `wazoo:recipes/lock@0.1.2`.
     pub interface: Option<String>,
     pub name: String,
     pub ty: ComponentFunc,
@@ -57,7 +57,7 @@ impl Export {
     }
 }
 
-/// `wazoo:recipes/double-barrier@0.1.1` → `double-barrier`.
+/// `wazoo:recipes/double-barrier@0.1.2` → `double-barrier`.
 fn short_interface(full: &str) -> &str {
     let after_slash = full.rsplit('/').next().unwrap_or(full);
     after_slash.split('@').next().unwrap_or(after_slash)

@@ -8,13 +8,14 @@ use anyhow::{anyhow, bail};
 use wasmtime::Engine;
 
 use crate::bindings::{
-    BarrierRecipePre, ConfigBindings, CustomPre, ElectionRecipePre, GroupRecipePre, LockRecipePre,
-    QueueRecipePre, RegistrationRecipePre, RwlockRecipePre, SemaphoreRecipePre, TransactionRecipePre,
+    BarrierRecipePre, CacheRecipePre, ConfigBindings, CustomPre, ElectionRecipePre, GroupRecipePre,
+    LockRecipePre, QueueRecipePre, RegistrationRecipePre, RwlockRecipePre, SemaphoreRecipePre,
+    TransactionRecipePre,
 };
 use crate::faults::Faults;
 use crate::handle::{
-    BarrierHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle,
-    QueueHandle, RegistrationHandle, RwLockHandle, Sandbox, SemaphoreHandle, TransactionHandle,
+    BarrierHandle, CacheHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle,
+    LockHandle, QueueHandle, RegistrationHandle, RwLockHandle, Sandbox, SemaphoreHandle, TransactionHandle,
 };
 use crate::keeper::{Keeper, KeeperConfig, Live};
 use crate::ledger::Ledger;
@@ -35,6 +36,9 @@ pub struct HostConfig {
     /// The recipes (names in the plugins directory) this host may load; `None`: any. `*` in a
     /// name matches any run of characters (`alice-*`).
     pub allowed: Option<Vec<String>>,
+    /// The components the program carries, written out ([`crate::embedded::materialize`]):
+    /// served for recipes that have no file in `plugins`.
+    pub embedded: Option<PathBuf>,
 }
 
 /// A wazoo host. Cheap to clone.
@@ -74,7 +78,8 @@ impl Host {
     /// Connects to ZooKeeper and prepares the engine.
     pub async fn start(config: HostConfig) -> anyhow::Result<Host> {
         let engine = sandbox::engine(&config.limits)?;
-        let registry = Registry::new(engine.clone(), config.plugins.clone(), config.cache.clone())?;
+        let registry = Registry::new(engine.clone(), config.plugins.clone(), config.cache.clone())?
+            .with_embedded(config.embedded.clone());
         let keeper = Keeper::connect(config.keeper.clone()).await?;
         let shared = Arc::new(Shared {
             limits: config.limits.clone(),
@@ -183,6 +188,11 @@ impl Host {
     /// A new registration handle.
     pub async fn registration(&self, recipe: &str) -> anyhow::Result<RegistrationHandle> {
         instantiate!(self, recipe, World::Registration, RegistrationRecipePre, RegistrationHandle)
+    }
+
+    /// A new cache handle.
+    pub async fn cache(&self, recipe: &str) -> anyhow::Result<CacheHandle> {
+        instantiate!(self, recipe, World::Cache, CacheRecipePre, CacheHandle)
     }
 
     /// A new configuration and counter handle. A component built against `wazoo:recipes@0.1.0`

@@ -120,6 +120,8 @@ pub struct Live {
     /// no earlier.
     answered: watch::Receiver<Instant>,
     prober: tokio::task::AbortHandle,
+    /// The paths this session watches persistently, for the repairs ZooKeeper 3.8 needs.
+    pub(crate) persistent: crate::persistent::Watched,
 }
 
 impl Drop for Live {
@@ -156,7 +158,7 @@ impl Live {
                 tracing::debug!(?state, generation, "ZooKeeper connection state");
             }
         });
-        Arc::new(Live { client, generation, ended: rx, answered, prober })
+        Arc::new(Live { client, generation, ended: rx, answered, prober, persistent: Default::default() })
     }
 
     pub fn session_id(&self) -> i64 {

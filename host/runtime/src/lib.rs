@@ -8,6 +8,7 @@
 mod bindings;
 pub mod claim;
 pub mod dynamic;
+pub mod embedded;
 pub mod error;
 pub mod faults;
 pub mod fence;
@@ -18,6 +19,7 @@ pub mod keeper;
 pub mod ledger;
 mod nodelay;
 pub mod paths;
+mod persistent;
 pub mod registry;
 pub mod sandbox;
 mod session;
@@ -28,14 +30,14 @@ mod watch;
 mod znode;
 
 pub use bindings::{
-    Ballot, CounterFormat, Entry, EventKind, Held, Item, LeaderInfo, Leadership, Lease, Member, Membership,
-    Mode, Outcome, RwHeld, Stat, Tended, TxMode, WatchEvent, ZkError,
+    Ballot, CacheChange, CachedNode, CounterFormat, Entry, EventKind, Held, Item, LeaderInfo, Leadership,
+    Lease, Member, Membership, Mode, Outcome, RwHeld, Stat, Tended, TxMode, WatchEvent, ZkError,
 };
 pub use claim::{Claim, ClaimKind, Contender, Granted, Lost, Want};
 pub use error::RecipeError;
 pub use handle::{
-    BarrierHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle,
-    QueueHandle, RegistrationHandle, RwLockHandle, SemaphoreHandle, TransactionHandle,
+    BarrierHandle, CacheHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle,
+    LockHandle, QueueHandle, RegistrationHandle, RwLockHandle, SemaphoreHandle, TransactionHandle, Watching,
 };
 pub use host::{Host, HostConfig};
 pub use keeper::{KeeperConfig, Live, ZkTls};

@@ -111,6 +111,9 @@ pub struct RecipeInfo {
     pub serving: Option<Arc<Version>>,
     /// The last refusal of this file's current contents, if it was refused.
     pub refused: Option<Refusal>,
+    /// Whether it is carried in the program's binary (no file of its name in the plugins
+    /// directory overrides it).
+    pub embedded: bool,
 }
 
 /// Counters for reports and metrics.
@@ -141,6 +144,9 @@ pub struct Registry {
     engine: Engine,
     linker: Linker<HostState>,
     dir: PathBuf,
+    /// Where the components the program carries were written ([`crate::embedded`]): used for a
+    /// recipe with no file in `dir`.
+    embedded: Option<PathBuf>,
     cache: Option<PathBuf>,
     /// Milliseconds a compile may take.
     compile_limit: AtomicU64,
@@ -168,6 +174,7 @@ impl Registry {
             engine,
             linker,
             dir,
+            embedded: None,
             cache,
             compile_limit: AtomicU64::new(60_000),
             worker: Mutex::new(None),
@@ -179,6 +186,29 @@ impl Registry {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Serves the components in `dir` (see [`crate::embedded::materialize`]) for recipes that
+    /// have no file in the plugins directory.
+    pub fn with_embedded(mut self, dir: Option<PathBuf>) -> Registry {
+        self.embedded = dir;
+        self
+    }
+
+    /// The file of recipe `name`: in the plugins directory, else the embedded one, if any.
+    fn file_of(&self, name: &str) -> PathBuf {
+        let file = self.dir.join(format!("{name}.wasm"));
+        match &self.embedded {
+            Some(embedded) if !file.exists() => {
+                let carried = embedded.join(format!("{name}.wasm"));
+                if carried.exists() {
+                    carried
+                } else {
+                    file
+                }
+            }
+            _ => file,
+        }
     }
 
     pub fn stats(&self) -> &RegistryStats {
@@ -216,7 +246,7 @@ impl Registry {
         if recipe.ends_with(".wasm") || as_path.components().count() > 1 {
             as_path.to_path_buf()
         } else {
-            self.dir.join(format!("{recipe}.wasm"))
+            self.file_of(recipe)
         }
     }
 
@@ -333,8 +363,7 @@ impl Registry {
     /// Whether a version of the recipe `name` (a file `NAME.wasm` in the plugins directory) was
     /// loaded and serves.
     pub fn knows(&self, name: &str) -> bool {
-        !name.contains('/')
-            && self.serving.lock().unwrap().contains_key(&self.dir.join(format!("{name}.wasm")))
+        !name.contains('/') && self.serving.lock().unwrap().contains_key(&self.file_of(name))
     }
 
     /// Records that the current contents of `path` were refused; what served before still does.
@@ -379,11 +408,30 @@ impl Registry {
     /// Every `.wasm` file in the plugins directory, each checked (from the cache when it can
     /// be), and what serves for it. Versions are not installed by listing.
     pub fn list(&self) -> anyhow::Result<Vec<RecipeInfo>> {
-        let entries = std::fs::read_dir(&self.dir)
-            .map_err(|e| anyhow!("cannot read plugins directory {}: {e}", self.dir.display()))?;
+        let mut files = Vec::new();
+        match std::fs::read_dir(&self.dir) {
+            Ok(entries) => {
+                for entry in entries {
+                    files.push((entry?.path(), false));
+                }
+            }
+            // Without a plugins directory, the embedded recipes are all there is.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && self.embedded.is_some() => {}
+            Err(e) => return Err(anyhow!("cannot read plugins directory {}: {e}", self.dir.display())),
+        }
+        if let Some(embedded) = &self.embedded {
+            for entry in
+                std::fs::read_dir(embedded).map_err(|e| anyhow!("cannot read {}: {e}", embedded.display()))?
+            {
+                let path = entry?.path();
+                let overridden = path.file_name().is_some_and(|n| self.dir.join(n).exists());
+                if !overridden {
+                    files.push((path, true));
+                }
+            }
+        }
         let mut found = Vec::new();
-        for entry in entries {
-            let path = entry?.path();
+        for (path, embedded) in files {
             if path.extension().and_then(|e| e.to_str()) != Some("wasm") {
                 continue;
             }
@@ -417,7 +465,7 @@ impl Registry {
                     }),
                 ),
             };
-            found.push(RecipeInfo { name, path, bytes, serving, refused });
+            found.push(RecipeInfo { name, path, bytes, serving, refused, embedded });
         }
         found.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(found)
@@ -581,7 +629,7 @@ fn store(file: &Path, component: &Component) -> anyhow::Result<()> {
 }
 
 /// Creates `dir` if needed, readable and writable by this user only.
-fn private_dir(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn private_dir(dir: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     let mode = std::fs::metadata(dir)?.permissions().mode();

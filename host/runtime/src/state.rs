@@ -28,6 +28,8 @@ pub struct Shared {
 pub struct Usage {
     /// Watches armed and not dropped.
     pub watches: Arc<std::sync::atomic::AtomicUsize>,
+    /// Notices of persistent watchers not read yet.
+    pub queued: Arc<std::sync::atomic::AtomicUsize>,
     /// Nodes created minus nodes deleted through this host.
     pub znodes: std::sync::atomic::AtomicI64,
     /// The operations-per-second bucket: tokens left and when it was last filled.

@@ -12,6 +12,7 @@ use crate::bindings::watch::{Host, HostWatcher};
 use crate::bindings::WatchSlot;
 use crate::error::{from_client, retry, READ_RETRIES};
 use crate::paths;
+use crate::persistent::OneShotGuard;
 use crate::state::HostState;
 use crate::stats::Stats;
 use crate::znode::stat;
@@ -55,6 +56,9 @@ async fn await_slot(
     let Some(e) = fired else { return Err(ZkError::Timeout) };
     let e = event(e);
     slot.pending = None;
+    if let Some(guard) = slot.guard.as_mut() {
+        guard.fired();
+    }
     slot.fired = Some(e.clone());
     if !session_ended(e.kind) {
         Stats::bump(&stats.watch_wakeups);
@@ -64,20 +68,25 @@ async fn await_slot(
 
 impl HostState {
     /// A watch ZooKeeper has registered, counted against the host's watch limit until dropped.
-    fn slot(&mut self, watcher: OneshotWatcher) -> WatchSlot {
+    /// Also sets again the persistent watches of `path`, whose mode the one-shot watch just
+    /// replaced on the server (see `persistent`), and has them set again when it is dropped
+    /// before it fired (dropping it removes the path's watch from the server).
+    async fn slot(&mut self, watcher: OneshotWatcher, path: &str) -> WatchSlot {
         self.shared.stats.armed();
-        let live = self.shared.usage.watches.clone();
-        live.fetch_add(1, Ordering::Relaxed);
-        WatchSlot::new(watcher, live)
+        let counted = self.shared.usage.watches.clone();
+        counted.fetch_add(1, Ordering::Relaxed);
+        let mut slot = WatchSlot::new(watcher, counted);
+        slot.guard = Some(OneShotGuard::set(&self.live, path).await);
+        slot
     }
 
-    fn arm(&mut self, watcher: OneshotWatcher) -> wasmtime::Result<Resource<WatchSlot>> {
-        let slot = self.slot(watcher);
+    async fn arm(&mut self, watcher: OneshotWatcher, path: &str) -> wasmtime::Result<Resource<WatchSlot>> {
+        let slot = self.slot(watcher, path).await;
         Ok(self.table.push(slot)?)
     }
 
     /// Room for one more watch, and one more operation.
-    fn admit_watch(&self) -> Result<(), ZkError> {
+    pub(crate) fn admit_watch(&self) -> Result<(), ZkError> {
         let max = self.shared.limits.max_watches;
         let now = self.shared.usage.watches.load(Ordering::Relaxed);
         if now >= max {
@@ -119,7 +128,7 @@ impl Host for HostState {
         let live = self.live.clone();
         let result = retry(READ_RETRIES, || live.client.check_and_watch_stat(&path)).await;
         match result {
-            Ok((st, watcher)) => Ok(Ok((st.map(stat), self.arm(watcher)?))),
+            Ok((st, watcher)) => Ok(Ok((st.map(stat), self.arm(watcher, &path).await?))),
             Err(e) => Ok(Err(from_client(e))),
         }
     }
@@ -134,7 +143,7 @@ impl Host for HostState {
         let live = self.live.clone();
         let result = retry(READ_RETRIES, || live.client.get_and_watch_data(&path)).await;
         match result {
-            Ok((data, st, watcher)) => Ok(Ok((data, stat(st), self.arm(watcher)?))),
+            Ok((data, st, watcher)) => Ok(Ok((data, stat(st), self.arm(watcher, &path).await?))),
             Err(e) => Ok(Err(from_client(e))),
         }
     }
@@ -153,8 +162,12 @@ impl Host for HostState {
         let result = retry(READ_RETRIES, || live.client.get_and_watch_children(&path)).await;
         match result {
             Ok((children, st, watcher)) => match self.check_children(children.len()) {
-                Ok(()) => Ok(Ok((children, stat(st), self.arm(watcher)?))),
-                Err(e) => Ok(Err(e)),
+                Ok(()) => Ok(Ok((children, stat(st), self.arm(watcher, &path).await?))),
+                Err(e) => {
+                    // Dropped unfired: the path's persistent watches are set again.
+                    drop(self.slot(watcher, &path).await);
+                    Ok(Err(e))
+                }
             },
             Err(e) => Ok(Err(from_client(e))),
         }
@@ -175,7 +188,7 @@ impl Host for HostState {
             Err(e) => return Ok(Err(from_client(e))),
         };
         // Counted against the watch limit while it is awaited, dropped with the call.
-        let mut slot = self.slot(watcher);
+        let mut slot = self.slot(watcher, &path).await;
         Ok(match await_slot(&self.shared.stats, &mut slot, timeout_ms).await {
             Ok(e) if session_ended(e.kind) => Err(ZkError::SessionExpired),
             Ok(_) => Ok(()),

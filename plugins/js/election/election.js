@@ -9,7 +9,7 @@
 // session). A leader writes it in one `multi` that checks its own node still exists and replaces
 // an acknowledgement naming any other node; resigning deletes both together.
 //
-// World `wazoo:recipes/election-recipe@0.1.1`; built by ../build.mjs.
+// World `wazoo:recipes/election-recipe@0.1.2`; built by ../build.mjs.
 
 import {
   ZkError,

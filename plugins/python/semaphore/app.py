@@ -1,6 +1,6 @@
 """Counting semaphore in Curator's `InterProcessSemaphoreV2` wire format, in Python.
 
-A port of `recipes/semaphore` (world `wazoo:recipes/semaphore-recipe@0.1.1`): leases are
+A port of `recipes/semaphore` (world `wazoo:recipes/semaphore-recipe@0.1.2`): leases are
 ephemeral sequential `<path>/leases/_c_<uuid>-lease-<seq>`; a waiter holds the mutex
 `<path>/locks` (`<path>/locks/_c_<uuid>-lock-<seq>`, an exclusive lock) while it waits, so only
 one process watches the leases and each release wakes only it. It contends correctly with the

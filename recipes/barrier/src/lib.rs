@@ -14,7 +14,7 @@
 //! Participants that die inside leave nothing that opens a later round. The barrier node is a
 //! container where wazoo made it, removed by ZooKeeper once no process is left.
 
-wazoo_guest::recipe_world!("wazoo:recipes/barrier-recipe@0.1.1");
+wazoo_guest::recipe_world!("wazoo:recipes/barrier-recipe@0.1.2");
 
 use std::cell::RefCell;
 

@@ -3,7 +3,7 @@
 //! is stored as kazoo's `Counter` (decimal text), Curator's `SharedCount` (a 4-byte big-endian
 //! int) or Curator's `DistributedAtomicLong` (an 8-byte big-endian long).
 
-wazoo_guest::recipe_world!("wazoo:recipes/config-recipe@0.1.1");
+wazoo_guest::recipe_world!("wazoo:recipes/config-recipe@0.1.2");
 
 use exports::wazoo::recipes::config::{Entry, Guest as Config};
 use exports::wazoo::recipes::counter::{CounterFormat, Guest as Counter};

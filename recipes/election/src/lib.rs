@@ -10,7 +10,7 @@
 //! acknowledge) and replaces an acknowledgement naming any other node (stale, since that node no
 //! longer leads). Resigning deletes the acknowledgement and the node together.
 
-wazoo_guest::recipe_world!("wazoo:recipes/election-recipe@0.1.1");
+wazoo_guest::recipe_world!("wazoo:recipes/election-recipe@0.1.2");
 
 use std::cell::RefCell;
 

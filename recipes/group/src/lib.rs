@@ -7,7 +7,7 @@
 //! version is told the group is empty when the node goes, and one that knew -1 is told when
 //! members come back.
 
-wazoo_guest::recipe_world!("wazoo:recipes/group-recipe@0.1.1");
+wazoo_guest::recipe_world!("wazoo:recipes/group-recipe@0.1.2");
 
 use std::cell::RefCell;
 

@@ -6,7 +6,7 @@
 //! connection loss. Recipes built on these read like the numbered steps of ZooKeeper's "Recipes
 //! and Solutions".
 //!
-//! The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.2`): the protected
+//! The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.3`): the protected
 //! create that finds its node again after a lost reply (`znode.create-protected`), waiting until
 //! a node changes or the session ends (`watch.wait-for-change`, `watcher.changed`), the
 //! ownership check (`session.owns`), and trying reads again through connection loss (every read
@@ -15,7 +15,7 @@
 mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "wazoo:zk/imports@0.1.2",
+        world: "wazoo:zk/imports@0.1.3",
     });
 }
 
@@ -29,6 +29,7 @@ pub mod kazoo;
 /// The generated interfaces, for `with:` in a recipe's own `generate!`.
 pub use bindings::wazoo::zk as wit;
 
+pub use bindings::wazoo::zk::persistent::{add_watch, Change, ChangeKind, Notice, PersistentWatcher};
 pub use bindings::wazoo::zk::session::{info as session_info, owns, unique_id, SessionInfo};
 pub use bindings::wazoo::zk::types::{
     CheckOp, CreateMode, CreateOp, Created, DeleteOp, EventKind, MultiError, Op, OpResult, ProtectedOp,
@@ -262,10 +263,11 @@ macro_rules! recipe_world {
             path: $wit,
             world: $world,
             with: {
-                "wazoo:zk/types@0.1.2": wazoo_guest::wit::types,
-                "wazoo:zk/znode@0.1.2": wazoo_guest::wit::znode,
-                "wazoo:zk/watch@0.1.2": wazoo_guest::wit::watch,
-                "wazoo:zk/session@0.1.2": wazoo_guest::wit::session,
+                "wazoo:zk/types@0.1.3": wazoo_guest::wit::types,
+                "wazoo:zk/znode@0.1.3": wazoo_guest::wit::znode,
+                "wazoo:zk/watch@0.1.3": wazoo_guest::wit::watch,
+                "wazoo:zk/session@0.1.3": wazoo_guest::wit::session,
+                "wazoo:zk/persistent@0.1.3": wazoo_guest::wit::persistent,
             },
         });
     };

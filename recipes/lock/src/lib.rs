@@ -5,7 +5,7 @@
 //! instead: `<path>/<uuid hex>__lock__<seq>`, blocked only by the `__lock__` nodes ahead of it
 //! (kazoo's `Lock` and `WriteLock`), so kazoo clients and wazoo exclude each other.
 
-wazoo_guest::recipe_world!("wazoo:recipes/lock-recipe@0.1.1");
+wazoo_guest::recipe_world!("wazoo:recipes/lock-recipe@0.1.2");
 
 use exports::wazoo::recipes::lock::{Guest, Held};
 use wazoo_guest::{self as zk, Created, Deadline, Holding, ZkError};

@@ -31,7 +31,7 @@
 //! A lost reply is looked into after a `sync`, so the server answering is up to date with the
 //! leader.
 
-wazoo_guest::recipe_world!("wazoo:recipes/queue-recipe@0.1.1");
+wazoo_guest::recipe_world!("wazoo:recipes/queue-recipe@0.1.2");
 
 use std::cell::RefCell;
 use std::collections::{HashSet, VecDeque};

@@ -9,7 +9,7 @@
 //! registration: `node-exists`, never taken over. A TTL node is touched on every `tend` that
 //! found nothing wrong, which keeps it alive while the registrant tends it.
 
-wazoo_guest::recipe_world!("wazoo:recipes/registration-recipe@0.1.1");
+wazoo_guest::recipe_world!("wazoo:recipes/registration-recipe@0.1.2");
 
 use std::cell::RefCell;
 

@@ -7,7 +7,7 @@
 //! the `__lock__` nodes ahead of them; writers `<path>/<uuid hex>__lock__<seq>`, blocked by every
 //! contender ahead of them.
 
-wazoo_guest::recipe_world!("wazoo:recipes/rwlock-recipe@0.1.1");
+wazoo_guest::recipe_world!("wazoo:recipes/rwlock-recipe@0.1.2");
 
 use exports::wazoo::recipes::rwlock::{Guest, Held, Mode};
 use wazoo_guest::{self as zk, Created, Deadline, Holding, ZkError};

@@ -8,7 +8,7 @@
 //! `Lock` at `<path>-__lock__`, whose holder creates its lease once fewer than max-leases
 //! children are under `<path>`.
 
-wazoo_guest::recipe_world!("wazoo:recipes/semaphore-recipe@0.1.1");
+wazoo_guest::recipe_world!("wazoo:recipes/semaphore-recipe@0.1.2");
 
 use std::cell::RefCell;
 

@@ -23,7 +23,7 @@
 //! handle ends, the session timeout when its process dies) and at most `SLICE_MS` more.
 //! Only a coordinator without a timeout, alive, waiting for a site that never votes, waits on.
 
-wazoo_guest::recipe_world!("wazoo:recipes/transaction-recipe@0.1.1");
+wazoo_guest::recipe_world!("wazoo:recipes/transaction-recipe@0.1.2");
 
 use std::collections::HashSet;
 use std::time::Duration;

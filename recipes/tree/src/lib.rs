@@ -1,7 +1,7 @@
 //! `wazoo run tree PATH [--depth N]`: prints the subtree under PATH, one node a line, with its
 //! data size and, for ephemeral nodes, the owning session. A small example of the `custom` world.
 
-wazoo_guest::recipe_world!("wazoo:recipes/custom@0.1.1");
+wazoo_guest::recipe_world!("wazoo:recipes/custom@0.1.2");
 
 use std::fmt::Write as _;
 

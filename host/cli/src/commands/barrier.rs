@@ -2,12 +2,14 @@
 
 use std::time::Duration;
 
+use serde_json::json;
+
 use super::{check_path, timed_out, Waited};
 use crate::backend::{Backend, Failure, Participant};
 use crate::claims::interrupted;
 use crate::cli::BarrierCommand;
 use crate::supervise::{exit_status, Signals, Supervised};
-use crate::{args, exit};
+use crate::{args, exit, show};
 
 /// How long what a double barrier's command left running has after SIGTERM.
 const BETWEEN_GRACE: Duration = Duration::from_secs(2);
@@ -17,15 +19,22 @@ pub(crate) async fn barrier(backend: &impl Backend, command: BarrierCommand) -> 
     check_path("barrier", &path)?;
     let failed = |f: Failure| f.into_error(format!("barrier {path}"));
     match command {
-        BarrierCommand::Set { .. } => {
+        BarrierCommand::Set { json, .. } => {
             let set = backend.barrier_set(&path).await.map_err(failed)?;
-            out!("{}", if set { "set" } else { "already set" })
+            match json {
+                false => out!("{}", if set { "set" } else { "already set" }),
+                true => show::line(json!({"path": path, "was_set": !set})),
+            }
         }
-        BarrierCommand::Remove { .. } => {
+        BarrierCommand::Remove { json, .. } => {
             let removed = backend.barrier_remove(&path).await.map_err(failed)?;
-            out!("{}", if removed { "removed" } else { "was not set" })
+            match json {
+                false => out!("{}", if removed { "removed" } else { "was not set" }),
+                true => show::line(json!({"path": path, "was_set": removed})),
+            }
         }
-        BarrierCommand::Wait { timeout, .. } => match backend.barrier_wait(&path, timeout).await {
+        BarrierCommand::Wait { timeout, json, .. } => match backend.barrier_wait(&path, timeout).await {
+            Ok(()) if json => show::line(json!({"path": path, "down": true})),
             Ok(()) => out!("down"),
             Err(Failure::Timeout) => return Ok(timed_out(Waited::BarrierDown, &path, timeout)),
             Err(f) => return Err(failed(f)),

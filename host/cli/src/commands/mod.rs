@@ -10,6 +10,7 @@ mod recipes;
 mod register;
 mod tx;
 mod values;
+pub(crate) mod zk;
 
 use std::time::Duration;
 
@@ -21,28 +22,43 @@ use crate::claims::{self, Asked, Run};
 use crate::cli::{Command, GroupCommand, RecipesCommand};
 use crate::exit;
 
-/// Runs `command` on `backend`: its exit status. `serve`, `server`, `demo` and `new` run on no
-/// backend (main runs them itself, before any): here they are refused, as through `--server`.
+/// Runs `command` on `backend`: its exit status. `serve`, `server`, `demo`, `new` and `zk` run
+/// on no backend (main runs them itself, before any): here they are refused, as through
+/// `--server`. `completions` and `man` ask nothing of anyone and run the same anywhere.
 pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Result<u8> {
     match command {
-        Command::Lock { paths, wait, hold, recipe, command } => {
-            let run = Run { wait: Some(&wait), hold: &hold, command: &command };
+        Command::Lock { paths, wait, hold, json, recipe, command } => {
+            let run = Run { wait: Some(&wait), hold: &hold, command: &command, json };
             claims::claim_all(backend, &paths, &recipe, run).await
         }
-        Command::Rwlock { mode, path, wait, hold, recipe, command } => {
+        Command::Rwlock { mode, path, wait, hold, json, recipe, command } => {
             let asked = Asked { want: Want::ReadWrite(mode), path: &path, recipe: &recipe };
-            claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command }).await
+            claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command, json })
+                .await
         }
-        Command::Semaphore { path, leases, wait, hold, recipe, command } => {
+        Command::Semaphore { path, leases, wait, hold, json, recipe, command } => {
             let asked = Asked { want: Want::Lease { max_leases: leases }, path: &path, recipe: &recipe };
-            claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command }).await
+            claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command, json })
+                .await
         }
-        Command::Elect { path, id, wait, hold, requeue, max_terms, backoff, format, recipe, command } => {
+        Command::Elect {
+            path,
+            id,
+            wait,
+            hold,
+            requeue,
+            max_terms,
+            backoff,
+            format,
+            recipe,
+            json,
+            command,
+        } => {
             let want = Want::Leadership { id: id.unwrap_or_else(default_id) };
             let format = format.unwrap_or(crate::cli::ElectionFormat::Latch);
             let recipe = recipe.unwrap_or_else(|| format.recipe().to_string());
             let asked = Asked { want, path: &path, recipe: &recipe };
-            let run = Run { wait: Some(&wait), hold: &hold, command: &command };
+            let run = Run { wait: Some(&wait), hold: &hold, command: &command, json };
             if requeue {
                 let again = claims::Requeue { max_terms, backoff: backoff.unwrap_or(Duration::from_secs(1)) };
                 claims::requeue(backend, asked, run, again).await
@@ -61,7 +77,7 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
             };
             crate::partition::partition(backend, asked).await
         }
-        Command::Register { path, data, ttl, recipe, hold, command } => {
+        Command::Register { path, data, ttl, recipe, json, hold, command } => {
             let asked = register::Asked {
                 path: &path,
                 data: &data,
@@ -69,14 +85,18 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
                 recipe: &recipe,
                 hold: &hold,
                 command: &command,
+                json,
             };
             register::register_command(backend, asked).await
         }
         Command::Services { path, json } => values::group_list(backend, &path, json).await,
-        Command::Group { command: GroupCommand::Join { path, name, data, hold, command } } => {
+        Command::Watch { path, recursive, initial, json, recipe } => {
+            values::watch(backend, &path, recursive, initial, json, &recipe).await
+        }
+        Command::Group { command: GroupCommand::Join { path, name, data, hold, json, command } } => {
             let want = Want::Membership { name, data: data.into_bytes() };
             let asked = Asked { want, path: &path, recipe: World::Group.default_recipe() };
-            claims::claim(backend, asked, Run { wait: None, hold: &hold, command: &command }).await
+            claims::claim(backend, asked, Run { wait: None, hold: &hold, command: &command, json }).await
         }
         Command::Group { command: GroupCommand::List { path, json } } => {
             values::group_list(backend, &path, json).await
@@ -97,12 +117,15 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
         Command::Holders { path, kind, leases, json } => {
             observe::holders(backend, &path, kind, leases, json).await
         }
-        Command::Revoke { node, grace } => observe::revoke(backend, &node, grace).await,
+        Command::Revoke { node, grace, json } => observe::revoke(backend, &node, grace, json).await,
         Command::Fence { command } => observe::fence(backend, command).await,
         Command::TwoPhaseCommit { command } => tx::two_phase_commit(backend, command).await,
         Command::Recipes { command: RecipesCommand::List { json } } => recipes::list(backend, json).await,
-        Command::Recipes { command: RecipesCommand::Functions { recipe } } => {
+        Command::Recipes { command: RecipesCommand::Functions { recipe, json: false } } => {
             recipes::functions(backend, &recipe).await
+        }
+        Command::Recipes { command: RecipesCommand::Functions { recipe, json: true } } => {
+            functions_json(backend, &recipe).await
         }
         Command::Call { recipe, function, args } => recipes::call(backend, &recipe, &function, &args).await,
         Command::Run { component, args } => recipes::run(backend, &component, &args).await,
@@ -110,7 +133,21 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
         Command::Serve { .. } => Ok(local_only("serve")),
         Command::Demo { .. } => Ok(local_only("demo")),
         Command::New { .. } => Ok(local_only("new")),
+        Command::Zk { .. } => Ok(local_only("zk")),
+        // Main runs these before any backend; they ask nothing of anyone, here either.
+        Command::Completions { shell } => crate::completions(shell),
+        Command::Man { dir } => crate::man(dir.as_deref()),
     }
+}
+
+/// `wazoo recipes functions RECIPE --json`: one `{"name","signature"}` per exported function,
+/// `name` as `wazoo call` takes it (`lock.acquire`), `signature` the line the text output prints.
+async fn functions_json(backend: &impl Backend, recipe: &str) -> anyhow::Result<u8> {
+    for signature in backend.functions(recipe).await.map_err(|f| f.into_error("listing recipes"))? {
+        let name = signature.split('(').next().unwrap_or_default();
+        crate::show::emit(&serde_json::json!({"name": name, "signature": signature}).to_string());
+    }
+    Ok(0)
 }
 
 /// A subcommand the daemon's API has no call for, asked for through `--server`: exit status 2,

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use serde_json::json;
 use wazoo_runtime::fence::{Holder, Written};
 use wazoo_runtime::holders::{Kind, State};
 use wazoo_runtime::LeaderInfo;
@@ -93,15 +94,20 @@ fn no_holders(path: &str) -> u8 {
 }
 
 /// `wazoo revoke`: `released` if the holder let go, `forced` if its node was deleted after
-/// `grace`.
+/// `grace` (JSON `{"node","outcome"}`).
 pub(crate) async fn revoke(
     backend: &impl Backend,
     node: &str,
     grace: Option<Duration>,
+    json: bool,
 ) -> anyhow::Result<u8> {
     check_path("node", node)?;
     let released = backend.revoke(node, grace).await.map_err(|f| f.into_error(format!("revoking {node}")))?;
-    out!("{}", if released { "released" } else { "forced" });
+    let outcome = if released { "released" } else { "forced" };
+    match json {
+        false => out!("{outcome}"),
+        true => show::line(json!({"node": node, "outcome": outcome})),
+    }
     Ok(0)
 }
 
@@ -111,26 +117,57 @@ pub(crate) async fn fence(backend: &impl Backend, command: FenceCommand) -> anyh
         check_path(kind, path)?;
     }
     match command {
-        FenceCommand::Check { node, token } => {
+        FenceCommand::Check { node, token, json } => {
             let holder =
                 backend.fence_check(&node, token).await.map_err(|f| f.into_error(format!("fence {node}")))?;
-            Ok(fence_checked(&node, token, holder))
+            if json {
+                let (holds, reason, found) = match holder {
+                    Holder::Holds => (true, None, None),
+                    Holder::Gone => (false, Some("gone"), None),
+                    Holder::OtherToken(other) => (false, Some("other-token"), Some(other)),
+                };
+                show::line(
+                    json!({"node": node, "token": token, "holds": holds, "reason": reason, "found": found}),
+                );
+            }
+            Ok(fence_checked(&node, token, holder, json))
         }
-        FenceCommand::Write { node, token, path, value } => {
+        FenceCommand::Write { node, token, path, value, json } => {
             let written = backend
                 .fence_write(&node, token, &path, value.as_bytes())
                 .await
                 .map_err(|f| f.into_error(format!("fence {path}")))?;
-            Ok(fence_written(&node, token, &path, written))
+            if json {
+                let (done, version, previous, reason, found) = match written {
+                    Written::Accepted { version, previous } => (true, Some(version), previous, None, None),
+                    Written::Gone => (false, None, None, Some("gone"), None),
+                    Written::OtherToken(other) => (false, None, None, Some("other-token"), Some(other)),
+                    Written::Superseded { last } => (false, None, None, Some("superseded"), Some(last)),
+                };
+                show::line(json!({
+                    "path": path,
+                    "node": node,
+                    "token": token,
+                    "written": done,
+                    "version": version,
+                    "previous": previous,
+                    "reason": reason,
+                    "found": found,
+                }));
+            }
+            Ok(fence_written(&node, token, &path, written, json))
         }
     }
 }
 
-/// What `fence check` says: exit status 0 if `node` still has `token`, else 1 and why.
-fn fence_checked(node: &str, token: i64, holder: Holder) -> u8 {
+/// What `fence check` says: exit status 0 if `node` still has `token`, else 1 and why (with
+/// `json`, the JSON line says it on stdout and only the reason goes to stderr).
+fn fence_checked(node: &str, token: i64, holder: Holder, json: bool) -> u8 {
     match holder {
         Holder::Holds => {
-            out!("{node} holds token {token}");
+            if !json {
+                out!("{node} holds token {token}");
+            }
             0
         }
         Holder::Gone => {
@@ -145,12 +182,15 @@ fn fence_checked(node: &str, token: i64, holder: Holder) -> u8 {
 }
 
 /// What `fence write` says: `written PATH version V token T` (exit status 0), or why the write
-/// was refused (exit status 1).
-fn fence_written(node: &str, token: i64, path: &str, written: Written) -> u8 {
+/// was refused (exit status 1); with `json`, the JSON line says it on stdout and only a refusal
+/// goes to stderr.
+fn fence_written(node: &str, token: i64, path: &str, written: Written, json: bool) -> u8 {
     match written {
         Written::Accepted { version, previous } => {
-            let was = previous.map(|p| format!(" (was token {p})")).unwrap_or_default();
-            out!("written {path} version {version} token {token}{was}");
+            if !json {
+                let was = previous.map(|p| format!(" (was token {p})")).unwrap_or_default();
+                out!("written {path} version {version} token {token}{was}");
+            }
             return 0;
         }
         Written::Gone => eprintln!("wazoo: refused: {node} is gone: token {token} no longer holds"),

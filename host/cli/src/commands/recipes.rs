@@ -10,14 +10,15 @@ pub(crate) async fn list(backend: &impl Backend, json: bool) -> anyhow::Result<u
 }
 
 /// The `wazoo recipes list` table (or `empty` when there are no rows).
-/// With `json`, one `{"name","world","sha256","bytes","path","note"}` per component, nothing
-/// for none.
+/// With `json`, one `{"name","world","sha256","bytes","path","embedded","note"}` per component,
+/// nothing for none. A component the binary carries shows `embedded` in the PATH column.
 fn print_recipes(rows: &[RecipeRow], empty: &str, json: bool) -> anyhow::Result<u8> {
     use std::io::Write as _;
     if json {
         for r in rows {
             let row = serde_json::json!({
-                "name": r.name, "world": r.world, "sha256": r.hash, "bytes": r.bytes, "path": r.path, "note": r.note,
+                "name": r.name, "world": r.world, "sha256": r.hash, "bytes": r.bytes, "path": r.path,
+                "embedded": r.embedded, "note": r.note,
             });
             show::emit(&row.to_string());
         }
@@ -29,9 +30,10 @@ fn print_recipes(rows: &[RecipeRow], empty: &str, json: bool) -> anyhow::Result<
             writeln!(out, "{empty}")?;
             return Ok(());
         }
-        writeln!(out, "{:<16} {:<34} {:<12} {:>9}  PATH", "NAME", "WORLD", "SHA-256", "BYTES")?;
+        writeln!(out, "{:<18} {:<40} {:<12} {:>9}  PATH", "NAME", "WORLD", "SHA-256", "BYTES")?;
         for r in rows {
-            write!(out, "{:<16} {:<34} {:<12} {:>9}  {}", r.name, r.world, r.hash, r.bytes, r.path)?;
+            let path = if r.embedded { "embedded" } else { r.path.as_str() };
+            write!(out, "{:<18} {:<40} {:<12} {:>9}  {path}", r.name, r.world, r.hash, r.bytes)?;
             if let Some(note) = &r.note {
                 write!(out, "  ({note})")?;
             }

@@ -29,6 +29,8 @@ pub(crate) struct Asked<'a> {
     pub(crate) recipe: &'a str,
     pub(crate) hold: &'a HoldArgs,
     pub(crate) command: &'a [String],
+    /// Without a command: the `registered` line as JSON, `{"path","data"}`.
+    pub(crate) json: bool,
 }
 
 /// The error kind of a `{"err": …}` result (`"node-exists"`, or the case of `{"case": text}`),
@@ -103,7 +105,10 @@ pub(crate) async fn register_command(backend: &impl Backend, asked: Asked<'_>) -
         ("WAZOO_REGISTERED_DATA".to_string(), asked.data.to_string()),
     ];
     let mut cmd = if asked.command.is_empty() {
-        crate::show::emit(&format!("registered {}", asked.path));
+        match asked.json {
+            false => crate::show::emit(&format!("registered {}", asked.path)),
+            true => crate::show::line(json!({"path": asked.path, "data": asked.data})),
+        }
         None
     } else {
         match Supervised::spawn(asked.command, &env) {

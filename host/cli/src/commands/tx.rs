@@ -6,7 +6,7 @@ use wazoo_runtime::{Outcome, World};
 use super::check_path;
 use crate::backend::{Backend, Failure};
 use crate::cli::TxCommand;
-use crate::exit;
+use crate::{exit, show};
 
 /// The transaction recipe's export that `2pc clean` calls (by name, as `wazoo call` does).
 const TX_CLEAN: &str = "two-phase-commit.clean";
@@ -15,18 +15,20 @@ pub(crate) async fn two_phase_commit(backend: &impl Backend, command: TxCommand)
     check_tx(&command)?;
     let tx = command.tx().to_string();
     let failed = |f: Failure| f.into_error(format!("transaction {tx}"));
-    let outcome = match command {
-        TxCommand::Coordinate { sites, payload, mode, timeout, .. } => {
-            backend.tx_coordinate(&tx, &sites, payload.as_bytes(), mode, timeout).await
+    let (outcome, json) = match command {
+        TxCommand::Coordinate { sites, payload, mode, timeout, json, .. } => {
+            (backend.tx_coordinate(&tx, &sites, payload.as_bytes(), mode, timeout).await, json)
         }
-        TxCommand::Vote { site, ballot, timeout, .. } => backend.tx_vote(&tx, &site, ballot, timeout).await,
-        TxCommand::Clean { .. } => {
+        TxCommand::Vote { site, ballot, timeout, json, .. } => {
+            (backend.tx_vote(&tx, &site, ballot, timeout).await, json)
+        }
+        TxCommand::Clean { json, .. } => {
             let args = Value::Array(vec![Value::String(tx.clone())]);
             let result = backend.call(World::Transaction.default_recipe(), TX_CLEAN, &args).await;
-            return tx_cleaned(&tx, &result.map_err(failed)?);
+            return tx_cleaned(&tx, &result.map_err(failed)?, json);
         }
     };
-    Ok(tx_outcome(outcome.map_err(failed)?))
+    Ok(tx_outcome(&tx, outcome.map_err(failed)?, json))
 }
 
 /// A transaction's path and sites, checked before anything is asked: each site named once.
@@ -41,11 +43,14 @@ fn check_tx(command: &TxCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What `2pc clean` says for the recipe's JSON answer: `cleaned TX: OUTCOME` (exit status 0),
-/// or why nothing was cleaned (exit status 1).
-fn tx_cleaned(tx: &str, result: &Value) -> anyhow::Result<u8> {
+/// What `2pc clean` says for the recipe's JSON answer: `cleaned TX: OUTCOME` (JSON
+/// `{"tx","outcome"}`, exit status 0), or why nothing was cleaned (exit status 1).
+fn tx_cleaned(tx: &str, result: &Value, json: bool) -> anyhow::Result<u8> {
     if let Some(outcome) = result.get("ok").and_then(Value::as_str) {
-        out!("cleaned {tx}: {outcome}");
+        match json {
+            false => out!("cleaned {tx}: {outcome}"),
+            true => show::line(serde_json::json!({"tx": tx, "outcome": outcome})),
+        }
         return Ok(0);
     }
     let Some(error) = result.get("err") else {
@@ -65,16 +70,16 @@ fn tx_cleaned(tx: &str, result: &Value) -> anyhow::Result<u8> {
     Ok(exit::NOTHING)
 }
 
-/// Prints a transaction's outcome: exit status 0 if committed, 6 if aborted.
-fn tx_outcome(outcome: Outcome) -> u8 {
-    match outcome {
-        Outcome::Committed => {
-            out!("committed");
-            0
-        }
-        Outcome::Aborted => {
-            out!("aborted");
-            exit::ABORTED
-        }
+/// Prints a transaction's outcome (JSON `{"tx","outcome"}`): exit status 0 if committed, 6 if
+/// aborted.
+fn tx_outcome(tx: &str, outcome: Outcome, json: bool) -> u8 {
+    let (word, status) = match outcome {
+        Outcome::Committed => ("committed", 0),
+        Outcome::Aborted => ("aborted", exit::ABORTED),
+    };
+    match json {
+        false => out!("{word}"),
+        true => show::line(serde_json::json!({"tx": tx, "outcome": word})),
     }
+    status
 }

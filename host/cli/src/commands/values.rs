@@ -1,7 +1,7 @@
 //! `queue`, `config`, `counter` and `group list|watch`: values kept in ZooKeeper, read and
 //! written through their recipes.
 
-use wazoo_runtime::{Entry, Membership};
+use wazoo_runtime::{CacheChange, Entry, Membership};
 
 use super::{check_path, timed_out, Waited};
 use crate::backend::{Backend, Failure};
@@ -13,17 +13,21 @@ pub(crate) async fn queue(backend: &impl Backend, command: QueueCommand) -> anyh
     check_path("queue", &path)?;
     let failed = |f: Failure| f.into_error(format!("queue {path}"));
     match command {
-        QueueCommand::Put { data, priority, ephemeral, .. } => {
+        QueueCommand::Put { data, priority, ephemeral, json, .. } => {
             if ephemeral {
                 eprintln!("wazoo: note: an ephemeral item lives only as long as this command");
             }
             let put = backend.queue_put(&path, data.into_bytes(), priority, ephemeral).await;
-            let shown = put.map_err(failed).map(|node| out!("{node}"));
+            let shown = put.map_err(failed).map(|node| match json {
+                false => out!("{node}"),
+                true => show::line(serde_json::json!({ "node": node })),
+            });
             // An ephemeral item's handle (or session) ends here, with the command.
             backend.end().await;
             shown?;
         }
-        QueueCommand::Take { timeout, .. } => match backend.queue_take(&path, timeout).await {
+        QueueCommand::Take { timeout, json, .. } => match backend.queue_take(&path, timeout).await {
+            Ok(data) if json => show::line(serde_json::json!({ "data": show::text(&data) })),
             Ok(data) => print_item(&data)?,
             Err(Failure::Timeout) => return Ok(timed_out(Waited::QueueItem, &path, timeout)),
             Err(f) => return Err(failed(f)),
@@ -53,8 +57,9 @@ pub(crate) async fn config(backend: &impl Backend, command: ConfigCommand) -> an
             Some(entry) => show::value(json, entry.version, &entry.data),
             None => return Ok(no_value(&path)),
         },
-        ConfigCommand::Set { value, version, .. } => {
+        ConfigCommand::Set { value, version, json, .. } => {
             match backend.config_set(&path, value.into_bytes(), version).await {
+                Ok(version) if json => show::line(serde_json::json!({ "version": version })),
                 Ok(version) => out!("{version}"),
                 Err(Failure::Stale(_)) => return Ok(stale_version(&path, version)),
                 Err(f) => return Err(failed(f)),
@@ -88,8 +93,8 @@ pub(crate) async fn counter(backend: &impl Backend, command: CounterCommand) -> 
         CounterCommand::Get { json, format, .. } => {
             show::number(json, "value", backend.counter_get(&path, format).await.map_err(failed)?)
         }
-        CounterCommand::Add { delta, format, .. } => {
-            out!("{}", backend.counter_add(&path, delta, format).await.map_err(failed)?)
+        CounterCommand::Add { delta, format, json, .. } => {
+            show::number(json, "value", backend.counter_add(&path, delta, format).await.map_err(failed)?)
         }
     }
     Ok(0)
@@ -116,6 +121,47 @@ pub(crate) async fn group_watch(backend: &impl Backend, path: &str, json: bool) 
     check_path("group", path)?;
     let mut show = |now: &Membership| show::membership(json, listed(now));
     backend.group_watch(path, &mut show).await.map_err(|f| f.into_error(format!("group {path}")))?;
+    Ok(0)
+}
+
+/// `wazoo watch`: a line per change (with `initial`, first a `created` line per node there),
+/// after a line on stderr once the cache has read what is there. Ends only on failure.
+pub(crate) async fn watch(
+    backend: &impl Backend,
+    path: &str,
+    recursive: bool,
+    initial: bool,
+    json: bool,
+    recipe: &str,
+) -> anyhow::Result<u8> {
+    // The root too: with a chroot it is the whole namespace.
+    wazoo_runtime::paths::check(path).map_err(|why| exit::usage(format!("invalid watch path: {why}")))?;
+    let (mut ready, mut found) = (false, 0usize);
+    let mut each = |change: &CacheChange| match change {
+        CacheChange::Initialized => {
+            ready = true;
+            let below = if recursive { " and below it" } else { "" };
+            eprintln!(
+                "wazoo: watching {path}{below} ({found} node{} there)",
+                if found == 1 { "" } else { "s" }
+            );
+        }
+        // Before the first reading is complete, only with --initial (a first cache that ended
+        // early may have reported changes to nodes whose creation was not shown).
+        change if !ready => {
+            if matches!(change, CacheChange::Created(_)) {
+                found += 1;
+            }
+            if initial {
+                show::change(json, change);
+            }
+        }
+        change => show::change(json, change),
+    };
+    backend
+        .watch(path, recursive, recipe, &mut each)
+        .await
+        .map_err(|f| f.into_error(format!("watch {path}")))?;
     Ok(0)
 }
 

@@ -6,7 +6,10 @@ use std::time::Duration;
 use wazoo_proto as pb;
 use wazoo_runtime::fence::{Holder, Written};
 use wazoo_runtime::holders::{Contender, Contenders, Kind, State};
-use wazoo_runtime::{Ballot, CounterFormat, Entry, LeaderInfo, Member, Membership, Mode, Outcome, TxMode};
+use wazoo_runtime::{
+    Ballot, CacheChange, CachedNode, CounterFormat, Entry, LeaderInfo, Member, Membership, Mode, Outcome,
+    TxMode,
+};
 
 use crate::backend::{Ending, RecipeRow};
 
@@ -138,6 +141,7 @@ pub(super) fn recipe_row(r: pb::Recipe) -> RecipeRow {
         bytes: r.bytes,
         path: r.path,
         note: if serving { refused } else { None },
+        embedded: r.embedded,
     }
 }
 
@@ -240,5 +244,30 @@ mod tests {
             (refused.world.as_str(), refused.hash.as_str(), refused.note),
             ("refused: bad", "-", None)
         );
+    }
+}
+
+/// A `WatchEvent` as the cache change it reports (of the node's stat, only what the event has).
+pub(crate) fn cache_change(event: pb::WatchEvent) -> CacheChange {
+    let kind = pb::WatchKind::try_from(event.kind).unwrap_or(pb::WatchKind::Changed);
+    let stat = wazoo_runtime::Stat {
+        czxid: event.czxid,
+        mzxid: event.mzxid,
+        pzxid: 0,
+        ctime: 0,
+        mtime: 0,
+        version: event.version,
+        cversion: 0,
+        aversion: 0,
+        ephemeral_owner: 0,
+        data_length: event.data.len() as i32,
+        num_children: 0,
+    };
+    let node = CachedNode { path: event.path, data: event.data, stat };
+    match kind {
+        pb::WatchKind::Created => CacheChange::Created(node),
+        pb::WatchKind::Changed => CacheChange::Changed(node),
+        pb::WatchKind::Deleted => CacheChange::Deleted(node),
+        pb::WatchKind::Initialized => CacheChange::Initialized,
     }
 }

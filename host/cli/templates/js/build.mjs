@@ -1,4 +1,4 @@
-// Builds {{name}}.wasm, a component for world wazoo:recipes/custom@0.1.1, with componentize-js
+// Builds {{name}}.wasm, a component for world wazoo:recipes/custom@0.1.2, with componentize-js
 // 0.23 (npm install, then node build.mjs). No jco, no cargo-component.
 import { componentize } from '@bytecodealliance/componentize-js';
 import { writeFile } from 'node:fs/promises';
@@ -11,7 +11,7 @@ process.chdir(here);
 const { component } = await componentize({
   sourcePath: resolve(here, 'recipe.js'),
   witPath: resolve(here, 'wit'),
-  worldName: 'wazoo:recipes/custom@0.1.1',
+  worldName: 'wazoo:recipes/custom@0.1.2',
   // The host offers WASI p2 without wasi:http.
   disableFeatures: ['http', 'fetch-event'],
 });

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds {{name}}.wasm, a component for world wazoo:recipes/custom@0.1.1.
+# Builds {{name}}.wasm, a component for world wazoo:recipes/custom@0.1.2.
 # Needs the wasm32-wasip2 target (rustup target add wasm32-wasip2); no cargo-component.
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -188,6 +188,28 @@ pub(super) fn entry(found: Option<wazoo_runtime::Entry>) -> pb::ConfigEntry {
     }
 }
 
+/// A cache's change as a `WatchEvent`.
+pub(super) fn watch_event(change: wazoo_runtime::CacheChange) -> pb::WatchEvent {
+    use wazoo_runtime::CacheChange as C;
+    let (kind, node) = match change {
+        C::Created(node) => (pb::WatchKind::Created, Some(node)),
+        C::Changed(node) => (pb::WatchKind::Changed, Some(node)),
+        C::Deleted(node) => (pb::WatchKind::Deleted, Some(node)),
+        C::Initialized => (pb::WatchKind::Initialized, None),
+    };
+    match node {
+        Some(n) => pb::WatchEvent {
+            kind: kind as i32,
+            path: n.path,
+            data: n.data,
+            version: n.stat.version,
+            czxid: n.stat.czxid,
+            mzxid: n.stat.mzxid,
+        },
+        None => pb::WatchEvent { kind: kind as i32, ..Default::default() },
+    }
+}
+
 pub(super) fn membership(m: wazoo_runtime::Membership) -> pb::Membership {
     let members = m.members.into_iter().map(|m| pb::Member { name: m.name, data: m.data }).collect();
     pb::Membership { members, version: m.version }
@@ -209,6 +231,7 @@ pub(super) fn recipe_list(listed: Vec<wazoo_runtime::RecipeInfo>) -> pb::RecipeL
             from_cache: r.serving.as_ref().is_some_and(|v| v.from_cache),
             refused: r.refused.map(|f| f.reason).unwrap_or_default(),
             functions: r.serving.as_ref().map(|v| v.functions()).unwrap_or_default(),
+            embedded: r.embedded,
         })
         .collect();
     pb::RecipeList { recipes }

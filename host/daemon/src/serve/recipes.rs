@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::wire::{self, no_handle, status};
 use wazoo_runtime::error::RecipeError;
 use wazoo_runtime::fence::{Holder, Written};
-use wazoo_runtime::{Claim, ClaimKind, CounterFormat, ElectionHandle, Mode, Want, World, ZkError};
+use wazoo_runtime::{Claim, ClaimKind, CounterFormat, ElectionHandle, Mode, Want, Watching, World, ZkError};
 
 use wazoo_proto as pb;
 
@@ -314,6 +314,45 @@ impl Recipes for Api {
             event: entry,
             next: |known| h.watch(&req.path, known, Some(STREAM_POLL))
         )
+    }
+
+    type WatchStream = Events<pb::WatchEvent>;
+
+    async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+        let req = request.into_inner();
+        let mut slot = self.stream_slot()?;
+        let recipe = or(&req.recipe, World::Cache.default_recipe());
+        let mut watching = Watching::new(self.host.clone(), recipe, &req.path, req.recursive);
+        if let Err(e) = watching.start().await {
+            return Err(match e.downcast::<RecipeError>() {
+                Ok(e) => status(e),
+                Err(e) => no_handle(e),
+            });
+        }
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(async move {
+            while !tx.is_closed() {
+                let next = tokio::select! {
+                    next = watching.next(Some(STREAM_POLL)) => next,
+                    () = slot.stopped() => break,
+                };
+                match next {
+                    Ok(change) => {
+                        if tx.send(Ok(watch_event(change))).await.is_err() {
+                            break;
+                        }
+                    }
+                    // ZooKeeper out of reach: the cache reads everything again once it is back.
+                    Err(RecipeError::Zk(ZkError::Timeout | ZkError::ConnectionLoss)) => {}
+                    Err(e) => {
+                        let _ = tx.send(Err(status(e))).await;
+                        break;
+                    }
+                }
+            }
+            watching.close().await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     async fn revoke(&self, request: Request<pb::RevokeRequest>) -> Result<Response<pb::RevokeReply>, Status> {

@@ -180,11 +180,13 @@ macro_rules! call {
     }};
 }
 
+mod cache;
 mod claiming;
 mod custom;
 mod data;
 mod registration;
 
+pub use cache::{CacheHandle, Watching};
 pub use claiming::{ElectionHandle, GroupHandle, LockHandle, RwLockHandle, SemaphoreHandle};
 pub use custom::{CustomHandle, DynamicHandle};
 pub use data::{BarrierHandle, ConfigHandle, QueueHandle, TransactionHandle};

@@ -33,7 +33,7 @@
 //! Not a standard recipe: it lives outside `recipes/`, so `make recipes` never installs it.
 
 // This crate sits a level deeper than `recipes/NAME`.
-wazoo_guest::recipe_world!("../../../wit", "wazoo:recipes/custom@0.1.1");
+wazoo_guest::recipe_world!("../../../wit", "wazoo:recipes/custom@0.1.2");
 
 use std::hint::black_box;
 

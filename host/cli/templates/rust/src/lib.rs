@@ -4,7 +4,7 @@
 //! Every `wazoo:zk` call blocks this guest while the host awaits ZooKeeper, so a recipe reads as
 //! straight-line code. Change `run` (or the world, in `wit/recipes.wit`) to build your own.
 
-wit_bindgen::generate!({ path: "wit", world: "wazoo:recipes/custom@0.1.1", generate_all });
+wit_bindgen::generate!({ path: "wit", world: "wazoo:recipes/custom@0.1.2", generate_all });
 
 use wazoo::zk::types::{EventKind, ZkError};
 use wazoo::zk::{watch, znode};

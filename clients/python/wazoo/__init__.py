@@ -1,0 +1,51 @@
+"""A client of `wazoo serve`: ZooKeeper coordination recipes (locks, elections, queues,
+configuration, counters, caches) over the daemon's gRPC API.
+
+    import wazoo
+
+    with wazoo.Client("127.0.0.1:7181", token="…") as c:
+        with c.lock("/locks/report", timeout=5) as claim:
+            print(claim.token)  # pass the fencing token to what the lock protects
+
+Failed calls raise a `WazooError` subclass per error kind of the daemon (`Timeout`, `NoNode`,
+`BadVersion` …); a claim lost while its block ran raises `LockLost`.
+"""
+from .client import CUT_OFF, Claim, Client, Stream, WatchEvent
+from .errors import (
+    BadVersion,
+    ConnectionLoss,
+    Internal,
+    InvalidArgument,
+    InvalidPath,
+    LimitExceeded,
+    LockLost,
+    NoAuth,
+    NoChildrenForEphemerals,
+    NodeExists,
+    NoNode,
+    NotEmpty,
+    Other,
+    QuotaExceeded,
+    RecipeUnavailable,
+    Retired,
+    SessionExpired,
+    Timeout,
+    Trapped,
+    Unauthenticated,
+    Unimplemented,
+    UnknownHandle,
+    UnknownSession,
+    WazooError,
+    WrongHandle,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CUT_OFF", "Claim", "Client", "Stream", "WatchEvent",
+    "WazooError", "LockLost", "Timeout", "NoNode", "NodeExists", "BadVersion", "NotEmpty",
+    "NoChildrenForEphemerals", "InvalidPath", "InvalidArgument", "ConnectionLoss", "SessionExpired",
+    "NoAuth", "LimitExceeded", "QuotaExceeded", "Unimplemented", "Other", "Trapped", "Retired",
+    "UnknownSession", "UnknownHandle", "WrongHandle", "RecipeUnavailable", "Unauthenticated",
+    "Internal",
+]

@@ -1,0 +1,1 @@
+"""Stubs generated from host/proto by gen_stubs.sh: do not edit."""

@@ -1,0 +1,250 @@
+"""Typed errors: one exception class per `ErrorKind` of host/proto/wazoo.proto.
+
+Every error status the daemon's services return carries its kind as a `google.rpc.ErrorInfo`
+of domain "wazoo.v1" in the status details (the `grpc-status-details-bin` trailer). `from_rpc`
+reads it and raises the class of that kind; branch on the class (or `.kind`), never on the
+message, which is for people.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Type
+
+import grpc
+
+try:  # googleapis-common-protos, when installed: one copy of google.rpc per process
+    from google.rpc import error_details_pb2 as _error_details
+    from google.rpc import status_pb2 as _status
+except ImportError:  # pragma: no cover - depends on what is installed
+    from ._proto.google.rpc import error_details_pb2 as _error_details
+    from ._proto.google.rpc import status_pb2 as _status
+
+#: The `ErrorInfo.domain` of the daemon's errors.
+DOMAIN = "wazoo.v1"
+_DETAILS_KEY = "grpc-status-details-bin"
+_PREFIX = "ERROR_KIND_"
+
+
+class WazooError(Exception):
+    """A failed call to the daemon.
+
+    Attributes:
+        kind: the `ErrorKind` without its prefix (e.g. "TIMEOUT", "NO_NODE"), or None for an
+            error the daemon's services did not make (a broken connection, an unknown method,
+            an older daemon). A kind newer than this client keeps its name here and raises
+            this base class: go by `code` then.
+        code: the `grpc.StatusCode`, or None for an error that is not a status.
+        details: the status's message, for people.
+    """
+
+    kind: Optional[str] = None
+
+    def __init__(self, details: str, kind: Optional[str] = None, code: Optional[grpc.StatusCode] = None):
+        super().__init__(details)
+        self.details = details
+        if kind is not None:
+            self.kind = kind
+        self.code = code
+
+    def __str__(self) -> str:
+        return self.details
+
+    def __repr__(self) -> str:
+        code = self.code.name if self.code is not None else None
+        return f"{type(self).__name__}(kind={self.kind!r}, code={code}, details={self.details!r})"
+
+
+class Timeout(WazooError):
+    """A blocking call ran out of time (a lock, leadership, barrier or queue item not had in time)."""
+
+    kind = "TIMEOUT"
+
+
+class NoNode(WazooError):
+    """The node does not exist."""
+
+    kind = "NO_NODE"
+
+
+class NodeExists(WazooError):
+    """A node already exists at that path (e.g. a group member's name is taken)."""
+
+    kind = "NODE_EXISTS"
+
+
+class BadVersion(WazooError):
+    """The expected version did not match (a config compare-and-set)."""
+
+    kind = "BAD_VERSION"
+
+
+class NotEmpty(WazooError):
+    """The node has children and cannot be deleted."""
+
+    kind = "NOT_EMPTY"
+
+
+class NoChildrenForEphemerals(WazooError):
+    """Ephemeral nodes cannot have children."""
+
+    kind = "NO_CHILDREN_FOR_EPHEMERALS"
+
+
+class InvalidPath(WazooError):
+    """The path was refused before it reached ZooKeeper (malformed, or outside the namespace)."""
+
+    kind = "INVALID_PATH"
+
+
+class InvalidArgument(WazooError):
+    """An argument was refused, by a recipe or by the daemon."""
+
+    kind = "INVALID_ARGUMENT"
+
+
+class ConnectionLoss(WazooError):
+    """The daemon's connection to ZooKeeper broke before the reply: the call may have taken effect."""
+
+    kind = "CONNECTION_LOSS"
+
+
+class SessionExpired(WazooError):
+    """The daemon's ZooKeeper session expired while the recipe ran."""
+
+    kind = "SESSION_EXPIRED"
+
+
+class NoAuth(WazooError):
+    """The daemon's ZooKeeper identity may not do this."""
+
+    kind = "NO_AUTH"
+
+
+class LimitExceeded(WazooError):
+    """A host limit (rate, size, count) was hit."""
+
+    kind = "LIMIT_EXCEEDED"
+
+
+class QuotaExceeded(WazooError):
+    """A ZooKeeper quota was exceeded."""
+
+    kind = "QUOTA_EXCEEDED"
+
+
+class Unimplemented(WazooError):
+    """ZooKeeper does not support this."""
+
+    kind = "UNIMPLEMENTED"
+
+
+class Other(WazooError):
+    """Any other ZooKeeper error; the message says what."""
+
+    kind = "OTHER"
+
+
+class Trapped(WazooError):
+    """The recipe trapped or hit a sandbox limit: its handle is retired and its nodes deleted."""
+
+    kind = "TRAPPED"
+
+
+class Retired(WazooError):
+    """The handle was retired by an earlier trap or cancelled call."""
+
+    kind = "RETIRED"
+
+
+class UnknownSession(WazooError):
+    """The client session is not open: never opened, expired, or closed."""
+
+    kind = "UNKNOWN_SESSION"
+
+
+class UnknownHandle(WazooError):
+    """The session holds no such handle (never held, or released)."""
+
+    kind = "UNKNOWN_HANDLE"
+
+
+class WrongHandle(WazooError):
+    """The handle holds another kind of claim than the call needs."""
+
+    kind = "WRONG_HANDLE"
+
+
+class RecipeUnavailable(WazooError):
+    """No handle of the recipe could be made (no such recipe, a refused component, not allowed)."""
+
+    kind = "RECIPE_UNAVAILABLE"
+
+
+class Unauthenticated(WazooError):
+    """No tenant has the call's token."""
+
+    kind = "UNAUTHENTICATED"
+
+
+class Internal(WazooError):
+    """The daemon failed itself."""
+
+    kind = "INTERNAL"
+
+
+class LockLost(WazooError):
+    """A claim (lock, lease, leadership) was lost while it was held.
+
+    Attributes:
+        reason: why, as `Claim.reason` says it (e.g. "node-deleted", "revoked").
+    """
+
+    def __init__(self, details: str, reason: str):
+        super().__init__(details)
+        self.reason = reason
+
+
+#: The exception class of each kind, by `ErrorInfo.reason`.
+KINDS: Dict[str, Type[WazooError]] = {
+    _PREFIX + cls.kind: cls
+    for cls in (
+        Timeout, NoNode, NodeExists, BadVersion, NotEmpty, NoChildrenForEphemerals, InvalidPath,
+        InvalidArgument, ConnectionLoss, SessionExpired, NoAuth, LimitExceeded, QuotaExceeded,
+        Unimplemented, Other, Trapped, Retired, UnknownSession, UnknownHandle, WrongHandle,
+        RecipeUnavailable, Unauthenticated, Internal,
+    )
+}
+
+
+def kind_of(error: grpc.RpcError) -> Optional[str]:
+    """The `ErrorKind` value name (e.g. "ERROR_KIND_TIMEOUT") a failed call carries, read from
+    its status details; None if it carries none (it did not come from the daemon's services)."""
+    trailers = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
+    for key, value in trailers or ():
+        if key != _DETAILS_KEY:
+            continue
+        status = _status.Status()
+        try:
+            status.ParseFromString(value)
+        except Exception:  # a malformed trailer: no kind
+            return None
+        for detail in status.details:
+            if not detail.type_url.endswith("/google.rpc.ErrorInfo"):
+                continue
+            info = _error_details.ErrorInfo()
+            info.ParseFromString(detail.value)
+            if info.domain == DOMAIN:
+                return info.reason
+    return None
+
+
+def from_rpc(error: grpc.RpcError) -> WazooError:
+    """The typed exception of a failed gRPC call (to raise `from` it)."""
+    code = error.code() if hasattr(error, "code") else None
+    details = (error.details() if hasattr(error, "details") else None) or str(error)
+    reason = kind_of(error)
+    if reason is None:
+        return WazooError(details, None, code)
+    cls = KINDS.get(reason)
+    if cls is None:  # a kind newer than this client
+        return WazooError(details, reason[len(_PREFIX):] if reason.startswith(_PREFIX) else reason, code)
+    return cls(details, code=code)

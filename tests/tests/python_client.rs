@@ -1,0 +1,280 @@
+//! The Python client package `clients/python` (`wazoo-client`, import `wazoo`): its checked-in
+//! stubs match the proto, it installs offline with pip, and it drives a real `wazoo serve` on the
+//! shared real ZooKeeper (a token, locks and their fencing tokens, timeouts as typed errors,
+//! queues, configuration, counters, watches, generic invoke, claims lost while held, and TLS).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+use wazoo_tests::daemon::{output, Daemon};
+use wazoo_tests::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The generated files `clients/python/gen_stubs.sh` writes, relative to its output directory.
+const STUBS: [&str; 4] =
+    ["wazoo_pb2.py", "wazoo_pb2_grpc.py", "google/rpc/status_pb2.py", "google/rpc/error_details_pb2.py"];
+
+fn package() -> PathBuf {
+    root().join("clients/python")
+}
+
+/// Installs the package with pip, offline, into a fresh temporary directory, for PYTHONPATH.
+/// `--no-deps`: a `--target` install ignores what is installed, and grpcio and protobuf are there
+/// already.
+async fn install() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = output(
+        Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "--no-index", "--no-build-isolation", "--no-deps"])
+            .arg("--target")
+            .arg(dir.path())
+            .arg(package())
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+            .current_dir(root()),
+    )
+    .await;
+    assert_eq!(code, 0, "pip install of clients/python failed:\n{stdout}\n{stderr}");
+    assert!(dir.path().join("wazoo/_proto/wazoo_pb2_grpc.py").exists(), "the stubs were installed");
+    dir
+}
+
+/// `python3 clients/python/tests/SCRIPT ARGS…` with the installed package on its path.
+fn python(installed: &Path, script: &str, args: &[&str]) -> Command {
+    let mut command = Command::new("python3");
+    command
+        .arg(package().join("tests").join(script))
+        .args(args)
+        .env("PYTHONPATH", installed)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+#[test]
+fn the_checked_in_stubs_match_a_fresh_generation() {
+    let fresh = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("bash")
+        .arg(package().join("gen_stubs.sh"))
+        .arg(fresh.path())
+        .status()
+        .expect("running clients/python/gen_stubs.sh");
+    assert!(status.success(), "clients/python/gen_stubs.sh failed");
+    for stub in STUBS {
+        let generated = std::fs::read(fresh.path().join(stub)).unwrap();
+        let checked_in = std::fs::read(package().join("wazoo/_proto").join(stub)).unwrap();
+        assert!(
+            generated == checked_in,
+            "clients/python/wazoo/_proto/{stub} differs from what the proto generates: \
+             run clients/python/gen_stubs.sh"
+        );
+    }
+    let grpc = std::fs::read_to_string(package().join("wazoo/_proto/wazoo_pb2_grpc.py")).unwrap();
+    assert!(
+        grpc.contains("\nfrom . import wazoo_pb2 as wazoo__pb2\n"),
+        "the grpc stub imports its messages relatively"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_package_installs_offline_and_maps_every_error_kind() {
+    let installed = install().await;
+    let (code, stdout, stderr) = output(&mut python(installed.path(), "unit.py", &[])).await;
+    assert_eq!(code, 0, "unit.py failed:\n{stdout}\n{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some(format!("installed {}", installed.path().join("wazoo/__init__.py").display()).as_str()),
+        "the installed copy was imported, not the source tree"
+    );
+    assert_eq!(lines.last().copied(), Some("unit ok"), "{stdout}");
+}
+
+/// The words of the line of `lines` that starts with `key`, after it.
+fn line<'a>(lines: &'a [String], key: &str) -> Vec<&'a str> {
+    let found = lines.iter().find(|l| l.split_whitespace().next() == Some(key));
+    let found = found.unwrap_or_else(|| panic!("no line `{key} …` in:\n{}", lines.join("\n")));
+    found.split_whitespace().skip(1).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_python_client_drives_a_real_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "a-token-for-the-python-client-0123";
+    std::fs::write(dir.path().join("token"), format!("{token}\n")).unwrap();
+    let token_file = dir.path().join("token").to_str().unwrap().to_string();
+    let daemon = Daemon::start_with(
+        &plugins(),
+        &root().join("target/component-cache"),
+        &["--token-file", &token_file],
+    )
+    .await;
+    let installed = install().await;
+    let checker = client(&zk().address()).await;
+    let base = unique("python-client");
+
+    let mut child = python(installed.path(), "smoke.py", &[&daemon.grpc, &base, token]).spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let stderr = child.stderr.take().unwrap();
+    let errors = tokio::spawn(async move {
+        let mut text = String::new();
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    let mut lines = Vec::new();
+    within(LIMIT, "smoke.py runs to its end", async {
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            if let Some(node) = line.strip_prefix("lose ") {
+                // The script holds this lock and waits for its loss: take the node away.
+                checker.delete(node, None).await.unwrap();
+            }
+            lines.push(line);
+        }
+    })
+    .await;
+    let status = within(LIMIT, "smoke.py exits", child.wait()).await.unwrap();
+    let stderr = errors.await.unwrap();
+    assert!(status.success(), "smoke.py failed ({status}):\n{}\n{stderr}", lines.join("\n"));
+    assert_eq!(lines.last().map(String::as_str), Some("done"), "{}", lines.join("\n"));
+
+    assert_eq!(line(&lines, "unauthenticated"), ["UNAUTHENTICATED", "UNAUTHENTICATED"]);
+    let sessions = line(&lines, "sessions");
+    assert_ne!(sessions[0], sessions[1], "two sessions");
+    assert_eq!(sessions[2], "5.0", "the TTL granted");
+
+    // Exclusion and fencing tokens.
+    let held = line(&lines, "held");
+    let first: i64 = held[0].parse().unwrap();
+    assert!(held[1].starts_with(&format!("{base}/lock/")), "{held:?}");
+    assert_eq!(held[2].len(), 12, "the recipe version: {held:?}");
+    assert_eq!(line(&lines, "timeout"), ["TIMEOUT", "DEADLINE_EXCEEDED"]);
+    let second = line(&lines, "second");
+    let second_token: i64 = second[0].parse().unwrap();
+    assert!(second_token > first, "the next holder's token is greater: {first} then {second_token}");
+    assert!(checker.check_stat(held[1]).await.unwrap().is_none(), "the first lock node was released");
+    assert!(checker.check_stat(second[1]).await.unwrap().is_none(), "the second lock node was released");
+
+    assert_eq!(line(&lines, "queue-len"), ["2"]);
+    assert_eq!(line(&lines, "queue-take"), ["one", "two"]);
+    assert_eq!(line(&lines, "queue-empty"), ["TIMEOUT"]);
+
+    assert_eq!(line(&lines, "config-absent"), ["True"]);
+    let config = line(&lines, "config");
+    assert_eq!((config[0], config[2]), ("v2", "True"), "{config:?}");
+    let (data, stat) = checker.get_data(&format!("{base}/config")).await.unwrap();
+    assert_eq!((data.as_slice(), stat.version.to_string()), (&b"v2"[..], config[1].to_string()));
+    assert_eq!(line(&lines, "config-bad-version"), ["BAD_VERSION", "FAILED_PRECONDITION"]);
+
+    assert_eq!(line(&lines, "counter"), ["5", "3", "3", "0"]);
+    assert_eq!(checker.get_data(&format!("{base}/counter")).await.unwrap().0, b"3");
+
+    // The watch: the nodes there, INITIALIZED, then a change and a new node, in that order.
+    let tree = format!("{base}/tree");
+    let watch: Vec<Vec<&str>> = lines
+        .iter()
+        .filter(|l| l.starts_with("watch "))
+        .map(|l| l.split_whitespace().skip(1).collect())
+        .collect();
+    let initialized = watch.iter().position(|w| w[0] == "INITIALIZED").expect("an INITIALIZED event");
+    let mut created: Vec<&str> = watch[..initialized].iter().map(|w| w[1]).collect();
+    created.sort();
+    let a = format!("{tree}/a");
+    assert_eq!(created, [tree.as_str(), a.as_str()], "a CREATED per node there: {watch:?}");
+    assert!(watch[..initialized].iter().all(|w| w[0] == "CREATED"), "{watch:?}");
+    assert!(watch[..initialized].contains(&vec!["CREATED", a.as_str(), "one"]), "{watch:?}");
+    let b = format!("{tree}/b");
+    assert_eq!(
+        &watch[initialized + 1..],
+        [vec!["CHANGED", a.as_str(), "two"], vec!["CREATED", b.as_str(), "new"]],
+        "{watch:?}"
+    );
+
+    // Generic invoke: the result as JSON; its instance ended with the call.
+    let call: serde_json::Value = serde_json::from_str(line(&lines, "call")[0]).unwrap();
+    let node = call["ok"]["node"].as_str().unwrap_or_else(|| panic!("{call}"));
+    assert!(node.starts_with(&format!("{base}/called/")), "{call}");
+    assert!(call["ok"]["token"].as_i64().unwrap() > second_token, "{call}");
+    assert!(checker.check_stat(node).await.unwrap().is_none(), "the lock taken by call ended with it");
+    assert_eq!(line(&lines, "call-invalid"), ["INVALID_ARGUMENT"]);
+    assert_eq!(line(&lines, "call-unavailable"), ["RECIPE_UNAVAILABLE"]);
+
+    // The lock whose node was deleted while its block ran.
+    assert_eq!(line(&lines, "lost"), ["True", "node-deleted"]);
+    assert_eq!(line(&lines, "lock-lost"), ["node-deleted"]);
+    assert!(!lines.iter().any(|l| l == "lost-unnoticed"), "{}", lines.join("\n"));
+
+    // The session closed under client b: b and its claim are lost.
+    assert_eq!(line(&lines, "session-lost"), ["True", "True", "disconnected"]);
+    assert_eq!(line(&lines, "after-loss"), ["UNKNOWN_SESSION"]);
+    assert_eq!(line(&lines, "closed"), ["False"]);
+    assert!(
+        children(&checker, &format!("{base}/semaphore/leases")).await.is_empty(),
+        "the lease went with b's session"
+    );
+}
+
+/// A CA and, signed by it, a certificate for the daemon (127.0.0.1) and one for a client, as
+/// PEM files in `dir`: `ca.pem`, `server.pem`/`server.key`, `client.pem`/`client.key`.
+fn certificates(dir: &Path) {
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "wazoo python client test CA");
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
+    for (name, purpose) in
+        [("server", ExtendedKeyUsagePurpose::ServerAuth), ("client", ExtendedKeyUsagePurpose::ClientAuth)]
+    {
+        let mut params =
+            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+        params.extended_key_usages = vec![purpose];
+        params.distinguished_name.push(DnType::CommonName, name);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_takes_a_lock_over_mutual_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    let file = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let daemon = Daemon::start_with(
+        &plugins(),
+        &root().join("target/component-cache"),
+        &[
+            "--tls-cert",
+            &file("server.pem"),
+            "--tls-key",
+            &file("server.key"),
+            "--tls-client-ca",
+            &file("ca.pem"),
+        ],
+    )
+    .await;
+    let installed = install().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("python-client-tls");
+    let args = [daemon.grpc.as_str(), &path, &file("ca.pem"), &file("client.pem"), &file("client.key")];
+    let (code, stdout, stderr) = output(&mut python(installed.path(), "tls.py", &args)).await;
+    assert_eq!(code, 0, "tls.py failed:\n{stdout}\n{stderr}");
+    let lines: Vec<String> = stdout.lines().map(str::to_string).collect();
+    let held = line(&lines, "held");
+    assert!(held[1].starts_with(&format!("{path}/")), "{held:?}");
+    assert!(checker.check_stat(held[1]).await.unwrap().is_none(), "released");
+    // Without a client certificate the daemon does not serve it.
+    assert_eq!(line(&lines, "no-certificate"), ["None", "UNAVAILABLE"]);
+}
