@@ -1466,7 +1466,7 @@ fn registration_cases() -> Vec<Case> {
 
 /// Makes the run's tree: `r` ("r"), `r/a` ("1"), `r/a/c` ("3"), `r/b` ("2").
 async fn cache_tree(ctx: &Ctx) {
-    let mode = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let mode = persistent();
     match ctx.checker.create(&ctx.root, b"", &mode).await {
         Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
         Err(e) => panic!("making the run's directory: {e}"),
@@ -1543,8 +1543,7 @@ async fn cache_keeps_up(ctx: &Ctx, v: &Verdict, what: &str) {
         format!("{what}: the cache holds {cache:?}, ZooKeeper {real:?} (reports {reports:?})")
     });
     ctx.checker.set_data(&format!("{}/b", ctx.path), b"changed", None).await.expect("changing b");
-    let mode = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
-    ctx.checker.create(&format!("{}/d", ctx.path), b"new", &mode).await.expect("creating d");
+    ctx.checker.create(&format!("{}/d", ctx.path), b"new", &persistent()).await.expect("creating d");
     let later = drained(h).await;
     let seen = |kind: &str, path: &str, data: &str| {
         later
@@ -1587,97 +1586,102 @@ fn cache_cases() -> Vec<Case> {
             },
             after: no_check,
         },
-        Case {
-            name: "cache.next (a change)",
-            recipe: "cache",
-            before: |ctx, h| {
-                Box::pin(async move {
-                    let started = cache_started(ctx, h).await;
-                    ctx.checker.set_data(&format!("{}/a", ctx.path), b"x", None).await.expect("changing a");
-                    started
-                })
-            },
-            call: |_, _| ("cache.next", json!([WAIT_MS])),
-            trigger: None,
-            survives_lost_reply: true,
-            check: |ctx, v| {
-                Box::pin(async move {
-                    if let Some(report) = v.ok() {
-                        let want = Some((format!("{}/a", ctx.path), "x".to_string()));
-                        ctx.check(report.get("changed").and_then(cached) == want, || {
-                            format!("the change of a was reported as {report}")
-                        });
-                    }
-                    cache_keeps_up(ctx, v, "after a change").await;
-                })
-            },
-            after: no_check,
-        },
-        Case {
-            name: "cache.next (a deletion, made again)",
-            recipe: "cache",
-            before: |ctx, h| {
-                Box::pin(async move {
-                    let started = cache_started(ctx, h).await;
-                    ctx.checker.delete(&format!("{}/b", ctx.path), None).await.expect("deleting b");
-                    // Made again at once: the cache must tell the new node from the old one.
-                    let mode = zookeeper_client::CreateMode::Persistent
-                        .with_acls(zookeeper_client::Acls::anyone_all());
-                    ctx.checker
-                        .create(&format!("{}/b", ctx.path), b"again", &mode)
-                        .await
-                        .expect("making b again");
-                    started
-                })
-            },
-            call: |_, _| ("cache.next", json!([WAIT_MS])),
-            trigger: None,
-            survives_lost_reply: true,
-            check: |ctx, v| {
-                Box::pin(async move {
-                    if let Some(report) = v.ok() {
-                        let want = Some((format!("{}/b", ctx.path), "2".to_string()));
-                        ctx.check(report.get("deleted").and_then(cached) == want, || {
-                            format!("the deletion of b (made again) was reported as {report}")
-                        });
-                    }
-                    cache_keeps_up(ctx, v, "after a deletion").await;
-                })
-            },
-            after: no_check,
-        },
-        Case {
-            name: "cache.next (a creation)",
-            recipe: "cache",
-            before: |ctx, h| {
-                Box::pin(async move {
-                    let started = cache_started(ctx, h).await;
-                    let mode = zookeeper_client::CreateMode::Persistent
-                        .with_acls(zookeeper_client::Acls::anyone_all());
-                    ctx.checker
-                        .create(&format!("{}/a/e", ctx.path), b"5", &mode)
-                        .await
-                        .expect("creating a/e");
-                    started
-                })
-            },
-            call: |_, _| ("cache.next", json!([WAIT_MS])),
-            trigger: None,
-            survives_lost_reply: true,
-            check: |ctx, v| {
-                Box::pin(async move {
-                    if let Some(report) = v.ok() {
-                        let want = Some((format!("{}/a/e", ctx.path), "5".to_string()));
-                        ctx.check(report.get("created").and_then(cached) == want, || {
-                            format!("the creation of a/e was reported as {report}")
-                        });
-                    }
-                    cache_keeps_up(ctx, v, "after a creation").await;
-                })
-            },
-            after: no_check,
-        },
+        cache_next::<Changed>(),
+        cache_next::<Remade>(),
+        cache_next::<Created>(),
     ]
+}
+
+/// A change the run makes to a started cache's tree, and what the cache's next report must be.
+trait CacheStep {
+    const NAME: &'static str;
+    /// What the report must say (`changed`, `deleted`, `created`), of which node (under the
+    /// run's path) with which data.
+    const REPORT: (&'static str, &'static str, &'static str);
+    fn make(ctx: &Ctx) -> Fut<'_, ()>;
+}
+
+/// The run's path's node `a` set to `x`.
+struct Changed;
+
+impl CacheStep for Changed {
+    const NAME: &'static str = "cache.next (a change)";
+    const REPORT: (&'static str, &'static str, &'static str) = ("changed", "/a", "x");
+    fn make(ctx: &Ctx) -> Fut<'_, ()> {
+        Box::pin(async move {
+            ctx.checker.set_data(&format!("{}/a", ctx.path), b"x", None).await.expect("changing a");
+        })
+    }
+}
+
+/// `b` deleted and made again at once: the cache must tell the new node from the old one.
+struct Remade;
+
+impl CacheStep for Remade {
+    const NAME: &'static str = "cache.next (a deletion, made again)";
+    const REPORT: (&'static str, &'static str, &'static str) = ("deleted", "/b", "2");
+    fn make(ctx: &Ctx) -> Fut<'_, ()> {
+        Box::pin(async move {
+            ctx.checker.delete(&format!("{}/b", ctx.path), None).await.expect("deleting b");
+            ctx.checker
+                .create(&format!("{}/b", ctx.path), b"again", &persistent())
+                .await
+                .expect("making b again");
+        })
+    }
+}
+
+/// `a/e` created.
+struct Created;
+
+impl CacheStep for Created {
+    const NAME: &'static str = "cache.next (a creation)";
+    const REPORT: (&'static str, &'static str, &'static str) = ("created", "/a/e", "5");
+    fn make(ctx: &Ctx) -> Fut<'_, ()> {
+        Box::pin(async move {
+            ctx.checker
+                .create(&format!("{}/a/e", ctx.path), b"5", &persistent())
+                .await
+                .expect("creating a/e");
+        })
+    }
+}
+
+/// `cache.next` right after `S`'s change to a started cache's tree: its report, then the cache
+/// keeping up ([`cache_keeps_up`]).
+fn cache_next<S: CacheStep>() -> Case {
+    Case {
+        name: S::NAME,
+        recipe: "cache",
+        before: |ctx, h| {
+            Box::pin(async move {
+                let started = cache_started(ctx, h).await;
+                S::make(ctx).await;
+                started
+            })
+        },
+        call: |_, _| ("cache.next", json!([WAIT_MS])),
+        trigger: None,
+        survives_lost_reply: true,
+        check: |ctx, v| {
+            Box::pin(async move {
+                let (kind, node, data) = S::REPORT;
+                if let Some(report) = v.ok() {
+                    let want = Some((format!("{}{node}", ctx.path), data.to_string()));
+                    ctx.check(report.get(kind).and_then(cached) == want, || {
+                        format!("{}: reported {report}, not {kind} {node} {data}", S::NAME)
+                    });
+                }
+                cache_keeps_up(ctx, v, S::NAME).await;
+            })
+        },
+        after: no_check,
+    }
+}
+
+/// Persistent, open to anyone: the run's own nodes.
+fn persistent() -> zookeeper_client::CreateOptions<'static> {
+    zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all())
 }
 
 /// Every case, for every recipe and every language the project ships.

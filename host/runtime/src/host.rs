@@ -57,6 +57,8 @@ struct Inner {
     loading: tokio::sync::Mutex<()>,
     /// Handles of the lock family let go of cleanly, kept warm for the next contender.
     warm: Arc<crate::claim::Warm>,
+    /// Whether the program's own components are served too.
+    embedded: bool,
 }
 
 /// Instantiates `$pre` (a typed pre for one world) in a fresh sandbox as a `$handle`.
@@ -95,6 +97,7 @@ impl Host {
                 shared,
                 loading: tokio::sync::Mutex::new(()),
                 warm: Arc::new(crate::claim::Warm::new(config.limits.max_instances)),
+                embedded: config.embedded.is_some(),
             }),
         })
     }
@@ -266,16 +269,32 @@ impl Host {
     /// and swapped in, or refused), rather than when a handle next asks for them.
     pub async fn reload(&self) -> anyhow::Result<Vec<RecipeInfo>> {
         let dir = self.inner.registry.dir().to_path_buf();
-        let entries = std::fs::read_dir(&dir).map_err(|e| anyhow!("cannot read {}: {e}", dir.display()))?;
-        for entry in entries {
-            let path = entry?.path();
-            if path.extension().and_then(|e| e.to_str()) == Some("wasm") {
-                if let Ok(Lookup::Changed { .. }) = self.inner.registry.lookup(&path) {
-                    let _ = self.load(&path).await;
+        match std::fs::read_dir(&dir) {
+            Ok(entries) => {
+                for entry in entries {
+                    let path = entry?.path();
+                    if path.extension().and_then(|e| e.to_str()) == Some("wasm") {
+                        if let Ok(Lookup::Changed { .. }) = self.inner.registry.lookup(&path) {
+                            let _ = self.load(&path).await;
+                        }
+                    }
                 }
             }
+            // No plugins directory: the recipes the program carries are all there is.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && self.inner.embedded => {}
+            Err(e) => bail!("cannot read {}: {e}", dir.display()),
         }
-        self.inner.registry.list()
+        self.recipes()
+    }
+
+    /// The recipe components this host knows ([`Registry::list`]), less the embedded ones a
+    /// tenant may not load: a tenant's list shows its own plugins directory and what it may use.
+    pub fn recipes(&self) -> anyhow::Result<Vec<RecipeInfo>> {
+        let mut listed = self.inner.registry.list()?;
+        if let Some(allowed) = &self.inner.allowed {
+            listed.retain(|r| !r.embedded || allowed.iter().any(|pattern| matches_pattern(pattern, &r.name)));
+        }
+        Ok(listed)
     }
 
     /// Loads a new or changed file, one load at a time.

@@ -135,7 +135,7 @@ impl Sessions for Api {
 #[tonic::async_trait]
 impl Admin for Api {
     async fn list_recipes(&self, _: Request<pb::Empty>) -> Result<Response<pb::RecipeList>, Status> {
-        let listed = self.host.registry().list().map_err(|e| wire::internal(format!("{e:#}")))?;
+        let listed = self.host.recipes().map_err(|e| wire::internal(format!("{e:#}")))?;
         Ok(Response::new(recipe_list(listed)))
     }
 
