@@ -5,7 +5,8 @@
 //!
 //! The components build in the workspace's `target/guests*` directories (the ones `make recipes`
 //! and the tests use), each with a cargo of its own. `WAZOO_EMBED_DIR=DIR` takes already built
-//! `NAME.wasm` files from DIR instead (for packagers); `WAZOO_EMBED=none` carries none.
+//! `NAME.wasm` files from DIR instead (for packagers); `WAZOO_EMBED=none` carries none (`all`,
+//! the default, carries them all; any other value is an error).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,9 +21,14 @@ fn main() {
     println!("cargo:rerun-if-env-changed=WAZOO_EMBED_DIR");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     let table = out.join("embedded.rs");
-    if std::env::var("WAZOO_EMBED").as_deref() == Ok("none") {
-        write(&table, &[]);
-        return;
+    match std::env::var("WAZOO_EMBED").as_deref() {
+        Ok("none") => {
+            write(&table, &[]);
+            return;
+        }
+        Ok("all") | Err(std::env::VarError::NotPresent) => {}
+        Ok(other) => panic!("WAZOO_EMBED={other:?}: expected `none` or `all`"),
+        Err(e) => panic!("WAZOO_EMBED: {e}"),
     }
     let components = match std::env::var_os("WAZOO_EMBED_DIR") {
         Some(dir) => prebuilt(Path::new(&dir)),

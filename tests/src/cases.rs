@@ -1370,6 +1370,62 @@ async fn registration_intact(ctx: &Ctx, what: &str) {
     });
 }
 
+/// What someone does to a registration that `tend` must put right.
+trait Upset {
+    const NAME: &'static str;
+    fn upset(ctx: &Ctx) -> Fut<'_, ()>;
+}
+
+/// The registration deleted by someone.
+struct Deleted;
+
+impl Upset for Deleted {
+    const NAME: &'static str = "registration.tend (deleted)";
+    fn upset(ctx: &Ctx) -> Fut<'_, ()> {
+        Box::pin(async move {
+            ctx.checker.delete(&ctx.path, None).await.expect("deleting the registration");
+        })
+    }
+}
+
+/// The registration's data changed by someone.
+struct Tampered;
+
+impl Upset for Tampered {
+    const NAME: &'static str = "registration.tend (changed)";
+    fn upset(ctx: &Ctx) -> Fut<'_, ()> {
+        Box::pin(async move {
+            ctx.checker.set_data(&ctx.path, b"x", None).await.expect("changing the registration");
+        })
+    }
+}
+
+/// `tend` after `U`: the registration is put right.
+fn registration_tend<U: Upset>() -> Case {
+    Case {
+        name: U::NAME,
+        recipe: "registration",
+        before: |ctx, h| {
+            Box::pin(async move {
+                registered(ctx, h).await;
+                U::upset(ctx).await;
+                Value::Null
+            })
+        },
+        call: |_, _| ("registration.tend", json!([WAIT_MS])),
+        trigger: None,
+        survives_lost_reply: true,
+        check: |ctx, v| {
+            Box::pin(async move {
+                if v.ok().is_some() {
+                    registration_intact(ctx, "tended").await;
+                }
+            })
+        },
+        after: no_check,
+    }
+}
+
 fn registration_cases() -> Vec<Case> {
     vec![
         Case {
@@ -1398,50 +1454,8 @@ fn registration_cases() -> Vec<Case> {
                 })
             },
         },
-        Case {
-            name: "registration.tend (deleted)",
-            recipe: "registration",
-            before: |ctx, h| {
-                Box::pin(async move {
-                    registered(ctx, h).await;
-                    ctx.checker.delete(&ctx.path, None).await.expect("deleting the registration");
-                    Value::Null
-                })
-            },
-            call: |_, _| ("registration.tend", json!([WAIT_MS])),
-            trigger: None,
-            survives_lost_reply: true,
-            check: |ctx, v| {
-                Box::pin(async move {
-                    if v.ok().is_some() {
-                        registration_intact(ctx, "tended").await;
-                    }
-                })
-            },
-            after: no_check,
-        },
-        Case {
-            name: "registration.tend (changed)",
-            recipe: "registration",
-            before: |ctx, h| {
-                Box::pin(async move {
-                    registered(ctx, h).await;
-                    ctx.checker.set_data(&ctx.path, b"x", None).await.expect("changing the registration");
-                    Value::Null
-                })
-            },
-            call: |_, _| ("registration.tend", json!([WAIT_MS])),
-            trigger: None,
-            survives_lost_reply: true,
-            check: |ctx, v| {
-                Box::pin(async move {
-                    if v.ok().is_some() {
-                        registration_intact(ctx, "tended").await;
-                    }
-                })
-            },
-            after: no_check,
-        },
+        registration_tend::<Deleted>(),
+        registration_tend::<Tampered>(),
         Case {
             name: "registration.unregister",
             recipe: "registration",

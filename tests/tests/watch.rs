@@ -115,13 +115,40 @@ async fn drain(cache: &mut CacheHandle) -> Vec<String> {
     }
 }
 
-/// Reads `watching`'s reports until every line of `expected` has come (in any order), going on
-/// past a lost connection; returns them all, in the order reported.
-async fn reports_until(watching: &mut Watching, expected: &[String]) -> Vec<String> {
+/// What reports a cache's changes: a cache handle, or a `Watching` across sessions.
+trait Reports {
+    fn next_change(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> impl std::future::Future<Output = Result<CacheChange, RecipeError>>;
+}
+
+impl Reports for Watching {
+    fn next_change(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> impl std::future::Future<Output = Result<CacheChange, RecipeError>> {
+        self.next(timeout)
+    }
+}
+
+impl Reports for CacheHandle {
+    fn next_change(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> impl std::future::Future<Output = Result<CacheChange, RecipeError>> {
+        self.next(timeout)
+    }
+}
+
+/// Reads `cache`'s reports until every line of `expected` has come (in any order, a re-read
+/// after `missed` allowed), going on past a lost connection; returns them all, in the order
+/// reported.
+async fn reports_until(cache: &mut impl Reports, expected: &[String]) -> Vec<String> {
     let mut seen = Vec::new();
     let collect = async {
         while !expected.iter().all(|e| seen.contains(e)) {
-            match watching.next(Some(LIMIT)).await {
+            match cache.next_change(Some(LIMIT)).await {
                 Ok(change) => seen.push(said(&change)),
                 Err(RecipeError::Zk(ZkError::ConnectionLoss)) => {}
                 Err(e) => panic!("watching, after {seen:?}: {e}"),
@@ -359,6 +386,26 @@ async fn a_cache_reports_the_net_changes_made_while_its_connection_was_down() {
     cache.close().await;
 }
 
+/// Silences `host` (its connection runs through `proxy`) until ZooKeeper expires its session,
+/// making `changes` meanwhile; an ephemeral node of the session (under `base`) tells when the
+/// server has expired it. The expired session's id.
+async fn expire_while(
+    host: &Host,
+    proxy: &Proxy,
+    checker: &Client,
+    base: &str,
+    changes: impl std::future::Future,
+) -> i64 {
+    let live = host.live().await.unwrap();
+    let marker = format!("{base}/marker");
+    live.client.create(&marker, b"", &CreateMode::Ephemeral.with_acls(Acls::anyone_all())).await.unwrap();
+    proxy.freeze();
+    changes.await;
+    within(LIMIT, "the server expires the host's session", wait_gone(checker, &marker)).await;
+    proxy.thaw();
+    live.session_id()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn watching_outlives_its_session_and_reports_what_changed_meanwhile() {
     let address = zk().address();
@@ -381,19 +428,12 @@ async fn watching_outlives_its_session_and_reports_what_changed_meanwhile() {
         }
     }
     assert_eq!(first.len(), 3, "{first:?}");
-    // An ephemeral node of the host's session tells when the server has expired it.
-    let live = host.live().await.unwrap();
-    let session = live.session_id();
-    let marker = format!("{base}/marker");
-    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
-    live.client.create(&marker, b"", &ephemeral).await.unwrap();
-
-    proxy.freeze();
-    checker.create(&format!("{top}/c"), b"c", &persistent()).await.unwrap();
-    checker.set_data(&format!("{top}/a"), b"a2", None).await.unwrap();
-    checker.delete(&format!("{top}/b"), None).await.unwrap();
-    within(LIMIT, "the server expires the host's session", wait_gone(&checker, &marker)).await;
-    proxy.thaw();
+    let session = expire_while(&host, &proxy, &checker, &base, async {
+        checker.create(&format!("{top}/c"), b"c", &persistent()).await.unwrap();
+        checker.set_data(&format!("{top}/a"), b"a2", None).await.unwrap();
+        checker.delete(&format!("{top}/b"), None).await.unwrap();
+    })
+    .await;
 
     let expected =
         [format!("deleted {top}/b"), format!("changed {top}/a 1 a2"), format!("created {top}/c 0 c")];
@@ -432,17 +472,13 @@ async fn watching_reports_a_subtree_remade_in_another_session_children_first() {
         "initialized".into(),
     ];
     assert_eq!(reports_until(&mut watching, &snapshot).await, snapshot);
-    let live = host.live().await.unwrap();
-    let marker = format!("{base}/marker");
-    live.client.create(&marker, b"", &CreateMode::Ephemeral.with_acls(Acls::anyone_all())).await.unwrap();
-
-    proxy.freeze();
-    checker.delete(&x, None).await.unwrap();
-    checker.delete(&a, None).await.unwrap();
-    checker.create(&a, b"new", &persistent()).await.unwrap();
-    checker.create(&x, b"new", &persistent()).await.unwrap();
-    within(LIMIT, "the server expires the host's session", wait_gone(&checker, &marker)).await;
-    proxy.thaw();
+    expire_while(&host, &proxy, &checker, &base, async {
+        checker.delete(&x, None).await.unwrap();
+        checker.delete(&a, None).await.unwrap();
+        checker.create(&a, b"new", &persistent()).await.unwrap();
+        checker.create(&x, b"new", &persistent()).await.unwrap();
+    })
+    .await;
 
     // As the recipe itself reports a subtree made again: never a node without its parent.
     let expected = [
@@ -456,19 +492,38 @@ async fn watching_reports_a_subtree_remade_in_another_session_children_first() {
     watching.close().await;
 }
 
+/// A cache on a path of its own in a session: once it has reported a change of its marker,
+/// every earlier event of the session has come in.
+struct Beacon {
+    marker: String,
+    cache: CacheHandle,
+}
+
+impl Beacon {
+    async fn start(host: &Host, checker: &Client, base: &str) -> Beacon {
+        let marker = format!("{base}/marker");
+        checker.create(&marker, b"", &persistent()).await.unwrap();
+        let mut cache = host.cache("cache").await.unwrap();
+        cache.start(&marker, false).await.unwrap();
+        initial(&mut cache).await;
+        Beacon { marker, cache }
+    }
+
+    /// Returns once every event the session got before now has come in.
+    async fn caught_up(&mut self, checker: &Client) {
+        let mark = checker.set_data(&self.marker, b"", None).await.unwrap().version;
+        let seen = report(&mut self.cache, "the marker's change").await;
+        assert_eq!(seen, format!("changed {} {mark} ", self.marker));
+    }
+}
+
 /// What the host's repair prevents: a one-shot watch set on a cache's path in the cache's own
 /// session, past the host (with its ZooKeeper client), makes the cache miss later changes, on
 /// this server (ZOOKEEPER-4466), whether the one-shot watch fires or is dropped. Without that,
 /// the test of the repair would prove nothing.
 async fn without_the_repair_a_cache_misses_changes(host: &Host, checker: &Client, base: &str) {
     let live = host.live().await.unwrap();
-    // A cache on another path of the same session: once it has reported the marker's change,
-    // every earlier event of the session has come in.
-    let marker = format!("{base}/marker");
-    checker.create(&marker, b"", &persistent()).await.unwrap();
-    let mut beacon = host.cache("cache").await.unwrap();
-    beacon.start(&marker, false).await.unwrap();
-    initial(&mut beacon).await;
+    let mut beacon = Beacon::start(host, checker, base).await;
     for fires in [false, true] {
         let node = format!("{base}/bare-{fires}");
         checker.create(&node, b"v0", &persistent()).await.unwrap();
@@ -487,8 +542,7 @@ async fn without_the_repair_a_cache_misses_changes(host: &Host, checker: &Client
         for data in ["one", "two"] {
             checker.set_data(&node, data.as_bytes(), None).await.unwrap();
         }
-        let mark = checker.set_data(&marker, b"", None).await.unwrap().version;
-        assert_eq!(report(&mut beacon, "the marker's change").await, format!("changed {marker} {mark} "));
+        beacon.caught_up(checker).await;
         let seen = drain(&mut cache).await;
         assert!(
             seen.len() < 2,
@@ -498,7 +552,7 @@ async fn without_the_repair_a_cache_misses_changes(host: &Host, checker: &Client
         );
         cache.close().await;
     }
-    beacon.close().await;
+    beacon.cache.close().await;
 }
 
 /// Sets `node` to `v{N}` (its next version N), and reads the report `cache` must make of it.
@@ -710,24 +764,6 @@ async fn wazoo_watch_refuses_a_relative_path_and_a_missing_recipe_in_one_line() 
     }
 }
 
-/// Reads `cache`'s reports until every line of `expected` has come (in any order, a re-read
-/// after `missed` allowed); returns them all, in the order reported.
-async fn cache_reports_until(cache: &mut CacheHandle, expected: &[String]) -> Vec<String> {
-    let mut seen = Vec::new();
-    let collect = async {
-        while !expected.iter().all(|e| seen.contains(e)) {
-            match cache.next(Some(LIMIT)).await {
-                Ok(change) => seen.push(said(&change)),
-                Err(e) => panic!("caching, after {seen:?}: {e}"),
-            }
-        }
-    };
-    if tokio::time::timeout(LIMIT * 2, collect).await.is_err() {
-        panic!("expected {expected:?}, reported only {seen:?}");
-    }
-    seen
-}
-
 /// What the host's repair prevents in the other order: a one-shot watch set on a path before a
 /// cache's persistent watch there, in the same session, past the host, and dropped unfired
 /// after the cache started, makes the cache miss later changes on this server.
@@ -737,11 +773,7 @@ async fn without_the_repair_an_earlier_one_shot_watch_ends_a_cache(
     base: &str,
 ) {
     let live = host.live().await.unwrap();
-    let marker = format!("{base}/marker");
-    checker.create(&marker, b"", &persistent()).await.unwrap();
-    let mut beacon = host.cache("cache").await.unwrap();
-    beacon.start(&marker, false).await.unwrap();
-    initial(&mut beacon).await;
+    let mut beacon = Beacon::start(host, checker, base).await;
     let node = format!("{base}/bare");
     checker.create(&node, b"v0", &persistent()).await.unwrap();
     let (_, _, oneshot) = live.client.get_and_watch_data(&node).await.unwrap();
@@ -752,8 +784,7 @@ async fn without_the_repair_an_earlier_one_shot_watch_ends_a_cache(
     drop(oneshot);
     checker.create(&format!("{node}/x"), b"x", &persistent()).await.unwrap();
     checker.set_data(&node, b"one", None).await.unwrap();
-    let mark = checker.set_data(&marker, b"", None).await.unwrap().version;
-    assert_eq!(report(&mut beacon, "the marker's change").await, format!("changed {marker} {mark} "));
+    beacon.caught_up(checker).await;
     let seen = drain(&mut cache).await;
     assert!(
         seen.len() < 2,
@@ -761,7 +792,7 @@ async fn without_the_repair_an_earlier_one_shot_watch_ends_a_cache(
          it in the same session (reported {seen:?}): the test of the host's repair proves nothing"
     );
     cache.close().await;
-    beacon.close().await;
+    beacon.cache.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -805,12 +836,12 @@ async fn a_one_shot_watch_set_before_a_cache_and_dropped_after_it_started_leaves
     checker.create(&y, b"y", &persistent()).await.unwrap();
     let v = checker.set_data(&top, b"t2", None).await.unwrap().version;
     let expected = [format!("created {x} 0 x"), format!("created {y} 0 y"), format!("changed {top} {v} t2")];
-    cache_reports_until(&mut cache, &expected).await;
+    reports_until(&mut cache, &expected).await;
     // Once the cache has read those (on the session's connection, after the one-shot watch's
     // removal), the server has certainly removed it: later changes are reported too.
     checker.delete(&x, None).await.unwrap();
     let v = checker.set_data(&top, b"t3", None).await.unwrap().version;
-    cache_reports_until(&mut cache, &[format!("deleted {x}"), format!("changed {top} {v} t3")]).await;
+    reports_until(&mut cache, &[format!("deleted {x}"), format!("changed {top} {v} t3")]).await;
     assert_eq!(tree_of(&cache.nodes().await.unwrap()), real_tree(&checker, &top, true).await);
     config.close().await;
     cache.close().await;
@@ -909,16 +940,11 @@ async fn watching_restarts_in_a_new_session_even_when_reading_the_tree_outlasts_
     // Short calls, as the daemon makes them: each shorter than reading the tree takes.
     const CALL: Duration = Duration::from_millis(200);
     assert!(reading > CALL, "reading {size} nodes took only {reading:?}: the test proves nothing");
-    let live = host.live().await.unwrap();
-    let session = live.session_id();
-    let marker = format!("{base}/marker");
-    live.client.create(&marker, b"", &CreateMode::Ephemeral.with_acls(Acls::anyone_all())).await.unwrap();
-
-    proxy.freeze();
     let late = format!("{top}/d07/late");
-    checker.create(&late, b"late", &persistent()).await.unwrap();
-    within(LIMIT, "the server expires the host's session", wait_gone(&checker, &marker)).await;
-    proxy.thaw();
+    let session = expire_while(&host, &proxy, &checker, &base, async {
+        checker.create(&late, b"late", &persistent()).await.unwrap();
+    })
+    .await;
 
     // Each call may time out while the new cache reads the tree.
     let expected = format!("created {late} 0 late");

@@ -106,7 +106,7 @@ impl Watching {
     /// is the caller's to report.
     pub async fn start(&mut self) -> anyhow::Result<()> {
         if self.cache.is_none() && self.restarting.is_none() {
-            self.cache = Some(self.open().await?);
+            self.cache = Some(self.opener()().await?);
             self.sessions += 1;
         }
         Ok(())
@@ -121,12 +121,6 @@ impl Watching {
     /// The nodes reported so far, by path.
     pub fn known(&self) -> &BTreeMap<String, CachedNode> {
         &self.known
-    }
-
-    fn open(&self) -> impl Future<Output = anyhow::Result<CacheHandle>> + Send + 'static {
-        let (host, recipe, path, recursive) =
-            (self.host.clone(), self.recipe.clone(), self.path.clone(), self.recursive);
-        async move { open(&host, &recipe, &path, recursive).await }
     }
 
     /// The next change: first a `created` for every node there, then `initialized`, then each
@@ -163,7 +157,7 @@ impl Watching {
                 continue;
             }
             let Some(cache) = self.cache.as_mut() else {
-                self.restarting = Some(tokio::spawn(restart(self.open_again())));
+                self.restarting = Some(tokio::spawn(restart(self.opener())));
                 continue;
             };
             match cache.next(left()).await {
@@ -182,8 +176,9 @@ impl Watching {
         }
     }
 
-    /// What a restart opens: a fresh cache each time it is called.
-    fn open_again(
+    /// What opens a fresh cache of this path (in the host's current session) each time it is
+    /// called: the first cache, and every restart.
+    fn opener(
         &self,
     ) -> impl Fn() -> std::pin::Pin<Box<dyn Future<Output = anyhow::Result<CacheHandle>> + Send>> + Send + 'static
     {
