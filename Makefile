@@ -32,6 +32,10 @@ recipes: setup
 	# plugins/election-js.wasm (componentize-js).
 	bash plugins/python/build.sh
 	bash plugins/js/build.sh
+	# The recipe in C: plugins/barrier-c.wasm (Debian's clang and wasi-libc make a WASI core
+	# module; `wazoo componentize` makes it a component, so the binary comes first).
+	$(CARGO) build --release -p wazoo-cli
+	bash plugins/c/build.sh
 
 build: recipes
 	$(CARGO) build --release -p wazoo-cli

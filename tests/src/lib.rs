@@ -140,7 +140,8 @@ pub struct LanguageRecipe {
     pub sources: &'static [&'static str],
 }
 
-/// The recipes in Python (componentize-py) and JavaScript (componentize-js) under `plugins/`.
+/// The recipes in Python (componentize-py), JavaScript (componentize-js) and C (clang and
+/// wasi-libc, then `wazoo componentize`) under `plugins/`.
 pub const LANGUAGE_RECIPES: &[LanguageRecipe] = &[
     LanguageRecipe {
         name: "semaphore-py",
@@ -163,6 +164,17 @@ pub const LANGUAGE_RECIPES: &[LanguageRecipe] = &[
             "wit",
         ],
     },
+    LanguageRecipe {
+        name: "barrier-c",
+        script: "plugins/c/build.sh",
+        sources: &[
+            "plugins/c/barrier",
+            "plugins/c/wazoo_guest.h",
+            "plugins/c/wazoo_guest.c",
+            "plugins/c/build.sh",
+            "wit",
+        ],
+    },
 ];
 
 /// Builds `recipe` into `dir` unless a build newer than all of its sources is there already
@@ -181,6 +193,8 @@ fn build_language_recipe(recipe: &LanguageRecipe, dir: &Path) {
         .current_dir(&root)
         .arg(root.join(recipe.script))
         .arg(&out)
+        // The C build's `wazoo componentize`: the binary under test.
+        .env("WAZOO", wazoo_bin())
         .status()
         .unwrap_or_else(|e| panic!("running {}: {e}", recipe.script));
     assert!(status.success(), "{} failed to build {} (run `make setup`?)", recipe.script, recipe.name);

@@ -1,5 +1,7 @@
 //! The barrier recipe against a real ZooKeeper, and against kazoo's Barrier on the same path;
-//! the double barrier with dead participants and reused in a loop.
+//! the double barrier with dead participants and reused in a loop. Every test runs on the Rust
+//! recipe and on the C one (`plugins/c/barrier`), and the two share one barrier and one double
+//! barrier.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -11,8 +13,17 @@ use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-async fn handle(host: &Host) -> BarrierHandle {
-    host.barrier("barrier").await.unwrap()
+wazoo_tests::implementations!(rust: "barrier", c: "barrier-c"; [
+    waiters_block_while_the_barrier_is_up_and_all_go_when_it_is_removed,
+    kazoo_barrier_and_wazoo_barrier_are_one_barrier,
+    double_barrier_enters_together_and_a_dead_participant_does_not_block_leaving,
+    a_lone_newcomer_does_not_pass_a_double_barrier_whose_participants_all_died_inside,
+    a_double_barrier_reused_in_a_loop_across_a_slow_link_never_hangs,
+    bad_calls_are_refused_and_leave_nothing,
+]);
+
+async fn handle(host: &Host, recipe: &str) -> BarrierHandle {
+    host.barrier(recipe).await.unwrap()
 }
 
 /// Waits, by watching `path`'s children, until no process node of a double barrier is left.
@@ -26,18 +37,17 @@ async fn processes_gone(checker: &zookeeper_client::Client, path: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn waiters_block_while_the_barrier_is_up_and_all_go_when_it_is_removed() {
+async fn waiters_block_while_the_barrier_is_up_and_all_go_when_it_is_removed(recipe: &str) {
     let host = host().await;
     let checker = client(&zk().address()).await;
     let path = format!("{}/gate", unique("barrier"));
-    let mut owner = handle(&host).await;
+    let mut owner = handle(&host, recipe).await;
     assert!(owner.wait(&path, Some(Duration::from_millis(1))).await.is_ok(), "no barrier: no wait");
     assert!(owner.set(&path).await.unwrap(), "set creates the node and its parents");
     assert!(!owner.set(&path).await.unwrap(), "a second set reports it was already up");
     assert!(checker.check_stat(&path).await.unwrap().is_some());
 
-    let mut probe = handle(&host).await;
+    let mut probe = handle(&host, recipe).await;
     let blocked = probe.wait(&path, Some(Duration::from_millis(300))).await;
     assert!(matches!(blocked, Err(RecipeError::Zk(ZkError::Timeout))), "{blocked:?}");
 
@@ -45,7 +55,7 @@ async fn waiters_block_while_the_barrier_is_up_and_all_go_when_it_is_removed() {
     let armed_before = host.stats().watches_armed();
     let mut waiters = Vec::new();
     for _ in 0..5 {
-        let mut waiter = handle(&host).await;
+        let mut waiter = handle(&host, recipe).await;
         let path = path.clone();
         waiters.push(tokio::spawn(async move { waiter.wait(&path, None).await }));
     }
@@ -59,13 +69,12 @@ async fn waiters_block_while_the_barrier_is_up_and_all_go_when_it_is_removed() {
     assert_eq!(host.stats().watch_wakeups() - before, 5, "one removal wakes each waiter once");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn kazoo_barrier_and_wazoo_barrier_are_one_barrier() {
+async fn kazoo_barrier_and_wazoo_barrier_are_one_barrier(recipe: &str) {
     let address = zk().address();
     let path = format!("{}/gate", unique("barrier-kazoo"));
     let host = host().await;
     let mut kazoo = Kazoo::start(&address, &path).await;
-    let mut ours = handle(&host).await;
+    let mut ours = handle(&host, recipe).await;
 
     // kazoo sets it: wazoo waits until kazoo removes it.
     kazoo.send("create").await;
@@ -75,7 +84,7 @@ async fn kazoo_barrier_and_wazoo_barrier_are_one_barrier() {
         ours.wait(&path, Some(Duration::from_millis(300))).await,
         Err(RecipeError::Zk(ZkError::Timeout))
     ));
-    let mut waiter = handle(&host).await;
+    let mut waiter = handle(&host, recipe).await;
     let wait_path = path.clone();
     let waiting = tokio::spawn(async move { waiter.wait(&wait_path, None).await });
     kazoo.send("remove").await;
@@ -94,15 +103,14 @@ async fn kazoo_barrier_and_wazoo_barrier_are_one_barrier() {
     kazoo.send("quit").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn double_barrier_enters_together_and_a_dead_participant_does_not_block_leaving() {
+async fn double_barrier_enters_together_and_a_dead_participant_does_not_block_leaving(recipe: &str) {
     let address = zk().address();
     let checker = client(&address).await;
     let path = unique("double");
     let host = host().await;
     let mut entering = Vec::new();
     for _ in 0..3 {
-        let mut p = handle(&host).await;
+        let mut p = handle(&host, recipe).await;
         let path = path.clone();
         entering.push(tokio::spawn(async move {
             p.enter(&path, 4, None).await.unwrap();
@@ -118,7 +126,7 @@ async fn double_barrier_enters_together_and_a_dead_participant_does_not_block_le
     // The fourth participant reaches ZooKeeper through a proxy; its entry lets everyone in.
     let proxy = Proxy::start(&address).await;
     let doomed_host = Host::start(config(&proxy.address(), Duration::from_secs(1))).await.unwrap();
-    let mut doomed = handle(&doomed_host).await;
+    let mut doomed = handle(&doomed_host, recipe).await;
     doomed.enter(&path, 4, Some(LIMIT)).await.unwrap();
     let mut inside = Vec::new();
     for t in entering {
@@ -149,14 +157,13 @@ async fn double_barrier_enters_together_and_a_dead_participant_does_not_block_le
     proxy.thaw();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_lone_newcomer_does_not_pass_a_double_barrier_whose_participants_all_died_inside() {
+async fn a_lone_newcomer_does_not_pass_a_double_barrier_whose_participants_all_died_inside(recipe: &str) {
     let checker = client(&zk().address()).await;
     let path = unique("double-dead");
     let host = host().await;
     let mut entering = Vec::new();
     for _ in 0..3 {
-        let mut p = handle(&host).await;
+        let mut p = handle(&host, recipe).await;
         let path = path.clone();
         entering.push(tokio::spawn(async move { p.enter(&path, 3, Some(LIMIT)).await.map(|()| p) }));
     }
@@ -170,14 +177,14 @@ async fn a_lone_newcomer_does_not_pass_a_double_barrier_whose_participants_all_d
     }
     within(LIMIT, "the dead participants' nodes go", processes_gone(&checker, &path)).await;
 
-    let mut newcomer = handle(&host).await;
+    let mut newcomer = handle(&host, recipe).await;
     let alone = newcomer.enter(&path, 2, Some(Duration::from_secs(1))).await;
     assert!(matches!(alone, Err(RecipeError::Zk(ZkError::Timeout))), "a lone newcomer passed: {alone:?}");
     let left: Vec<String> =
         children(&checker, &path).await.into_iter().filter(|c| c.contains("proc-")).collect();
     assert!(left.is_empty(), "the timed-out newcomer left its node: {left:?}");
 
-    let mut first = handle(&host).await;
+    let mut first = handle(&host, recipe).await;
     let waiting = {
         let path = path.clone();
         tokio::spawn(async move { first.enter(&path, 2, Some(LIMIT)).await.map(|()| first) })
@@ -190,8 +197,81 @@ async fn a_lone_newcomer_does_not_pass_a_double_barrier_whose_participants_all_d
     within(LIMIT, "both leave", leaving).await.unwrap().unwrap();
 }
 
+async fn a_double_barrier_reused_in_a_loop_across_a_slow_link_never_hangs(recipe: &str) {
+    reused_in_a_loop([recipe, recipe]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_double_barrier_reused_in_a_loop_across_a_slow_link_never_hangs() {
+async fn rust_and_c_take_turns_through_one_double_barrier() {
+    reused_in_a_loop(["barrier", "barrier-c"]).await;
+    reused_in_a_loop(["barrier-c", "barrier"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rust_and_c_share_one_barrier_and_enter_one_double_barrier_together() {
+    let host = host().await;
+    let path = format!("{}/gate", unique("barrier-mixed"));
+    let mut rust = handle(&host, "barrier").await;
+    let mut c = handle(&host, "barrier-c").await;
+    assert!(c.set(&path).await.unwrap());
+    assert!(!rust.set(&path).await.unwrap(), "Rust sees C's barrier as up");
+    let mut waiter = handle(&host, "barrier").await;
+    let wait_path = path.clone();
+    let waiting = tokio::spawn(async move { waiter.wait(&wait_path, None).await });
+    assert!(matches!(
+        c.wait(&path, Some(Duration::from_millis(200))).await,
+        Err(RecipeError::Zk(ZkError::Timeout))
+    ));
+    assert!(rust.remove(&path).await.unwrap());
+    within(LIMIT, "the Rust waiter released by the Rust remove", waiting).await.unwrap().unwrap();
+    assert!(!c.remove(&path).await.unwrap(), "C sees it down");
+
+    // Four participants, two of each, on one double barrier: all enter once the fourth is in,
+    // and all leave.
+    let checker = client(&zk().address()).await;
+    let double = unique("double-mixed");
+    let mut entering = Vec::new();
+    for recipe in ["barrier", "barrier-c", "barrier", "barrier-c"] {
+        let mut p = handle(&host, recipe).await;
+        let at = double.clone();
+        entering.push(tokio::spawn(async move { p.enter(&at, 4, Some(LIMIT)).await.map(|()| p) }));
+        if entering.len() < 4 {
+            within(LIMIT, "the participant waits", wait_children(&checker, &double, entering.len())).await;
+            assert!(entering.iter().all(|t| !t.is_finished()), "entered before the fourth arrived");
+        }
+    }
+    let mut leaving = Vec::new();
+    for t in entering {
+        let mut p = within(LIMIT, "everyone enters", t).await.unwrap().unwrap();
+        leaving.push(tokio::spawn(async move { p.leave_double(Some(LIMIT)).await }));
+    }
+    for l in leaving {
+        within(LIMIT, "everyone leaves", l).await.unwrap().unwrap();
+    }
+    assert!(children(&checker, &double).await.is_empty(), "no process node left");
+}
+
+async fn bad_calls_are_refused_and_leave_nothing(recipe: &str) {
+    let host = host().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("double-bad");
+    let mut p = handle(&host, recipe).await;
+    let invalid = |r: Result<(), RecipeError>| matches!(r, Err(RecipeError::Zk(ZkError::InvalidArgument(_))));
+    assert!(invalid(p.enter(&path, 0, Some(LIMIT)).await), "count 0 is refused");
+    assert!(invalid(p.leave_double(Some(LIMIT)).await), "leaving without entering is refused");
+    let bad = p.set("no-slash").await;
+    assert!(matches!(bad, Err(RecipeError::Zk(ZkError::InvalidPath(_)))), "{bad:?}");
+    p.enter(&path, 1, Some(LIMIT)).await.unwrap();
+    assert!(invalid(p.enter(&path, 1, Some(LIMIT)).await), "entering twice is refused");
+    assert_eq!(children(&checker, &path).await.len(), 1, "one process node, ours");
+    p.leave_double(Some(LIMIT)).await.unwrap();
+    assert!(children(&checker, &path).await.is_empty(), "no process node left");
+}
+
+/// Two participants, of `recipes`, enter and leave one double barrier 25 times, one of them
+/// through a link that adds a millisecond each way: neither passes a round the other has not
+/// begun, and no one hangs.
+async fn reused_in_a_loop(recipes: [&str; 2]) {
     const ROUNDS: usize = 25;
     const STEP: Duration = Duration::from_secs(15);
     let address = zk().address();
@@ -205,7 +285,7 @@ async fn a_double_barrier_reused_in_a_loop_across_a_slow_link_never_hangs() {
     let mut participants = Vec::new();
     for (me, host) in [fast_host, slow_host].into_iter().enumerate() {
         let (path, begun) = (path.clone(), begun.clone());
-        let mut p = handle(&host).await;
+        let mut p = handle(&host, recipes[me]).await;
         participants.push(tokio::spawn(async move {
             let other = 1 - me;
             for round in 1..=ROUNDS {

@@ -258,6 +258,23 @@ async fn cli_barrier_set_wait_remove() {
     let out = within(LIMIT, "the CLI waiter returns", waiting).await.unwrap().unwrap();
     assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).trim()), (Some(0), "down"));
     assert!(checker.check_stat(&path).await.unwrap().is_none());
+
+    // The same barrier through the C recipe, `--recipe` before or after the subcommand.
+    let c = |args: &[&str]| {
+        let mut c = cli();
+        c.args(["barrier", "--recipe", "barrier-c"]).args(args);
+        c
+    };
+    assert_eq!(output(&mut c(&["set", &path])).await.1.trim(), "set");
+    assert_eq!(output(cli().args(["barrier", "set", &path])).await.1.trim(), "already set");
+    let (code, _, stderr) = output(&mut c(&["wait", &path, "--timeout", "300ms"])).await;
+    assert_eq!(code, 3, "{stderr}");
+    let (code, stdout, _) = output(cli().args(["barrier", "remove", &path, "--recipe", "barrier-c"])).await;
+    assert_eq!((code, stdout.trim()), (0, "removed"));
+    assert_eq!(output(&mut c(&["wait", &path])).await.1.trim(), "down");
+    let (code, _, stderr) = output(cli().args(["barrier", "set", &path, "--recipe", "nope"])).await;
+    assert_eq!(code, 70, "{stderr}");
+    assert!(stderr.contains("nope"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -368,7 +385,21 @@ async fn cli_double_barrier_runs_command_between_enter_and_leave() {
     let path = unique("cli-double");
     let run = |tag: &'static str| {
         let mut cmd = cli();
-        cmd.args(["double-barrier", &path, "--count", "2", "--timeout", "30s", "--", "sh", "-c"]);
+        // One participant in Rust, the other in C (`--recipe barrier-c`), on one path.
+        let recipe = if tag == "a" { "barrier" } else { "barrier-c" };
+        cmd.args([
+            "double-barrier",
+            &path,
+            "--count",
+            "2",
+            "--timeout",
+            "30s",
+            "--recipe",
+            recipe,
+            "--",
+            "sh",
+            "-c",
+        ]);
         cmd.arg(format!("echo {tag}; exit 3"));
         tokio::spawn(async move { output(&mut cmd).await })
     };
@@ -382,6 +413,10 @@ async fn cli_double_barrier_runs_command_between_enter_and_leave() {
     assert_eq!(code, 3, "alone, it cannot enter: {stderr}");
     let checker = client(&zk().address()).await;
     assert!(children(&checker, &path).await.is_empty(), "the timed-out entrant left nothing");
+    let (code, _, stderr) =
+        output(cli().args(["double-barrier", &path, "--count", "1", "--recipe", "nope", "--", "true"])).await;
+    assert_eq!(code, 70, "a recipe that is not there: {stderr}");
+    assert!(stderr.contains("nope"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -613,7 +613,21 @@ async fn remote_double_barrier_of_3_processes() {
     let run = |tag: &'static str| {
         let mut cmd = daemon.wazoo();
         cmd.env("LOG", &log);
-        cmd.args(["double-barrier", &path, "--count", "3", "--timeout", "30s", "--", "sh", "-c"]);
+        // b is the recipe in C: the daemon serves the recipe the client names.
+        let recipe = if tag == "b" { "barrier-c" } else { "barrier" };
+        cmd.args([
+            "double-barrier",
+            &path,
+            "--count",
+            "3",
+            "--timeout",
+            "30s",
+            "--recipe",
+            recipe,
+            "--",
+            "sh",
+            "-c",
+        ]);
         cmd.arg(format!("echo {tag} >> \"$LOG\"; echo {tag} $WAZOO_BARRIER_PATH; exit 7"));
         tokio::spawn(async move { output(&mut cmd).await })
     };

@@ -1,6 +1,7 @@
-//! `wazoo new recipe --lang rust|python|js`: each template builds with its language's toolchain
-//! and runs in the host against a real ZooKeeper: it waits for a node created after it started,
-//! times out cleanly, and reports a bad path as an error.
+//! `wazoo new recipe --lang rust|python|js|c`: each template builds with its language's toolchain
+//! (C: clang, then `wazoo componentize` from the `wazoo` on PATH) and runs in the host against a
+//! real ZooKeeper: it waits for a node created after it started, times out cleanly, and reports a
+//! bad path as an error.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,8 +35,15 @@ async fn built(lang: &str) -> PathBuf {
             c
         }
         _ => {
-            let mut c = tokio::process::Command::new("bash");
-            c.arg(dir.join("build.sh")).env("CARGO_TARGET_DIR", root().join("target/scaffold"));
+            // As a user runs it: `./build.sh` in the recipe's directory, this `wazoo` on PATH.
+            let bin = wazoo_bin().parent().unwrap().to_path_buf();
+            let path = std::env::join_paths(
+                std::iter::once(bin)
+                    .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+            )
+            .unwrap();
+            let mut c = tokio::process::Command::new(dir.join("build.sh"));
+            c.current_dir(&dir).env("PATH", path).env("CARGO_TARGET_DIR", root().join("target/scaffold"));
             c
         }
     };
@@ -79,7 +87,7 @@ async fn template_waits_for_a_node(lang: &str) {
     assert!(stderr.contains("relative") && stderr.contains("must be absolute"), "{stderr}");
 }
 
-wazoo_tests::implementations!(rust: "rust", python: "python", javascript: "js"; [template_waits_for_a_node]);
+wazoo_tests::implementations!(rust: "rust", python: "python", javascript: "js", c: "c"; [template_waits_for_a_node]);
 
 #[tokio::test]
 async fn bad_names_and_languages_are_refused() {

@@ -1,8 +1,9 @@
-//! Recipes in Rust, Python (componentize-py) and JavaScript (componentize-js), side by side in
-//! one run: component size, compile time, new-handle (instantiation) time, resident memory per
-//! live instance, and the latency of one acquire+release (semaphore) or campaign+resign
-//! (election), the two implementations of a family interleaved round by round on the same
-//! server.
+//! Recipes in Rust, Python (componentize-py), JavaScript (componentize-js) and C (clang and
+//! wasi-libc, then `wazoo componentize`), side by side in one run: component size, compile time,
+//! new-handle (instantiation) time, resident memory per live instance, and the latency of one
+//! acquire+release (semaphore), campaign+resign (election) or enter+leave of a one-participant
+//! double barrier (barrier), the two implementations of a family interleaved round by round on
+//! the same server.
 //!
 //! Run with `make bench` (or `cargo bench -p wazoo-cli --bench languages` after `make recipes`).
 //! `WAZOO_BENCH_OPS` sets the operations per implementation (default 1000).
@@ -25,6 +26,7 @@ const LIVE: usize = 50;
 enum Family {
     Semaphore,
     Election,
+    Barrier,
 }
 
 struct Implementation {
@@ -38,6 +40,8 @@ const IMPLEMENTATIONS: &[Implementation] = &[
     Implementation { label: "semaphore, Python", recipe: "semaphore-py", family: Family::Semaphore },
     Implementation { label: "election, Rust", recipe: "election", family: Family::Election },
     Implementation { label: "election, JavaScript", recipe: "election-js", family: Family::Election },
+    Implementation { label: "barrier, Rust", recipe: "barrier", family: Family::Barrier },
+    Implementation { label: "barrier, C", recipe: "barrier-c", family: Family::Barrier },
 ];
 
 fn main() -> anyhow::Result<()> {
@@ -108,6 +112,7 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
             match i.family {
                 Family::Semaphore => host.semaphore(i.recipe).await?.close().await,
                 Family::Election => host.election(i.recipe).await?.close().await,
+                Family::Barrier => host.barrier(i.recipe).await?.close().await,
             }
             handles.push(started.elapsed());
         }
@@ -116,6 +121,7 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
         let before = rss_bytes()?;
         let mut live_sem = Vec::new();
         let mut live_el = Vec::new();
+        let mut live_bar = Vec::new();
         for n in 0..LIVE {
             match i.family {
                 Family::Semaphore => {
@@ -128,6 +134,11 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
                     h.leader(&format!("/bench-lang/mem-{}", i.recipe)).await?;
                     live_el.push(h);
                 }
+                Family::Barrier => {
+                    let mut h = host.barrier(i.recipe).await?;
+                    h.wait(&format!("/bench-lang/mem-{}-{n}", i.recipe), Some(Duration::ZERO)).await?;
+                    live_bar.push(h);
+                }
             }
         }
         let rss_per_instance = (rss_bytes()?.saturating_sub(before)) as f64 / LIVE as f64;
@@ -137,11 +148,14 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
         for h in live_el {
             h.close().await;
         }
+        for h in live_bar {
+            h.close().await;
+        }
         rows.push(Row { bytes, compile, new_handle, rss_per_instance, op: (Duration::ZERO, Duration::ZERO) });
     }
 
     // Latency: the two implementations of each family take turns, a round each, on one path.
-    for family in [Family::Semaphore, Family::Election] {
+    for family in [Family::Semaphore, Family::Election, Family::Barrier] {
         let members: Vec<usize> =
             (0..IMPLEMENTATIONS.len()).filter(|&k| IMPLEMENTATIONS[k].family == family).collect();
         let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); members.len()];
@@ -176,6 +190,18 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
                         }
                         h.close().await;
                     }
+                    Family::Barrier => {
+                        let mut h = host.barrier(recipe).await?;
+                        for _ in 0..n {
+                            let started = Instant::now();
+                            h.enter(&path, 1, None).await?;
+                            h.leave_double(None).await?;
+                            if round > 0 {
+                                samples[slot].push(started.elapsed());
+                            }
+                        }
+                        h.close().await;
+                    }
                 }
             }
         }
@@ -204,7 +230,10 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
         );
     }
     println!();
-    println!("op: acquire+release of a 1-lease semaphore, or campaign+resign of an uncontended election.");
+    println!(
+        "op: acquire+release of a 1-lease semaphore, campaign+resign of an uncontended election, or enter+leave of a \
+         one-participant double barrier."
+    );
     let _ = std::fs::remove_dir_all(&cache);
     Ok(())
 }

@@ -65,13 +65,13 @@ pub(crate) trait Backend {
     ) -> Result<(), Failure>;
 
     /// Puts the barrier at `path` up: whether this call did (it was down).
-    async fn barrier_set(&self, path: &str) -> Result<bool, Failure>;
+    async fn barrier_set(&self, path: &str, recipe: &str) -> Result<bool, Failure>;
     /// Takes the barrier down: whether this call did (it was up).
-    async fn barrier_remove(&self, path: &str) -> Result<bool, Failure>;
+    async fn barrier_remove(&self, path: &str, recipe: &str) -> Result<bool, Failure>;
     /// Blocks until the barrier is down, or `timeout` passes ([`Failure::Timeout`]).
-    async fn barrier_wait(&self, path: &str, timeout: Option<Duration>) -> Result<(), Failure>;
+    async fn barrier_wait(&self, path: &str, timeout: Option<Duration>, recipe: &str) -> Result<(), Failure>;
     /// A fresh participant of the double barrier at `path`, not yet entered.
-    async fn participant(&self, path: &str) -> anyhow::Result<Self::Participant>;
+    async fn participant(&self, path: &str, recipe: &str) -> anyhow::Result<Self::Participant>;
 
     /// The leader of the election at `path` now, read with `recipe`, without contending.
     async fn leader(&self, path: &str, recipe: &str) -> Result<Option<LeaderInfo>, Failure>;

@@ -340,6 +340,9 @@ pub(crate) enum Command {
         /// Give up entering (or leaving) after this long (exit status 3)
         #[arg(long, value_parser = args::duration)]
         timeout: Option<Duration>,
+        /// Barrier recipe component (e.g. barrier-c, the one in C)
+        #[arg(long, default_value = World::Barrier.default_recipe())]
+        recipe: String,
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
     },
@@ -358,6 +361,9 @@ pub(crate) enum Command {
     Barrier {
         #[command(subcommand)]
         command: BarrierCommand,
+        /// Barrier recipe component (e.g. barrier-c, the one in C)
+        #[arg(long, global = true, default_value = World::Barrier.default_recipe())]
+        recipe: String,
     },
     /// Ask the holder of lock NODE to let go (sets `__REVOKE__`); with --grace, delete it after
     Revoke {
@@ -397,10 +403,28 @@ pub(crate) enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Start a recipe of your own: a buildable template in Rust, Python or JavaScript
+    /// Start a recipe of your own: a buildable template in Rust, Python, JavaScript or C, or
+    /// the C bindings of a recipe world
     New {
         #[command(subcommand)]
         command: NewCommand,
+    },
+    /// Turn a WASI core module (C, C++, Zig, AssemblyScript, TinyGo…) into a recipe component
+    /// for WORLD: embeds the world's WIT, adapts WASI preview 1 imports, and checks the result
+    /// as a plugin is checked. Exit status 1 if the module is refused, with the reason
+    Componentize {
+        /// The core module (.wasm), a WASI reactor (clang -mexec-model=reactor)
+        module: PathBuf,
+        /// The world it implements: custom, barrier-recipe (or barrier), …, or the full name
+        /// wazoo:recipes/barrier-recipe@0.1.2
+        #[arg(long)]
+        world: String,
+        /// Where to write the component
+        #[arg(short, long)]
+        output: PathBuf,
+        /// As JSON: {"output","world","bytes","adapted"}
+        #[arg(long)]
+        json: bool,
     },
     /// Call any exported function of any recipe (FUNCTION like lock.acquire; see `recipes
     /// functions`) with ARGS, a JSON array or object; prints the result as JSON. Exit status 1
@@ -871,6 +895,21 @@ pub(crate) enum NewCommand {
         #[arg(long)]
         dir: Option<PathBuf>,
         /// As JSON: {"dir","files"}
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the bindings of a recipe world for LANG into DIR (C: recipe.h, recipe.c and
+    /// recipe_component_type.o, from wit-bindgen's C generator)
+    Bindings {
+        /// The world: custom, barrier-recipe (or barrier), …, or the full name
+        #[arg(long)]
+        world: String,
+        #[arg(long, value_enum, default_value = "c")]
+        lang: scaffold::BindingsLang,
+        /// Where to write them [default: .]
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// As JSON: {"world","files"}
         #[arg(long)]
         json: bool,
     },

@@ -195,29 +195,29 @@ impl Backend for Local {
         }
     }
 
-    async fn barrier_set(&self, path: &str) -> Result<bool, Failure> {
-        let mut h = self.barrier().await?;
+    async fn barrier_set(&self, path: &str, recipe: &str) -> Result<bool, Failure> {
+        let mut h = self.barrier(recipe).await?;
         let set = h.set(path).await;
         h.close().await;
         Ok(set?)
     }
 
-    async fn barrier_remove(&self, path: &str) -> Result<bool, Failure> {
-        let mut h = self.barrier().await?;
+    async fn barrier_remove(&self, path: &str, recipe: &str) -> Result<bool, Failure> {
+        let mut h = self.barrier(recipe).await?;
         let removed = h.remove(path).await;
         h.close().await;
         Ok(removed?)
     }
 
-    async fn barrier_wait(&self, path: &str, timeout: Option<Duration>) -> Result<(), Failure> {
-        let mut h = self.barrier().await?;
+    async fn barrier_wait(&self, path: &str, timeout: Option<Duration>, recipe: &str) -> Result<(), Failure> {
+        let mut h = self.barrier(recipe).await?;
         let down = h.wait(path, timeout).await;
         h.close().await;
         Ok(down?)
     }
 
-    async fn participant(&self, _path: &str) -> anyhow::Result<LocalParticipant> {
-        Ok(LocalParticipant { handle: self.barrier().await? })
+    async fn participant(&self, _path: &str, recipe: &str) -> anyhow::Result<LocalParticipant> {
+        Ok(LocalParticipant { handle: self.barrier(recipe).await? })
     }
 
     async fn leader(&self, path: &str, recipe: &str) -> Result<Option<LeaderInfo>, Failure> {
@@ -370,8 +370,8 @@ impl Local {
         self.host().await?.group(World::Group.default_recipe()).await
     }
 
-    async fn barrier(&self) -> anyhow::Result<BarrierHandle> {
-        self.host().await?.barrier(World::Barrier.default_recipe()).await
+    async fn barrier(&self, recipe: &str) -> anyhow::Result<BarrierHandle> {
+        self.host().await?.barrier(recipe).await
     }
 }
 

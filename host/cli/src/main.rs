@@ -21,6 +21,7 @@ mod backend;
 mod claims;
 mod cli;
 mod commands;
+mod componentize;
 mod exit;
 mod local;
 mod partition;
@@ -72,6 +73,31 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     match &cli.command {
         Command::Completions { shell } => return completions(*shell),
         Command::Man { dir } => return man(dir.as_deref()),
+        Command::Componentize { module, world, output, json } => {
+            let made = componentize::componentize(module, world, output)?;
+            if *json {
+                out!(
+                    "{}",
+                    serde_json::json!({"output": output.display().to_string(), "world": made.world,
+                        "bytes": made.bytes, "adapted": made.adapted})
+                );
+            } else {
+                let adapter = if made.adapted { ", WASI preview 1 adapted" } else { "" };
+                out!("wrote {} ({}, {} bytes{adapter})", output.display(), made.world, made.bytes);
+            }
+            return Ok(0);
+        }
+        Command::New { command: NewCommand::Bindings { world, lang: _, dir, json } } => {
+            let dir = dir.clone().unwrap_or_else(|| PathBuf::from("."));
+            let (world, written) = componentize::write_c_bindings(world, &dir)?;
+            let files: Vec<String> = written.iter().map(|f| f.display().to_string()).collect();
+            if *json {
+                out!("{}", serde_json::json!({"world": world, "files": files}));
+            } else {
+                out!("wrote the C bindings of {world}: {}", files.join(", "));
+            }
+            return Ok(0);
+        }
         _ => {}
     }
     let config = host_config(&cli)?;

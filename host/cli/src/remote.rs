@@ -345,23 +345,28 @@ impl Backend for Remote {
         }
     }
 
-    async fn barrier_set(&self, path: &str) -> Result<bool, Failure> {
-        Ok(self.answer(self.recipes().await?.barrier_set(by_path(path)).await)?.changed)
+    async fn barrier_set(&self, path: &str, recipe: &str) -> Result<bool, Failure> {
+        let request = pb::PathRequest { path: path.to_string(), recipe: recipe.to_string() };
+        Ok(self.answer(self.recipes().await?.barrier_set(request).await)?.changed)
     }
 
-    async fn barrier_remove(&self, path: &str) -> Result<bool, Failure> {
-        Ok(self.answer(self.recipes().await?.barrier_remove(by_path(path)).await)?.changed)
+    async fn barrier_remove(&self, path: &str, recipe: &str) -> Result<bool, Failure> {
+        let request = pb::PathRequest { path: path.to_string(), recipe: recipe.to_string() };
+        Ok(self.answer(self.recipes().await?.barrier_remove(request).await)?.changed)
     }
 
-    async fn barrier_wait(&self, path: &str, timeout: Option<Duration>) -> Result<(), Failure> {
-        let request =
-            pb::WaitRequest { path: path.to_string(), timeout_ms: millis(timeout), recipe: String::new() };
+    async fn barrier_wait(&self, path: &str, timeout: Option<Duration>, recipe: &str) -> Result<(), Failure> {
+        let request = pb::WaitRequest {
+            path: path.to_string(),
+            timeout_ms: millis(timeout),
+            recipe: recipe.to_string(),
+        };
         self.answer(self.recipes().await?.barrier_wait(request).await).map(drop)
     }
 
-    async fn participant(&self, path: &str) -> anyhow::Result<RemoteParticipant> {
+    async fn participant(&self, path: &str, recipe: &str) -> anyhow::Result<RemoteParticipant> {
         let session = self.session(self.ttl, format!("wazoo double-barrier {path}")).await?;
-        Ok(RemoteParticipant { remote: self.clone(), session, entered: None })
+        Ok(RemoteParticipant { remote: self.clone(), session, entered: None, recipe: recipe.to_string() })
     }
 
     async fn leader(&self, path: &str, recipe: &str) -> Result<Option<LeaderInfo>, Failure> {
@@ -641,6 +646,7 @@ pub(crate) struct RemoteParticipant {
     session: Session,
     /// The handle holding the node, once entered.
     entered: Option<u64>,
+    recipe: String,
 }
 
 impl Participant for RemoteParticipant {
@@ -650,7 +656,7 @@ impl Participant for RemoteParticipant {
             path: path.to_string(),
             count,
             timeout_ms: millis(timeout),
-            recipe: String::new(),
+            recipe: self.recipe.clone(),
         };
         let entered = self.remote.answer(self.remote.recipes().await?.double_barrier_enter(request).await)?;
         self.entered = Some(entered.handle);

@@ -1,7 +1,8 @@
-//! `wazoo new recipe NAME --lang rust|python|js`: a buildable recipe to start from, in the
+//! `wazoo new recipe NAME --lang rust|python|js|c`: a buildable recipe to start from, in the
 //! language a team knows. Each template implements the `custom` world (a `run` export that
 //! `wazoo run` calls) with a small real recipe, carries its own copy of the WIT contract, and,
-//! for Python and JavaScript, the guest-side convenience layer.
+//! for Python, JavaScript and C, the guest-side convenience layer; for C also the bindings,
+//! generated here (see [`crate::componentize`]).
 
 use std::path::{Path, PathBuf};
 
@@ -13,12 +14,16 @@ pub enum Lang {
     Rust,
     Python,
     Js,
+    C,
 }
 
-const WIT: &[(&str, &str)] = &[
-    ("wit/recipes.wit", include_str!("../../../wit/recipes.wit")),
-    ("wit/deps/zk/zk.wit", include_str!("../../../wit/deps/zk/zk.wit")),
-];
+/// A language `wazoo new bindings` writes bindings for (the others generate their own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BindingsLang {
+    C,
+}
+
+use crate::componentize::WIT;
 
 const RUST: &[(&str, &str)] = &[
     ("Cargo.toml", include_str!("../templates/rust/Cargo.toml")),
@@ -31,6 +36,13 @@ const PYTHON: &[(&str, &str)] = &[
     ("build.sh", include_str!("../templates/python/build.sh")),
     ("wazoo_guest/__init__.py", include_str!("../../../plugins/python/wazoo_guest/__init__.py")),
     ("wazoo_guest/errors.py", include_str!("../../../plugins/python/wazoo_guest/errors.py")),
+];
+
+const C: &[(&str, &str)] = &[
+    ("recipe.c", include_str!("../templates/c/recipe.c")),
+    ("build.sh", include_str!("../templates/c/build.sh")),
+    ("wazoo_guest.h", include_str!("../../../plugins/c/wazoo_guest.h")),
+    ("wazoo_guest.c", include_str!("../../../plugins/c/wazoo_guest.c")),
 ];
 
 const JS: &[(&str, &str)] = &[
@@ -55,6 +67,7 @@ pub fn new_recipe(name: &str, lang: Lang, dir: &Path) -> anyhow::Result<Vec<Path
         Lang::Rust => RUST,
         Lang::Python => PYTHON,
         Lang::Js => JS,
+        Lang::C => C,
     };
     let readme = readme(name, lang);
     let mut written = Vec::new();
@@ -68,6 +81,10 @@ pub fn new_recipe(name: &str, lang: Lang, dir: &Path) -> anyhow::Result<Vec<Path
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755))?;
         }
         written.push(file);
+    }
+    if lang == Lang::C {
+        let (_, bindings) = crate::componentize::write_c_bindings("custom", &dir.join("bindings"))?;
+        written.extend(bindings);
     }
     Ok(written)
 }
@@ -103,13 +120,26 @@ fn readme(name: &str, lang: Lang) -> String {
             "npm install   # once\nnode build.mjs",
             "`recipe.js` (`wazoo-guest.js` is the guest-side layer: typed errors, the protected create, the predecessor watch)",
         ),
+        Lang::C => (
+            "C, with Debian's clang and wasi-libc",
+            "apt-get install clang lld wasi-libc libclang-rt-14-dev-wasm32   # once\n./build.sh",
+            "`recipe.c` (`wazoo_guest.h` is the guest-side layer: error codes, the protected create, the predecessor \
+             wait, deadlines; `bindings/` is what `wazoo new bindings` generates, and `build.sh` generates it again for \
+             its `WORLD`)",
+        ),
+    };
+    let change = match lang {
+        Lang::C => "(`WORLD` in `build.sh`, which writes `bindings/` again from the wazoo binary's own copy)",
+        Lang::Rust => "(the `world` of `generate!` in `src/lib.rs`)",
+        Lang::Python => "(`-w` in `build.sh`)",
+        Lang::Js => "(`worldName` in `build.mjs`)",
     };
     format!(
         "# {name}\n\nA wazoo recipe in {what}, for world `wazoo:recipes/custom@0.1.2` (`wit/`, a copy of the \
          contract). As generated it waits until a znode exists and prints its data.\n\n\
          ```sh\n{build}\ncp {name}.wasm /path/to/plugins/\nwazoo run {name} /some/path --timeout-ms 5000\n```\n\n\
          Edit {edit}. To implement a standard family instead (a lock, an election…), change the world to \
-         one of `wit/recipes.wit` and export its interface; `wazoo recipes list` then shows the world the \
-         host sees.\n"
+         one of `wit/recipes.wit` {change} and export its interface; `wazoo recipes list` then shows the \
+         world the host sees.\n"
     )
 }

@@ -14,31 +14,37 @@ use crate::{args, exit, show};
 /// How long what a double barrier's command left running has after SIGTERM.
 const BETWEEN_GRACE: Duration = Duration::from_secs(2);
 
-pub(crate) async fn barrier(backend: &impl Backend, command: BarrierCommand) -> anyhow::Result<u8> {
+pub(crate) async fn barrier(
+    backend: &impl Backend,
+    command: BarrierCommand,
+    recipe: &str,
+) -> anyhow::Result<u8> {
     let path = command.path().to_string();
     check_path("barrier", &path)?;
     let failed = |f: Failure| f.into_error(format!("barrier {path}"));
     match command {
         BarrierCommand::Set { json, .. } => {
-            let set = backend.barrier_set(&path).await.map_err(failed)?;
+            let set = backend.barrier_set(&path, recipe).await.map_err(failed)?;
             match json {
                 false => out!("{}", if set { "set" } else { "already set" }),
                 true => show::line(json!({"path": path, "was_set": !set})),
             }
         }
         BarrierCommand::Remove { json, .. } => {
-            let removed = backend.barrier_remove(&path).await.map_err(failed)?;
+            let removed = backend.barrier_remove(&path, recipe).await.map_err(failed)?;
             match json {
                 false => out!("{}", if removed { "removed" } else { "was not set" }),
                 true => show::line(json!({"path": path, "was_set": removed})),
             }
         }
-        BarrierCommand::Wait { timeout, json, .. } => match backend.barrier_wait(&path, timeout).await {
-            Ok(()) if json => show::line(json!({"path": path, "down": true})),
-            Ok(()) => out!("down"),
-            Err(Failure::Timeout) => return Ok(timed_out(Waited::BarrierDown, &path, timeout)),
-            Err(f) => return Err(failed(f)),
-        },
+        BarrierCommand::Wait { timeout, json, .. } => {
+            match backend.barrier_wait(&path, timeout, recipe).await {
+                Ok(()) if json => show::line(json!({"path": path, "down": true})),
+                Ok(()) => out!("down"),
+                Err(Failure::Timeout) => return Ok(timed_out(Waited::BarrierDown, &path, timeout)),
+                Err(f) => return Err(failed(f)),
+            }
+        }
     }
     Ok(0)
 }
@@ -52,12 +58,13 @@ pub(crate) async fn double_barrier(
     path: &str,
     count: u32,
     timeout: Option<Duration>,
+    recipe: &str,
     command: &[String],
 ) -> anyhow::Result<u8> {
     let mut signals = Signals::new()?;
     check_path("barrier", path)?;
     let what = format!("double barrier {path}");
-    let mut participant = match signals.interrupt(backend.participant(path)).await {
+    let mut participant = match signals.interrupt(backend.participant(path, recipe)).await {
         Ok(participant) => participant?,
         Err(caught) => return Ok(interrupted(caught, &what)),
     };

@@ -107,9 +107,9 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
         Command::Queue { command } => values::queue(backend, command).await,
         Command::Config { command } => values::config(backend, command).await,
         Command::Counter { command } => values::counter(backend, command).await,
-        Command::Barrier { command } => barrier::barrier(backend, command).await,
-        Command::DoubleBarrier { path, count, timeout, command } => {
-            barrier::double_barrier(backend, &path, count, timeout, &command).await
+        Command::Barrier { command, recipe } => barrier::barrier(backend, command, &recipe).await,
+        Command::DoubleBarrier { path, count, timeout, recipe, command } => {
+            barrier::double_barrier(backend, &path, count, timeout, &recipe, &command).await
         }
         Command::Leader { path, watch, json, recipe } => {
             observe::leader(backend, &path, watch, &recipe, json).await
@@ -133,6 +133,7 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
         Command::Serve { .. } => Ok(local_only("serve")),
         Command::Demo { .. } => Ok(local_only("demo")),
         Command::New { .. } => Ok(local_only("new")),
+        Command::Componentize { .. } => Ok(local_only("componentize")),
         Command::Zk { .. } => Ok(local_only("zk")),
         // Main runs these before any backend; they ask nothing of anyone, here either.
         Command::Completions { shell } => crate::completions(shell),
