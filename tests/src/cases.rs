@@ -1073,7 +1073,9 @@ async fn child_appears(ctx: &Ctx, dir: &str, part: &str) {
     ctx.check(found.is_ok(), || format!("no {part} node appeared under {dir}"));
 }
 
-fn barrier_cases() -> Vec<Case> {
+/// The barrier family's cases for `recipe` (the Rust one or the C one); the other participants
+/// are the Rust recipe's, so the C one is also faulted beside it on one path.
+fn barrier_cases(recipe: &'static str) -> Vec<Case> {
     let set_up: for<'a> fn(&'a Ctx, &'a mut DynamicHandle) -> Fut<'a, Value> = |ctx, _| {
         Box::pin(async move {
             ctx.peer("barrier", &[("barrier.set", json!([ctx.path]))]).await;
@@ -1083,7 +1085,7 @@ fn barrier_cases() -> Vec<Case> {
     vec![
         Case {
             name: "barrier.set",
-            recipe: "barrier",
+            recipe,
             before: nothing,
             call: |ctx, _| ("barrier.set", json!([ctx.path])),
             trigger: None,
@@ -1101,7 +1103,7 @@ fn barrier_cases() -> Vec<Case> {
         },
         Case {
             name: "barrier.remove",
-            recipe: "barrier",
+            recipe,
             before: set_up,
             call: |ctx, _| ("barrier.remove", json!([ctx.path])),
             trigger: None,
@@ -1119,7 +1121,7 @@ fn barrier_cases() -> Vec<Case> {
         },
         Case {
             name: "barrier.wait",
-            recipe: "barrier",
+            recipe,
             before: set_up,
             call: |ctx, _| ("barrier.wait", json!([ctx.path, WAIT_MS])),
             trigger: Some((watches_path, |ctx| {
@@ -1141,7 +1143,7 @@ fn barrier_cases() -> Vec<Case> {
         },
         Case {
             name: "double-barrier.enter",
-            recipe: "barrier",
+            recipe,
             // The other participant comes once the faulted one waits (it has counted, then armed
             // its watch on the barrier node), so it is the other that opens the round: the
             // faulted participant's requests are the same in every run.
@@ -1175,7 +1177,7 @@ fn barrier_cases() -> Vec<Case> {
         },
         Case {
             name: "double-barrier.leave",
-            recipe: "barrier",
+            recipe,
             before: |ctx, h| {
                 Box::pin(async move {
                     let mut other = ctx.peer.dynamic("barrier").await.expect("a peer handle");
@@ -1721,7 +1723,9 @@ pub fn all() -> Vec<Case> {
     cases.extend(queue_cases());
     cases.extend(group_cases());
     cases.extend(config_cases());
-    cases.extend(barrier_cases());
+    for recipe in ["barrier", "barrier-c"] {
+        cases.extend(barrier_cases(recipe));
+    }
     cases.extend(transaction_cases());
     cases.extend(registration_cases());
     cases.extend(cache_cases());
