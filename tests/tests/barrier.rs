@@ -20,6 +20,7 @@ wazoo_tests::implementations!(rust: "barrier", c: "barrier-c"; [
     a_lone_newcomer_does_not_pass_a_double_barrier_whose_participants_all_died_inside,
     a_double_barrier_reused_in_a_loop_across_a_slow_link_never_hangs,
     bad_calls_are_refused_and_leave_nothing,
+    a_leave_that_timed_out_goes_on_when_called_again,
 ]);
 
 async fn handle(host: &Host, recipe: &str) -> BarrierHandle {
@@ -266,6 +267,29 @@ async fn bad_calls_are_refused_and_leave_nothing(recipe: &str) {
     assert_eq!(children(&checker, &path).await.len(), 1, "one process node, ours");
     p.leave_double(Some(LIMIT)).await.unwrap();
     assert!(children(&checker, &path).await.is_empty(), "no process node left");
+}
+
+async fn a_leave_that_timed_out_goes_on_when_called_again(recipe: &str) {
+    let host = host().await;
+    let checker = client(&zk().address()).await;
+    let path = unique("double-retry");
+    let mut a = handle(&host, recipe).await;
+    let mut b = handle(&host, recipe).await;
+    let at = path.clone();
+    let entering = tokio::spawn(async move { b.enter(&at, 2, Some(LIMIT)).await.map(|()| b) });
+    a.enter(&path, 2, Some(LIMIT)).await.unwrap();
+    let mut b = within(LIMIT, "both enter", entering).await.unwrap().unwrap();
+    // b has not left, so a's leave times out; a is still in the barrier and leaves once b does.
+    let first = a.leave_double(Some(Duration::from_millis(300))).await;
+    assert!(matches!(first, Err(RecipeError::Zk(ZkError::Timeout))), "{first:?}");
+    let retried = tokio::spawn(async move { a.leave_double(Some(LIMIT)).await.map(|()| a) });
+    b.leave_double(Some(LIMIT)).await.unwrap();
+    let mut a = within(LIMIT, "the leave called again ends", retried).await.unwrap().unwrap();
+    let left: Vec<String> =
+        children(&checker, &path).await.into_iter().filter(|c| c.contains("proc-")).collect();
+    assert!(left.is_empty(), "no process node left: {left:?}");
+    let again = a.leave_double(Some(LIMIT)).await;
+    assert!(matches!(again, Err(RecipeError::Zk(ZkError::InvalidArgument(_)))), "out now: {again:?}");
 }
 
 /// Two participants, of `recipes`, enter and leave one double barrier 25 times, one of them

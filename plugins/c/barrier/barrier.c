@@ -291,14 +291,16 @@ bool exports_wazoo_recipes_double_barrier_leave(uint64_t *maybe_timeout_ms,
                                                 exports_wazoo_recipes_double_barrier_zk_error_t *err) {
     if (!entered.entered)
         return wz_to_zk_error(wz_fail(WZ_INVALID_ARGUMENT, "leave: this handle has not entered"), err);
-    char *path = entered.path, *node = entered.node;
-    uint64_t round = entered.round;
-    entered.entered = false;
-    entered.path = entered.node = NULL;
     wz_deadline deadline = wz_deadline_after(maybe_timeout_ms);
-    int rc = leave(path, node, round, deadline);
-    wz_free(path);
-    wz_free(node);
+    int rc = leave(entered.path, entered.node, entered.round, deadline);
+    /* Not out yet (a timeout, a lost connection): the handle is still in the barrier, and
+     * leaving again goes on where this left off. */
+    if (rc == WZ_OK) {
+        wz_free(entered.path);
+        wz_free(entered.node);
+        entered.entered = false;
+        entered.path = entered.node = NULL;
+    }
     return wz_to_zk_error(rc, err);
 }
 

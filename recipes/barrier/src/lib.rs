@@ -153,34 +153,46 @@ impl DoubleGuest for Barrier {
     }
 
     fn leave(timeout_ms: Option<u64>) -> Result<(), ZkError> {
-        let Entered { path, node, round } = ENTERED
+        let entered = ENTERED
             .with(|e| e.borrow_mut().take())
             .ok_or_else(|| ZkError::InvalidArgument("leave: this handle has not entered".into()))?;
-        let deadline = Deadline::after_ms(timeout_ms);
-        let my_name = zk::node_name(&node).to_string();
-        loop {
-            // 1. List the processes of our round; 2. none left: done.
-            let procs = processes(&path, round)?;
-            let Some(lowest) = procs.first() else { return Ok(()) };
-            let here = procs.contains(&my_name);
-            // 3. Only us left: delete our node and go.
-            if here && procs.len() == 1 {
-                return zk::delete_retrying(&node);
+        let left = leave_round(&entered, Deadline::after_ms(timeout_ms));
+        // Not out yet (a timeout, a lost connection): the handle is still in the barrier, and
+        // leaving again goes on where this left off.
+        if left.is_err() {
+            ENTERED.with(|e| *e.borrow_mut() = Some(entered));
+        }
+        left
+    }
+}
+
+/// Leaves the round of the double barrier that `entered` joined: blocks until no process node of
+/// that round is left, or the deadline passes.
+fn leave_round(entered: &Entered, deadline: Deadline) -> Result<(), ZkError> {
+    let Entered { path, node, round } = entered;
+    let my_name = zk::node_name(node).to_string();
+    loop {
+        // 1. List the processes of our round; 2. none left: done.
+        let procs = processes(path, *round)?;
+        let Some(lowest) = procs.first() else { return Ok(()) };
+        let here = procs.contains(&my_name);
+        // 3. Only us left: delete our node and go.
+        if here && procs.len() == 1 {
+            return zk::delete_retrying(node);
+        }
+        // 4. Lowest: wait for the highest to go; 5. otherwise delete ours and wait for the
+        // lowest to go.
+        let watch = if here && *lowest == my_name {
+            procs[procs.len() - 1].clone()
+        } else {
+            if here {
+                zk::delete_retrying(node)?;
             }
-            // 4. Lowest: wait for the highest to go; 5. otherwise delete ours and wait for the
-            // lowest to go.
-            let watch = if here && *lowest == my_name {
-                procs[procs.len() - 1].clone()
-            } else {
-                if here {
-                    zk::delete_retrying(&node)?;
-                }
-                lowest.clone()
-            };
-            let (stat, watcher) = zk::exists_watch(&zk::join(&path, &watch))?;
-            if stat.is_some() {
-                zk::wait_on(&watcher, deadline)?;
-            }
+            lowest.clone()
+        };
+        let (stat, watcher) = zk::exists_watch(&zk::join(path, &watch))?;
+        if stat.is_some() {
+            zk::wait_on(&watcher, deadline)?;
         }
     }
 }
