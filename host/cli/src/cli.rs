@@ -409,7 +409,7 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: NewCommand,
     },
-    /// Turn a WASI core module (C, C++, Zig, AssemblyScript, TinyGo…) into a recipe component
+    /// Turn a WASI core module (from C, or any compiler that emits wasip1) into a recipe component
     /// for WORLD: embeds the world's WIT, adapts WASI preview 1 imports, and checks the result
     /// as a plugin is checked. Exit status 1 if the module is refused, with the reason
     Componentize {

@@ -1,12 +1,14 @@
 //! Any language that emits WASI: `wazoo componentize` turns a WASI preview 1 core module (C with
-//! clang and wasi-libc, C++, Zig, AssemblyScript, TinyGo…) into a recipe component, and
-//! `wazoo new bindings --lang c` writes the C bindings of a recipe world. Both read the program's
-//! own copy of `wit/`, so a recipe author installs nothing but a compiler.
+//! clang and wasi-libc, or any compiler that emits wasip1 reactor modules) into a recipe
+//! component, and `wazoo new bindings --lang c` writes the C bindings of a recipe world. Both read
+//! the program's own copy of `wit/`, so a recipe author installs nothing but a compiler.
 //!
 //! Componentizing embeds the chosen world's type in the module, adapts its
 //! `wasi_snapshot_preview1` imports to WASI 0.2 with the preview 1 adapter of the wasmtime
 //! version the host runs, and then puts the result through the registry's checks, the same a
-//! plugin passes before it serves: a refusal here is the one the host would give.
+//! plugin passes before it serves, and the instance memory limit: a refusal here is the one the
+//! host would give. Only the module's start-up code is left to the host's trial instantiation,
+//! since it may call ZooKeeper.
 
 use std::path::{Path, PathBuf};
 
