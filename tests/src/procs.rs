@@ -50,11 +50,17 @@ impl Running {
         self.child.id().expect("wazoo runs") as i32
     }
 
+    /// The next line wazoo prints; if it ends first, fails naming its status and what it said.
     pub async fn line(&mut self, what: &str) -> String {
-        within(LIMIT, what, self.lines.next_line())
-            .await
-            .unwrap()
-            .unwrap_or_else(|| panic!("{what}: no line"))
+        if let Some(line) = within(LIMIT, what, self.lines.next_line()).await.unwrap() {
+            return line;
+        }
+        let mut said = String::new();
+        if let Some(mut stderr) = self.child.stderr.take() {
+            let _ = within(LIMIT, "wazoo's stderr", stderr.read_to_string(&mut said)).await;
+        }
+        let status = within(LIMIT, "wazoo ends", self.child.wait()).await;
+        panic!("{what}: no line; wazoo ended with {status:?}, saying: {said}")
     }
 
     /// The `pids PARENT CHILD node NODE` line of [`forks`].
