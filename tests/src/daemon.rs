@@ -12,6 +12,20 @@ use crate::{plugins, wazoo_bin, within, zk};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
+/// The `wazoo` binary with WAZOO_SERVER=`server` in its environment and a ZooKeeper address
+/// nothing listens on (and no plugins), so all it does goes through a daemon.
+pub fn wazoo_at(server: &str) -> Command {
+    let mut command = Command::new(wazoo_bin());
+    command
+        .env("WAZOO_SERVER", server)
+        .env("WAZOO_ZOOKEEPER", "127.0.0.1:1")
+        .env("WAZOO_PLUGINS", "/nonexistent")
+        .env("WAZOO_CONNECT_TIMEOUT", "2s")
+        .env_remove("WAZOO_LOG")
+        .kill_on_drop(true);
+    command
+}
+
 /// The local `wazoo` CLI on the shared server and the freshly built plugins.
 pub fn cli() -> Command {
     let mut command = Command::new(wazoo_bin());
@@ -43,6 +57,13 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// `wazoo --server ADDR` through this daemon, with no usable ZooKeeper or plugins of its own.
+    pub fn wazoo(&self) -> Command {
+        let mut command = wazoo_at(&self.grpc);
+        command.arg("--server").arg(&self.grpc);
+        command
+    }
+
     /// Starts the daemon on `plugins` with the compile cache `cache`, on free ports; returns once
     /// it serves. Its fallback look at the directory is hourly, so the tests see swaps only
     /// through its change events.

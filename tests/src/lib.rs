@@ -13,6 +13,7 @@ pub mod matrix;
 pub mod procs;
 pub mod proxy;
 pub mod scenarios;
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

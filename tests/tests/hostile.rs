@@ -6,48 +6,19 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
 use tonic::Code;
 use wazoo_client::{Client, Options, Tls};
 use wazoo_proto::sessions_client::SessionsClient;
 use wazoo_proto::{AcquireRequest, OpenRequest};
 use wazoo_tests::daemon::{cli, output, Daemon};
 use wazoo_tests::procs::{through, Running};
+use wazoo_tests::tls::certificates;
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn cache() -> PathBuf {
     root().join("target/component-cache")
-}
-
-/// A CA and, signed by it, certificates for the daemon (127.0.0.1) and for a client, as PEM
-/// files in `dir`: `ca.pem`, `server.pem`/`server.key`, `client.pem`/`client.key`.
-fn certificates(dir: &Path, prefix: &str) {
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, format!("wazoo test {prefix}CA"));
-    ca.key_usages =
-        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-    let ca_key = KeyPair::generate().unwrap();
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, ca_key);
-    std::fs::write(dir.join(format!("{prefix}ca.pem")), ca_cert.pem()).unwrap();
-    for (name, purpose) in
-        [("server", ExtendedKeyUsagePurpose::ServerAuth), ("client", ExtendedKeyUsagePurpose::ClientAuth)]
-    {
-        let mut params =
-            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
-        params.extended_key_usages = vec![purpose];
-        params.distinguished_name.push(DnType::CommonName, name);
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &issuer).unwrap();
-        std::fs::write(dir.join(format!("{prefix}{name}.pem")), cert.pem()).unwrap();
-        std::fs::write(dir.join(format!("{prefix}{name}.key")), key.serialize_pem()).unwrap();
-    }
 }
 
 /// A lock acquire in `session` at `path`, waiting at most 5 s.

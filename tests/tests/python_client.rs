@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use wazoo_tests::daemon::{output, Daemon};
+use wazoo_tests::tls::certificates;
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -223,34 +223,10 @@ async fn the_python_client_drives_a_real_daemon() {
     );
 }
 
-/// A CA and, signed by it, a certificate for the daemon (127.0.0.1) and one for a client, as
-/// PEM files in `dir`: `ca.pem`, `server.pem`/`server.key`, `client.pem`/`client.key`.
-fn certificates(dir: &Path) {
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, "wazoo python client test CA");
-    let ca_key = KeyPair::generate().unwrap();
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, ca_key);
-    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
-    for (name, purpose) in
-        [("server", ExtendedKeyUsagePurpose::ServerAuth), ("client", ExtendedKeyUsagePurpose::ClientAuth)]
-    {
-        let mut params =
-            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
-        params.extended_key_usages = vec![purpose];
-        params.distinguished_name.push(DnType::CommonName, name);
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &issuer).unwrap();
-        std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
-        std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_client_takes_a_lock_over_mutual_tls() {
     let dir = tempfile::tempdir().unwrap();
-    certificates(dir.path());
+    certificates(dir.path(), "");
     let file = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let daemon = Daemon::start_with(
         &plugins(),

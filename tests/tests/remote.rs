@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
-use wazoo_tests::daemon::{cli, output, Daemon};
+use wazoo_tests::daemon::{cli, output, wazoo_at, Daemon};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -16,34 +16,6 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// A daemon on the shared server and plugins.
 async fn daemon() -> Daemon {
     Daemon::start(&plugins(), &root().join("target/component-cache")).await
-}
-
-/// `wazoo --server ADDR` for a daemon.
-trait Through {
-    /// The CLI through this daemon, with no usable ZooKeeper or plugins of its own.
-    fn wazoo(&self) -> Command;
-}
-
-impl Through for Daemon {
-    fn wazoo(&self) -> Command {
-        let mut command = wazoo_at(&self.grpc);
-        command.arg("--server").arg(&self.grpc);
-        command
-    }
-}
-
-/// The `wazoo` binary with WAZOO_SERVER=`server` in its environment and a ZooKeeper address
-/// nothing listens on.
-fn wazoo_at(server: &str) -> Command {
-    let mut command = Command::new(wazoo_bin());
-    command
-        .env("WAZOO_SERVER", server)
-        .env("WAZOO_ZOOKEEPER", "127.0.0.1:1")
-        .env("WAZOO_PLUGINS", "/nonexistent")
-        .env("WAZOO_CONNECT_TIMEOUT", "2s")
-        .env_remove("WAZOO_LOG")
-        .kill_on_drop(true);
-    command
 }
 
 /// Starts `command` with stdin, stdout and stderr piped; returns it and its stdout's lines.

@@ -684,21 +684,6 @@ async fn a_cache_left_unread_past_the_hosts_queue_still_ends_up_with_the_real_tr
     cache.close().await;
 }
 
-/// The `wazoo` binary through the daemon at `server` alone: no ZooKeeper or plugins of its own.
-fn through(server: &str) -> Command {
-    let mut command = Command::new(wazoo_bin());
-    command
-        .env("WAZOO_SERVER", server)
-        .env("WAZOO_ZOOKEEPER", "127.0.0.1:1")
-        .env("WAZOO_PLUGINS", "/nonexistent")
-        .env("WAZOO_CONNECT_TIMEOUT", "2s")
-        .env_remove("WAZOO_LOG")
-        .kill_on_drop(true)
-        .arg("--server")
-        .arg(server);
-    command
-}
-
 async fn next_event(events: &mut tonic::Streaming<WatchEvent>) -> WatchEvent {
     match within(LIMIT, "the daemon streams an event", events.message()).await {
         Ok(Some(event)) => event,
@@ -715,7 +700,7 @@ async fn wazoo_watch_and_grpc_watchers_through_the_daemon_see_each_change() {
     let top_stat = checker.set_data(&top, b"root", None).await.unwrap();
     let daemon = Daemon::start(&plugins(), &root().join("target/component-cache")).await;
 
-    let mut watch = WatchCommand::start(through(&daemon.grpc).args(["watch", &top, "--recursive"]));
+    let mut watch = WatchCommand::start(daemon.wazoo().args(["watch", &top, "--recursive"]));
     let request = WatchRequest { path: top.clone(), recursive: true, recipe: String::new() };
     let mut events = RecipesClient::new(daemon.channel().await).watch(request).await.unwrap().into_inner();
     let first = next_event(&mut events).await;
@@ -751,7 +736,7 @@ async fn wazoo_watch_refuses_a_relative_path_and_a_missing_recipe_in_one_line() 
         (&["watch", "/x", "--recipe", "lock"], 70, &["not wazoo:recipes/cache-recipe"]),
     ];
     for (args, status, words) in cases {
-        for (how, mut wazoo) in [("locally", cli()), ("through the daemon", through(&daemon.grpc))] {
+        for (how, mut wazoo) in [("locally", cli()), ("through the daemon", daemon.wazoo())] {
             let (code, stdout, stderr) = output(wazoo.args(args)).await;
             assert_eq!(code, status, "{args:?} {how}: {stderr}");
             assert_eq!(stdout, "", "{args:?} {how}");
@@ -863,7 +848,8 @@ async fn through_the_daemon_a_barrier_wait_that_times_out_leaves_a_later_watch_w
     .await;
 
     proxy.tap(None);
-    let mut barrier = through(&daemon.grpc)
+    let mut barrier = daemon
+        .wazoo()
         .args(["barrier", "wait", &top, "--timeout", "5s"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -876,7 +862,7 @@ async fn through_the_daemon_a_barrier_wait_that_times_out_leaves_a_later_watch_w
     assert_eq!(armed.err, Some(0), "{armed:?}");
     proxy.untap();
 
-    let mut watch = WatchCommand::start(through(&daemon.grpc).args(["watch", &top, "-r"]));
+    let mut watch = WatchCommand::start(daemon.wazoo().args(["watch", &top, "-r"]));
     assert_eq!(watch.ready().await, format!("wazoo: watching {top} and below it (1 node there)"));
     assert!(
         barrier.try_wait().unwrap().is_none(),
@@ -1023,7 +1009,7 @@ async fn wazoo_watch_accepts_the_root() {
         false => format!("created / {} {}", stat.version, String::from_utf8_lossy(&data)),
     };
     let daemon = Daemon::start(&plugins(), &root().join("target/component-cache")).await;
-    for (how, mut wazoo) in [("locally", cli()), ("through the daemon", through(&daemon.grpc))] {
+    for (how, mut wazoo) in [("locally", cli()), ("through the daemon", daemon.wazoo())] {
         let mut watch = WatchCommand::start(wazoo.args(["watch", "/", "--initial"]));
         assert_eq!(watch.line().await, root_line, "{how}");
         assert_eq!(watch.ready().await, "wazoo: watching / (1 node there)", "{how}");
