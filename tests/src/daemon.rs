@@ -73,8 +73,14 @@ impl Daemon {
 
     /// As [`Daemon::start`], with more arguments to `wazoo serve` (e.g. `--tenants FILE`).
     pub async fn start_with(plugins: &Path, cache: &Path, extra: &[&str]) -> Daemon {
+        Daemon::start_on(&zk().address(), plugins, cache, extra).await
+    }
+
+    /// As [`Daemon::start_with`], on the ZooKeeper at `zookeeper` (its members' addresses,
+    /// comma-separated).
+    pub async fn start_on(zookeeper: &str, plugins: &Path, cache: &Path, extra: &[&str]) -> Daemon {
         let mut child = Command::new(wazoo_bin())
-            .env("WAZOO_ZOOKEEPER", zk().address())
+            .env("WAZOO_ZOOKEEPER", zookeeper)
             .env("WAZOO_PLUGINS", plugins)
             .env("WAZOO_CACHE", cache)
             .env_remove("WAZOO_LOG")

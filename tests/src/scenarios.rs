@@ -1139,3 +1139,206 @@ pub async fn host_process_frozen(lab: &Lab, factor: u32) -> Report {
     epilogue(&run, lab, &path, &[&b]).await;
     run.report("wazoo process frozen for 2× the session timeout")
 }
+
+/// A daemon of the lab's own: `wazoo serve` on the lab's ZooKeeper with its session timeout,
+/// the shared plugins and compile cache, and a Rust client connected to it.
+async fn lab_daemon(lab: &Lab) -> (crate::daemon::Daemon, wazoo_client::Client) {
+    let session = format!("{}ms", lab.session.as_millis());
+    let cache = crate::root().join("target/component-cache");
+    let extra = ["--session-timeout", session.as_str()];
+    let daemon =
+        crate::daemon::Daemon::start_on(&lab.members.join(","), &crate::plugins(), &cache, &extra).await;
+    let client = wazoo_client::Client::connect(&daemon.grpc, None, Duration::from_secs(10)).await.unwrap();
+    (daemon, client)
+}
+
+fn lock_request(session: u64, path: &str) -> wazoo_proto::AcquireRequest {
+    wazoo_proto::AcquireRequest {
+        session,
+        path: path.to_string(),
+        family: wazoo_proto::Family::Lock as i32,
+        ..Default::default()
+    }
+}
+
+/// Clients of a `wazoo serve` daemon wait for a lock through it while a host holds the lock,
+/// and their client sessions end with the calls in flight: half closed by their clients, half
+/// by their TTL passing with no keepalive. Each waiter's node leaves the queue as its session
+/// ends (within its TTL and a second), its call is told UNKNOWN_SESSION, and when the holder
+/// lets go a waiter whose session lives takes the lock at once: nobody queues behind a ghost.
+pub async fn daemon_sessions_end_with_calls_waiting(lab: &Lab, waiters: usize) -> Report {
+    let run = Run::start();
+    let path = lab.path("daemon-ghosts");
+    let a = lab.site("a").await;
+    let mut holder = a.host.lock("lock").await.unwrap();
+    let held = holder.acquire(&path, None).await.unwrap();
+    run.op();
+    let (daemon, client) = lab_daemon(lab).await;
+    let ttl = Duration::from_millis(1000);
+    let mut closing = Vec::new();
+    let mut calls = Vec::new();
+    for i in 0..waiters {
+        let id = if i % 2 == 0 {
+            let session = client.session(Duration::from_secs(10), format!("closed {i}")).await.unwrap();
+            let id = session.id();
+            closing.push(session);
+            id
+        } else {
+            let request =
+                wazoo_proto::OpenRequest { ttl_ms: ttl.as_millis() as u64, name: format!("silent {i}") };
+            client.sessions().open(request).await.unwrap().into_inner().session
+        };
+        let mut recipes = client.recipes();
+        let request = lock_request(id, &path);
+        calls.push(tokio::spawn(async move { recipes.acquire(request).await }));
+    }
+    if within(&run, HANG, "the waiters queue", queued(lab, &path, 1 + waiters)).await.is_none() {
+        return run.report("daemon client sessions end with calls waiting");
+    }
+    run.fault(format!(
+        "{} client sessions closed and {} left to expire (TTL {ttl:?}) with their Acquire waiting",
+        closing.len(),
+        waiters - closing.len()
+    ));
+    let ended = Instant::now();
+    for session in closing {
+        session.close().await;
+    }
+    if within(&run, ttl + Duration::from_secs(2), "the ghosts leave the queue", queued(lab, &path, 1))
+        .await
+        .is_some()
+    {
+        run.note(format!("the queue was the holder alone {:.1?} after the sessions ended", ended.elapsed()));
+    }
+    for call in calls {
+        if let Some(joined) = within(&run, Duration::from_secs(3), "a waiting call is told", call).await {
+            let kind = joined.unwrap().err().and_then(|s| wazoo_proto::ErrorKind::of(&s));
+            run.check(kind == Some(wazoo_proto::ErrorKind::UnknownSession), || {
+                format!("a waiter whose session ended was answered {kind:?}")
+            });
+        }
+    }
+    // A live waiter through the daemon takes the lock as soon as the holder lets go.
+    let live = client.session(Duration::from_secs(10), "live".into()).await.unwrap();
+    let mut recipes = client.recipes();
+    let request = lock_request(live.id(), &path);
+    let taking = tokio::spawn(async move { recipes.acquire(request).await });
+    // Behind the holder alone: no ghost is left in the queue.
+    within(
+        &run,
+        Duration::from_secs(5),
+        "the live waiter queues behind the holder alone",
+        queued(lab, &path, 2),
+    )
+    .await;
+    holder.release().await.unwrap();
+    holder.close().await;
+    run.op();
+    if let Some(joined) = within(&run, Duration::from_secs(3), "the live waiter takes the lock", taking).await
+    {
+        match joined.unwrap() {
+            Ok(claim) => {
+                run.op();
+                let claim = claim.into_inner();
+                run.check(claim.fencing_token > held.token, || "the token did not rise".into());
+            }
+            Err(status) => run.violation(format!("the live waiter failed: {status:?}")),
+        }
+    }
+    live.close().await;
+    drop(daemon);
+    epilogue(&run, lab, &path, &[&a]).await;
+    run.report("daemon client sessions end with calls waiting")
+}
+
+/// A `wazoo serve` daemon is stopped (SIGSTOP) for `factor` × the session timeout while a client
+/// holds a lock through it and another waits through it, and a host elsewhere waits too. The
+/// holding client is told its claim is lost before that host can take it (its keepalives go
+/// unanswered for 2/3 of its TTL, the daemon's ZooKeeper session takes its whole timeout to
+/// expire); the waiting client's call fails within `wazoo_client::SILENCE` and a margin; the
+/// host takes over with a higher token and the stale holder's write is fenced; once resumed,
+/// the daemon serves again and leaves nothing behind.
+pub async fn daemon_frozen(lab: &Lab, factor: u32) -> Report {
+    let run = Run::start();
+    let path = lab.path("daemon-frozen");
+    let register = Register::new(lab, &format!("{path}-register")).await;
+    let (daemon, client) = lab_daemon(lab).await;
+    let options = wazoo_client::LockOptions { ttl: lab.session, ..Default::default() };
+    let claim = client.lock(&path, options.clone()).await.unwrap();
+    let (node, token) = (claim.node().to_string(), claim.token());
+    run.op();
+    let write = register.write(&run, "client", &node, token).await;
+    run.check(write == Write::Accepted, || format!("the holder's write was {write:?}"));
+    let lost = tokio::spawn(claim.lost());
+    let waiting = tokio::spawn({
+        let (client, path, options) = (client.clone(), path.clone(), options.clone());
+        async move { client.lock(&path, options).await }
+    });
+    queued(lab, &path, 2).await;
+    let b = lab.site("b").await;
+    let b_waits = acquire_on_task(b.host.lock("lock").await.unwrap(), &path);
+    queued(lab, &path, 3).await;
+
+    let pid = daemon.pid() as i32;
+    let frozen_for = lab.session * factor;
+    run.fault(format!("wazoo serve (pid {pid}) stopped with SIGSTOP for {frozen_for:?}"));
+    let stopped = Instant::now();
+    // SAFETY: kill(2) on the daemon this scenario started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let lost_at = match within(&run, lab.session + Duration::from_secs(2), "the client is told", lost).await {
+        Some(lost) => {
+            run.note(format!(
+                "the holding client was told {:?} after {:.1?}",
+                lost.unwrap(),
+                stopped.elapsed()
+            ));
+            Some(stopped.elapsed())
+        }
+        None => None,
+    };
+    let silence = wazoo_client::SILENCE + Duration::from_secs(2);
+    if let Some(joined) = within(&run, silence, "the waiting client's call fails", waiting).await {
+        let failed = joined.unwrap();
+        run.check(failed.is_err(), || "the waiting client took a lock from a frozen daemon".into());
+    }
+    if let Some(joined) = within(&run, lab.convergence(Duration::ZERO), "b takes the lock", b_waits).await {
+        let (mut waiter, outcome) = joined.unwrap();
+        let next = outcome.expect("b acquires");
+        let b_at = stopped.elapsed();
+        run.op();
+        run.note(format!("b holds the lock {b_at:.1?} after the stop"));
+        run.check(lost_at.is_some_and(|at| at < b_at), || {
+            format!("the client was told at {lost_at:?}, after b held the lock at {b_at:?}")
+        });
+        run.check(next.token > token, || "the token did not rise".into());
+        let write = register.write(&run, "b", &next.node, next.token).await;
+        run.check(write == Write::Accepted, || format!("the new holder's write was {write:?}"));
+        let stale = register.write(&run, "client", &node, token).await;
+        run.check(stale == Write::Fenced, || format!("the frozen holder's late write was {stale:?}"));
+        sleep_until(stopped + frozen_for).await;
+        waiter.release().await.unwrap();
+        waiter.close().await;
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    run.fault("wazoo serve resumed with SIGCONT");
+    // The daemon serves again: a fresh client takes and lets go a lock through it.
+    let served = async {
+        loop {
+            let options =
+                wazoo_client::LockOptions { timeout: Some(Duration::from_secs(5)), ..Default::default() };
+            match client.lock(&lab.path("daemon-alive"), options).await {
+                Ok(claim) => return claim.release().await,
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    };
+    if let Some(served) = within(&run, HANG, "the resumed daemon serves", served).await {
+        run.check(served.is_ok(), || format!("the resumed daemon's release failed: {served:?}"));
+        run.op();
+    }
+    drop(claim);
+    drop(daemon);
+    epilogue(&run, lab, &path, &[&b]).await;
+    run.report("wazoo serve frozen with claims held and calls waiting")
+}

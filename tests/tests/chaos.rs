@@ -154,3 +154,15 @@ async fn wazoo_process_frozen_for_twice_the_session_timeout() {
     let _turn = turn().await;
     scenarios::host_process_frozen(&standalone().await, 2).await.assert_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn daemon_client_sessions_end_with_calls_waiting() {
+    let _turn = turn().await;
+    scenarios::daemon_sessions_end_with_calls_waiting(&standalone().await, 6).await.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn daemon_frozen_with_claims_held_and_calls_waiting() {
+    let _turn = turn().await;
+    scenarios::daemon_frozen(&standalone().await, 2).await.assert_clean();
+}

@@ -426,7 +426,7 @@ async fn cli_holder_stops_and_releases_when_revoked() {
     let (mut child, pid) = hold_with_cli(&path, &[]).await;
     let node = format!("{path}/{}", children(&checker, &path).await[0]);
     let (code, stdout, stderr) = output(cli().args(["revoke", &node])).await;
-    assert_eq!((code, stdout.trim()), (0, "released"), "{stderr}");
+    assert_eq!((code, stdout.trim()), (0, "asked"), "{stderr}");
     let status = within(LIMIT, "the holder lets go", child.wait()).await.unwrap();
     assert_eq!(status.code(), Some(5), "revoked holders exit with 5");
     assert!(stderr_of(&mut child).await.contains("revoked"));

@@ -131,10 +131,10 @@ async fn a_holder_takes_claims_one_after_another_on_one_stream() {
     let mut c = client.holder(&other).await.expect("the session is still open");
     let fifth = c.acquire(&path, &options).await.unwrap();
 
-    // Its client session closed: the claim is let go and the holder is told.
+    // Its client session closed: the claim is let go and the holder is told why.
     other.close().await;
     let lost = within(LIMIT, "c is told its session ended", c.lost()).await;
-    assert!(matches!(lost, Lost::Disconnected(_)), "{lost:?}");
+    assert_eq!(lost, Lost::ClientSessionEnded);
     within(LIMIT, "the closed session's node goes", wait_gone(&checker, &fifth.node)).await;
 
     // Steps out of turn end the stream with INVALID_ARGUMENT: a release with nothing held, an

@@ -152,7 +152,7 @@ async fn own_statuses(base: impl Fn() -> Command) {
     let mut holder = Running::start(base().args(["lock", &path, "--revoked-exit-code", "93"]));
     let (node, _) = held(&mut holder).await;
     let (code, stdout, stderr) = output(cli().args(["revoke", &node])).await;
-    assert_eq!((code, stdout.trim()), (0, "released"), "{stderr}");
+    assert_eq!((code, stdout.trim()), (0, "asked"), "{stderr}");
     let (code, stderr) = holder.exit().await;
     assert_eq!(code, 93, "{stderr}");
     assert!(checker.check_stat(&node).await.unwrap().is_none());

@@ -1,6 +1,7 @@
 //! Group membership when the group's node itself goes: ZooKeeper deletes an empty container
 //! (the group node is one) after a while, and a member joining later creates it again. A
-//! watcher carries on through both and sees the members who come back.
+//! watcher carries on through both and sees the members who come back. A malformed member name
+//! is bad usage, refused before anyone is asked.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::ChildStdout;
 use wazoo_runtime::Membership;
-use wazoo_tests::daemon::cli;
+use wazoo_tests::daemon::{cli, output, wazoo_at};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -148,4 +149,24 @@ async fn an_uncertain_member_cleaned_up_spares_a_member_whose_name_begins_the_sa
         "cleaning up worker-1 deleted worker-10"
     );
     ten.close().await;
+}
+
+/// A member name that is no node name (a `/` in it, empty, `..`) is bad usage: exit status 2 and
+/// one line, before ZooKeeper is asked (nothing made), and with `--server` before the daemon is
+/// (none listens there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_member_name_is_a_usage_error_locally_and_through_a_daemon() {
+    let checker = client(&zk().address()).await;
+    let path = format!("{}/workers", unique("group-bad-name"));
+    for name in ["a b/c", "", ".."] {
+        let said = format!(
+            "wazoo: member name {name:?} is not a node name (not empty, no '/', not . or .., printable)\n"
+        );
+        let join = ["group", "join", &path, name, "--", "echo", "ran"];
+        let (code, stdout, stderr) = output(cli().args(join)).await;
+        assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", said.as_str()), "{name:?}");
+        let (code, stdout, stderr) = output(wazoo_at("127.0.0.1:1").args(join)).await;
+        assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", said.as_str()), "--server, {name:?}");
+    }
+    assert!(checker.check_stat(&path).await.unwrap().is_none(), "the group was made");
 }

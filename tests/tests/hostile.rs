@@ -629,6 +629,131 @@ async fn settings_that_would_be_ignored_are_usage_errors() {
     assert!(stderr.contains("--insecure"), "{stderr}");
 }
 
+/// `--zookeeper`, `--plugins` and `--cache` typed with `--server` would be ignored (the daemon's
+/// ZooKeeper, plugins and cache are used): refused with one line naming them, exit status 2,
+/// before the daemon is asked anything, typed before the subcommand or after it, and with
+/// `--server` from WAZOO_SERVER too. The same settings from their environment variables are let
+/// be, as a shell's profile may set them for local use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_options_typed_with_server_are_refused() {
+    let daemon = Daemon::start(&plugins(), &cache()).await;
+    let value = format!("{}/v", unique("typed-with-server"));
+    for (typed, names) in [
+        (vec!["--zookeeper", "127.0.0.1:2181"], "--zookeeper is for"),
+        (vec!["--plugins", "/srv/plugins"], "--plugins is for"),
+        (vec!["--cache", "none"], "--cache is for"),
+        (
+            vec!["--zookeeper", "127.0.0.1:2181", "--cache", "/tmp/c", "--plugins", "p"],
+            "--zookeeper, --plugins and --cache are for",
+        ),
+    ] {
+        // Before the subcommand, and after it (global options are read anywhere).
+        for place in ["before", "after"] {
+            let mut command = cli();
+            command.args(["--server", &daemon.grpc]);
+            match place {
+                "before" => command.args(&typed).args(["config", "set", &value, "x"]),
+                _ => command.args(["config", "set", &value, "x"]).args(&typed),
+            };
+            let (code, stdout, stderr) = output(&mut command).await;
+            assert_eq!((code, stdout.as_str()), (2, ""), "{typed:?} {place}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+            assert!(stderr.starts_with(&format!("wazoo: {names} this process's own host")), "{stderr}");
+            assert!(stderr.contains("the daemon's ZooKeeper, plugins and cache are used"), "{stderr}");
+        }
+    }
+    let checker = client(&zk().address()).await;
+    assert!(checker.check_stat(&value).await.unwrap().is_none(), "nothing was written");
+    // --server from the environment: the same refusal, saying where --server came from.
+    let (code, _, stderr) = output(cli().env("WAZOO_SERVER", &daemon.grpc).args([
+        "--plugins",
+        "/srv/plugins",
+        "config",
+        "get",
+        &value,
+    ]))
+    .await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--server (set by WAZOO_SERVER)"), "{stderr}");
+    // From the environment they are let be: the daemon's are used.
+    let (code, stdout, stderr) =
+        output(daemon.wazoo().env("WAZOO_CACHE", "/nonexistent").args(["config", "set", &value, "x"])).await;
+    assert_eq!((code, stdout.trim()), (0, "0"), "{stderr}");
+    assert_eq!(checker.get_data(&value).await.unwrap().0, b"x");
+}
+
+/// `serve` checks its TLS files before it says it serves: a certificate file that holds no
+/// certificate, a key file that holds no key, the key of another certificate, a client CA file
+/// that holds no certificate, and PEM blocks of garbage, each refused with one line naming the
+/// option and the file, exit status 2, and no `serving gRPC on …` line (which a supervisor
+/// waits for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_tls_files_are_refused_before_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path(), "");
+    certificates(dir.path(), "other-");
+    let (cert, key, ca) =
+        (file(dir.path(), "server.pem"), file(dir.path(), "server.key"), file(dir.path(), "ca.pem"));
+    let other_key = file(dir.path(), "other-server.key");
+    let garbage = file(dir.path(), "garbage.pem");
+    std::fs::write(&garbage, "this is not PEM\n").unwrap();
+    let bad_block = file(dir.path(), "bad-block.pem");
+    std::fs::write(
+        &bad_block,
+        "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let bad_key_block = file(dir.path(), "bad-key-block.pem");
+    std::fs::write(&bad_key_block, "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n")
+        .unwrap();
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["--tls-cert", &garbage, "--tls-key", &key],
+            format!("--tls-cert {garbage}: no certificate in the file"),
+        ),
+        (
+            vec!["--tls-cert", &cert, "--tls-key", &garbage],
+            format!("--tls-key {garbage}: no private key in the file"),
+        ),
+        (
+            vec!["--tls-cert", &cert, "--tls-key", &other_key],
+            format!("--tls-key {other_key}: not the key of the certificate in --tls-cert {cert}"),
+        ),
+        (
+            vec!["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &garbage],
+            format!("--tls-client-ca {garbage}: no certificate in the file"),
+        ),
+        (vec!["--tls-cert", &bad_block, "--tls-key", &key], format!("--tls-cert {bad_block}: ")),
+        (vec!["--tls-cert", &cert, "--tls-key", &bad_key_block], format!("--tls-key {bad_key_block}: ")),
+        (
+            vec!["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &bad_block],
+            format!("--tls-client-ca {bad_block}: "),
+        ),
+    ];
+    for (tls, says) in cases {
+        let mut serve = cli();
+        // `--tls-client-ca` is serve's own: after it.
+        serve
+            .args(["serve", "--listen", "127.0.0.1:0", "--metrics", "off", "--watch-every", "1h"])
+            .args(&tls);
+        // A daemon that took the files would serve on: it is stopped at the limit.
+        let out = within(LIMIT, "wazoo serve refuses", serve.output()).await.unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!stdout.contains("serving"), "{tls:?}: announced: {stdout}");
+        assert_eq!(out.status.code(), Some(2), "{tls:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{tls:?}: {stderr}");
+        assert!(stderr.starts_with(&format!("wazoo: {says}")), "{tls:?}: {stderr}");
+    }
+    // The good files still serve.
+    let daemon = Daemon::start_with(
+        &plugins(),
+        &cache(),
+        &["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &ca],
+    )
+    .await;
+    assert!(!daemon.grpc.is_empty());
+}
+
 /// Streams are counted per tenant (here the one host): past `--max-streams` a watch is refused,
 /// and closing one makes room again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,9 @@
 //! The Python client package `clients/python` (`wazoo-client`, import `wazoo`): its checked-in
-//! stubs match the proto, it installs offline with pip, and it drives a real `wazoo serve` on the
-//! shared real ZooKeeper (a token, locks and their fencing tokens, timeouts as typed errors,
-//! queues, configuration, counters, watches, generic invoke, claims lost while held, and TLS).
+//! stubs match the proto, it installs offline with pip (typed, beside any grpcio 1.x from 1.66.1
+//! on), and it drives a real `wazoo serve` on the shared real ZooKeeper (a token, locks and their
+//! fencing tokens, timeouts as typed errors, queues, configuration, counters, watches, generic
+//! invoke, claims lost while held and why, a frozen daemon given up within the client's bounds,
+//! and TLS).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -14,6 +16,12 @@ use wazoo_tests::tls::certificates;
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
+
+/// `wazoo.SILENCE`: the longest a daemon that stopped answering goes unnoticed by the client
+/// (a ping every second, given up after two).
+const SILENCE: f64 = 3.0;
+/// What the machine may add to a bound the client keeps (threads woken late on a busy machine).
+const SLACK: f64 = 2.0;
 
 /// The generated files `clients/python/gen_stubs.sh` writes, relative to its output directory.
 const STUBS: [&str; 4] =
@@ -96,6 +104,56 @@ async fn the_package_installs_offline_and_maps_every_error_kind() {
     assert_eq!(lines.last().copied(), Some("unit ok"), "{stdout}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_installed_package_is_typed_and_asks_for_a_range_of_grpcio() {
+    let installed = install().await;
+    assert!(
+        installed.path().join("wazoo/py.typed").is_file(),
+        "the installed package has its PEP 561 marker wazoo/py.typed"
+    );
+    let metadata = std::fs::read_dir(installed.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|e| e == "dist-info"))
+        .map(|info| std::fs::read_to_string(info.join("METADATA")).unwrap())
+        .expect("the installed package's dist-info");
+    let requires: Vec<&str> = metadata.lines().filter_map(|l| l.strip_prefix("Requires-Dist: ")).collect();
+    assert_eq!(
+        requires,
+        ["grpcio>=1.66.1,<2", "protobuf>=5.27.2,<6"],
+        "a range of grpcio, not a pin, so that the package installs beside others"
+    );
+}
+
+/// Runs `command` (a script of clients/python/tests) to its end within [`LIMIT`]: its exit
+/// status, its stdout's lines, its stderr.
+async fn run(command: &mut Command) -> (std::process::ExitStatus, Vec<String>, String) {
+    let out = within(LIMIT, "the script runs to its end", command.output()).await.unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
+    (out.status, lines, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The seconds a script printed as the last word of a line.
+fn seconds(words: &[&str]) -> f64 {
+    words.last().and_then(|w| w.parse().ok()).unwrap_or_else(|| panic!("no seconds at the end of {words:?}"))
+}
+
+/// A daemon on the shared ZooKeeper asking for a token: the daemon, the token, and the directory
+/// of its token file (to keep while the daemon runs).
+async fn daemon_with_token() -> (Daemon, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "a-token-for-the-python-client-0123".to_string();
+    std::fs::write(dir.path().join("token"), format!("{token}\n")).unwrap();
+    let token_file = dir.path().join("token").to_str().unwrap().to_string();
+    let daemon = Daemon::start_with(
+        &plugins(),
+        &root().join("target/component-cache"),
+        &["--token-file", &token_file],
+    )
+    .await;
+    (daemon, token, dir)
+}
+
 /// The words of the line of `lines` that starts with `key`, after it.
 fn line<'a>(lines: &'a [String], key: &str) -> Vec<&'a str> {
     let found = lines.iter().find(|l| l.split_whitespace().next() == Some(key));
@@ -105,16 +163,8 @@ fn line<'a>(lines: &'a [String], key: &str) -> Vec<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_python_client_drives_a_real_daemon() {
-    let dir = tempfile::tempdir().unwrap();
-    let token = "a-token-for-the-python-client-0123";
-    std::fs::write(dir.path().join("token"), format!("{token}\n")).unwrap();
-    let token_file = dir.path().join("token").to_str().unwrap().to_string();
-    let daemon = Daemon::start_with(
-        &plugins(),
-        &root().join("target/component-cache"),
-        &["--token-file", &token_file],
-    )
-    .await;
+    let (daemon, token, _dir) = daemon_with_token().await;
+    let token = token.as_str();
     let installed = install().await;
     let checker = client(&zk().address()).await;
     let base = unique("python-client");
@@ -213,14 +263,99 @@ async fn the_python_client_drives_a_real_daemon() {
     assert_eq!(line(&lines, "lock-lost"), ["node-deleted"]);
     assert!(!lines.iter().any(|l| l == "lost-unnoticed"), "{}", lines.join("\n"));
 
-    // The session closed under client b: b and its claim are lost.
-    assert_eq!(line(&lines, "session-lost"), ["True", "True", "disconnected"]);
-    assert_eq!(line(&lines, "after-loss"), ["UNKNOWN_SESSION"]);
     assert_eq!(line(&lines, "closed"), ["False"]);
+}
+
+/// A daemon that freezes (SIGSTOP) under a client holding a lock in a `with` block and following
+/// a watch: the client notices within `wazoo.SILENCE`, the claim is lost ("disconnected"), the
+/// block is left at once (LockLost, no Release waiting on the frozen daemon), the watch ends
+/// with `wazoo.Unavailable`, and calls made while it is frozen give up within the client's
+/// `call_timeout` (3 s in the script), whether they wait by design or not. Once the daemon goes
+/// on, the client closes at once and the lock is free for the next client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_gives_up_on_a_frozen_daemon() {
+    let (daemon, token, _dir) = daemon_with_token().await;
+    let installed = install().await;
+    let base = unique("python-client-frozen");
+    let pid = daemon.pid().to_string();
+    let (status, lines, stderr) =
+        run(&mut python(installed.path(), "frozen.py", &[&daemon.grpc, &base, &token, &pid])).await;
+    // Whatever the script did, the daemon goes on.
+    unsafe { libc::kill(daemon.pid() as i32, libc::SIGCONT) };
+    let all = lines.join("\n");
+    assert!(status.success(), "frozen.py failed ({status}):\n{all}\n{stderr}");
+    assert_eq!(lines.last().map(String::as_str), Some("done"), "{all}");
+
+    let lost = line(&lines, "lost");
+    assert_eq!(lost[..2], ["True", "disconnected"], "{all}");
+    let lost_after = seconds(&lost);
+    assert!(lost_after <= SILENCE + SLACK, "the claim was lost {lost_after}s after the freeze:\n{all}");
+    let left = line(&lines, "left");
+    assert_eq!(left[0], "disconnected", "leaving the block raised the claim's LockLost:\n{all}");
+    let left_after = seconds(&left);
+    assert!(
+        left_after < 10.0 && left_after <= lost_after + 1.0,
+        "the with block was left {left_after}s after the freeze, the claim lost after {lost_after}s:\n{all}"
+    );
+    let watch = line(&lines, "watch");
+    assert_eq!(watch[..2], ["Unavailable", "UNAVAILABLE"], "the watch ended with wazoo.Unavailable:\n{all}");
+    assert!(
+        seconds(&watch) <= SILENCE + SLACK,
+        "the watch ended {}s after the freeze:\n{all}",
+        seconds(&watch)
+    );
+    assert_eq!(line(&lines, "session")[0], "True", "the client session is lost:\n{all}");
+
+    // Calls made while the daemon is still frozen.
+    assert_eq!(line(&lines, "still-frozen"), ["True"], "{all}");
+    let call_timeout = 3.0;
+    for what in ["unary", "waiting", "new-watch"] {
+        let words = line(&lines, what);
+        assert_eq!(words[0], "Unavailable", "{what}: {all}");
+        assert!(["UNAVAILABLE", "DEADLINE_EXCEEDED"].contains(&words[1]), "{what}: {all}");
+        assert!(seconds(&words) <= call_timeout + SLACK, "{what} gave up after {}s:\n{all}", seconds(&words));
+    }
+
+    let closed = seconds(&line(&lines, "closed"));
+    assert!(closed <= 1.0, "closing the lost client took {closed}s:\n{all}");
+    assert_eq!(line(&lines, "again"), ["True"], "the next client took the lock:\n{all}");
+}
+
+/// Why a claim was lost, as the daemon says it, over what the client saw of its connection at
+/// the same moment: a session closed under its client is "client-session-ended"; a daemon that
+/// stops (SIGTERM) is "session-closed", not "disconnected". (Both need a daemon that sends a
+/// LostEvent for them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_says_why_a_claim_was_lost() {
+    let (daemon, token, _dir) = daemon_with_token().await;
+    let installed = install().await;
+    let checker = client(&zk().address()).await;
+    let base = unique("python-client-reasons");
+    let pid = daemon.pid().to_string();
+    let (status, lines, stderr) =
+        run(&mut python(installed.path(), "reasons.py", &[&daemon.grpc, &base, &token, &pid])).await;
+    let all = lines.join("\n");
+    assert!(status.success(), "reasons.py failed ({status}):\n{all}\n{stderr}");
+    assert_eq!(lines.last().map(String::as_str), Some("done"), "{all}");
+
+    // The session closed under client b: b and its claim are lost, and the claim says why.
+    assert_eq!(line(&lines, "session-lost"), ["True", "True", "client-session-ended"], "{all}");
+    assert_eq!(line(&lines, "after-loss"), ["UNKNOWN_SESSION"], "{all}");
+    assert_eq!(line(&lines, "left"), ["client-session-ended"], "{all}");
     assert!(
         children(&checker, &format!("{base}/semaphore/leases")).await.is_empty(),
         "the lease went with b's session"
     );
+
+    // The daemon stopped under a's lock.
+    let stopped = line(&lines, "stopped");
+    assert_eq!(stopped[..2], ["True", "session-closed"], "{all}");
+    assert!(seconds(&stopped) <= SILENCE + SLACK, "{all}");
+    assert_eq!(line(&lines, "client"), ["True"], "{all}");
+    let released = line(&lines, "released");
+    assert_eq!(released[0], "quietly", "a claim the daemon let go is not released again:\n{all}");
+    let node = line(&lines, "held")[0].to_string();
+    assert!(checker.check_stat(&node).await.unwrap().is_none(), "the lock went with the daemon");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -174,7 +174,7 @@ async fn remote_revoked_lock_stops_the_command_with_5_and_releases() {
     let path = unique("remote-revoke");
     let (mut child, pid, node) = hold(&daemon, &path, &[]).await;
     let (code, stdout, stderr) = output(cli().args(["revoke", &node])).await;
-    assert_eq!((code, stdout.trim()), (0, "released"), "{stderr}");
+    assert_eq!((code, stdout.trim()), (0, "asked"), "{stderr}");
     let status = within(LIMIT, "the holder lets go", child.wait()).await.unwrap();
     let stderr = stderr_of(&mut child).await;
     assert_eq!(status.code(), Some(5), "{stderr}");
@@ -425,7 +425,7 @@ async fn remote_revoke_releases_or_forces() {
     let path = unique("remote-revoke-asked");
     let (mut child, pid, node) = hold(&daemon, &path, &[]).await;
     let (code, stdout, stderr) = output(daemon.wazoo().args(["revoke", &node])).await;
-    assert_eq!((code, stdout.trim()), (0, "released"), "{stderr}");
+    assert_eq!((code, stdout.trim()), (0, "asked"), "{stderr}");
     let status = within(LIMIT, "the holder lets go", child.wait()).await.unwrap();
     let stderr = stderr_of(&mut child).await;
     assert_eq!(status.code(), Some(5), "{stderr}");

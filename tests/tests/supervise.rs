@@ -184,7 +184,7 @@ async fn a_revoked_claim_stops_the_whole_command() {
         let mut holder = claim(&mut cli(), kind, &path, "a", &["--grace", "5s"], &forks());
         let cmd = holder.pids().await;
         let (code, stdout, stderr) = output(cli().args(["revoke", &cmd.node])).await;
-        assert_eq!((code, stdout.trim()), (0, "released"), "{stderr}");
+        assert_eq!((code, stdout.trim()), (0, "asked"), "{stderr}");
         let (code, stderr) = holder.exit().await;
         let what = format!("{kind:?} revoked");
         if !cmd.gone() {

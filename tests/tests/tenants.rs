@@ -636,3 +636,185 @@ async fn a_reload_with_a_typo_keeps_the_tenants_that_serve() {
     takes_a_lock(new_alice_token, "/locks/mended").await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A tenants file of one tenant, `refused`, whose `recipes` are `patterns` (`config` not among
+/// them), in `dir`; its token is `token`.
+fn tenants_with_patterns(dir: &std::path::Path, token: &str, patterns: &[String]) -> std::path::PathBuf {
+    let pid = std::process::id();
+    let file = dir.join("tenants.json");
+    let tenants = serde_json::json!({"tenants": [
+        {"name": "refused", "token": token, "zookeeper_secret": "refused-zk",
+         "root": format!("/tenants/patterns-{pid}-{}", dir.file_name().unwrap().to_string_lossy()),
+         "recipes": patterns}
+    ]});
+    std::fs::write(&file, tenants.to_string()).unwrap();
+    file
+}
+
+/// The daemon's resident memory, in KiB (`VmRSS` of /proc/PID/status).
+fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("a VmRSS line");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A tenant with a thousand recipe patterns (21 KB of them) asks for a recipe it may not load:
+/// the refusal is the daemon's typed one (RECIPE_UNAVAILABLE, exit status 70 through the CLI as
+/// for any recipe refused), naming a few patterns and counting the rest, not an HTTP/2 protocol
+/// error from a message too long for gRPC's headers. A recipe name of 20,000 characters, which
+/// the refusal repeats, is refused as briefly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_recipe_list_gives_a_short_typed_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "patterns-token-0123456789";
+    let patterns: Vec<String> = (0..1_000).map(|i| format!("team-{i:04}-recipes-*")).collect();
+    assert!(patterns.iter().map(|p| p.len() + 3).sum::<usize>() > 21_000);
+    let file = tenants_with_patterns(dir.path(), token, &patterns);
+    let daemon = Daemon::start_with(
+        &plugins(),
+        &root().join("target/component-cache"),
+        &["--tenants", file.to_str().unwrap()],
+    )
+    .await;
+
+    // The CLI: one short line, the refusal's own words, the status of a refused recipe.
+    let (code, stdout, stderr) =
+        wazoo_tests::daemon::output(wazoo_tests::daemon::cli().env_remove("WAZOO_TOKEN").args([
+            "--server",
+            &daemon.grpc,
+            "--token",
+            token,
+            "config",
+            "get",
+            "/x",
+        ]))
+        .await;
+    assert_eq!((code, stdout.as_str()), (70, ""), "{stderr}");
+    assert!(!stderr.contains("protocol error"), "{stderr}");
+    assert!(stderr.contains("\"config\" is not one this tenant may load"), "{stderr}");
+    assert!(stderr.contains("team-0000-recipes-*") && stderr.contains("and 995 more"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.len() < 600, "a short message: {} bytes", stderr.len());
+
+    // Over gRPC: typed, and bounded even when the client's own text is long.
+    let channel = daemon.channel().await;
+    let (_, mut recipes, _) = as_tenant(&channel, Some(token));
+    for recipe in ["config".to_string(), "x".repeat(20_000)] {
+        let request = wazoo_proto::PathRequest { path: "/x".into(), recipe: recipe.clone() };
+        let refused = recipes.config_get(request).await.expect_err("a recipe the tenant may not load");
+        assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{:.200}", refused.message());
+        assert_eq!(wazoo_proto::ErrorKind::of(&refused), Some(wazoo_proto::ErrorKind::RecipeUnavailable));
+        assert!(refused.message().contains("is not one this tenant may load"), "{:.200}", refused.message());
+        assert!(refused.message().len() < 400, "{} bytes", refused.message().len());
+    }
+}
+
+/// A hundred thousand recipe patterns are compiled once: the daemon starts within seconds and
+/// stays small (it took 20 s and 1.1 GB when each pattern was a matcher of its own), and a
+/// refusal is as quick and as short, while the recipe the list's last glob allows serves. The
+/// bounds are generous; what they catch is the cost growing with the list again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_thousand_patterns_start_quickly_in_little_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "many-patterns-token-0123456789";
+    // Literal names, prefixes, suffixes and patterns with `?` and classes, as lists are written;
+    // the last allows `config`.
+    let mut patterns: Vec<String> = (0..100_000)
+        .map(|i| match i % 4 {
+            0 => format!("team-{i}-lock"),
+            1 => format!("team-{i}-*"),
+            2 => format!("*-team-{i}"),
+            _ => format!("team-{i}-[ab]?"),
+        })
+        .collect();
+    patterns.push("c[o]nfig".into());
+    let file = tenants_with_patterns(dir.path(), token, &patterns);
+    // The shared ZooKeeper is up before the clock starts.
+    zk();
+    let started = std::time::Instant::now();
+    let daemon = Daemon::start_with(
+        &plugins(),
+        &root().join("target/component-cache"),
+        &["--tenants", file.to_str().unwrap()],
+    )
+    .await;
+    let start = started.elapsed();
+    let channel = daemon.channel().await;
+    let (_, mut recipes, _) = as_tenant(&channel, Some(token));
+    let asked = std::time::Instant::now();
+    let request = wazoo_proto::PathRequest { path: "/x".into(), recipe: "lock".into() };
+    let refused = recipes.config_get(request).await.expect_err("a recipe the tenant may not load");
+    let refusal = asked.elapsed();
+    // What it cost first (a refusal too long for the headers must not hide that), then what it said.
+    let rss_mib = resident_kib(daemon.pid()) / 1024;
+    println!("100,000 patterns: started in {start:?}, refused in {refusal:?}, {rss_mib} MiB resident");
+    assert!(start < Duration::from_secs(10), "started in {start:?}");
+    assert!(refusal < Duration::from_secs(1), "refused in {refusal:?}");
+    assert!(rss_mib < 300, "{rss_mib} MiB resident");
+    assert_eq!(wazoo_proto::ErrorKind::of(&refused), Some(wazoo_proto::ErrorKind::RecipeUnavailable));
+    assert!(refused.message().contains("\"lock\" is not one this tenant may load"), "{}", refused.message());
+    assert!(refused.message().contains("and 99996 more"), "{}", refused.message());
+    let request = wazoo_proto::PathRequest { path: "/x".into(), recipe: "config".into() };
+    match recipes.config_get(request).await {
+        Ok(_) => {}
+        Err(e) => assert_ne!(
+            wazoo_proto::ErrorKind::of(&e),
+            Some(wazoo_proto::ErrorKind::RecipeUnavailable),
+            "{e:?}"
+        ),
+    }
+}
+
+/// A token is 1 or more visible ASCII characters (0x21–0x7E), for every client and the tenants
+/// file alike: a tenant's token with a space stops the daemon from starting, with one line
+/// naming the tenant (not the token); the CLI refuses one before it connects (exit status 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_with_a_space_is_refused_by_the_tenants_file_and_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tenants.json");
+    let tenants = serde_json::json!({"tenants": [
+        {"name": "spaced", "token": "a token with spaces in it", "zookeeper_secret": "spaced-zk",
+         "root": format!("/tenants/spaced-{}", std::process::id())}
+    ]});
+    std::fs::write(&file, tenants.to_string()).unwrap();
+    let (code, stdout, stderr) = wazoo_tests::daemon::output(wazoo_tests::daemon::cli().args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics",
+        "off",
+        "--tenants",
+        file.to_str().unwrap(),
+    ]))
+    .await;
+    assert_ne!(code, 0, "the daemon must not start: {stdout}");
+    assert!(!stdout.contains("serving"), "{stdout}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("tenant \"spaced\": the token must be visible ASCII characters (0x21–0x7E)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("with spaces"), "the token is not repeated: {stderr}");
+
+    // As --token or as WAZOO_TOKEN; an empty --token is no token either.
+    let cases = [
+        ("--token", "a token with spaces"),
+        ("--token", "tab\tbetween"),
+        ("--token", "non-ascii-é"),
+        ("--token", ""),
+        ("WAZOO_TOKEN", "a token with spaces"),
+    ];
+    for (how, token) in cases {
+        let mut command = wazoo_tests::daemon::cli();
+        command.env_remove("WAZOO_TOKEN").args(["--server", "127.0.0.1:1"]);
+        match how {
+            "--token" => command.args(["--token", token]),
+            _ => command.env("WAZOO_TOKEN", token),
+        };
+        let (code, stdout, stderr) = wazoo_tests::daemon::output(command.args(["config", "get", "/x"])).await;
+        assert_eq!((code, stdout.as_str()), (2, ""), "{how} {token:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("visible ASCII characters (0x21–0x7E), no spaces"), "{stderr}");
+        assert!(token.is_empty() || !stderr.contains(token), "the token is not repeated: {stderr}");
+    }
+}

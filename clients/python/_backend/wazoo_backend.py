@@ -1,6 +1,6 @@
 """The build backend of wazoo-client (PEP 517, with PEP 660 editable installs), on the standard
-library alone: the package is pure Python, so its wheel is the files of `wazoo/` and the
-metadata of pyproject.toml's [project] table (name, version, description, readme, license,
+library alone: the package is pure Python, so its wheel is the files of `wazoo/` (the PEP 561
+marker `wazoo/py.typed` among them: the package ships its type hints) and the metadata of pyproject.toml's [project] table (name, version, description, readme, license,
 requires-python, dependencies; nothing else is read)."""
 import base64
 import hashlib

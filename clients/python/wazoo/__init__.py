@@ -8,9 +8,10 @@ configuration, counters, caches) over the daemon's gRPC API.
             print(claim.token)  # pass the fencing token to what the lock protects
 
 Failed calls raise a `WazooError` subclass per error kind of the daemon (`Timeout`, `NoNode`,
-`BadVersion` …); a claim lost while its block ran raises `LockLost`.
+`BadVersion` …), or `Unavailable` when the daemon cannot be reached or stops answering (within
+`SILENCE` seconds, or a call's deadline); a claim lost while its block ran raises `LockLost`.
 """
-from .client import CUT_OFF, Claim, Client, Stream, WatchEvent
+from .client import CALL_TIMEOUT, CUT_OFF, PING_EVERY, PING_TIMEOUT, SILENCE, Claim, Client, Stream, WatchEvent
 from .errors import (
     BadVersion,
     ConnectionLoss,
@@ -32,6 +33,7 @@ from .errors import (
     Timeout,
     Trapped,
     Unauthenticated,
+    Unavailable,
     Unimplemented,
     UnknownHandle,
     UnknownSession,
@@ -42,8 +44,9 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "CUT_OFF", "Claim", "Client", "Stream", "WatchEvent",
-    "WazooError", "LockLost", "Timeout", "NoNode", "NodeExists", "BadVersion", "NotEmpty",
+    "CALL_TIMEOUT", "CUT_OFF", "PING_EVERY", "PING_TIMEOUT", "SILENCE", "Claim", "Client", "Stream",
+    "WatchEvent",
+    "WazooError", "Unavailable", "LockLost", "Timeout", "NoNode", "NodeExists", "BadVersion", "NotEmpty",
     "NoChildrenForEphemerals", "InvalidPath", "InvalidArgument", "ConnectionLoss", "SessionExpired",
     "NoAuth", "LimitExceeded", "QuotaExceeded", "Unimplemented", "Other", "Trapped", "Retired",
     "UnknownSession", "UnknownHandle", "WrongHandle", "RecipeUnavailable", "Unauthenticated",

@@ -191,6 +191,14 @@ class Internal(WazooError):
     kind = "INTERNAL"
 
 
+class Unavailable(WazooError):
+    """The daemon could not be reached, or stopped answering: the connection could not be made
+    or broke, its pings went unanswered (a frozen daemon, a black hole: `wazoo.SILENCE`), or a
+    call had no answer within its deadline (the client's `call_timeout`). `kind` is None (the
+    daemon's services did not say it); `code` is UNAVAILABLE, or DEADLINE_EXCEEDED for a
+    deadline. A call that failed so may have taken effect."""
+
+
 class LockLost(WazooError):
     """A claim (lock, lease, leadership) was lost while it was held.
 
@@ -237,13 +245,18 @@ def kind_of(error: grpc.RpcError) -> Optional[str]:
     return None
 
 
+#: The codes of a failed call without a kind that mean the daemon was not reached or did not
+#: answer in time (`Unavailable`): the daemon's own TIMEOUT carries its kind.
+_UNREACHED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
 def from_rpc(error: grpc.RpcError) -> WazooError:
     """The typed exception of a failed gRPC call (to raise `from` it)."""
     code = error.code() if hasattr(error, "code") else None
     details = (error.details() if hasattr(error, "details") else None) or str(error)
     reason = kind_of(error)
     if reason is None:
-        return WazooError(details, None, code)
+        return (Unavailable if code in _UNREACHED else WazooError)(details, None, code)
     cls = KINDS.get(reason)
     if cls is None:  # a kind newer than this client
         return WazooError(details, reason[len(_PREFIX):] if reason.startswith(_PREFIX) else reason, code)

@@ -91,8 +91,8 @@ pub(crate) trait Backend {
         leases: Option<u32>,
     ) -> Result<Contenders, Failure>;
     /// Asks the holder of claim node `node` to let go; with `grace`, deletes the node if it has
-    /// not within that time. Whether the holder released it (else it was deleted).
-    async fn revoke(&self, node: &str, grace: Option<Duration>) -> Result<bool, Failure>;
+    /// not within that time. What came of it.
+    async fn revoke(&self, node: &str, grace: Option<Duration>) -> Result<Revocation, Failure>;
     /// Whether `node` still exists with fencing token `token`.
     async fn fence_check(&self, node: &str, token: i64) -> Result<Holder, Failure>;
     /// Writes `value` to `path` for the holder of `node` with `token` (see
@@ -220,6 +220,37 @@ pub(crate) trait Holding {
     async fn release(self) -> Result<(), String>;
     /// Ends the handle (or session) now without giving up first: its nodes are deleted.
     async fn close(self);
+}
+
+/// What a revocation came to ([`Backend::revoke`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Revocation {
+    /// No grace: the holder was asked to let go, and nothing was waited for.
+    Asked,
+    /// The holder let go within the grace (or the node was gone already).
+    Released,
+    /// The grace passed: the node was deleted.
+    Forced,
+}
+
+impl Revocation {
+    /// What a recipe's `revoke` answered (`released`), asked with a grace or without.
+    pub(crate) fn of(released: bool, graced: bool) -> Revocation {
+        match (graced, released) {
+            (false, _) => Revocation::Asked,
+            (true, true) => Revocation::Released,
+            (true, false) => Revocation::Forced,
+        }
+    }
+
+    /// The word `wazoo revoke` prints.
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Revocation::Asked => "asked",
+            Revocation::Released => "released",
+            Revocation::Forced => "forced",
+        }
+    }
 }
 
 /// Why a claim ended while its command ran.

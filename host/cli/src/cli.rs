@@ -31,11 +31,12 @@ pub(crate) struct Cli {
     #[arg(long, global = true, env = "WAZOO_CONNECT_TIMEOUT", default_value = "10s", value_parser = args::positive_duration)]
     pub(crate) connect_timeout: Duration,
     /// Go through the `wazoo serve` daemon at ADDR (host:port) instead of opening a ZooKeeper
-    /// session; --zookeeper, --plugins and --cache are then the daemon's business
+    /// session; --zookeeper, --plugins and --cache are then the daemon's business, and refused
+    /// if typed (their WAZOO_* variables are let be)
     #[arg(long, global = true, env = "WAZOO_SERVER", value_name = "ADDR")]
     pub(crate) server: Option<String>,
     /// With --server: the tenant's API token, sent as `authorization: Bearer TOKEN` (a daemon
-    /// serving --tenants refuses calls without a known one)
+    /// serving --tenants refuses calls without a known one); visible ASCII, no spaces
     #[arg(long, global = true, env = "WAZOO_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
     /// With --server: the CA (PEM) the daemon's certificate is checked against; the connection
@@ -238,8 +239,8 @@ pub(crate) enum Command {
         /// Its data, e.g. a JSON description of the instance
         #[arg(default_value = "")]
         data: String,
-        /// A persistent node with this TTL instead of an ephemeral one (tended at least three
-        /// times per TTL; the servers must enable TTL nodes)
+        /// A persistent node with this TTL (at least 1s) instead of an ephemeral one (tended at
+        /// least three times per TTL; the servers must enable TTL nodes)
         #[arg(long, value_parser = args::duration)]
         ttl: Option<Duration>,
         /// Registration recipe component
@@ -372,7 +373,7 @@ pub(crate) enum Command {
         /// Delete the node if the holder has not released within this time
         #[arg(long, value_parser = args::duration)]
         grace: Option<Duration>,
-        /// As JSON: {"node","outcome"}, the outcome `released` or `forced`
+        /// As JSON: {"node","outcome"}, the outcome `asked` (no --grace), `released` or `forced`
         #[arg(long)]
         json: bool,
     },
@@ -462,7 +463,8 @@ pub(crate) enum Command {
         #[arg(long, value_name = "FILE", requires = "tls_cert")]
         tls_client_ca: Option<PathBuf>,
         /// A file holding the API token every client must present (`authorization: Bearer
-        /// TOKEN`), for one host without --tenants
+        /// TOKEN`), for one host without --tenants: its first line, at least 16 visible ASCII
+        /// characters, no spaces
         #[arg(long, value_name = "FILE", conflicts_with = "tenants")]
         token_file: Option<PathBuf>,
         /// Serve plain text on an address other than loopback: gRPC without --tls-cert (tokens

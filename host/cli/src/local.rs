@@ -18,6 +18,7 @@ use wazoo_runtime::{
 
 use crate::backend::{
     Backend, Contender, Ending, Failure, Granted, Holding, Instance, Participant, RecipeRow, Recipes,
+    Revocation,
 };
 
 /// How long one `observe` call blocks before `leader --watch` goes on with another (each call's
@@ -257,11 +258,11 @@ impl Backend for Local {
         Ok(wazoo_runtime::holders::read(&live.client, path, kind, leases).await?)
     }
 
-    async fn revoke(&self, node: &str, grace: Option<Duration>) -> Result<bool, Failure> {
+    async fn revoke(&self, node: &str, grace: Option<Duration>) -> Result<Revocation, Failure> {
         let mut h = self.host().await?.lock(World::Lock.default_recipe()).await?;
         let released = h.revoke(node, grace).await;
         h.close().await;
-        Ok(released?)
+        Ok(Revocation::of(released?, grace.is_some()))
     }
 
     async fn fence_check(&self, node: &str, token: i64) -> Result<Holder, Failure> {

@@ -34,7 +34,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
-use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
 
 use cli::{Cli, Command, NewCommand};
@@ -45,7 +44,12 @@ fn main() -> ExitCode {
     if let Some(code) = supervise::guard_mode() {
         return code;
     }
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.format(&mut <Cli as clap::CommandFactory>::command()).exit(),
+    };
+    let typed = Typed::of(&matches);
     let filter = tracing_subscriber::EnvFilter::try_from_env("WAZOO_LOG").unwrap_or_else(|_| "warn".into());
     let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match cli.log_format.as_str() {
@@ -59,7 +63,7 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::FAILED);
         }
     };
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(cli, typed)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("wazoo: {e:#}");
@@ -68,7 +72,48 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<u8> {
+/// What was typed on the command line, as against taken from the environment or a default:
+/// what only a typed option is refused for.
+struct Typed {
+    /// This process's own host's options typed (`--zookeeper`, `--plugins`, `--cache`): with
+    /// `--server` the daemon's are used, so they are refused. Their environment variables
+    /// (`WAZOO_ZOOKEEPER`, `WAZOO_PLUGINS`, `WAZOO_CACHE`) are tolerated, since a shell's profile
+    /// may well set them for local use beside `WAZOO_SERVER`.
+    host_options: Vec<&'static str>,
+    /// `--server` came from `WAZOO_SERVER`, not the command line.
+    server_from_env: bool,
+}
+
+impl Typed {
+    /// What `matches` say was typed.
+    fn of(matches: &clap::ArgMatches) -> Typed {
+        use clap::parser::ValueSource;
+        // Global options typed after the subcommand are propagated up, with their source.
+        let typed = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+        Typed {
+            host_options: [("zookeeper", "--zookeeper"), ("plugins", "--plugins"), ("cache", "--cache")]
+                .into_iter()
+                .filter(|(id, _)| typed(id))
+                .map(|(_, flag)| flag)
+                .collect(),
+            server_from_env: matches.value_source("server") == Some(ValueSource::EnvVariable),
+        }
+    }
+
+    /// The refusal of this host's options typed beside `--server` (some were): exit status 2.
+    fn host_options_refusal(&self) -> anyhow::Error {
+        let named = match self.host_options.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last} are", rest.join(", ")),
+            _ => format!("{} is", self.host_options.join("")),
+        };
+        let server = if self.server_from_env { "--server (set by WAZOO_SERVER)" } else { "--server" };
+        exit::usage(format!(
+            "{named} for this process's own host; with {server} the daemon's ZooKeeper, plugins and cache are used"
+        ))
+    }
+}
+
+async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
     // Completions and manual pages ask nothing of anyone and read none of the other options.
     match &cli.command {
         Command::Completions { shell } => return completions(*shell),
@@ -149,14 +194,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 ));
             }
             let tls = match (&cli.tls_cert, &cli.tls_key) {
-                (Some(cert), Some(key)) => Some(wazoo_daemon::serve::ServerTls {
-                    cert: read_file("--tls-cert", cert)?,
-                    key: read_file("--tls-key", key)?,
-                    client_ca: tls_client_ca
-                        .as_deref()
-                        .map(|ca| read_file("--tls-client-ca", ca))
-                        .transpose()?,
-                }),
+                (Some(cert), Some(key)) => Some(server_tls(cert, key, tls_client_ca.as_deref())?),
                 _ => None,
             };
             let token = token_file.as_deref().map(read_token).transpose()?;
@@ -203,7 +241,14 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 "--zookeeper-digest-file and --zookeeper-tls-* set this host's own ZooKeeper session; with --server the daemon's session is used",
             ))
         }
+        (_, Some(_)) if !typed.host_options.is_empty() => Err(typed.host_options_refusal()),
         (command, Some(server)) => {
+            if cli.token.as_deref().is_some_and(|t| !wazoo_client::valid_token(t)) {
+                // The token is a secret: the refusal does not repeat it.
+                return Err(exit::usage(
+                    "--token (or WAZOO_TOKEN): a token is 1 or more visible ASCII characters (0x21–0x7E), no spaces",
+                ));
+            }
             let tls = match &cli.tls_ca {
                 Some(ca) => {
                     let identity = cli.tls_cert.as_deref().zip(cli.tls_key.as_deref());
@@ -419,6 +464,82 @@ async fn serve(
 /// A file named by option `option`, read whole: an unreadable one is a usage error naming both.
 fn read_file(option: &str, path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| exit::usage(format!("{option} {}: {e}", path.display())))
+}
+
+/// `serve`'s TLS files, read and checked before anything is announced, each fault a usage error
+/// (exit status 2) naming the option and the file: `--tls-cert` must hold a PEM certificate
+/// chain, `--tls-key` a PEM private key rustls can sign with that is the key of that chain's
+/// first certificate, and `--tls-client-ca` PEM certificates that can be trust anchors.
+fn server_tls(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    client_ca: Option<&std::path::Path>,
+) -> anyhow::Result<wazoo_daemon::serve::ServerTls> {
+    use rustls::pki_types::pem::{self, PemObject as _};
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let refuse = |option: &str, path: &std::path::Path, why: String| {
+        exit::usage(format!("{option} {}: {why}", path.display()))
+    };
+    // The certificates of a PEM file: at least one, every block well formed.
+    let certificates = |option: &str, path: &std::path::Path, text: &[u8]| {
+        let found = CertificateDer::pem_slice_iter(text)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| refuse(option, path, pem_fault(&e)))?;
+        match found.is_empty() {
+            true => Err(refuse(option, path, "no certificate in the file".into())),
+            false => Ok(found),
+        }
+    };
+    let (cert_pem, key_pem) = (read_file("--tls-cert", cert)?, read_file("--tls-key", key)?);
+    let chain = certificates("--tls-cert", cert, &cert_pem)?;
+    let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| match e {
+        pem::Error::NoItemsFound => refuse("--tls-key", key, "no private key in the file".into()),
+        e => refuse("--tls-key", key, pem_fault(&e)),
+    })?;
+    // What the TLS server does with them, done now: the key is loaded, and compared with the
+    // certificate's public key.
+    let provider = rustls::crypto::ring::default_provider();
+    rustls::sign::CertifiedKey::from_der(chain, private, &provider).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => refuse(
+            "--tls-key",
+            key,
+            format!("not the key of the certificate in --tls-cert {}", cert.display()),
+        ),
+        rustls::Error::InvalidCertificate(why) => {
+            refuse("--tls-cert", cert, format!("not a certificate that can be served: {why}"))
+        }
+        rustls::Error::General(why) => {
+            refuse("--tls-key", key, format!("not a private key that can be used: {why}"))
+        }
+        e => refuse("--tls-key", key, format!("not a private key that can be used: {e}")),
+    })?;
+    let client_ca = match client_ca {
+        Some(ca) => {
+            let text = read_file("--tls-client-ca", ca)?;
+            let mut roots = rustls::RootCertStore::empty();
+            for anchor in certificates("--tls-client-ca", ca, &text)? {
+                roots.add(anchor).map_err(|e| {
+                    refuse("--tls-client-ca", ca, format!("not a CA certificate that can be used: {e}"))
+                })?;
+            }
+            Some(text)
+        }
+        None => None,
+    };
+    Ok(wazoo_daemon::serve::ServerTls { cert: cert_pem, key: key_pem, client_ca })
+}
+
+/// What is wrong with a PEM file, in a few words (the parser's own words can hold a whole line
+/// of the file, as bytes).
+fn pem_fault(e: &rustls::pki_types::pem::Error) -> String {
+    use rustls::pki_types::pem::Error;
+    match e {
+        Error::MissingSectionEnd { .. } => "not PEM: a block has no END line".into(),
+        Error::IllegalSectionStart { .. } => "not PEM: a malformed BEGIN line".into(),
+        Error::Base64Decode(_) => "not PEM: a block is not base64".into(),
+        Error::SectionTooLarge => "not PEM: a block is too large".into(),
+        e => format!("not PEM: {e}"),
+    }
 }
 
 /// `serve --token-file`: the token on the file's first line, at least 16 characters.

@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::bail;
 use tokio::sync::{Mutex, OnceCell};
 use tonic::{Code, Response, Status};
-use wazoo_client::{Authed, Client, ConnectError, Error, ErrorKind, Options, Session, Tls};
+use wazoo_client::{bounded, Authed, Client, ConnectError, Error, ErrorKind, Options, Session, Tls};
 use wazoo_proto as pb;
 use wazoo_proto::recipes_client::RecipesClient;
 use wazoo_runtime::fence::{Holder, Written};
@@ -27,7 +27,9 @@ use wazoo_runtime::{
     Ballot, CacheChange, CounterFormat, Entry, LeaderInfo, Membership, Mode, Outcome, TxMode, Want,
 };
 
-use crate::backend::{Backend, Contender, Ending, Failure, Granted, Holding, Instance, Participant, Recipes};
+use crate::backend::{
+    Backend, Contender, Ending, Failure, Granted, Holding, Instance, Participant, Recipes, Revocation,
+};
 use crate::exit;
 use convert::{by_path, millis};
 
@@ -104,7 +106,9 @@ impl Remote {
                 Options { token: self.token.clone(), timeout: self.connect_timeout, tls: self.tls.clone() };
             match Client::connect_with(&self.addr, &options).await {
                 Ok(client) => Ok(client),
-                Err(ConnectError::BadToken) => bail!("--token: only visible ASCII characters are allowed"),
+                Err(ConnectError::BadToken) => Err(exit::usage(
+                    "--token: the token must be one or more visible ASCII characters (no spaces)",
+                )),
                 Err(ConnectError::BadAddress(why)) => bail!("--server: {why}"),
                 Err(ConnectError::Unreachable(why)) => Err(exit::unavailable(why)),
             }
@@ -178,6 +182,12 @@ impl Remote {
         Failure::Error { code: exit::FAILED, text, after_context: false }
     }
 
+    /// A call that waited in a client session that ended (the daemon ended it, or stopped
+    /// answering its keepalives): unavailable, exit status 69.
+    fn ended(&self, why: String) -> Failure {
+        Failure::Error { code: exit::UNAVAILABLE, text: why, after_context: false }
+    }
+
     /// A watch stream the daemon ended (it stopped, or went away): unavailable, exit status 69.
     fn stopped_reporting(&self, what: &str) -> Failure {
         let text = format!("the wazoo daemon at {} stopped reporting {what}", self.addr);
@@ -199,7 +209,7 @@ impl Remote {
 
     /// The daemon's list of components.
     async fn listed(&self) -> Result<Vec<pb::Recipe>, Failure> {
-        let reply = self.client().await?.admin().list_recipes(pb::Empty {}).await;
+        let reply = self.client().await?.admin().list_recipes(bounded(pb::Empty {})).await;
         Ok(self.answer(reply)?.recipes)
     }
 
@@ -260,7 +270,7 @@ impl Backend for Remote {
             ephemeral,
             session: session.as_ref().map_or(0, |s| s.id()),
         };
-        let put = recipes.queue_put(request).await;
+        let put = recipes.queue_put(bounded(request)).await;
         self.kept.lock().await.extend(session);
         Ok(self.answer(put)?.node)
     }
@@ -272,11 +282,11 @@ impl Backend for Remote {
     }
 
     async fn queue_len(&self, path: &str) -> Result<u32, Failure> {
-        Ok(self.answer(self.recipes().await?.queue_len(by_path(path)).await)?.items)
+        Ok(self.answer(self.recipes().await?.queue_len(bounded(by_path(path))).await)?.items)
     }
 
     async fn config_get(&self, path: &str) -> Result<Option<Entry>, Failure> {
-        Ok(convert::entry(self.answer(self.recipes().await?.config_get(by_path(path)).await)?))
+        Ok(convert::entry(self.answer(self.recipes().await?.config_get(bounded(by_path(path))).await)?))
     }
 
     async fn config_set(&self, path: &str, data: Vec<u8>, version: Option<i32>) -> Result<i32, Failure> {
@@ -286,7 +296,7 @@ impl Backend for Remote {
             expected_version: version,
             recipe: String::new(),
         };
-        Ok(self.answer(self.recipes().await?.config_set(request).await)?.version)
+        Ok(self.answer(self.recipes().await?.config_set(bounded(request)).await)?.version)
     }
 
     async fn config_watch(&self, path: &str, each: &mut dyn FnMut(Option<&Entry>)) -> Result<(), Failure> {
@@ -303,17 +313,19 @@ impl Backend for Remote {
     async fn counter_get(&self, path: &str, format: CounterFormat) -> Result<i64, Failure> {
         let format = convert::counter_format(format) as i32;
         let request = pb::CounterGetRequest { path: path.to_string(), recipe: String::new(), format };
-        Ok(self.answer(self.recipes().await?.counter_get(request).await)?.value)
+        Ok(self.answer(self.recipes().await?.counter_get(bounded(request)).await)?.value)
     }
 
     async fn counter_add(&self, path: &str, delta: i64, format: CounterFormat) -> Result<i64, Failure> {
         let format = convert::counter_format(format) as i32;
         let request = pb::CounterAddRequest { path: path.to_string(), delta, recipe: String::new(), format };
-        Ok(self.answer(self.recipes().await?.counter_add(request).await)?.value)
+        Ok(self.answer(self.recipes().await?.counter_add(bounded(request)).await)?.value)
     }
 
     async fn group_members(&self, path: &str) -> Result<Membership, Failure> {
-        Ok(convert::membership(self.answer(self.recipes().await?.group_members(by_path(path)).await)?))
+        Ok(convert::membership(
+            self.answer(self.recipes().await?.group_members(bounded(by_path(path))).await)?,
+        ))
     }
 
     async fn group_watch(&self, path: &str, each: &mut dyn FnMut(&Membership)) -> Result<(), Failure> {
@@ -347,12 +359,12 @@ impl Backend for Remote {
 
     async fn barrier_set(&self, path: &str, recipe: &str) -> Result<bool, Failure> {
         let request = pb::PathRequest { path: path.to_string(), recipe: recipe.to_string() };
-        Ok(self.answer(self.recipes().await?.barrier_set(request).await)?.changed)
+        Ok(self.answer(self.recipes().await?.barrier_set(bounded(request)).await)?.changed)
     }
 
     async fn barrier_remove(&self, path: &str, recipe: &str) -> Result<bool, Failure> {
         let request = pb::PathRequest { path: path.to_string(), recipe: recipe.to_string() };
-        Ok(self.answer(self.recipes().await?.barrier_remove(request).await)?.changed)
+        Ok(self.answer(self.recipes().await?.barrier_remove(bounded(request)).await)?.changed)
     }
 
     async fn barrier_wait(&self, path: &str, timeout: Option<Duration>, recipe: &str) -> Result<(), Failure> {
@@ -394,18 +406,21 @@ impl Backend for Remote {
     ) -> Result<Contenders, Failure> {
         let request =
             pb::HoldersRequest { path: path.to_string(), kind: convert::holders_kind(kind) as i32, leases };
-        Ok(convert::contenders(self.answer(self.recipes().await?.holders(request).await)?))
+        Ok(convert::contenders(self.answer(self.recipes().await?.holders(bounded(request)).await)?))
     }
 
-    async fn revoke(&self, node: &str, grace: Option<Duration>) -> Result<bool, Failure> {
+    async fn revoke(&self, node: &str, grace: Option<Duration>) -> Result<Revocation, Failure> {
         let request =
             pb::RevokeRequest { node: node.to_string(), grace_ms: millis(grace), recipe: String::new() };
-        Ok(self.answer(self.recipes().await?.revoke(request).await)?.released)
+        let mut request = tonic::Request::new(request);
+        request.set_timeout(grace.unwrap_or_default() + wazoo_client::CALL_TIMEOUT);
+        let reply = self.answer(self.recipes().await?.revoke(request).await)?;
+        Ok(convert::revoked(&reply, grace.is_some()))
     }
 
     async fn fence_check(&self, node: &str, token: i64) -> Result<Holder, Failure> {
         let request = pb::FenceCheckRequest { node: node.to_string(), token };
-        Ok(convert::holder(&self.answer(self.recipes().await?.fence_check(request).await)?))
+        Ok(convert::holder(&self.answer(self.recipes().await?.fence_check(bounded(request)).await)?))
     }
 
     async fn fence_write(
@@ -421,7 +436,7 @@ impl Backend for Remote {
             path: path.to_string(),
             value: value.to_vec(),
         };
-        Ok(convert::written(&self.answer(self.recipes().await?.fence_write(request).await)?))
+        Ok(convert::written(&self.answer(self.recipes().await?.fence_write(bounded(request)).await)?))
     }
 
     async fn tx_coordinate(
@@ -533,20 +548,37 @@ impl Contender for RemoteContender {
             timeout_ms,
             recipe: recipe.clone(),
         };
-        let reply = match &self.want {
-            Want::Lock => recipes.acquire(acquire(pb::Family::Lock, 0)).await,
-            Want::ReadWrite(Mode::Read) => recipes.acquire(acquire(pb::Family::ReadLock, 0)).await,
-            Want::ReadWrite(Mode::Write) => recipes.acquire(acquire(pb::Family::WriteLock, 0)).await,
-            Want::Lease { max_leases } => recipes.acquire(acquire(pb::Family::Semaphore, *max_leases)).await,
-            Want::Leadership { id } => {
-                let request = pb::CampaignRequest { session, path, id: id.clone(), timeout_ms, recipe };
-                recipes.campaign(request).await
+        let acquiring = async {
+            match &self.want {
+                Want::Lock => recipes.acquire(acquire(pb::Family::Lock, 0)).await,
+                Want::ReadWrite(Mode::Read) => recipes.acquire(acquire(pb::Family::ReadLock, 0)).await,
+                Want::ReadWrite(Mode::Write) => recipes.acquire(acquire(pb::Family::WriteLock, 0)).await,
+                Want::Lease { max_leases } => {
+                    recipes.acquire(acquire(pb::Family::Semaphore, *max_leases)).await
+                }
+                Want::Leadership { id } => {
+                    let (path, recipe) = (path.clone(), recipe.clone());
+                    let request = pb::CampaignRequest { session, path, id: id.clone(), timeout_ms, recipe };
+                    recipes.campaign(request).await
+                }
+                Want::Membership { name, data } => {
+                    let (path, recipe) = (path.clone(), recipe.clone());
+                    let request = pb::GroupJoinRequest {
+                        session,
+                        path,
+                        name: name.clone(),
+                        data: data.clone(),
+                        recipe,
+                    };
+                    recipes.group_join(request).await
+                }
             }
-            Want::Membership { name, data } => {
-                let request =
-                    pb::GroupJoinRequest { session, path, name: name.clone(), data: data.clone(), recipe };
-                recipes.group_join(request).await
-            }
+        };
+        // A wait ends with the client session: a daemon that stopped answering is not waited
+        // for past the session's keepalives.
+        let reply = tokio::select! {
+            reply = acquiring => reply,
+            why = self.session.ended() => return Err(self.remote.ended(why)),
         };
         let claim = self.remote.answer(reply)?;
         let granted = Granted { node: claim.node.clone(), token: claim.fencing_token };
@@ -562,7 +594,7 @@ impl Contender for RemoteContender {
             note: note.to_string(),
         };
         let mut recipes = self.remote.recipes().await.map_err(|e| format!("{e:#}"))?;
-        recipes.acknowledge(request).await.map(drop).map_err(|s| s.message().to_string())
+        recipes.acknowledge(bounded(request)).await.map(drop).map_err(|s| s.message().to_string())
     }
 
     async fn hold(self) -> anyhow::Result<RemoteClaim> {
@@ -631,7 +663,11 @@ impl Instance for RemoteInstance {
             handle: self.handle,
             keep: self.handle == 0,
         };
-        let reply = self.remote.answer(self.remote.recipes().await?.invoke(request).await)?;
+        let mut recipes = self.remote.recipes().await?;
+        let reply = tokio::select! {
+            reply = recipes.invoke(request) => self.remote.answer(reply)?,
+            why = self.session.ended() => return Err(self.remote.ended(why)),
+        };
         self.handle = reply.handle;
         self.remote.json(reply)
     }
@@ -658,7 +694,11 @@ impl Participant for RemoteParticipant {
             timeout_ms: millis(timeout),
             recipe: self.recipe.clone(),
         };
-        let entered = self.remote.answer(self.remote.recipes().await?.double_barrier_enter(request).await)?;
+        let mut recipes = self.remote.recipes().await?;
+        let entered = tokio::select! {
+            entered = recipes.double_barrier_enter(request) => self.remote.answer(entered)?,
+            why = self.session.ended() => return Err(self.remote.ended(why)),
+        };
         self.entered = Some(entered.handle);
         Ok(())
     }
@@ -668,7 +708,11 @@ impl Participant for RemoteParticipant {
         let Some(handle) = self.entered else { return Ok(()) };
         let request =
             pb::DoubleBarrierLeaveRequest { session: self.session.id(), handle, timeout_ms: millis(timeout) };
-        self.remote.answer(self.remote.recipes().await?.double_barrier_leave(request).await).map(drop)
+        let mut recipes = self.remote.recipes().await?;
+        tokio::select! {
+            left = recipes.double_barrier_leave(request) => self.remote.answer(left).map(drop),
+            why = self.session.ended() => Err(self.remote.ended(why)),
+        }
     }
 
     async fn close(self) {

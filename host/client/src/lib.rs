@@ -102,6 +102,35 @@ impl std::error::Error for Error {}
 /// answered counts as lost: 2/3, as the daemon's own ZooKeeper sessions.
 pub const CUT_OFF: (u32, u32) = (2, 3);
 
+/// How often the connection to the daemon is pinged (HTTP/2 PING), calls in flight or not.
+pub const PING_EVERY: Duration = Duration::from_secs(1);
+/// How long a ping may go unanswered before the connection counts as dead and is dropped.
+pub const PING_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest a daemon that stopped answering (frozen, cut off, a black hole) goes unnoticed:
+/// a ping goes out within [`PING_EVERY`] and is given up after [`PING_TIMEOUT`]. Then the
+/// connection is dropped, and every call and stream on it fails with `UNAVAILABLE` (no
+/// [`ErrorKind`]), whether it was waiting by design (an Acquire with no timeout, a watch) or not.
+pub const SILENCE: Duration = Duration::from_secs(3);
+
+/// The deadline of a call that does not wait by design (Release, Close, a read or a write):
+/// past it the call fails `DEADLINE_EXCEEDED` on the client, and the daemon gives it up too
+/// (the `grpc-timeout` header). Calls that wait by design are bounded by [`SILENCE`] and, where
+/// they have one, by their client session's keepalives.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `message` as a request bounded by [`CALL_TIMEOUT`].
+pub fn bounded<T>(message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(CALL_TIMEOUT);
+    request
+}
+
+/// Whether `token` may be sent as an API token: one or more visible ASCII characters (`!` to
+/// `~`), no spaces. The same rule holds for the daemon's tenants file and the Python client.
+pub fn valid_token(token: &str) -> bool {
+    !token.is_empty() && token.bytes().all(|b| b.is_ascii_graphic())
+}
+
 /// The channel to the daemon, every call carrying the tenant's token (if any).
 pub type Authed = tonic::service::interceptor::InterceptedService<Channel, Bearer>;
 
@@ -193,7 +222,7 @@ impl Tls {
 /// Why [`Client::connect`] failed.
 #[derive(Debug)]
 pub enum ConnectError {
-    /// The token has characters a header cannot carry.
+    /// The token is not one or more visible ASCII characters ([`valid_token`]).
     BadToken,
     /// The address is not a URI or `host:port`.
     BadAddress(String),
@@ -204,7 +233,9 @@ pub enum ConnectError {
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ConnectError::BadToken => f.write_str("the token may hold only visible ASCII characters"),
+            ConnectError::BadToken => {
+                f.write_str("the token must be one or more visible ASCII characters (no spaces)")
+            }
             ConnectError::BadAddress(why) | ConnectError::Unreachable(why) => f.write_str(why),
         }
     }
@@ -235,6 +266,7 @@ impl Client {
     pub async fn connect_with(addr: &str, options: &Options) -> Result<Client, ConnectError> {
         let timeout = options.timeout;
         let bearer = match &options.token {
+            Some(t) if !valid_token(t) => return Err(ConnectError::BadToken),
             Some(t) => Some(format!("Bearer {t}").parse().map_err(|_| ConnectError::BadToken)?),
             None => None,
         };
@@ -242,7 +274,11 @@ impl Client {
         let uri = if addr.contains("://") { addr.to_string() } else { format!("{scheme}://{addr}") };
         let mut endpoint = Endpoint::from_shared(uri.clone())
             .map_err(|e| ConnectError::BadAddress(format!("not an address: {addr:?} ({e})")))?
-            .connect_timeout(timeout);
+            .connect_timeout(timeout)
+            // A daemon that stops answering is found out within SILENCE, calls or none.
+            .http2_keep_alive_interval(PING_EVERY)
+            .keep_alive_timeout(PING_TIMEOUT)
+            .keep_alive_while_idle(true);
         match (&options.tls, uri.starts_with("https://")) {
             (Some(tls), true) => {
                 endpoint = endpoint.tls_config(tls.config()).map_err(|e| {
@@ -309,7 +345,7 @@ impl Client {
     pub async fn session(&self, ttl: Duration, name: String) -> Result<Session, Error> {
         let mut sessions = self.sessions();
         let ttl_ms = ttl.as_millis().try_into().unwrap_or(u64::MAX);
-        let opened = sessions.open(pb::OpenRequest { ttl_ms, name }).await?.into_inner();
+        let opened = sessions.open(bounded(pb::OpenRequest { ttl_ms, name })).await?.into_inner();
         let (id, ttl) = (opened.session, Duration::from_millis(opened.ttl_ms));
         let (tx, rx) = mpsc::channel(4);
         let replies = sessions.keep_alive(ReceiverStream::new(rx)).await?.into_inner();
@@ -323,7 +359,13 @@ impl Client {
     pub async fn lock(&self, path: &str, options: LockOptions) -> Result<Claim, Error> {
         let session = self.session(options.ttl, format!("wazoo-client lock {path}")).await?;
         let request = options.request(session.id, path);
-        match self.recipes().acquire(request).await {
+        // A wait ends with the session: the daemon ends its calls once it ends the session.
+        let mut recipes = self.recipes();
+        let acquired = tokio::select! {
+            acquired = recipes.acquire(request) => acquired,
+            why = session.ended() => Err(Status::unavailable(why)),
+        };
+        match acquired {
             Ok(claim) => self.follow(session, claim.into_inner()).await,
             Err(status) => {
                 session.close().await;
@@ -354,7 +396,7 @@ impl Client {
     /// (`Campaign`, `GroupJoin`), made on [`Client::recipes`].
     pub async fn follow(&self, session: Session, claim: pb::Claim) -> Result<Claim, Error> {
         let handle = pb::HandleRef { session: session.id, handle: claim.handle };
-        match self.recipes().lost(handle).await {
+        match self.recipes().lost(bounded(handle)).await {
             Ok(lost) => Ok(Claim {
                 client: self.clone(),
                 session,
@@ -473,12 +515,24 @@ impl Holder {
         }
         let mut ended = self.ended.clone();
         let event = tokio::select! {
+            biased;
             event = self.events.message() => event,
             why = async { ended.wait_for(Option::is_some).await.map(|w| w.clone()).ok().flatten() } => {
-                let why = why.unwrap_or_else(|| "the client session ended".to_string());
-                let lost = Lost::Disconnected(why);
-                self.lost = Some(lost.clone());
-                return lost;
+                match why {
+                    // No keepalive answered, or the daemon ended the session: the claim counts
+                    // as lost now, whatever the stream says later.
+                    Some(why) => {
+                        let lost = Lost::Disconnected(why);
+                        self.lost = Some(lost.clone());
+                        return lost;
+                    }
+                    // The session was closed or dropped here: the daemon says why on the stream
+                    // (its client session ended), within SILENCE of a daemon that went quiet.
+                    None => match tokio::time::timeout(SILENCE, self.events.message()).await {
+                        Ok(event) => event,
+                        Err(_) => Ok(None),
+                    },
+                }
             }
         };
         let lost = match event {
@@ -585,9 +639,10 @@ impl Session {
         }
     }
 
-    /// Closes the session, deleting whatever it still holds.
+    /// Closes the session, deleting whatever it still holds. Bounded by [`CALL_TIMEOUT`]: a
+    /// daemon that does not answer ends the session itself a TTL after the last keepalive.
     pub async fn close(mut self) {
-        let _ = self.sessions.close(pb::SessionRef { session: self.id }).await;
+        let _ = self.sessions.close(bounded(pb::SessionRef { session: self.id })).await;
     }
 }
 
@@ -672,6 +727,11 @@ pub enum Lost {
     Revoked,
     /// The daemon had no answer from ZooKeeper for [`CUT_OFF`] of its session timeout.
     CutOff,
+    /// Another call let the claim go (a `Release` of its handle while a [`Holder`] held it).
+    Released,
+    /// The claim's client session ended while it was held (closed, or its TTL passed without a
+    /// keepalive the daemon received): the daemon deleted its node.
+    ClientSessionEnded,
     /// The client session ended, or the connection to the daemon broke (the reason in words).
     Disconnected(String),
     /// A reason this client does not know (or none, from an older daemon), with the daemon's
@@ -688,6 +748,8 @@ impl Lost {
             Ok(LossReason::NodeDeleted) => Lost::NodeDeleted,
             Ok(LossReason::Revoked) => Lost::Revoked,
             Ok(LossReason::CutOff) => Lost::CutOff,
+            Ok(LossReason::Released) => Lost::Released,
+            Ok(LossReason::ClientSessionEnded) => Lost::ClientSessionEnded,
             Ok(LossReason::Unspecified) | Err(_) => Lost::Other(event.reason.clone()),
         }
     }
@@ -737,7 +799,7 @@ impl Claim {
                 let Some(mut stream) = stream else { return std::future::pending().await };
                 match stream.message().await {
                     Ok(Some(event)) => Lost::from_event(&event),
-                    // The daemon ends the stream quietly when it closes the handle itself.
+                    // The daemon ends the stream quietly when the claim was released.
                     Ok(None) => Lost::Disconnected(format!("the wazoo daemon at {addr} closed the claim")),
                     Err(status) => Lost::Disconnected(format!(
                         "lost the connection to the wazoo daemon at {addr}: {}",
@@ -745,7 +807,9 @@ impl Claim {
                     )),
                 }
             };
+            // What the daemon said goes first when both are there.
             tokio::select! {
+                biased;
                 lost = event => lost,
                 why = ended => Lost::Disconnected(why),
             }
@@ -761,7 +825,7 @@ impl Claim {
 
     /// Lets the claim go and keeps the session, for [`Claim::close`] to end.
     pub async fn release_only(&mut self) -> Result<(), Error> {
-        self.client.recipes().release(self.handle).await.map(|_| ()).map_err(Error::from)
+        self.client.recipes().release(bounded(self.handle)).await.map(|_| ()).map_err(Error::from)
     }
 
     /// Closes the claim's session, deleting whatever it still holds.

@@ -6,7 +6,7 @@
 //! ```json
 //! {"tenants": [{
 //!   "name": "alice",
-//!   "token": "a long random API token",
+//!   "token": "a-long-random-API-token-without-spaces",
 //!   "zookeeper_secret": "the password of alice's ZooKeeper digest identity",
 //!   "root": "/tenants/alice",
 //!   "recipes": ["lock", "queue", "config", "alice-*"],
@@ -30,8 +30,10 @@
 //! ```
 //!
 //! Only `name`, `zookeeper_secret`, and one of `token` or `token_sha256` are required. `token`
-//! is the tenant's API token (at least 16 characters); `token_sha256` is its SHA-256 in 64 hex
-//! digits, so that the token itself need not sit in the file. `root` defaults to
+//! is the tenant's API token: at least 16 visible ASCII characters (0x21–0x7E, no spaces), the
+//! one rule of a token that every client (the CLI, the Rust and Python clients) holds to, since
+//! it travels as `authorization: Bearer TOKEN`. `token_sha256` is its SHA-256 in 64 hex digits,
+//! so that the token itself need not sit in the file. `root` defaults to
 //! `/tenants/NAME`, `recipes` to every component in the plugins directory, `plugins` to the
 //! daemon's, and each limit to the host's default.
 //!
@@ -303,6 +305,9 @@ fn tenant(t: Value) -> anyhow::Result<TenantSpec> {
         (Some(_), Some(_)) => bail!("give either \"token\" or \"token_sha256\", not both"),
         (None, None) => bail!("no \"token\" or \"token_sha256\""),
         (Some(token), None) => {
+            if !token.bytes().all(|b| b.is_ascii_graphic()) {
+                bail!("the token must be visible ASCII characters (0x21–0x7E): no spaces, no others");
+            }
             if token.len() < 16 {
                 bail!("the token must be at least 16 characters");
             }
@@ -676,6 +681,10 @@ mod tests {
             ),
             (r#"{"tenants": [{"name": "a", "token": "short", "zookeeper_secret": "a"}]}"#, "16 characters"),
             (
+                r#"{"tenants": [{"name": "a", "token": "a token with spaces", "zookeeper_secret": "a"}]}"#,
+                "tenant \"a\": the token must be visible ASCII characters (0x21–0x7E): no spaces",
+            ),
+            (
                 r#"{"tenants": [{"name": "a", "token": "0123456789abcdef", "zookeeper_secret": "a:b"}]}"#,
                 "without ':'",
             ),
@@ -810,6 +819,39 @@ mod tests {
             1,
         );
         assert!(error(&text).contains("tenants \"alice\" and \"bob\" share a token"), "{}", error(&text));
+    }
+
+    /// A token is what every client sends: visible ASCII (0x21–0x7E), no space, tab, control
+    /// or other character, wherever it stands; the refusal names the tenant and not the token.
+    #[test]
+    fn a_token_is_visible_ascii_only() {
+        let with = |token: &str| {
+            serde_json::json!({"tenants": [{"name": "alice", "token": token, "zookeeper_secret": "a"}]})
+                .to_string()
+        };
+        for bad in [
+            "0123456789abcdef alice",
+            " 0123456789abcdef",
+            "0123456789abcdef\t",
+            "0123456789abcdef\u{7f}",
+            "0123456789abcdef-é",
+            "0123456789abcdef\u{a0}",
+            "0123456789abcdef\n",
+        ] {
+            let err = error(&with(bad));
+            assert!(
+                err.starts_with("tenant \"alice\": the token must be visible ASCII characters (0x21–0x7E)"),
+                "{bad:?}: {err}"
+            );
+            assert!(!err.contains("0123456789abcdef") && !err.contains('\n'), "{bad:?}: {err}");
+        }
+        for good in ["0123456789abcdef", "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"] {
+            assert!(parse(&with(good)).is_ok(), "{good:?}: {}", error(&with(good)));
+        }
+        // The TOML file is held to the same rule.
+        let toml = "[[tenants]]\nname = \"alice\"\ntoken = \"0123456789 abcdef\"\nzookeeper_secret = \"a\"\n";
+        let err = format!("{:#}", parse_toml(toml).unwrap_err());
+        assert!(err.contains("tenant \"alice\": the token must be visible ASCII"), "{err}");
     }
 
     #[test]

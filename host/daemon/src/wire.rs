@@ -5,7 +5,9 @@
 //! [`pb::ErrorKind`] (carried as a `google.rpc.ErrorInfo` in the status details, see
 //! [`pb::ErrorKind::status`]) fixed together, so a client reads the kind and never the message.
 //! The messages keep their leading word (`bad-version:`, `session:` …) for the clients that still
-//! read it.
+//! read it. Every message is bounded ([`MAX_MESSAGE`]): one that embeds what a client sent or an
+//! operator listed (a recipe name, a path, a tenant's patterns) never outgrows the HTTP/2 headers
+//! it travels in.
 
 use tonic::{Code, Status};
 use wazoo_proto as pb;
@@ -15,6 +17,24 @@ use zookeeper_client::SessionState;
 
 use pb::ErrorKind;
 
+/// The longest status message, in bytes: a longer one is cut at a character and ends in `…`.
+/// The message travels in the `grpc-message` header (percent-encoded, up to three bytes a byte)
+/// and again in the details' `google.rpc.Status` (base64), and a client's HTTP/2 headers are at
+/// most 16 KiB; 1 KiB leaves room for both.
+pub const MAX_MESSAGE: usize = 1024;
+
+/// A status of `kind` and `code` whose message is cut to [`MAX_MESSAGE`] bytes: every status
+/// this module makes is made here.
+fn bounded(kind: ErrorKind, code: Code, message: impl Into<String>) -> Status {
+    let mut message = message.into();
+    if message.len() > MAX_MESSAGE {
+        let end = message.floor_char_boundary(MAX_MESSAGE - '…'.len_utf8());
+        message.truncate(end);
+        message.push('…');
+    }
+    kind.status(code, message)
+}
+
 /// A recipe error as a gRPC status (the proto's header has the table): the kind of its
 /// `zk-error` case, or TRAPPED / RETIRED; the message is the error's WIT name, then what it says.
 pub fn status(e: RecipeError) -> Status {
@@ -22,10 +42,10 @@ pub fn status(e: RecipeError) -> Status {
     match e {
         RecipeError::Zk(z) => {
             let (kind, code, name) = zk(&z);
-            kind.status(code, format!("{name}: {text}"))
+            bounded(kind, code, format!("{name}: {text}"))
         }
-        RecipeError::Trapped(_) => ErrorKind::Trapped.status(Code::Internal, format!("trapped: {text}")),
-        RecipeError::Retired => ErrorKind::Retired.status(Code::Internal, format!("trapped: {text}")),
+        RecipeError::Trapped(_) => bounded(ErrorKind::Trapped, Code::Internal, format!("trapped: {text}")),
+        RecipeError::Retired => bounded(ErrorKind::Retired, Code::Internal, format!("trapped: {text}")),
     }
 }
 
@@ -54,51 +74,55 @@ fn zk(e: &ZkError) -> (ErrorKind, Code, &'static str) {
 }
 
 /// A handle that could not be made (no such recipe, refused component, ZooKeeper down):
-/// FAILED_PRECONDITION, RECIPE_UNAVAILABLE, message `recipe:`.
+/// FAILED_PRECONDITION, RECIPE_UNAVAILABLE, message `recipe:`. The host's instances all in use
+/// is a passing shortage instead: RESOURCE_EXHAUSTED, LIMIT_EXCEEDED, message `limit-exceeded:`.
 pub fn no_handle(e: anyhow::Error) -> Status {
-    ErrorKind::RecipeUnavailable.status(Code::FailedPrecondition, format!("recipe: {e:#}"))
+    if wazoo_runtime::error::is_exhausted(&e) {
+        return exhausted(format!("limit-exceeded: the daemon's recipe instances are all in use: {e:#}"));
+    }
+    bounded(ErrorKind::RecipeUnavailable, Code::FailedPrecondition, format!("recipe: {e:#}"))
 }
 
 /// A client session that is not open: NOT_FOUND, UNKNOWN_SESSION (the message starts `session:`).
 pub fn unknown_session(message: String) -> Status {
-    ErrorKind::UnknownSession.status(Code::NotFound, message)
+    bounded(ErrorKind::UnknownSession, Code::NotFound, message)
 }
 
 /// A handle the session does not hold: NOT_FOUND, UNKNOWN_HANDLE (the message starts `handle:`).
 pub fn unknown_handle(message: String) -> Status {
-    ErrorKind::UnknownHandle.status(Code::NotFound, message)
+    bounded(ErrorKind::UnknownHandle, Code::NotFound, message)
 }
 
 /// A handle holding another kind of claim than the call needs: FAILED_PRECONDITION,
 /// WRONG_HANDLE (the message starts `handle:`).
 pub fn wrong_handle(message: String) -> Status {
-    ErrorKind::WrongHandle.status(Code::FailedPrecondition, message)
+    bounded(ErrorKind::WrongHandle, Code::FailedPrecondition, message)
 }
 
 /// A request field the daemon refuses itself: INVALID_ARGUMENT, INVALID_ARGUMENT.
 pub fn invalid_argument(message: impl Into<String>) -> Status {
-    ErrorKind::InvalidArgument.status(Code::InvalidArgument, message)
+    bounded(ErrorKind::InvalidArgument, Code::InvalidArgument, message)
 }
 
 /// No ZooKeeper session to run a call on: UNAVAILABLE, CONNECTION_LOSS (message
 /// `connection-loss:`).
 pub fn no_zookeeper(e: anyhow::Error) -> Status {
-    ErrorKind::ConnectionLoss.status(Code::Unavailable, format!("connection-loss: {e:#}"))
+    bounded(ErrorKind::ConnectionLoss, Code::Unavailable, format!("connection-loss: {e:#}"))
 }
 
 /// A cap of the daemon's reached (sessions, handles): RESOURCE_EXHAUSTED, LIMIT_EXCEEDED.
 pub fn exhausted(message: impl Into<String>) -> Status {
-    ErrorKind::LimitExceeded.status(Code::ResourceExhausted, message)
+    bounded(ErrorKind::LimitExceeded, Code::ResourceExhausted, message)
 }
 
 /// A call with no known tenant token: UNAUTHENTICATED, UNAUTHENTICATED.
 pub fn unauthenticated(message: impl Into<String>) -> Status {
-    ErrorKind::Unauthenticated.status(Code::Unauthenticated, message)
+    bounded(ErrorKind::Unauthenticated, Code::Unauthenticated, message)
 }
 
 /// The daemon failed itself: INTERNAL, INTERNAL.
 pub fn internal(message: impl Into<String>) -> Status {
-    ErrorKind::Internal.status(Code::Internal, message)
+    bounded(ErrorKind::Internal, Code::Internal, message)
 }
 
 /// The event a claim's loss sends on its Lost stream: the typed reason, and the words older
@@ -112,6 +136,20 @@ pub fn lost_event(why: &Lost) -> pb::LostEvent {
         Lost::CutOff(_) => (pb::LossReason::CutOff, "cut-off"),
     };
     pb::LostEvent { reason: reason.to_string(), loss_reason: loss_reason as i32 }
+}
+
+/// The event a claim that ended in the daemon, not in ZooKeeper, sends on the streams that
+/// follow it: its client session ended ([`pb::LossReason::ClientSessionEnded`]), the daemon or
+/// the tenant stopping ([`pb::LossReason::SessionClosed`]), or a Release from another call
+/// ([`pb::LossReason::Released`]); none for a reason that is no such end.
+pub fn ended_event(loss_reason: pb::LossReason) -> Option<pb::LostEvent> {
+    let reason = match loss_reason {
+        pb::LossReason::SessionClosed => "session-expired",
+        pb::LossReason::ClientSessionEnded => "client-session-ended",
+        pb::LossReason::Released => "released",
+        _ => return None,
+    };
+    Some(pb::LostEvent { reason: reason.to_string(), loss_reason: loss_reason as i32 })
 }
 
 /// A TxCoordinate request's mode.
@@ -220,6 +258,33 @@ mod tests {
         let s = status(RecipeError::Retired);
         assert_eq!((ErrorKind::of(&s), s.code()), (Some(ErrorKind::Retired), Code::Internal));
         assert!(s.message().starts_with("trapped: "), "{}", s.message());
+    }
+
+    /// A message that embeds what a client sent or an operator listed is cut, at a character,
+    /// whatever made it; a short one is left as it is.
+    #[test]
+    fn every_message_is_bounded() {
+        let long = "é".repeat(100_000);
+        let statuses = [
+            no_handle(anyhow::anyhow!("recipe {long:?} is not one this tenant may load")),
+            status(RecipeError::Zk(ZkError::InvalidPath(long.clone()))),
+            status(RecipeError::Trapped(long.clone())),
+            invalid_argument(long.clone()),
+            unknown_session(long.clone()),
+            unknown_handle(long.clone()),
+            wrong_handle(long.clone()),
+            no_zookeeper(anyhow::anyhow!("{long}")),
+            exhausted(long.clone()),
+            unauthenticated(long.clone()),
+            internal(long.clone()),
+        ];
+        for s in statuses {
+            assert!(s.message().len() <= MAX_MESSAGE && s.message().ends_with('…'), "{}", s.message().len());
+            assert!(ErrorKind::of(&s).is_some(), "the kind is kept");
+            assert!(s.details().len() < MAX_MESSAGE + 128, "the details carry the bounded message");
+        }
+        let s = no_handle(anyhow::anyhow!("no such recipe"));
+        assert_eq!(s.message(), "recipe: no such recipe");
     }
 
     #[test]

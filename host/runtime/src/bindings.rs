@@ -199,11 +199,12 @@ impl ConfigBindings {
         pre: &wasmtime::component::InstancePre<crate::state::HostState>,
         store: &mut wasmtime::Store<crate::state::HostState>,
     ) -> anyhow::Result<ConfigBindings> {
+        use crate::error::from_wasmtime;
         if let Ok(typed) = config_recipe::ConfigRecipePre::new(pre.clone()) {
-            return Ok(ConfigBindings::Current(typed.instantiate_async(store).await?));
+            return Ok(ConfigBindings::Current(typed.instantiate_async(store).await.map_err(from_wasmtime)?));
         }
         let indices = KazooCounterIndices::new(pre)?;
-        let instance = pre.instantiate_async(&mut *store).await?;
+        let instance = pre.instantiate_async(&mut *store).await.map_err(from_wasmtime)?;
         Ok(ConfigBindings::KazooOnly(indices.load(store, &instance)?))
     }
 

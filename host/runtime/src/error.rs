@@ -25,6 +25,46 @@ pub(crate) fn from_client(e: zookeeper_client::Error) -> ZkError {
     }
 }
 
+/// A handle that could not be made because the host's instances are all in use (the pooling
+/// allocator's `SandboxLimits::max_instances`): a passing shortage, not a missing recipe. Carried
+/// in an `anyhow::Error` from the calls that make handles; find it with [`is_exhausted`].
+#[derive(Debug)]
+pub struct Exhausted(pub String);
+
+impl fmt::Display for Exhausted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Exhausted {}
+
+/// Whether a failure to make a handle was the host's instances being used up ([`Exhausted`]).
+pub fn is_exhausted(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.is::<Exhausted>())
+}
+
+/// A wasmtime error as an `anyhow::Error` in which the pool's limit stays findable, as
+/// [`Exhausted`].
+pub(crate) fn from_wasmtime(e: wasmtime::Error) -> anyhow::Error {
+    let exhausted = e.is::<wasmtime::PoolConcurrencyLimitError>();
+    let e = anyhow::Error::from(e);
+    match exhausted {
+        true => anyhow::Error::new(Exhausted(format!("{e:#}"))),
+        false => e,
+    }
+}
+
+/// An instantiation's failure, said with the component's `path`: still [`Exhausted`] when the
+/// host's instances were used up, so callers can tell it from a broken component.
+pub(crate) fn instantiation(path: &std::path::Path, e: anyhow::Error) -> anyhow::Error {
+    let text = format!("instantiating {} failed: {e:#}", path.display());
+    match is_exhausted(&e) {
+        true => anyhow::Error::new(Exhausted(text)),
+        false => anyhow::anyhow!(text),
+    }
+}
+
 /// How many times a read is tried again through connection loss before the guest sees it.
 pub(crate) const READ_RETRIES: u32 = 20;
 

@@ -33,8 +33,9 @@ pub struct HostConfig {
     /// Where compiled components are cached (private to the host); `None` compiles every
     /// component on every start.
     pub cache: Option<PathBuf>,
-    /// The recipes (names in the plugins directory) this host may load; `None`: any. `*` in a
-    /// name matches any run of characters (`alice-*`).
+    /// The recipes (names in the plugins directory) this host may load; `None`: any. Glob
+    /// patterns (`alice-*`, `team-?`, `{lock,queue}`), compiled into one matcher when the host
+    /// starts.
     pub allowed: Option<Vec<String>>,
     /// The components the program carries, written out ([`crate::embedded::materialize`]):
     /// served for recipes that have no file in `plugins`.
@@ -48,7 +49,7 @@ pub struct Host {
 }
 
 struct Inner {
-    allowed: Option<Vec<String>>,
+    allowed: Option<Allowed>,
     engine: Engine,
     keeper: Keeper,
     registry: Registry,
@@ -70,7 +71,7 @@ macro_rules! instantiate {
         let bindings = pre
             .instantiate_async(&mut sandbox.store)
             .await
-            .map_err(|e| anyhow!("instantiating {} failed: {e:#}", version.path.display()))?;
+            .map_err(|e| crate::error::instantiation(&version.path, crate::error::from_wasmtime(e)))?;
         sandbox.version = Some(version);
         Ok($handle::new(sandbox, bindings))
     }};
@@ -90,7 +91,7 @@ impl Host {
         });
         Ok(Host {
             inner: Arc::new(Inner {
-                allowed: config.allowed.clone(),
+                allowed: config.allowed.as_deref().map(Allowed::new),
                 engine,
                 keeper,
                 registry,
@@ -205,7 +206,7 @@ impl Host {
         let mut sandbox = self.sandbox().await?;
         let bindings = ConfigBindings::instantiate(&version.pre, &mut sandbox.store)
             .await
-            .map_err(|e| anyhow!("instantiating {} failed: {e:#}", version.path.display()))?;
+            .map_err(|e| crate::error::instantiation(&version.path, e))?;
         sandbox.version = Some(version);
         Ok(ConfigHandle::new(sandbox, bindings))
     }
@@ -229,7 +230,7 @@ impl Host {
             .pre
             .instantiate_async(&mut sandbox.store)
             .await
-            .map_err(|e| anyhow!("instantiating {} failed: {e:#}", version.path.display()))?;
+            .map_err(|e| crate::error::instantiation(&version.path, crate::error::from_wasmtime(e)))?;
         sandbox.version = Some(version);
         Ok(DynamicHandle::new(sandbox, instance))
     }
@@ -250,11 +251,16 @@ impl Host {
         if let Some(allowed) = &self.inner.allowed {
             if recipe.contains('/') || recipe.ends_with(".wasm") {
                 bail!(
-                    "recipe {recipe:?}: a daemon's clients name recipes of its plugins directory, not files"
+                    "recipe {:?}: a daemon's clients name recipes of its plugins directory, not files",
+                    Allowed::cut(recipe)
                 );
             }
-            if !allowed.iter().any(|pattern| matches_pattern(pattern, recipe)) {
-                bail!("recipe {recipe:?} is not one this tenant may load (allowed: {})", allowed.join(", "));
+            if !allowed.matches(recipe) {
+                bail!(
+                    "recipe {:?} is not one this tenant may load (allowed: {})",
+                    Allowed::cut(recipe),
+                    allowed.named()
+                );
             }
         }
         let path = self.inner.registry.resolve(recipe);
@@ -292,7 +298,7 @@ impl Host {
     pub fn recipes(&self) -> anyhow::Result<Vec<RecipeInfo>> {
         let mut listed = self.inner.registry.list()?;
         if let Some(allowed) = &self.inner.allowed {
-            listed.retain(|r| !r.embedded || allowed.iter().any(|pattern| matches_pattern(pattern, &r.name)));
+            listed.retain(|r| !r.embedded || allowed.matches(&r.name));
         }
         Ok(listed)
     }
@@ -347,23 +353,123 @@ impl Host {
     }
 }
 
-/// `pattern`, a glob (`*`, `?`, `[abc]`, `{a,b}`), against a whole recipe name. A pattern that
-/// is not a valid glob matches nothing (the tenants file's patterns are checked when it is read).
-/// Each pattern is compiled once.
-fn matches_pattern(pattern: &str, name: &str) -> bool {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    static COMPILED: OnceLock<Mutex<HashMap<String, Option<globset::GlobMatcher>>>> = OnceLock::new();
-    let mut compiled = COMPILED.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    let matcher = compiled
-        .entry(pattern.to_string())
-        .or_insert_with(|| globset::Glob::new(pattern).ok().map(|g| g.compile_matcher()));
-    matcher.as_ref().is_some_and(|m| m.is_match(name))
+/// The recipes a host may load ([`HostConfig::allowed`]): glob patterns (`*`, `?`, `[abc]`,
+/// `{a,b}`) matched against whole recipe names, compiled once when the host starts, so that a
+/// check costs about the same for ten patterns or a hundred thousand. Plain names, `PREFIX*`
+/// and `*SUFFIX` (what long lists are mostly made of) are looked up in hash sets; any other glob
+/// is matched by [`globset::GlobSet`]s of at most [`Allowed::PER_SET`] globs each (one set of
+/// them all can outgrow the regex engine's size limit, and costs far more to build). A pattern
+/// that is not a valid glob matches nothing (the tenants file's patterns are checked when it is
+/// read).
+struct Allowed {
+    /// Patterns with no glob syntax: the names themselves.
+    names: std::collections::HashSet<Box<str>>,
+    /// `PREFIX*` patterns, by their prefix (`*` alone is the empty prefix).
+    prefixes: std::collections::HashSet<Box<str>>,
+    /// `*SUFFIX` patterns, by their suffix.
+    suffixes: std::collections::HashSet<Box<str>>,
+    /// Every other pattern, compiled.
+    sets: Vec<globset::GlobSet>,
+    /// How a refusal names the list ([`Allowed::named`]), made once.
+    named: String,
+}
+
+impl Allowed {
+    /// How many patterns a refusal names; the rest are counted.
+    const NAMED: usize = 5;
+    /// How much of each named pattern a refusal shows, in bytes (cut at a character).
+    const PATTERN_SHOWN: usize = 64;
+    /// The most globs compiled into one set.
+    const PER_SET: usize = 1000;
+
+    fn new(patterns: &[String]) -> Allowed {
+        /// No glob syntax at all (what globset reads specially, `,` included).
+        fn plain(text: &str) -> bool {
+            !text.contains(['*', '?', '[', ']', '{', '}', '\\', ','])
+        }
+        let mut allowed = Allowed {
+            names: Default::default(),
+            prefixes: Default::default(),
+            suffixes: Default::default(),
+            sets: Vec::new(),
+            named: Self::name(patterns),
+        };
+        let mut globs = Vec::new();
+        for pattern in patterns {
+            if plain(pattern) {
+                allowed.names.insert(pattern.as_str().into());
+            } else if let Some(prefix) = pattern.strip_suffix('*').filter(|p| plain(p)) {
+                allowed.prefixes.insert(prefix.into());
+            } else if let Some(suffix) = pattern.strip_prefix('*').filter(|s| plain(s)) {
+                allowed.suffixes.insert(suffix.into());
+            } else if let Ok(glob) = globset::Glob::new(pattern) {
+                globs.push(glob);
+            }
+        }
+        for chunk in globs.chunks(Self::PER_SET) {
+            let mut set = globset::GlobSetBuilder::new();
+            for glob in chunk {
+                set.add(glob.clone());
+            }
+            match set.build() {
+                Ok(set) => allowed.sets.push(set),
+                // Too large even so: each glob on its own (a glob alone always builds).
+                Err(_) => {
+                    for glob in chunk {
+                        let mut one = globset::GlobSetBuilder::new();
+                        one.add(glob.clone());
+                        allowed.sets.extend(one.build().ok());
+                    }
+                }
+            }
+        }
+        allowed
+    }
+
+    /// Whether `name` matches one of the patterns.
+    fn matches(&self, name: &str) -> bool {
+        let cuts = || name.char_indices().map(|(i, _)| i).chain([name.len()]);
+        self.names.contains(name)
+            || (!self.prefixes.is_empty() && cuts().any(|i| self.prefixes.contains(&name[..i])))
+            || (!self.suffixes.is_empty() && cuts().any(|i| self.suffixes.contains(&name[i..])))
+            || self.sets.iter().any(|set| set.is_match(name))
+    }
+
+    /// How a refusal names the patterns, bounded whatever the list.
+    fn named(&self) -> &str {
+        &self.named
+    }
+
+    /// The first [`Allowed::NAMED`] patterns, each cut to [`Allowed::PATTERN_SHOWN`] bytes,
+    /// then how many more.
+    fn name(patterns: &[String]) -> String {
+        let mut shown: Vec<String> = patterns.iter().take(Self::NAMED).map(|p| Self::cut(p)).collect();
+        if patterns.len() > Self::NAMED {
+            shown.push(format!("and {} more", patterns.len() - Self::NAMED));
+        }
+        match shown.is_empty() {
+            true => "none".to_string(),
+            false => shown.join(", "),
+        }
+    }
+
+    /// A pattern or a name as a refusal shows it: at most [`Allowed::PATTERN_SHOWN`] bytes (cut
+    /// at a character, then `…`), since a client's recipe name can be of any length.
+    fn cut(text: &str) -> String {
+        match text.len() > Self::PATTERN_SHOWN {
+            true => format!("{}…", &text[..text.floor_char_boundary(Self::PATTERN_SHOWN)]),
+            false => text.to_string(),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::matches_pattern;
+    use super::Allowed;
+
+    fn matches_pattern(pattern: &str, name: &str) -> bool {
+        Allowed::new(&[pattern.to_string()]).matches(name)
+    }
 
     #[test]
     fn recipe_patterns() {
@@ -372,18 +478,82 @@ mod tests {
         assert!(matches_pattern("alice-*", "alice-lock"));
         assert!(!matches_pattern("alice-*", "mallory-lock"));
         assert!(matches_pattern("*", "anything"));
+        assert!(matches_pattern("*", ""));
         assert!(matches_pattern("a*b*c", "axxbyyc"));
         assert!(!matches_pattern("a*b*c", "axxbyy"));
         assert!(matches_pattern("alice-*", "alice-"));
         assert!(!matches_pattern("*-lock", "lock"));
+        assert!(matches_pattern("*-lock", "-lock"));
         assert!(matches_pattern("team-?", "team-a"));
         assert!(!matches_pattern("team-?", "team-ab"));
         assert!(matches_pattern("{lock,queue}", "queue"));
         assert!(!matches_pattern("{lock,queue}", "config"));
         assert!(matches_pattern("[ab]-lock", "b-lock"));
+        assert!(matches_pattern("é-*", "é-lock") && matches_pattern("*-é", "lock-é"));
         // Case matters, and a pattern that is not a glob matches nothing.
         assert!(!matches_pattern("lock", "LOCK"));
         assert!(!matches_pattern("alice-[", "alice-["));
         assert!(!matches_pattern("alice-[", "alice-lock"));
+        // Nor does it spoil the valid patterns beside it.
+        let mixed = Allowed::new(&["alice-[".to_string(), "lock".to_string()]);
+        assert!(mixed.matches("lock") && !mixed.matches("alice-lock"));
+        assert!(!Allowed::new(&[]).matches("lock"));
+    }
+
+    /// Whatever path a pattern takes (a name, a prefix, a suffix, or a compiled glob), it
+    /// matches what globset's own matcher of it matches.
+    #[test]
+    fn every_pattern_matches_as_its_glob_does() {
+        let patterns = "lock lock* *lock * ** l*k *lo* lo?k lock\\* \\*lock [l]ock {lock,queue} {lock}* \
+                        *{,x} a,b lock-[!a] lock-[^a] [a-c]* *] é* *é ?é [é]";
+        let names = [
+            "", "lock", "lock*", "*lock", "lock-a", "lock-b", "block", "lok", "look", "queue", "a,b", "b",
+            "x", "lockx", "é", "éé", "xé", "]", "a]",
+        ];
+        for pattern in patterns.split_whitespace() {
+            let glob = globset::Glob::new(pattern).map(|g| g.compile_matcher());
+            let allowed = Allowed::new(&[pattern.to_string()]);
+            for name in names {
+                let expected = glob.as_ref().is_ok_and(|g| g.is_match(name));
+                assert_eq!(allowed.matches(name), expected, "{pattern:?} against {name:?}");
+            }
+        }
+    }
+
+    /// A long list is compiled once, in sets small enough to build, and a refusal names a few
+    /// of its patterns, each cut short, and counts the rest.
+    #[test]
+    fn a_long_list_is_matched_at_once_and_named_briefly() {
+        let mut patterns: Vec<String> = (0..100_000)
+            .map(|i| match i % 4 {
+                0 => format!("team-{i}-lock"),
+                1 => format!("team-{i}-*"),
+                2 => format!("*-team-{i}"),
+                _ => format!("team-{i}-[ab]?"),
+            })
+            .collect();
+        patterns.push(format!("{}*", "é".repeat(100)));
+        let started = std::time::Instant::now();
+        let allowed = Allowed::new(&patterns);
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+        assert_eq!(allowed.sets.len(), 25, "25,000 globs, {} to a set", Allowed::PER_SET);
+        let yes = ["team-0-lock", "team-1-", "team-1-x", "x-team-2", "-team-2", "team-99999-bz", "team-3-ax"];
+        let no = ["team-4-x", "team-0-lockx", "team-2-x", "team-99999-cz", "team-99999-a", "lock", ""];
+        for name in yes {
+            assert!(allowed.matches(name), "{name}");
+        }
+        for name in no {
+            assert!(!allowed.matches(name), "{name}");
+        }
+        assert!(allowed.matches(&"é".repeat(101)));
+        assert_eq!(
+            allowed.named(),
+            "team-0-lock, team-1-*, *-team-2, team-3-[ab]?, team-4-lock, and 99996 more"
+        );
+        let long = Allowed::new(&[format!("{}*", "é".repeat(100))]);
+        let shown = long.named();
+        assert!(shown.len() <= Allowed::PATTERN_SHOWN + "…".len() && shown.ends_with('…'), "{shown}");
+        assert_eq!(Allowed::new(&[]).named(), "none");
+        assert_eq!(Allowed::cut(&"x".repeat(20_000)).len(), Allowed::PATTERN_SHOWN + "…".len());
     }
 }

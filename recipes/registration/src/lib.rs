@@ -6,8 +6,10 @@
 //! `tend` watches the node (`getData` with a watch) and puts it right: a deleted node is made
 //! again, changed data set back (a versioned set, so a registrant never overwrites a change it
 //! has not seen). An ephemeral node of another session in its place is someone else's
-//! registration: `node-exists`, never taken over. A TTL node is touched on every `tend` that
-//! found nothing wrong, which keeps it alive while the registrant tends it.
+//! registration: `node-exists`, never taken over. A persistent node (a TTL node included) where
+//! an ephemeral registration belongs is no registration at all: `invalid-argument`, naming it,
+//! never taken over either. A TTL node is touched on every `tend` that found nothing wrong, which
+//! keeps it alive while the registrant tends it.
 
 wazoo_guest::recipe_world!("wazoo:recipes/registration-recipe@0.1.2");
 
@@ -36,11 +38,23 @@ impl Registration {
     /// ephemeral one of this session; for a TTL registration, any node that is not another
     /// session's ephemeral (a TTL node's owner field holds its TTL, marked by its top byte).
     fn may_be_ours(&self, owner: i64) -> bool {
-        let ttl_node = owner != 0 && (owner as u64) >> 56 == 0xff;
         match self.ttl_ms {
             None => owner == zk::session_id(),
-            Some(_) => owner == 0 || ttl_node,
+            Some(_) => !ephemeral(owner),
         }
+    }
+
+    /// Why a node with `owner` that may not be ours is left alone: another session's ephemeral
+    /// node is its registration (`node-exists`); a persistent node where an ephemeral
+    /// registration belongs is no registration at all (`invalid-argument`, naming it).
+    fn refusal(&self, owner: i64) -> ZkError {
+        if ephemeral(owner) {
+            return ZkError::NodeExists;
+        }
+        ZkError::InvalidArgument(format!(
+            "{} is a persistent node, not a registration (delete it or register elsewhere)",
+            self.path
+        ))
     }
 
     /// Makes the node, or takes over the one there if it may be ours (its data set).
@@ -59,7 +73,7 @@ impl Registration {
                     Err(ZkError::NoNode) => continue,
                     Err(e) => return Err(e),
                     Ok((_, stat)) if !self.may_be_ours(stat.ephemeral_owner) => {
-                        return Err(ZkError::NodeExists);
+                        return Err(self.refusal(stat.ephemeral_owner));
                     }
                     Ok((data, _)) if data == self.data => return Ok(()),
                     Ok((_, stat)) => match zk::set_data(&self.path, &self.data, Some(stat.version)) {
@@ -75,6 +89,12 @@ impl Registration {
             }
         }
     }
+}
+
+/// Whether a node with `owner` as its ephemeral owner is an ephemeral node: a session's id,
+/// neither 0 (persistent) nor a TTL node's TTL (marked by its top byte).
+fn ephemeral(owner: i64) -> bool {
+    owner != 0 && (owner as u64) >> 56 != 0xff
 }
 
 thread_local! {
@@ -120,7 +140,7 @@ impl Guest for Recipe {
                 Ok(found) => found,
             };
             if !registration.may_be_ours(stat.ephemeral_owner) {
-                return Err(ZkError::NodeExists);
+                return Err(registration.refusal(stat.ephemeral_owner));
             }
             if data != registration.data {
                 match zk::set_data(&registration.path, &registration.data, Some(stat.version)) {

@@ -52,7 +52,7 @@ fn options() -> Result<Options, String> {
 }
 
 /// The scenarios drawn from, by index.
-const SCENARIOS: [&str; 20] = [
+const SCENARIOS: [&str; 22] = [
     "holder's session killed",
     "host frozen",
     "brief disconnect",
@@ -73,6 +73,8 @@ const SCENARIOS: [&str; 20] = [
     "slow replies",
     "wazoo process frozen",
     "fault matrix: one operation, every request, slow replies",
+    "daemon client sessions end with calls waiting",
+    "wazoo serve frozen",
 ];
 
 fn main() {
@@ -202,6 +204,11 @@ async fn soak(options: &Options, standalone: String, cluster: Arc<Cluster>) -> V
                     bench.site.proxies[0].delay(params.millis(0, 5));
                     bench.report(case).await
                 }
+                20 => {
+                    let waiters = params.range(1, 12) as usize;
+                    scenarios::daemon_sessions_end_with_calls_waiting(&single, waiters).await
+                }
+                21 => scenarios::daemon_frozen(&single, params.range(2, 3) as u32).await,
                 _ => {
                     let fault = EnsembleFault::AllDown(s.mul_f64(params.range(120, 300) as f64 / 100.0));
                     scenarios::ensemble_fault(&multi, &cluster, fault, params.next()).await

@@ -65,7 +65,9 @@ class SessionsServicer(object):
 
     def KeepAlive(self, request_iterator, context):
         """Keeps sessions alive: send a request per session at least once per TTL. The reply
-        echoes each with the TTL left. When this stream ends, the sessions it kept alive close.
+        echoes each with the TTL left. When this stream ends, the sessions it kept alive close,
+        but for those another open KeepAlive stream has named too (a client that reconnects opens
+        its new stream before it lets the old one go).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -387,7 +389,9 @@ class RecipesServicer(object):
 
     def Lost(self, request, context):
         """One event, at once, when the claim is lost (LossReason: session expired or closed, node
-        deleted, revoked, cut off).
+        deleted, revoked, cut off), or when it ends in the daemon without a Release: its client
+        session ended (CLIENT_SESSION_ENDED), or the daemon or its tenant is stopping
+        (SESSION_CLOSED). A Release ends the stream with no event.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -397,9 +401,11 @@ class RecipesServicer(object):
         """Acquire, Lost and Release on one stream, for a client that takes claims one after another
         (one stream, no call per step). Send `acquire`; the daemon answers `claim` once it is held
         (a handle of the request's session, like Acquire's). While it is held the daemon sends
-        `lost` if it is lost (once; the handle stays until released, as a revoked node does). Send
-        `release` to let it go: the daemon answers `released`, and the stream can take the next
-        claim. One claim at a time: an `acquire` while one is held, or a `release` with none, is
+        `lost` if it is lost (once; the handle stays until released, as a revoked node does), and
+        also if its handle ends outside the stream: a unary Release of it (RELEASED), its client
+        session ending (CLIENT_SESSION_ENDED), the daemon or the tenant stopping (SESSION_CLOSED).
+        Send `release` to let it go: the daemon answers `released` (at once for a handle that ended
+        outside the stream), and the stream can take the next claim. One claim at a time: an `acquire` while one is held, or a `release` with none, is
         INVALID_ARGUMENT. A failed acquire or release ends the stream with its status (typed as any
         call's); a claim still held when the stream ends (the client's side closed, the connection
         broke) is released.

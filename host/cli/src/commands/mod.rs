@@ -94,6 +94,8 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
             values::watch(backend, &path, recursive, initial, json, &recipe).await
         }
         Command::Group { command: GroupCommand::Join { path, name, data, hold, json, command } } => {
+            // A malformed name is bad usage, refused before ZooKeeper or a daemon is asked.
+            let name = args::node_name(&name).map_err(|why| exit::usage(format!("member name {why}")))?;
             let want = Want::Membership { name, data: data.into_bytes() };
             let asked = Asked { want, path: &path, recipe: World::Group.default_recipe() };
             claims::claim(backend, asked, Run { wait: None, hold: &hold, command: &command, json }).await

@@ -93,8 +93,9 @@ fn no_holders(path: &str) -> u8 {
     exit::NOTHING
 }
 
-/// `wazoo revoke`: `released` if the holder let go, `forced` if its node was deleted after
-/// `grace` (JSON `{"node","outcome"}`).
+/// `wazoo revoke`: `asked` without `--grace` (the holder was asked to let go; nothing waited
+/// for), `released` if the holder let go within `grace`, `forced` if its node was deleted after
+/// it (JSON `{"node","outcome"}`).
 pub(crate) async fn revoke(
     backend: &impl Backend,
     node: &str,
@@ -102,8 +103,8 @@ pub(crate) async fn revoke(
     json: bool,
 ) -> anyhow::Result<u8> {
     check_path("node", node)?;
-    let released = backend.revoke(node, grace).await.map_err(|f| f.into_error(format!("revoking {node}")))?;
-    let outcome = if released { "released" } else { "forced" };
+    let revoked = backend.revoke(node, grace).await.map_err(|f| f.into_error(format!("revoking {node}")))?;
+    let outcome = revoked.word();
     match json {
         false => out!("{outcome}"),
         true => show::line(json!({"node": node, "outcome": outcome})),

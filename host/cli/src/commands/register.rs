@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::args::HoldArgs;
+use crate::args::{human, HoldArgs};
 use crate::backend::{Backend, Failure, Instance};
 use crate::commands::check_path;
 use crate::exit;
-use crate::supervise::{exit_status, Signals, Supervised};
+use crate::supervise::{exit_status, Caught, Signals, Supervised};
 
 /// How long one `tend` waits when there is no TTL to keep alive. Short: through a daemon, a
 /// `tend` the command's end cancels still runs there until its wait ends, and the
@@ -20,6 +20,13 @@ const TEND: Duration = Duration::from_secs(2);
 const GRACE: Duration = Duration::from_secs(2);
 /// The wait before trying again after a failure (ZooKeeper out of reach, a new session).
 const RETRY: Duration = Duration::from_secs(1);
+/// The shortest `--ttl`: tended every third of it, so at most three requests a second, and
+/// longer than any tick ZooKeeper's servers are run with (the TTL is theirs to honour).
+const MIN_TTL: Duration = Duration::from_secs(1);
+/// How long the registration's end may take beyond one `tend`'s wait (which a daemon lets run
+/// out first): the node deleted, or left to its session's end or its TTL when ZooKeeper does not
+/// answer in time.
+const UNREGISTER: Duration = Duration::from_secs(5);
 
 /// What `wazoo register` was asked.
 pub(crate) struct Asked<'a> {
@@ -49,10 +56,57 @@ struct Registered<I> {
     instance: I,
 }
 
-/// Registers `asked` on a fresh instance: the instance, or the failure (a `{"err"}` as text).
-async fn register<B: Backend>(backend: &B, asked: &Asked<'_>) -> Result<Registered<B::Instance>, String> {
+/// Why the path was not (or is no longer) registered.
+enum NotRegistered {
+    /// Another session's ephemeral node is there (`node-exists`): its registration, never
+    /// taken over.
+    Taken,
+    /// What is there is no registration (`invalid-argument`: a persistent node where an
+    /// ephemeral registration belongs), in the recipe's words: never taken over either.
+    Refused(String),
+    /// Anything else (ZooKeeper out of reach, a new session, the recipe failed), said as it is:
+    /// worth another try once registered.
+    Failed(String),
+}
+
+impl NotRegistered {
+    /// The refusal in a `{"err"}` result of kind `kind`.
+    fn of(kind: &str, result: &Value, path: &str) -> NotRegistered {
+        match (kind, &result["err"]) {
+            ("node-exists", _) => NotRegistered::Taken,
+            ("invalid-argument", Value::Object(o)) => match o.get("invalid-argument") {
+                Some(Value::String(text)) => NotRegistered::Refused(text.clone()),
+                _ => NotRegistered::Refused(format!("{path}: {}", result["err"])),
+            },
+            ("unimplemented", _) => NotRegistered::Failed(format!(
+                "{path}: the ZooKeeper servers do not enable TTL nodes (extendedTypesEnabled)"
+            )),
+            _ => NotRegistered::Failed(format!("{path}: {}", result["err"])),
+        }
+    }
+
+    /// Whether it is final: the path is someone else's, or no registration at all.
+    fn is_final(&self) -> bool {
+        !matches!(self, NotRegistered::Failed(_))
+    }
+
+    /// What it says once registered, when it ends the registration.
+    fn lost(&self, path: &str) -> String {
+        match self {
+            NotRegistered::Taken => format!("another session registered {path}"),
+            NotRegistered::Refused(text) | NotRegistered::Failed(text) => text.clone(),
+        }
+    }
+}
+
+/// Registers `asked` on a fresh instance: the instance, or why not.
+async fn register<B: Backend>(
+    backend: &B,
+    asked: &Asked<'_>,
+) -> Result<Registered<B::Instance>, NotRegistered> {
     let label = format!("register {}", asked.path);
-    let mut instance = backend.instance(asked.recipe, &label).await.map_err(|e| format!("{e:#}"))?;
+    let mut instance =
+        backend.instance(asked.recipe, &label).await.map_err(|e| NotRegistered::Failed(format!("{e:#}")))?;
     let ttl_ms = asked.ttl.map(|t| t.as_millis() as u64);
     let args = json!([asked.path, asked.data, ttl_ms]);
     match instance.call("registration.register", &args).await {
@@ -60,39 +114,40 @@ async fn register<B: Backend>(backend: &B, asked: &Asked<'_>) -> Result<Register
             None => Ok(Registered { instance }),
             Some(kind) => {
                 instance.close().await;
-                Err(describe(&kind, &result, asked.path))
+                Err(NotRegistered::of(&kind, &result, asked.path))
             }
         },
         Err(failure) => {
             instance.close().await;
-            Err(format!("{:#}", failure.into_error("registering")))
+            Err(NotRegistered::Failed(format!("{:#}", failure.into_error("registering"))))
         }
     }
 }
 
-fn describe(kind: &str, result: &Value, path: &str) -> String {
-    match kind {
-        "node-exists" => format!("{path} is another session's registration"),
-        "unimplemented" => {
-            format!("{path}: the ZooKeeper servers do not enable TTL nodes (extendedTypesEnabled)")
-        }
-        _ => format!("{path}: {}", result["err"]),
-    }
-}
-
+/// `wazoo register`: registers, runs CMD (or waits for a signal), keeps the registration present
+/// meanwhile, registering again after a session's end, and unregisters at the end: CMD's status,
+/// 0 after a signal without CMD. A path another session holds is exit status 3 at the start, the
+/// lost status (CMD stopped) later; a persistent node there is a definite no (1) at the start,
+/// the lost status later. A signal before the path is registered, or while it is registered
+/// again without CMD, is 128 + the signal.
 pub(crate) async fn register_command(backend: &impl Backend, asked: Asked<'_>) -> anyhow::Result<u8> {
     check_path("registration", asked.path)?;
-    if asked.ttl.is_some_and(|t| t < Duration::from_millis(1)) {
-        return Err(exit::usage("--ttl must be at least 1ms"));
+    if let Some(ttl) = asked.ttl.filter(|t| *t < MIN_TTL) {
+        return Err(exit::usage(format!("--ttl {}: a TTL is at least {}", human(ttl), human(MIN_TTL))));
     }
     let mut signals = Signals::new()?;
     let mut registered = match signals.interrupt(register(backend, &asked)).await {
         Ok(Ok(registered)) => registered,
-        Ok(Err(why)) if why.contains("another session's registration") => {
-            eprintln!("wazoo: {why}");
+        Ok(Err(NotRegistered::Taken)) => {
+            eprintln!("wazoo: {} is another session's registration", asked.path);
             return Ok(exit::CONFLICT);
         }
-        Ok(Err(why)) => return Err(exit::Exit { code: exit::UNAVAILABLE, message: why }.into()),
+        Ok(Err(NotRegistered::Refused(why))) => {
+            return Err(exit::Exit { code: exit::NOTHING, message: why }.into())
+        }
+        Ok(Err(NotRegistered::Failed(why))) => {
+            return Err(exit::Exit { code: exit::UNAVAILABLE, message: why }.into())
+        }
         Err(caught) => {
             eprintln!("wazoo: {} before {} was registered", caught.name(), asked.path);
             return Ok(caught.status());
@@ -114,96 +169,124 @@ pub(crate) async fn register_command(backend: &impl Backend, asked: Asked<'_>) -
         match Supervised::spawn(asked.command, &env) {
             Ok(cmd) => Some(cmd),
             Err(e) => {
-                unregister(backend, &asked, registered).await;
+                unregister(backend, &asked, Some(registered), Duration::ZERO).await;
                 return Err(e);
             }
         }
     };
     // Tend at least three times per TTL, so a TTL node is touched in time.
-    let every = asked.ttl.map(|t| (t / 3).max(Duration::from_millis(1))).unwrap_or(TEND);
-    let status = loop {
+    let every = asked.ttl.map(|t| t / 3).unwrap_or(TEND);
+    let (status, registered) = loop {
         let tend_args = json!([every.as_millis() as u64]);
         let tend = registered.instance.call("registration.tend", &tend_args);
         let outcome = tokio::select! {
-            status = wait(&mut cmd) => {
-                if let Some(cmd) = cmd.as_mut() {
-                    if cmd.remains() {
-                        cmd.stop(grace).await;
-                    }
-                }
-                break match status {
-                    Some(Ok(status)) => exit_status(status),
-                    Some(Err(e)) => {
-                        eprintln!("wazoo: waiting for the command: {e}");
-                        exit::FAILED
-                    }
-                    None => 0,
-                };
-            }
+            status = wait(&mut cmd) => break (ended(&mut cmd, status, grace).await, Some(registered)),
             caught = signals.recv() => match cmd.as_ref() {
                 Some(cmd) => {
                     cmd.forward(caught);
                     continue;
                 }
-                None => break 0,
+                None => break (0, Some(registered)),
             },
             outcome = tend => outcome,
         };
-        let kind = match &outcome {
-            Ok(result) => error_kind(result),
-            Err(Failure::Timeout) => None,
-            Err(_) => Some("failure".to_string()),
-        };
-        match (kind.as_deref(), &outcome) {
-            (None, Ok(result)) => match result.get("ok").and_then(Value::as_str) {
-                Some("recreated") => eprintln!("wazoo: {} was gone: registered again", asked.path),
-                Some("corrected") => eprintln!("wazoo: the data of {} was changed: set back", asked.path),
-                _ => {}
-            },
-            (None, _) => {}
-            (Some("node-exists"), _) => {
-                eprintln!("wazoo: another session registered {}; stopping the command", asked.path);
-                if let Some(cmd) = cmd.as_mut() {
-                    cmd.stop(grace).await;
+        let (kind, not) = match &outcome {
+            Ok(result) => match error_kind(result) {
+                Some(kind) => {
+                    let not = NotRegistered::of(&kind, result, asked.path);
+                    (kind, not)
                 }
-                registered.instance.close().await;
-                if let Some(cmd) = cmd.take() {
-                    cmd.finish().await;
-                }
-                return Ok(asked.hold.lost_exit_code);
-            }
-            // The session ended, ZooKeeper is out of reach, the recipe failed: register again
-            // on a fresh instance (in the host's new session) while the command runs on.
-            (Some(kind), _) => {
-                eprintln!("wazoo: tending {} failed ({kind}); registering again", asked.path);
-                registered.instance.close().await;
-                registered = loop {
-                    let again = tokio::select! {
-                        again = register(backend, &asked) => again,
-                        caught = signals.recv() => {
-                            if let Some(cmd) = cmd.as_ref() {
-                                cmd.forward(caught);
-                            }
-                            continue;
+                None => {
+                    match result.get("ok").and_then(Value::as_str) {
+                        Some("recreated") => eprintln!("wazoo: {} was gone: registered again", asked.path),
+                        Some("corrected") => {
+                            eprintln!("wazoo: the data of {} was changed: set back", asked.path)
                         }
-                    };
-                    match again {
-                        Ok(registered) => break registered,
-                        Err(why) => {
-                            eprintln!("wazoo: {why}; trying again");
-                            tokio::time::sleep(RETRY).await;
-                        }
+                        _ => {}
                     }
-                };
+                    continue;
+                }
+            },
+            Err(Failure::Timeout) => continue,
+            Err(_) => ("failure".to_string(), NotRegistered::Failed("failure".to_string())),
+        };
+        if not.is_final() {
+            let lost = lose(&mut cmd, &not.lost(asked.path), grace, asked.hold.lost_exit_code).await;
+            bounded_close(registered.instance, asked.path).await;
+            return Ok(lost);
+        }
+        // The session ended, ZooKeeper is out of reach, the recipe failed: register again on a
+        // fresh instance (in the host's new session) while the command runs on.
+        eprintln!("wazoo: tending {} failed ({kind}); registering again", asked.path);
+        match register_again(backend, &asked, registered, &mut cmd, &mut signals).await {
+            Again::Registered(again) => {
+                registered = again;
                 eprintln!("wazoo: {} registered again", asked.path);
+            }
+            Again::Lost(not) => {
+                return Ok(lose(&mut cmd, &not.lost(asked.path), grace, asked.hold.lost_exit_code).await);
+            }
+            Again::Ended(status) => break (ended(&mut cmd, status, grace).await, None),
+            Again::Signalled(caught) => {
+                eprintln!("wazoo: {} before {} was registered again", caught.name(), asked.path);
+                break (caught.status(), None);
             }
         }
     };
     if let Some(cmd) = cmd {
         cmd.finish().await;
     }
-    unregister(backend, &asked, registered).await;
+    unregister(backend, &asked, registered, every).await;
     Ok(status)
+}
+
+/// How registering again ended.
+enum Again<I> {
+    /// Registered, on a fresh instance.
+    Registered(Registered<I>),
+    /// The path is someone else's now, or no registration at all.
+    Lost(NotRegistered),
+    /// CMD ended meanwhile: how.
+    Ended(Option<std::io::Result<std::process::ExitStatus>>),
+    /// A signal came, with no CMD to forward it to.
+    Signalled(Caught),
+}
+
+/// Registers `asked` again after tending `old` failed: `old` closed, then a fresh instance
+/// tried once every [`RETRY`] for as long as that fails (ZooKeeper out of reach, a session
+/// being made). Meanwhile CMD's end ends it, and signals go to CMD (without CMD, one ends it).
+/// Another session's registration, or a persistent node, at the path ends it too: lost.
+async fn register_again<B: Backend>(
+    backend: &B,
+    asked: &Asked<'_>,
+    old: Registered<B::Instance>,
+    cmd: &mut Option<Supervised>,
+    signals: &mut Signals,
+) -> Again<B::Instance> {
+    let attempts = async {
+        bounded_close(old.instance, asked.path).await;
+        loop {
+            match register(backend, asked).await {
+                Ok(registered) => return Again::Registered(registered),
+                Err(NotRegistered::Failed(why)) => {
+                    eprintln!("wazoo: {why}; trying again");
+                    tokio::time::sleep(RETRY).await;
+                }
+                Err(not) => return Again::Lost(not),
+            }
+        }
+    };
+    tokio::pin!(attempts);
+    loop {
+        tokio::select! {
+            again = &mut attempts => return again,
+            status = wait(cmd) => return Again::Ended(status),
+            caught = signals.recv() => match cmd.as_ref() {
+                Some(cmd) => cmd.forward(caught),
+                None => return Again::Signalled(caught),
+            },
+        }
+    }
 }
 
 /// Waits for CMD, if any; never resolves without one.
@@ -214,20 +297,84 @@ async fn wait(cmd: &mut Option<Supervised>) -> Option<std::io::Result<std::proce
     }
 }
 
-/// Ends the registration: its node deleted. The instance's last `tend` was cancelled, which
-/// ends it (its ephemeral node deleted); a TTL node is deleted by a fresh instance.
-async fn unregister<B: Backend>(backend: &B, asked: &Asked<'_>, registered: Registered<B::Instance>) {
-    registered.instance.close().await;
-    if asked.ttl.is_none() {
-        return;
-    }
-    match register(backend, asked).await {
-        Ok(mut again) => {
-            if let Err(failure) = again.instance.call("registration.unregister", &json!([])).await {
-                eprintln!("wazoo: {:#}", failure.into_error(format!("deleting {}", asked.path)));
-            }
-            again.instance.close().await;
+/// After CMD's own process ended with `status`: whatever it left running stopped (SIGTERM,
+/// SIGKILL after `grace`); its exit status.
+async fn ended(
+    cmd: &mut Option<Supervised>,
+    status: Option<std::io::Result<std::process::ExitStatus>>,
+    grace: Duration,
+) -> u8 {
+    if let Some(cmd) = cmd.as_mut() {
+        if cmd.remains() {
+            cmd.stop(grace).await;
         }
-        Err(why) => eprintln!("wazoo: deleting {}: {why}", asked.path),
+    }
+    match status {
+        Some(Ok(status)) => exit_status(status),
+        Some(Err(e)) => {
+            eprintln!("wazoo: waiting for the command: {e}");
+            exit::FAILED
+        }
+        None => 0,
+    }
+}
+
+/// The registration is lost for good (`why`, said on stderr): CMD stopped (SIGTERM, SIGKILL
+/// after `grace`); `lost`, the exit status.
+async fn lose(cmd: &mut Option<Supervised>, why: &str, grace: Duration, lost: u8) -> u8 {
+    match cmd.take() {
+        Some(mut cmd) => {
+            eprintln!("wazoo: {why}; stopping the command");
+            cmd.stop(grace).await;
+            cmd.finish().await;
+        }
+        None => eprintln!("wazoo: {why}"),
+    }
+    lost
+}
+
+/// Closes `instance` (its ephemeral nodes deleted), giving up after [`UNREGISTER`] when
+/// ZooKeeper does not answer: what is left goes with the session.
+async fn bounded_close<I: Instance>(instance: I, path: &str) {
+    if tokio::time::timeout(UNREGISTER, instance.close()).await.is_err() {
+        tracing::warn!(path, "closing the registration's instance timed out");
+    }
+}
+
+/// Ends the registration, if any: its node deleted. The instance's last `tend` was cancelled,
+/// which ends it (its ephemeral node deleted); a TTL node is deleted by a fresh instance, also
+/// when the registration was being made again. Best effort, bounded by `tend` (the longest a
+/// daemon lets a cancelled `tend` run) and [`UNREGISTER`]: what ZooKeeper does not delete in time
+/// goes with the session, or once its TTL passes.
+async fn unregister<B: Backend>(
+    backend: &B,
+    asked: &Asked<'_>,
+    registered: Option<Registered<B::Instance>>,
+    tend: Duration,
+) {
+    let delete = async {
+        if let Some(registered) = registered {
+            registered.instance.close().await;
+        }
+        if asked.ttl.is_none() {
+            return;
+        }
+        match register(backend, asked).await {
+            Ok(mut again) => {
+                if let Err(failure) = again.instance.call("registration.unregister", &json!([])).await {
+                    eprintln!("wazoo: {:#}", failure.into_error(format!("deleting {}", asked.path)));
+                }
+                again.instance.close().await;
+            }
+            Err(NotRegistered::Taken) => {}
+            Err(NotRegistered::Refused(why) | NotRegistered::Failed(why)) => {
+                eprintln!("wazoo: deleting {}: {why}", asked.path)
+            }
+        }
+    };
+    let limit = tend + UNREGISTER;
+    if tokio::time::timeout(limit, delete).await.is_err() {
+        let left = if asked.ttl.is_some() { "until its TTL passes" } else { "until its session ends" };
+        eprintln!("wazoo: deleting {}: no answer within {}; it stays {left}", asked.path, human(limit));
     }
 }

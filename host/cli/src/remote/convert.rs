@@ -11,7 +11,7 @@ use wazoo_runtime::{
     TxMode,
 };
 
-use crate::backend::{Ending, RecipeRow};
+use crate::backend::{Ending, RecipeRow, Revocation};
 
 /// A timeout as the requests carry it: whole milliseconds.
 pub(super) fn millis(timeout: Option<Duration>) -> Option<u64> {
@@ -146,6 +146,17 @@ pub(super) fn recipe_row(r: pb::Recipe) -> RecipeRow {
 }
 
 /// Why a claim was lost, worded as the local path words the same loss.
+/// What a Revoke came to: its `outcome`, or for a daemon older than that field its `released`
+/// (which such a daemon also said when it only asked).
+pub(super) fn revoked(reply: &pb::RevokeReply, graced: bool) -> Revocation {
+    match pb::RevokeOutcome::try_from(reply.outcome) {
+        Ok(pb::RevokeOutcome::Asked) => Revocation::Asked,
+        Ok(pb::RevokeOutcome::Released) => Revocation::Released,
+        Ok(pb::RevokeOutcome::Forced) => Revocation::Forced,
+        Ok(pb::RevokeOutcome::Unspecified) | Err(_) => Revocation::of(reply.released, graced),
+    }
+}
+
 pub(super) fn ending(lost: wazoo_client::Lost) -> Ending {
     use wazoo_client::Lost;
     let because = |why: String| Ending { why, revoked: false };
@@ -158,6 +169,10 @@ pub(super) fn ending(lost: wazoo_client::Lost) -> Ending {
             "the wazoo daemon had no answer from ZooKeeper for 2/3 of its session timeout: assuming the session expired"
                 .to_string(),
         ),
+        Lost::Released => because("another call released the claim".to_string()),
+        Lost::ClientSessionEnded => {
+            because("the wazoo daemon ended the claim's client session (no keepalive within its TTL)".to_string())
+        }
         Lost::Disconnected(why) | Lost::Other(why) => because(why),
     }
 }

@@ -50,10 +50,11 @@ impl Sessions for Api {
                 self.bounds.sessions
             )));
         };
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let id = self.new_session_id();
         let session = Arc::new(ClientSession {
             counted: Mutex::new(Some(counted)),
             pending: Arc::default(),
+            keepers: Mutex::new(0),
             id,
             name: req.name.clone(),
             ttl,
@@ -89,20 +90,22 @@ impl Sessions for Api {
         let state = Arc::downgrade(&self.0);
         tokio::spawn(async move {
             let mut kept = Vec::new();
-            loop {
+            let stopping = loop {
                 let req = tokio::select! {
                     next = incoming.next() => match next {
                         Some(Ok(req)) => req,
-                        _ => break,
+                        _ => break false,
                     },
-                    () = slot.stopped() => break,
+                    // The daemon or the tenant stopping ends the sessions itself, as such.
+                    () = slot.stopped() => break true,
                 };
-                let Some(state) = state.upgrade() else { break };
+                let Some(state) = state.upgrade() else { break true };
                 let ttl = match state.session(req.session) {
                     Ok(s) => {
                         s.touch();
-                        if !kept.contains(&s.id) {
-                            kept.push(s.id);
+                        if !kept.iter().any(|k: &Arc<ClientSession>| Arc::ptr_eq(k, &s)) {
+                            s.kept_by_one_more();
+                            kept.push(s.clone());
                         }
                         s.ttl.as_millis() as u64
                     }
@@ -111,13 +114,16 @@ impl Sessions for Api {
                 let reply = tx.send(Ok(pb::KeepAliveReply { session: req.session, ttl_ms: ttl })).await;
                 // A session that is not open is told so (TTL 0), and the stream ends.
                 if reply.is_err() || ttl == 0 {
-                    break;
+                    break false;
                 }
-            }
-            // The stream ended: the client is gone (or says it is done).
-            if let Some(state) = state.upgrade() {
-                for id in kept {
-                    state.end_session(id, "its keepalive stream ended").await;
+            };
+            // The stream ended: the client is gone (or says it is done), unless another of its
+            // streams still keeps the session (a client that reconnects opens the new first).
+            if let (Some(state), false) = (state.upgrade(), stopping) {
+                for session in kept {
+                    if session.kept_by_one_less() {
+                        state.end_session(session.id, "its last keepalive stream ended").await;
+                    }
                 }
             }
         });

@@ -211,6 +211,27 @@ async fn serve(
     for Served { name, token, host, clients } in hosts {
         states.push((token, new_state(host, name, clients)));
     }
+    // The TLS settings are built (the key loaded and checked against the certificate) before
+    // anything binds or is announced: a fault is an error of the start, never one after `ready`.
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(10)))
+        // A peer that stops answering HTTP/2 pings is dropped, as is one that opens more
+        // streams on one connection than a client needs.
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+        .trace_fn(|request| tracing::info_span!("call", method = %request.uri().path()));
+    if let Some(tls) = &config.tls {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        wazoo_runtime::keeper::install_crypto_provider();
+        // A connection that has not finished its handshake within the timeout is dropped.
+        let mut settings =
+            ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key)).timeout(TLS_HANDSHAKE);
+        if let Some(ca) = &tls.client_ca {
+            settings = settings.client_ca_root(Certificate::from_pem(ca));
+        }
+        // tonic's error says `transport error`; its source says what is wrong.
+        builder = builder.tls_config(settings).map_err(|e| anyhow::Error::new(e).context("TLS settings"))?;
+    }
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let grpc = listener.local_addr()?;
     let metrics_addr = match config.metrics {
@@ -231,24 +252,6 @@ async fn serve(
     // Replies go out at once (no Nagle delay waiting for the client's delayed ACK).
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let mut builder = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(Duration::from_secs(10)))
-        // A peer that stops answering HTTP/2 pings is dropped, as is one that opens more
-        // streams on one connection than a client needs.
-        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
-        .trace_fn(|request| tracing::info_span!("call", method = %request.uri().path()));
-    if let Some(tls) = &config.tls {
-        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-        wazoo_runtime::keeper::install_crypto_provider();
-        // A connection that has not finished its handshake within the timeout is dropped.
-        let mut settings =
-            ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key)).timeout(TLS_HANDSHAKE);
-        if let Some(ca) = &tls.client_ca {
-            settings = settings.client_ca_root(Certificate::from_pem(ca));
-        }
-        builder = builder.tls_config(settings).map_err(|e| anyhow::anyhow!("TLS settings: {e}"))?;
-    }
     let until = async {
         let _ = stopped.await;
     };
@@ -323,7 +326,7 @@ async fn serve(
                     }
                     let closing: Vec<_> = old.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
                     for session in closing {
-                        session.close().await;
+                        session.close(state::Ended::Stopping).await;
                     }
                     tracing::info!(tenant = %name, "tenant stopped");
                 }
@@ -350,7 +353,7 @@ async fn serve(
         state.stopped.send_replace(true);
         let sessions: Vec<_> = state.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
         for session in sessions {
-            session.close().await;
+            session.close(state::Ended::Stopping).await;
         }
     }
     let served = match served {

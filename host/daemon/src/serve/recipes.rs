@@ -1,6 +1,6 @@
 //! The `Recipes` service: every recipe family's calls, each on a fresh or a kept handle.
 
-use super::state::StreamSlot;
+use super::state::{Ended, StreamSlot};
 use super::{millis, or, Events, STREAM_POLL};
 
 use tokio::sync::mpsc;
@@ -120,20 +120,25 @@ impl Recipes for Api {
             Some(held) => held.lost(),
             None => return Err(wire::unknown_handle(format!("handle: {} was released", req.handle))),
         };
-        let mut released = entry.released.subscribe();
+        let ended = entry.ended.subscribe();
+        let ending = entry.ending();
         let mut slot = self.stream_slot()?;
         let (tx, rx) = mpsc::channel(1);
         tokio::spawn(async move {
-            let why = tokio::select! {
-                why = lost => Some(why),
-                () = slot.stopped() => None,
-                _ = async { let _ = released.wait_for(|r| *r).await; } => None,
+            let event = tokio::select! {
+                // A handle ended in the daemon deletes its node too: the loss is told as that
+                // end, and a claim given up on purpose (a Release) is no loss at all.
+                why = lost => match *ended.borrow() {
+                    Some(how) => how.loss().and_then(wire::ended_event),
+                    None => Some(wire::lost_event(&why)),
+                },
+                how = ending => how.loss().and_then(wire::ended_event),
+                // The daemon or the tenant stopping closes the claim's ZooKeeper session.
+                () = slot.stopped() => wire::ended_event(pb::LossReason::SessionClosed),
                 _ = tx.closed() => None,
             };
-            // A claim given up on purpose deletes its node too: that is no loss.
-            let on_purpose = *released.borrow();
-            if let (Some(why), false) = (why, on_purpose) {
-                let _ = tx.send(Ok(wire::lost_event(&why))).await;
+            if let Some(event) = event {
+                let _ = tx.send(Ok(event)).await;
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -363,7 +368,16 @@ impl Recipes for Api {
             or(&req.recipe, World::Lock.default_recipe()),
             lock,
             |h| h.revoke(&req.node, millis(req.grace_ms)),
-            |released| pb::RevokeReply { released }
+            |released| {
+                // Without a grace the recipe only asks: nothing was waited for, so nothing
+                // says the holder let go.
+                let outcome = match (req.grace_ms.is_some(), released) {
+                    (false, _) => pb::RevokeOutcome::Asked,
+                    (true, true) => pb::RevokeOutcome::Released,
+                    (true, false) => pb::RevokeOutcome::Forced,
+                };
+                pb::RevokeReply { released: outcome == pb::RevokeOutcome::Released, outcome: outcome as i32 }
+            }
         )
     }
 
@@ -392,7 +406,15 @@ impl Recipes for Api {
             let session = self.session(req.session)?;
             let _reserved = self.room_for_handle(&session)?;
             let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
-            match h.claim(&req.path, millis(req.timeout_ms)).await {
+            let claimed = session.while_open(h.claim(&req.path, millis(req.timeout_ms))).await;
+            let claimed = match claimed {
+                Ok(claimed) => claimed,
+                Err(ended) => {
+                    h.close().await;
+                    return Err(ended);
+                }
+            };
+            match claimed {
                 Ok(item) => {
                     let claimed = pb::QueueItem { node: item.node.clone(), data: item.data, handle: 0 };
                     let handle = self.keep(&session, Claim::queue_claim(h, item.node)).await?;
@@ -510,7 +532,15 @@ impl Recipes for Api {
             let session = self.session(req.session)?;
             let _reserved = self.room_for_handle(&session)?;
             let mut h = self.host.barrier(&recipe).await.map_err(no_handle)?;
-            match h.enter(&req.path, req.count, millis(req.timeout_ms)).await {
+            let entered = session.while_open(h.enter(&req.path, req.count, millis(req.timeout_ms))).await;
+            let entered = match entered {
+                Ok(entered) => entered,
+                Err(ended) => {
+                    h.close().await;
+                    return Err(ended);
+                }
+            };
+            match entered {
                 Ok(()) => {
                     let held = Claim::participant(h, String::new());
                     let recipe_version = version_of(&held);
@@ -532,13 +562,14 @@ impl Recipes for Api {
     ) -> Result<Response<pb::Empty>, Status> {
         let req = request.into_inner();
         self.measured("DoubleBarrierLeave", "", async {
+            let session = self.session(req.session)?;
             let mut held = self.take_held(req.session, req.handle, ClaimKind::Participant).await?;
             let outcome = match held.barrier() {
-                Some(h) => h.leave_double(millis(req.timeout_ms)).await,
-                None => Err(RecipeError::Retired),
+                Some(h) => session.while_open(h.leave_double(millis(req.timeout_ms))).await,
+                None => Ok(Err(RecipeError::Retired)),
             };
             held.close().await;
-            outcome.map(|()| pb::Empty {}).map_err(status)
+            outcome?.map(|()| pb::Empty {}).map_err(status)
         })
         .await
     }
@@ -677,12 +708,13 @@ impl Recipes for Api {
             };
             if req.handle != 0 {
                 // A call on a kept instance.
-                let (_, entry) = self.entry(req.session, req.handle)?;
+                let (session, entry) = self.entry(req.session, req.handle)?;
                 let mut slot = entry.held.lock().await;
                 let Some(h) = slot.as_mut().and_then(Claim::instance_mut) else {
                     return Err(wire::wrong_handle(format!("handle: {} was not kept by Invoke", req.handle)));
                 };
-                let result = h.call(&req.function, &args).await.map_err(status)?;
+                // The session ending cancels the call, so its close need not wait for it.
+                let result = session.while_open(h.call(&req.function, &args)).await?.map_err(status)?;
                 return Ok(pb::InvokeReply { result_json: result.to_string(), handle: req.handle });
             }
             if req.function.is_empty() {
@@ -706,11 +738,19 @@ impl Recipes for Api {
             let session = if req.keep { Some(self.session(req.session)?) } else { None };
             let _reserved = session.as_ref().map(|s| self.room_for_handle(s)).transpose()?;
             let mut h = self.host.dynamic(&recipe).await.map_err(no_handle)?;
-            let result = match h.call(&req.function, &args).await {
-                Ok(result) => result,
-                Err(e) => {
+            let called = match &session {
+                Some(session) => session.while_open(h.call(&req.function, &args)).await,
+                None => Ok(h.call(&req.function, &args).await),
+            };
+            let result = match called {
+                Ok(Ok(result)) => result,
+                Ok(Err(e)) => {
                     h.close().await;
                     return Err(status(e));
+                }
+                Err(ended) => {
+                    h.close().await;
+                    return Err(ended);
                 }
             };
             let handle = match session {
@@ -732,11 +772,26 @@ struct Holding {
     handle: u64,
     /// Resolves when the claim is lost; followed until it has been told.
     lost: std::pin::Pin<Box<dyn std::future::Future<Output = wazoo_runtime::Lost> + Send>>,
+    /// Resolves, with how, once the handle ends outside this stream (a Release from another
+    /// call, its client session ending): followed until it has.
+    ending: std::pin::Pin<Box<dyn std::future::Future<Output = Ended> + Send>>,
+    /// How the handle ended, once it has: looked at when the claim's loss comes, since ending
+    /// the handle deletes its node too.
+    ended: tokio::sync::watch::Receiver<Option<Ended>>,
+    /// Whether the stream was told the claim is lost (once).
     told: bool,
-    /// Set when the handle ends, by this stream or outside it (its session closing): one
-    /// receiver to wait on, one to look at.
-    released: tokio::sync::watch::Receiver<bool>,
-    ended: tokio::sync::watch::Receiver<bool>,
+    /// Whether the handle ended outside this stream: a `release` then has nothing to let go.
+    gone: bool,
+}
+
+impl Holding {
+    /// The one `lost` event of a claim that ended outside the stream `how`.
+    fn ended_event(how: Ended) -> Option<pb::LostEvent> {
+        match how {
+            Ended::Released => wire::ended_event(pb::LossReason::Released),
+            how => how.loss().and_then(wire::ended_event),
+        }
+    }
 }
 
 impl Api {
@@ -744,7 +799,7 @@ impl Api {
     async fn release_handle(&self, session: u64, handle: u64) -> Result<pb::Empty, Status> {
         let (session, entry) = self.entry(session, handle)?;
         session.handles.lock().unwrap().remove(&handle);
-        entry.released.send_replace(true);
+        entry.ended.send_replace(Some(Ended::Released));
         let held = entry.held.lock().await.take();
         let Some(held) = held else { return Ok(pb::Empty {}) };
         held.release().await.map(|()| pb::Empty {}).map_err(status)
@@ -768,24 +823,46 @@ impl Api {
                     step = steps.message() => step,
                     () = slot.stopped() => break Ok(()),
                 },
-                Some(Holding { lost, told, released, ended, handle, .. }) => tokio::select! {
-                    step = steps.message() => step,
-                    why = lost, if !*told => {
-                        *told = true;
-                        // A claim given up on purpose deletes its node too: that is no loss.
-                        let on_purpose = *ended.borrow();
-                        if !on_purpose && tx.send(event(Event::Lost(wire::lost_event(&why)))).await.is_err() {
+                Some(Holding { lost, ending, ended, told, gone, .. }) => {
+                    let told_now = tokio::select! {
+                        step = steps.message() => Err(step),
+                        // A handle ended outside the stream deletes its node too: the loss is
+                        // told as that end.
+                        why = lost, if !*told => {
+                            let how = *ended.borrow();
+                            Ok(match how {
+                                Some(how) => Holding::ended_event(how),
+                                None => Some(wire::lost_event(&why)),
+                            })
+                        }
+                        how = ending, if !*gone => {
+                            *gone = true;
+                            Ok(if *told { None } else { Holding::ended_event(how) })
+                        }
+                        // The daemon or the tenant stopping closes the claim's ZooKeeper session.
+                        () = slot.stopped() => {
+                            if !*told {
+                                let lost = wire::ended_event(pb::LossReason::SessionClosed);
+                                if let Some(lost) = lost {
+                                    let _ = tx.send(event(Event::Lost(lost))).await;
+                                }
+                            }
                             break Ok(());
                         }
-                        continue;
+                    };
+                    match told_now {
+                        Err(step) => step,
+                        Ok(lost) => {
+                            if let (Some(lost), false) = (lost, *told) {
+                                *told = true;
+                                if tx.send(event(Event::Lost(lost))).await.is_err() {
+                                    break Ok(());
+                                }
+                            }
+                            continue;
+                        }
                     }
-                    () = async { let _ = released.wait_for(|r| *r).await; } => {
-                        break Err(wire::unknown_handle(format!(
-                            "handle: {handle} was let go outside this stream (its client session ended)"
-                        )));
-                    }
-                    () = slot.stopped() => break Ok(()),
-                },
+                }
             };
             let step = match step {
                 Ok(Some(pb::HoldRequest { step: Some(step) })) => step,
@@ -820,11 +897,18 @@ impl Api {
                     let Some(holding) = held.take() else {
                         break Err(wire::invalid_argument("this stream holds no claim to release"));
                     };
-                    let released = self
-                        .measured("Hold/release", "", self.release_handle(holding.session, holding.handle))
-                        .await;
-                    if let Err(e) = released {
-                        break Err(e);
+                    // A handle that ended outside the stream has nothing left to let go.
+                    if !holding.gone {
+                        let released = self
+                            .measured(
+                                "Hold/release",
+                                "",
+                                self.release_handle(holding.session, holding.handle),
+                            )
+                            .await;
+                        if let Err(e) = released {
+                            break Err(e);
+                        }
                     }
                     if tx.send(event(Event::Released(pb::Empty {}))).await.is_err() {
                         break Ok(());
@@ -832,7 +916,7 @@ impl Api {
                 }
             }
         };
-        if let Some(holding) = held {
+        if let Some(holding) = held.filter(|h| !h.gone) {
             let _ = self.release_handle(holding.session, holding.handle).await;
         }
         if let Err(e) = ended {
@@ -857,9 +941,10 @@ impl Api {
                 session: req.session,
                 handle: claim.handle,
                 lost: Box::pin(lost),
+                ending: Box::pin(entry.ending()),
+                ended: entry.ended.subscribe(),
                 told: false,
-                released: entry.released.subscribe(),
-                ended: entry.released.subscribe(),
+                gone: false,
             };
             Ok((claim, holding))
         })

@@ -74,8 +74,50 @@ impl Drop for Counted {
 pub(super) struct Entry {
     /// What the client holds (`wazoo_runtime::Claim`); taken when it ends.
     pub(super) held: tokio::sync::Mutex<Option<Claim>>,
-    /// Set when the claim is given up on purpose: a Lost stream then ends quietly.
-    pub(super) released: watch::Sender<bool>,
+    /// Set, with how, when the handle ends here: given up on purpose by a call (a Lost stream
+    /// then ends quietly), or with its client session (the streams that follow it are told).
+    pub(super) ended: watch::Sender<Option<Ended>>,
+}
+
+impl Entry {
+    fn new(held: Claim) -> Entry {
+        Entry { held: tokio::sync::Mutex::new(Some(held)), ended: watch::channel(None).0 }
+    }
+
+    /// Resolves, with how, once the handle has ended here.
+    pub(super) fn ending(&self) -> impl std::future::Future<Output = Ended> + Send + 'static {
+        let mut ended = self.ended.subscribe();
+        async move {
+            match ended.wait_for(Option::is_some).await {
+                Ok(how) => how.unwrap_or(Ended::Stopping),
+                // The entry is gone without a word: its state was dropped.
+                Err(_) => Ended::Stopping,
+            }
+        }
+    }
+}
+
+/// How a kept handle ended in the daemon (not by losing its claim in ZooKeeper).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ended {
+    /// Let go by a call of its client: Release (or a Hold stream's release), QueueAck, a leave.
+    Released,
+    /// Its client session ended: closed by the client, or its TTL passed without a keepalive.
+    SessionEnded,
+    /// The daemon or the handle's tenant is stopping: its ZooKeeper session closes.
+    Stopping,
+}
+
+impl Ended {
+    /// The loss a stream that follows the claim reports, if this is one (a release on purpose
+    /// is not).
+    pub(super) fn loss(self) -> Option<pb::LossReason> {
+        match self {
+            Ended::Released => None,
+            Ended::SessionEnded => Some(pb::LossReason::ClientSessionEnded),
+            Ended::Stopping => Some(pb::LossReason::SessionClosed),
+        }
+    }
 }
 
 pub(super) struct ClientSession {
@@ -90,6 +132,9 @@ pub(super) struct ClientSession {
     /// Handles being made for it (a call in flight that may keep one), counted against
     /// [`super::Bounds::handles_per_session`] with those it holds.
     pub(super) pending: Arc<AtomicU64>,
+    /// The KeepAlive streams that have named it and are still open: the session ends with the
+    /// last of them (or its TTL), so a client may open a new stream before it lets the old go.
+    pub(super) keepers: Mutex<u32>,
 }
 
 impl ClientSession {
@@ -101,17 +146,50 @@ impl ClientSession {
         *self.deadline.lock().unwrap() = Instant::now() + self.ttl;
     }
 
-    /// Closes every handle (deleting their nodes); later calls find the session gone.
-    pub(super) async fn close(&self) {
+    /// Closes every handle (deleting their nodes), telling the streams that follow them `how`
+    /// they ended; later calls find the session gone. Its calls still in flight (an Acquire
+    /// waiting in a lock's queue, a call on a kept instance) are cancelled first, through
+    /// [`ClientSession::while_open`], which deletes what they made.
+    pub(super) async fn close(&self, how: Ended) {
         self.closed.send_replace(true);
         self.counted.lock().unwrap().take();
         let entries: Vec<_> = self.handles.lock().unwrap().drain().map(|(_, e)| e).collect();
         for entry in entries {
-            entry.released.send_replace(true);
+            // A handle let go on purpose just before keeps that word.
+            entry.ended.send_if_modified(|e| e.is_none() && e.insert(how) == &how);
             if let Some(held) = entry.held.lock().await.take() {
                 held.close().await;
             }
         }
+    }
+
+    /// Runs `call` while the session is open: once it ends (closed, its TTL passed, its
+    /// tenant or the daemon stopping), `call` is dropped, which cancels the recipe call in it
+    /// (its handle retired, what it made deleted when the handle closes), and the result is
+    /// UNKNOWN_SESSION. So no call of a client session that ended waits on as a ghost.
+    pub(super) async fn while_open<T>(
+        &self,
+        call: impl std::future::Future<Output = T>,
+    ) -> Result<T, Status> {
+        let mut closed = self.closed.subscribe();
+        tokio::select! {
+            done = call => Ok(done),
+            _ = closed.wait_for(|c| *c) => {
+                Err(wire::unknown_session(format!("session: {} ended while the call waited", self.id)))
+            }
+        }
+    }
+
+    /// Counts one more KeepAlive stream naming this session.
+    pub(super) fn kept_by_one_more(&self) {
+        *self.keepers.lock().unwrap() += 1;
+    }
+
+    /// Counts one KeepAlive stream naming this session less: whether it was the last.
+    pub(super) fn kept_by_one_less(&self) -> bool {
+        let mut keepers = self.keepers.lock().unwrap();
+        *keepers = keepers.saturating_sub(1);
+        *keepers == 0
     }
 }
 
@@ -127,7 +205,19 @@ impl State {
         let session = self.sessions.lock().unwrap().remove(&id);
         if let Some(session) = session {
             tracing::info!(session = id, name = %session.name, "client session ended: {why}");
-            session.close().await;
+            session.close(Ended::SessionEnded).await;
+        }
+    }
+
+    /// A fresh client session id: random, so that one client cannot guess (and end, or use)
+    /// another's, and never 0 (which the wire reads as "no session").
+    pub(super) fn new_session_id(&self) -> u64 {
+        let sessions = self.sessions.lock().unwrap();
+        loop {
+            let id = u64::from_le_bytes(uuid::Uuid::new_v4().as_bytes()[..8].try_into().unwrap());
+            if id != 0 && !sessions.contains_key(&id) {
+                return id;
+            }
         }
     }
 
@@ -145,8 +235,7 @@ impl State {
             )));
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let entry =
-            Arc::new(Entry { held: tokio::sync::Mutex::new(Some(held)), released: watch::channel(false).0 });
+        let entry = Arc::new(Entry::new(held));
         session.handles.lock().unwrap().insert(id, entry.clone());
         if !session.alive() {
             session.handles.lock().unwrap().remove(&id);
@@ -197,11 +286,17 @@ impl State {
     ) -> Result<pb::Claim, Status> {
         let _reserved = self.room_for_handle(session)?;
         let mut contender = self.host.contender(want, recipe).await.map_err(no_handle)?;
-        let granted = match contender.acquire(path, timeout).await {
-            Ok(granted) => granted,
-            Err(e) => {
+        // A session that ends while its call waits (in a lock's queue) cancels the call, and
+        // closing the contender deletes the node it queued.
+        let granted = match session.while_open(contender.acquire(path, timeout)).await {
+            Ok(Ok(granted)) => granted,
+            Ok(Err(e)) => {
                 contender.close().await;
                 return Err(status(e));
+            }
+            Err(ended) => {
+                contender.close().await;
+                return Err(ended);
             }
         };
         let claim = contender.claim(granted);
@@ -242,7 +337,7 @@ impl State {
             None => return Err(wire::unknown_handle(format!("handle: {handle} was released"))),
         }
         s.handles.lock().unwrap().remove(&handle);
-        entry.released.send_replace(true);
+        entry.ended.send_replace(Some(Ended::Released));
         let held = slot.take();
         drop(slot);
         held.ok_or_else(|| wire::unknown_handle(format!("handle: {handle} was released")))
