@@ -1152,6 +1152,40 @@ async fn lab_daemon(lab: &Lab) -> (crate::daemon::Daemon, wazoo_client::Client) 
     (daemon, client)
 }
 
+/// A client session of `ttl` kept alive over a KeepAlive stream of its own until `quiet` is set;
+/// then the stream stays open, silent, and the TTL runs out. The stream ends with the returned
+/// sender.
+async fn quieting_session(
+    client: &wazoo_client::Client,
+    ttl: Duration,
+    name: String,
+    quiet: Arc<std::sync::atomic::AtomicBool>,
+) -> (u64, tokio::sync::mpsc::Sender<wazoo_proto::KeepAliveRequest>) {
+    use tokio_stream::wrappers::ReceiverStream;
+    let mut sessions = client.sessions();
+    let request = wazoo_proto::OpenRequest { ttl_ms: ttl.as_millis() as u64, name };
+    let id = sessions.open(request).await.unwrap().into_inner().session;
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let mut replies = sessions.keep_alive(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let keeper = tx.downgrade();
+    tokio::spawn(async move {
+        while !quiet.load(std::sync::atomic::Ordering::SeqCst) {
+            let Some(keeper) = keeper.upgrade() else { break };
+            if keeper.send(wazoo_proto::KeepAliveRequest { session: id }).await.is_err() {
+                break;
+            }
+            drop(keeper);
+            if !matches!(replies.message().await, Ok(Some(_))) {
+                break;
+            }
+            tokio::time::sleep(ttl / 4).await;
+        }
+        // The stream stays open, silent, until the sender goes.
+        while let Ok(Some(_)) = replies.message().await {}
+    });
+    (id, tx)
+}
+
 fn lock_request(session: u64, path: &str) -> wazoo_proto::AcquireRequest {
     wazoo_proto::AcquireRequest {
         session,
@@ -1177,6 +1211,9 @@ pub async fn daemon_sessions_end_with_calls_waiting(lab: &Lab, waiters: usize) -
     let ttl = Duration::from_millis(1000);
     let mut closing = Vec::new();
     let mut calls = Vec::new();
+    // The silent sessions are kept alive until every waiter queued, then left to expire.
+    let quiet = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut silent = Vec::new();
     for i in 0..waiters {
         let id = if i % 2 == 0 {
             let session = client.session(Duration::from_secs(10), format!("closed {i}")).await.unwrap();
@@ -1184,9 +1221,9 @@ pub async fn daemon_sessions_end_with_calls_waiting(lab: &Lab, waiters: usize) -
             closing.push(session);
             id
         } else {
-            let request =
-                wazoo_proto::OpenRequest { ttl_ms: ttl.as_millis() as u64, name: format!("silent {i}") };
-            client.sessions().open(request).await.unwrap().into_inner().session
+            let (id, stream) = quieting_session(&client, ttl, format!("silent {i}"), quiet.clone()).await;
+            silent.push(stream);
+            id
         };
         let mut recipes = client.recipes();
         let request = lock_request(id, &path);
@@ -1201,6 +1238,7 @@ pub async fn daemon_sessions_end_with_calls_waiting(lab: &Lab, waiters: usize) -
         waiters - closing.len()
     ));
     let ended = Instant::now();
+    quiet.store(true, std::sync::atomic::Ordering::SeqCst);
     for session in closing {
         session.close().await;
     }
@@ -1246,6 +1284,7 @@ pub async fn daemon_sessions_end_with_calls_waiting(lab: &Lab, waiters: usize) -
         }
     }
     live.close().await;
+    drop(silent);
     drop(daemon);
     epilogue(&run, lab, &path, &[&a]).await;
     run.report("daemon client sessions end with calls waiting")

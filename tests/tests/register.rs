@@ -388,3 +388,26 @@ async fn a_ttl_under_a_second_is_a_usage_error() {
         assert!(checker.check_stat(&node).await.unwrap().is_none(), "--ttl {ttl}: registered");
     }
 }
+
+/// Two clients of one daemon share its ZooKeeper session, so the node's owner cannot tell them
+/// apart: the second to register a path is refused all the same (exit 3), and the first keeps
+/// it with its own data, never set back and forth between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_of_one_daemon_never_share_a_registration() {
+    let daemon = wazoo_tests::daemon::Daemon::start(&plugins(), &root().join("target/component-cache")).await;
+    let checker = client(&zk().address()).await;
+    let node = format!("{}/svc", unique("register-daemon"));
+    let mut first = Running::start(
+        daemon.wazoo().args(["register", &node, "first", "--", "sh", "-c"]).arg("echo up; exec sleep 30"),
+    );
+    assert_eq!(first.line("the first registers").await, "up");
+    let (code, stdout, stderr) =
+        output(daemon.wazoo().args(["register", &node, "second", "--", "echo", "ran"])).await;
+    assert_eq!((code, stdout.as_str()), (3, ""), "{stderr}");
+    assert!(stderr.contains("another session's registration"), "{stderr}");
+    let (data, stat) = checker.get_data(&node).await.unwrap();
+    assert_eq!((data.as_slice(), stat.version), (&b"first"[..], 0), "the first's, never set since");
+    first.signal(libc::SIGTERM);
+    assert_eq!(first.exit().await.0, 143);
+    within(LIMIT, "the registration goes with its command", wait_gone(&checker, &node)).await;
+}

@@ -6,6 +6,8 @@
 //! says it only asked; and a frozen daemon (SIGSTOP) holds up no client past its bound.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -33,8 +35,8 @@ async fn daemon() -> Daemon {
 }
 
 /// Opens a session of `ttl_ms` and keeps it alive over one KeepAlive stream for as long as the
-/// returned sender lives (a keepalive every third of the TTL).
-async fn kept_session(channel: &Channel, ttl_ms: u64) -> (u64, tokio::sync::mpsc::Sender<KeepAliveRequest>) {
+/// returned [`Keeper`] lives (a keepalive every third of the TTL).
+async fn kept_session(channel: &Channel, ttl_ms: u64) -> (u64, Keeper) {
     let id = silent_session(channel, ttl_ms).await;
     (id, keepalive_stream(channel, id, ttl_ms).await)
 }
@@ -45,24 +47,37 @@ async fn silent_session(channel: &Channel, ttl_ms: u64) -> u64 {
     sessions.open(OpenRequest { ttl_ms, name: "test".into() }).await.unwrap().into_inner().session
 }
 
-/// A KeepAlive stream naming `id` every third of `ttl_ms`, open while the returned sender lives
-/// (dropping it ends the stream).
-async fn keepalive_stream(
-    channel: &Channel,
-    id: u64,
-    ttl_ms: u64,
-) -> tokio::sync::mpsc::Sender<KeepAliveRequest> {
+/// A KeepAlive stream naming a session: open while this lives (dropping it ends the stream);
+/// it sends keepalives until told to go quiet.
+struct Keeper {
+    _stream: tokio::sync::mpsc::Sender<KeepAliveRequest>,
+    quiet: Arc<AtomicBool>,
+}
+
+impl Keeper {
+    /// Sends no more keepalives, the stream left open: the session's TTL runs out.
+    fn go_quiet(&self) {
+        self.quiet.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A KeepAlive stream naming `id` every third of `ttl_ms`.
+async fn keepalive_stream(channel: &Channel, id: u64, ttl_ms: u64) -> Keeper {
     let mut sessions = SessionsClient::new(channel.clone());
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tx.send(KeepAliveRequest { session: id }).await.unwrap();
     let mut replies = sessions.keep_alive(ReceiverStream::new(rx)).await.unwrap().into_inner();
     let first = replies.message().await.unwrap().expect("a keepalive answer");
     assert!(first.ttl_ms > 0, "the session {id} is open");
-    let keeper = tx.downgrade();
+    let quiet = Arc::new(AtomicBool::new(false));
+    let (keeper, stop) = (tx.downgrade(), quiet.clone());
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_millis(ttl_ms / 3)).await;
             let Some(keeper) = keeper.upgrade() else { break };
+            if stop.load(Ordering::SeqCst) {
+                continue;
+            }
             if keeper.send(KeepAliveRequest { session: id }).await.is_err() {
                 break;
             }
@@ -73,7 +88,7 @@ async fn keepalive_stream(
             }
         }
     });
-    tx
+    Keeper { _stream: tx, quiet }
 }
 
 fn acquire(session: u64, path: &str, timeout_ms: Option<u64>) -> AcquireRequest {
@@ -128,21 +143,22 @@ async fn a_waiter_whose_session_ends_leaves_the_queue_at_once() {
     let held = recipes.clone().acquire(acquire(holder, &path, None)).await.unwrap().into_inner();
     let holder_node = held.node.rsplit('/').next().unwrap().to_string();
 
-    // A waiter whose session nobody keeps alive: its 1 s TTL passes while it waits. Its node
-    // leaves the queue then, long before the lock frees, and its call is told.
-    let silent = silent_session(&channel, 1000).await;
+    // A waiter whose keepalives stop once it waits: its 1 s TTL passes. Its node leaves the
+    // queue then, long before the lock frees, and its call is told.
+    let (silent, keeper) = kept_session(&channel, 1000).await;
     let waiting = tokio::spawn({
         let (mut recipes, path) = (recipes.clone(), path.clone());
         async move { recipes.acquire(acquire(silent, &path, None)).await }
     });
     queue_of(&checker, &path, 2, LIMIT).await;
+    keeper.go_quiet();
     let started = Instant::now();
     let left = queue_of(&checker, &path, 1, Duration::from_secs(5)).await;
     assert_eq!(left, vec![holder_node.clone()], "only the holder is left");
     let refused = within(Duration::from_secs(5), "the waiter's call ends", waiting).await.unwrap();
     let refused = refused.expect_err("a waiter whose session ended holds nothing");
     assert_eq!(kind(&refused), Some(ErrorKind::UnknownSession), "{refused:?}");
-    assert!(started.elapsed() < Duration::from_secs(3), "gone within its TTL: {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(4), "gone within its TTL: {:?}", started.elapsed());
 
     // A waiter whose session is closed: gone at once.
     let (closed, _kept_closed) = kept_session(&channel, 10_000).await;
@@ -356,14 +372,15 @@ async fn no_instance_left_is_a_limit_not_a_missing_recipe() {
 /// checker's own session.
 async fn deaf_holder(checker: &zookeeper_client::Client, dir: &str) -> String {
     let node = format!("{dir}/_c_00000000-0000-0000-0000-000000000000-lock-0000000000");
-    checker
-        .create(
-            dir,
-            b"",
-            &zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all()),
-        )
-        .await
-        .ok();
+    let persistent = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    // `dir`'s parent first: it may not exist yet.
+    let parent = &dir[..dir.rfind('/').unwrap()];
+    for path in [parent, dir] {
+        match checker.create(path, b"", &persistent).await {
+            Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
+            Err(e) => panic!("creating {path}: {e}"),
+        }
+    }
     let ephemeral = zookeeper_client::CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all());
     checker.create(&node, b"", &ephemeral).await.unwrap();
     node
@@ -427,6 +444,9 @@ async fn a_frozen_daemon_holds_up_no_client() {
     let config = format!("{}/config", unique("sessions-frozen-config"));
     let watched = unique("sessions-frozen-watch");
     let checker = client(&zk().address()).await;
+    // The value's parents are made with it (`/t` among them), then the watched node beside it.
+    let (code, _, stderr) = output(daemon.wazoo().args(["config", "set", &config, "v1"])).await;
+    assert_eq!(code, 0, "{stderr}");
     checker
         .create(
             &watched,
@@ -435,8 +455,6 @@ async fn a_frozen_daemon_holds_up_no_client() {
         )
         .await
         .unwrap();
-    let (code, _, stderr) = output(daemon.wazoo().args(["config", "set", &config, "v1"])).await;
-    assert_eq!(code, 0, "{stderr}");
 
     // A guarded command through the daemon, a watch of each kind, and the Rust client's claim.
     let mut guarded = Running::start(daemon.wazoo().args([

@@ -202,6 +202,8 @@ class StandIn(rpc.SessionsServicer, rpc.RecipesServicer):
         return pb.Claim(node="/stand-in/lock-0000000001", fencing_token=7, handle=1, recipe_version="0" * 12)
 
     def Lost(self, request, context):
+        # As the daemon does: the headers go out once it follows the claim.
+        context.send_initial_metadata(())
         self.stop.wait()
         # The keepalive stream ends first here, its end a little ahead of the event: the client
         # must not take the first news for the last.

@@ -156,6 +156,10 @@ class Claim:
         # The daemon holds no handle of the claim any more, or cannot be reached.
         self._gone = False
         self._stream = client.recipes.Lost(self._ref, metadata=client.metadata)
+        # The daemon follows the claim before it is handed out (its answer's headers come once it
+        # does), so a loss right after is told, not missed; a daemon gone silent fails the call
+        # within SILENCE.
+        self._stream.initial_metadata()
         self._follower = threading.Thread(target=self._follow, name=f"wazoo-lost-{claim.handle}", daemon=True)
         self._follower.start()
 

@@ -118,6 +118,19 @@ pub const SILENCE: Duration = Duration::from_secs(3);
 /// they have one, by their client session's keepalives.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a claim whose session ended with a word from the daemon (it ended the session or
+/// its keepalive stream) waits for the daemon's own reason on the claim's stream: the daemon
+/// sends it before it lets the keepalive stream go, but on another stream.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// Why a client session is no longer kept, and whether the daemon went silent (no keepalive
+/// answered, the connection broken): then nothing more will come from it.
+#[derive(Clone, Debug)]
+struct Ending {
+    why: String,
+    silent: bool,
+}
+
 /// `message` as a request bounded by [`CALL_TIMEOUT`].
 pub fn bounded<T>(message: T) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
@@ -276,9 +289,11 @@ impl Client {
             .map_err(|e| ConnectError::BadAddress(format!("not an address: {addr:?} ({e})")))?
             .connect_timeout(timeout)
             // A daemon that stops answering is found out within SILENCE, calls or none.
+            // Pings go out while a call or stream is open (a claim's keepalive stream, a
+            // watch): a client with nothing open has nothing to be held up.
             .http2_keep_alive_interval(PING_EVERY)
             .keep_alive_timeout(PING_TIMEOUT)
-            .keep_alive_while_idle(true);
+            .keep_alive_while_idle(false);
         match (&options.tls, uri.starts_with("https://")) {
             (Some(tls), true) => {
                 endpoint = endpoint.tls_config(tls.config()).map_err(|e| {
@@ -472,7 +487,7 @@ impl LockOptions {
 pub struct Holder {
     session: u64,
     /// Why the session is no longer kept, once it is not (as [`Session::ended`]).
-    ended: watch::Receiver<Option<String>>,
+    ended: watch::Receiver<Option<Ending>>,
     addr: String,
     steps: mpsc::Sender<pb::HoldRequest>,
     events: Streaming<pb::HoldEvent>,
@@ -489,8 +504,8 @@ impl Holder {
     /// to give up a wait, drop the holder (the daemon lets go of whatever it took).
     pub async fn acquire(&mut self, path: &str, options: &LockOptions) -> Result<pb::Claim, Error> {
         use pb::hold_request::Step;
-        if let Some(why) = self.ended.borrow().clone() {
-            return Err(self.broken(&why));
+        if let Some(ending) = self.ended.borrow().clone() {
+            return Err(self.broken(&ending.why));
         }
         self.send(Step::Acquire(options.request(self.session, path))).await?;
         match self.next().await? {
@@ -517,14 +532,26 @@ impl Holder {
         let event = tokio::select! {
             biased;
             event = self.events.message() => event,
-            why = async { ended.wait_for(Option::is_some).await.map(|w| w.clone()).ok().flatten() } => {
-                match why {
-                    // No keepalive answered, or the daemon ended the session: the claim counts
-                    // as lost now, whatever the stream says later.
-                    Some(why) => {
+            ending = async { ended.wait_for(Option::is_some).await.map(|w| w.clone()).ok().flatten() } => {
+                match ending {
+                    // No keepalive answered, or the connection broke: the claim counts as lost
+                    // now, whatever the stream says later.
+                    Some(Ending { why, silent: true }) => {
                         let lost = Lost::Disconnected(why);
                         self.lost = Some(lost.clone());
                         return lost;
+                    }
+                    // The daemon ended the session or its keepalive stream: its reason for the
+                    // claim is on the way on the Hold stream.
+                    Some(Ending { why, silent: false }) => {
+                        match tokio::time::timeout(SETTLE, self.events.message()).await {
+                            Ok(Ok(Some(event))) => Ok(Some(event)),
+                            _ => {
+                                let lost = Lost::Disconnected(why);
+                                self.lost = Some(lost.clone());
+                                return lost;
+                            }
+                        }
                     }
                     // The session was closed or dropped here: the daemon says why on the stream
                     // (its client session ended), within SILENCE of a daemon that went quiet.
@@ -613,7 +640,7 @@ pub struct Session {
     ttl: Duration,
     sessions: SessionsClient<Authed>,
     /// Why the daemon no longer keeps the session, once it does not.
-    ended: watch::Receiver<Option<String>>,
+    ended: watch::Receiver<Option<Ending>>,
     keeper: tokio::task::JoinHandle<()>,
 }
 
@@ -631,11 +658,17 @@ impl Session {
     /// Resolves, with why, once the session is no longer kept: the daemon ended it, the stream
     /// broke, or no keepalive sent in the last [`CUT_OFF`] of the TTL was answered.
     pub fn ended(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let ending = self.ending();
+        async move { ending.await.why }
+    }
+
+    /// As [`Session::ended`], with whether the daemon went silent.
+    fn ending(&self) -> impl std::future::Future<Output = Ending> + Send + 'static {
         let mut ended = self.ended.clone();
         async move {
             let _ = ended.wait_for(Option::is_some).await;
-            let why = ended.borrow().clone();
-            why.unwrap_or_else(|| "the client session ended".to_string())
+            let ending = ended.borrow().clone();
+            ending.unwrap_or_else(|| Ending { why: "the client session ended".to_string(), silent: false })
         }
     }
 
@@ -660,7 +693,7 @@ async fn keep_alive(
     ttl: Duration,
     requests: mpsc::Sender<pb::KeepAliveRequest>,
     mut replies: Streaming<pb::KeepAliveReply>,
-    ended: watch::Sender<Option<String>>,
+    ended: watch::Sender<Option<Ending>>,
     addr: String,
 ) {
     let limit = ttl * CUT_OFF.0 / CUT_OFF.1;
@@ -670,37 +703,38 @@ async fn keep_alive(
     // answered one was: the daemon heard from this client no earlier.
     let mut sent = std::collections::VecDeque::new();
     let mut answered = tokio::time::Instant::now();
-    let why = loop {
+    let (why, silent) = loop {
         tokio::select! {
             _ = tokio::time::sleep_until(answered + limit) => {
-                break format!(
+                break (format!(
                     "no keepalive answer from the wazoo daemon at {addr} for {:.1}s, 2/3 of the client session's TTL",
                     limit.as_secs_f64()
-                );
+                ), true);
             }
             _ = tick.tick() => {
                 sent.push_back(tokio::time::Instant::now());
                 if requests.send(pb::KeepAliveRequest { session }).await.is_err() {
-                    break format!("the keepalive stream to the wazoo daemon at {addr} closed");
+                    break (format!("the keepalive stream to the wazoo daemon at {addr} closed"), false);
                 }
             }
             reply = replies.message() => match reply {
                 Ok(Some(reply)) if reply.ttl_ms == 0 => {
-                    break format!("the wazoo daemon at {addr} ended the client session");
+                    break (format!("the wazoo daemon at {addr} ended the client session"), false);
                 }
                 Ok(Some(_)) => {
                     if let Some(at) = sent.pop_front() {
                         answered = at;
                     }
                 }
-                Ok(None) => break format!("the wazoo daemon at {addr} ended the keepalive stream"),
+                Ok(None) => break (format!("the wazoo daemon at {addr} ended the keepalive stream"), false),
                 Err(status) => {
-                    break format!("lost the connection to the wazoo daemon at {addr}: {}", status.message());
+                    let why = format!("lost the connection to the wazoo daemon at {addr}: {}", status.message());
+                    break (why, true);
                 }
             },
         }
     };
-    ended.send_replace(Some(why));
+    ended.send_replace(Some(Ending { why, silent }));
 }
 
 /// A claim the daemon holds for this client (a lock, a lease, a leadership, a membership), in a
@@ -792,7 +826,7 @@ impl Claim {
     /// stream and the session; a later call follows the session alone.
     pub fn lost(&self) -> impl std::future::Future<Output = Lost> + Send + 'static {
         let stream = self.lost.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let ended = self.session.ended();
+        let ending = self.session.ending();
         let addr = self.client.addr.clone();
         async move {
             let event = async {
@@ -807,11 +841,16 @@ impl Claim {
                     )),
                 }
             };
-            // What the daemon said goes first when both are there.
+            // What the daemon said goes first when both are there; a daemon that ended the
+            // session (not one gone silent) is given SETTLE to say why.
+            tokio::pin!(event);
             tokio::select! {
                 biased;
-                lost = event => lost,
-                why = ended => Lost::Disconnected(why),
+                lost = &mut event => lost,
+                Ending { why, silent } = ending => match silent {
+                    true => Lost::Disconnected(why),
+                    false => tokio::time::timeout(SETTLE, event).await.unwrap_or(Lost::Disconnected(why)),
+                },
             }
         }
     }

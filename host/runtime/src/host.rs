@@ -255,6 +255,10 @@ impl Host {
                     Allowed::cut(recipe)
                 );
             }
+            // A file name is at most 255 bytes: a longer recipe name names nothing.
+            if recipe.len() > 255 {
+                bail!("recipe {:?}: a recipe's name is at most 255 bytes", Allowed::cut(recipe));
+            }
             if !allowed.matches(recipe) {
                 bail!(
                     "recipe {:?} is not one this tenant may load (allowed: {})",
@@ -368,6 +372,8 @@ struct Allowed {
     prefixes: std::collections::HashSet<Box<str>>,
     /// `*SUFFIX` patterns, by their suffix.
     suffixes: std::collections::HashSet<Box<str>>,
+    /// The longest prefix and suffix: only cuts of a name that short are looked up.
+    longest: (usize, usize),
     /// Every other pattern, compiled.
     sets: Vec<globset::GlobSet>,
     /// How a refusal names the list ([`Allowed::named`]), made once.
@@ -391,6 +397,7 @@ impl Allowed {
             names: Default::default(),
             prefixes: Default::default(),
             suffixes: Default::default(),
+            longest: (0, 0),
             sets: Vec::new(),
             named: Self::name(patterns),
         };
@@ -399,8 +406,10 @@ impl Allowed {
             if plain(pattern) {
                 allowed.names.insert(pattern.as_str().into());
             } else if let Some(prefix) = pattern.strip_suffix('*').filter(|p| plain(p)) {
+                allowed.longest.0 = allowed.longest.0.max(prefix.len());
                 allowed.prefixes.insert(prefix.into());
             } else if let Some(suffix) = pattern.strip_prefix('*').filter(|s| plain(s)) {
+                allowed.longest.1 = allowed.longest.1.max(suffix.len());
                 allowed.suffixes.insert(suffix.into());
             } else if let Ok(glob) = globset::Glob::new(pattern) {
                 globs.push(glob);
@@ -426,12 +435,16 @@ impl Allowed {
         allowed
     }
 
-    /// Whether `name` matches one of the patterns.
+    /// Whether `name` matches one of the patterns: a look-up per cut of the name no longer
+    /// than the longest prefix or suffix, so a long name costs no more than a short one.
     fn matches(&self, name: &str) -> bool {
         let cuts = || name.char_indices().map(|(i, _)| i).chain([name.len()]);
+        let (prefix, suffix) = self.longest;
         self.names.contains(name)
-            || (!self.prefixes.is_empty() && cuts().any(|i| self.prefixes.contains(&name[..i])))
-            || (!self.suffixes.is_empty() && cuts().any(|i| self.suffixes.contains(&name[i..])))
+            || (!self.prefixes.is_empty()
+                && cuts().take_while(|i| *i <= prefix).any(|i| self.prefixes.contains(&name[..i])))
+            || (!self.suffixes.is_empty()
+                && cuts().filter(|i| name.len() - i <= suffix).any(|i| self.suffixes.contains(&name[i..])))
             || self.sets.iter().any(|set| set.is_match(name))
     }
 

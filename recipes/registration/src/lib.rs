@@ -6,7 +6,9 @@
 //! `tend` watches the node (`getData` with a watch) and puts it right: a deleted node is made
 //! again, changed data set back (a versioned set, so a registrant never overwrites a change it
 //! has not seen). An ephemeral node of another session in its place is someone else's
-//! registration: `node-exists`, never taken over. A persistent node (a TTL node included) where
+//! registration: `node-exists`, never taken over; so is one of this session that another handle
+//! made (handles on one host, the clients of one daemon, share its session), told apart by the
+//! czxid of the node this handle made. A persistent node (a TTL node included) where
 //! an ephemeral registration belongs is no registration at all: `invalid-argument`, naming it,
 //! never taken over either. A TTL node is touched on every `tend` that found nothing wrong, which
 //! keeps it alive while the registrant tends it.
@@ -24,6 +26,8 @@ struct Registration {
     path: String,
     data: Vec<u8>,
     ttl_ms: Option<u64>,
+    /// The czxid of the node this handle made or took over, once it has.
+    czxid: Option<i64>,
 }
 
 impl Registration {
@@ -57,15 +61,27 @@ impl Registration {
         ))
     }
 
-    /// Makes the node, or takes over the one there if it may be ours (its data set).
-    fn put(&self) -> Result<(), ZkError> {
+    /// Whether an ephemeral node of this session (`czxid`) is another handle's: handles on one
+    /// host share its session, so two clients of one daemon registering one path would both
+    /// take it for theirs. Only the node this handle made (or, after a create whose reply was
+    /// lost, the one that create may have made) is its own.
+    fn another_handles(&self, czxid: i64, uncertain: bool) -> bool {
+        self.ttl_ms.is_none() && !uncertain && self.czxid != Some(czxid)
+    }
+
+    /// Makes the node, or takes over the one there if it may be ours (its data set): the
+    /// node's czxid.
+    fn put(&self) -> Result<i64, ZkError> {
         let mut attempt = 0;
+        // Whether a create's reply was lost: the node found then may be that create's.
+        let mut uncertain = false;
         loop {
             attempt += 1;
             match zk::create(&self.path, &self.data, self.mode()) {
-                Ok(_) => return Ok(()),
+                Ok(created) => return Ok(created.stat.czxid),
                 Err(ZkError::NoNode) if attempt <= 2 => zk::ensure_parents(&self.path)?,
                 Err(ZkError::ConnectionLoss) if attempt <= zk::CONNECTION_LOSS_RETRIES => {
+                    uncertain = true;
                     zk::backoff(attempt)
                 }
                 Err(ZkError::NodeExists) => match zk::get_data(&self.path) {
@@ -75,9 +91,12 @@ impl Registration {
                     Ok((_, stat)) if !self.may_be_ours(stat.ephemeral_owner) => {
                         return Err(self.refusal(stat.ephemeral_owner));
                     }
-                    Ok((data, _)) if data == self.data => return Ok(()),
+                    Ok((_, stat)) if self.another_handles(stat.czxid, uncertain) => {
+                        return Err(ZkError::NodeExists);
+                    }
+                    Ok((data, stat)) if data == self.data => return Ok(stat.czxid),
                     Ok((_, stat)) => match zk::set_data(&self.path, &self.data, Some(stat.version)) {
-                        Ok(_) => return Ok(()),
+                        Ok(_) => return Ok(stat.czxid),
                         Err(ZkError::BadVersion | ZkError::NoNode | ZkError::ConnectionLoss) => continue,
                         Err(e) => return Err(e),
                     },
@@ -121,8 +140,8 @@ impl Guest for Recipe {
         if let Ok(already) = registered() {
             return Err(ZkError::InvalidArgument(format!("this handle registered {} already", already.path)));
         }
-        let registration = Registration { path, data, ttl_ms };
-        registration.put()?;
+        let mut registration = Registration { path, data, ttl_ms, czxid: None };
+        registration.czxid = Some(registration.put()?);
         REGISTERED.with(|r| *r.borrow_mut() = Some(registration));
         Ok(())
     }
@@ -133,7 +152,12 @@ impl Guest for Recipe {
         loop {
             let (data, stat, watcher) = match zk::get_data_watch(&registration.path) {
                 Err(ZkError::NoNode) => {
-                    registration.put()?;
+                    let czxid = registration.put()?;
+                    REGISTERED.with(|r| {
+                        if let Some(r) = r.borrow_mut().as_mut() {
+                            r.czxid = Some(czxid);
+                        }
+                    });
                     return Ok(Tended::Recreated);
                 }
                 Err(e) => return Err(e),
@@ -141,6 +165,9 @@ impl Guest for Recipe {
             };
             if !registration.may_be_ours(stat.ephemeral_owner) {
                 return Err(registration.refusal(stat.ephemeral_owner));
+            }
+            if registration.another_handles(stat.czxid, false) {
+                return Err(ZkError::NodeExists);
             }
             if data != registration.data {
                 match zk::set_data(&registration.path, &registration.data, Some(stat.version)) {
@@ -175,7 +202,9 @@ impl Guest for Recipe {
             Err(ZkError::NoNode) => Ok(()),
             Err(e) => Err(e),
             Ok((data, stat))
-                if data == registration.data && registration.may_be_ours(stat.ephemeral_owner) =>
+                if data == registration.data
+                    && registration.may_be_ours(stat.ephemeral_owner)
+                    && !registration.another_handles(stat.czxid, false) =>
             {
                 match zk::retrying(|| zk::delete(&registration.path, Some(stat.version))) {
                     Ok(()) | Err(ZkError::NoNode | ZkError::BadVersion) => Ok(()),

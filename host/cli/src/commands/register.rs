@@ -178,17 +178,26 @@ pub(crate) async fn register_command(backend: &impl Backend, asked: Asked<'_>) -
     let every = asked.ttl.map(|t| t / 3).unwrap_or(TEND);
     let (status, registered) = loop {
         let tend_args = json!([every.as_millis() as u64]);
-        let tend = registered.instance.call("registration.tend", &tend_args);
-        let outcome = tokio::select! {
-            status = wait(&mut cmd) => break (ended(&mut cmd, status, grace).await, Some(registered)),
-            caught = signals.recv() => match cmd.as_ref() {
-                Some(cmd) => {
-                    cmd.forward(caught);
-                    continue;
+        let step = {
+            // One tend at a time, kept across signals forwarded to CMD: a tend given up would
+            // end its instance, and the registration would blink.
+            let tend = registered.instance.call("registration.tend", &tend_args);
+            tokio::pin!(tend);
+            loop {
+                tokio::select! {
+                    status = wait(&mut cmd) => break Step::Ended(status),
+                    caught = signals.recv() => match cmd.as_ref() {
+                        Some(cmd) => cmd.forward(caught),
+                        None => break Step::Stopped,
+                    },
+                    outcome = &mut tend => break Step::Tended(outcome),
                 }
-                None => break (0, Some(registered)),
-            },
-            outcome = tend => outcome,
+            }
+        };
+        let outcome = match step {
+            Step::Ended(status) => break (ended(&mut cmd, status, grace).await, Some(registered)),
+            Step::Stopped => break (0, Some(registered)),
+            Step::Tended(outcome) => outcome,
         };
         let (kind, not) = match &outcome {
             Ok(result) => match error_kind(result) {
@@ -236,8 +245,24 @@ pub(crate) async fn register_command(backend: &impl Backend, asked: Asked<'_>) -
     if let Some(cmd) = cmd {
         cmd.finish().await;
     }
-    unregister(backend, &asked, registered, every).await;
+    if let Err(caught) = signals.interrupt(unregister(backend, &asked, registered, every)).await {
+        eprintln!(
+            "wazoo: {} while deleting {}: it stays until its session ends or its TTL passes",
+            caught.name(),
+            asked.path
+        );
+    }
     Ok(status)
+}
+
+/// What ended one wait in the tending loop.
+enum Step<T> {
+    /// CMD ended: how.
+    Ended(Option<std::io::Result<std::process::ExitStatus>>),
+    /// A signal with no CMD to forward it to.
+    Stopped,
+    /// The tend's outcome.
+    Tended(T),
 }
 
 /// How registering again ended.
@@ -343,9 +368,9 @@ async fn bounded_close<I: Instance>(instance: I, path: &str) {
 
 /// Ends the registration, if any: its node deleted. The instance's last `tend` was cancelled,
 /// which ends it (its ephemeral node deleted); a TTL node is deleted by a fresh instance, also
-/// when the registration was being made again. Best effort, bounded by `tend` (the longest a
-/// daemon lets a cancelled `tend` run) and [`UNREGISTER`]: what ZooKeeper does not delete in time
-/// goes with the session, or once its TTL passes.
+/// when the registration was being made again. Best effort, bounded by `tend` (at most
+/// [`TEND`]) and [`UNREGISTER`]: what ZooKeeper does not delete in time goes with the session, or
+/// once its TTL passes.
 async fn unregister<B: Backend>(
     backend: &B,
     asked: &Asked<'_>,
@@ -372,7 +397,9 @@ async fn unregister<B: Backend>(
             }
         }
     };
-    let limit = tend + UNREGISTER;
+    // A tend still running in a daemon ends with the instance's session, so the wait for it is
+    // short whatever the TTL.
+    let limit = tend.min(TEND) + UNREGISTER;
     if tokio::time::timeout(limit, delete).await.is_err() {
         let left = if asked.ttl.is_some() { "until its TTL passes" } else { "until its session ends" };
         eprintln!("wazoo: deleting {}: no answer within {}; it stays {left}", asked.path, human(limit));

@@ -171,7 +171,7 @@ pub(super) fn ending(lost: wazoo_client::Lost) -> Ending {
         ),
         Lost::Released => because("another call released the claim".to_string()),
         Lost::ClientSessionEnded => {
-            because("the wazoo daemon ended the claim's client session (no keepalive within its TTL)".to_string())
+            because("the wazoo daemon ended the claim's client session (closed, or no keepalive within its TTL)".to_string())
         }
         Lost::Disconnected(why) | Lost::Other(why) => because(why),
     }

@@ -326,7 +326,7 @@ async fn serve(
                     }
                     let closing: Vec<_> = old.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
                     for session in closing {
-                        session.close(state::Ended::Stopping).await;
+                        session.end(state::Ended::Stopping).await;
                     }
                     tracing::info!(tenant = %name, "tenant stopped");
                 }
@@ -353,7 +353,7 @@ async fn serve(
         state.stopped.send_replace(true);
         let sessions: Vec<_> = state.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
         for session in sessions {
-            session.close(state::Ended::Stopping).await;
+            session.end(state::Ended::Stopping).await;
         }
     }
     let served = match served {

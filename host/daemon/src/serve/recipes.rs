@@ -126,6 +126,8 @@ impl Recipes for Api {
         let (tx, rx) = mpsc::channel(1);
         tokio::spawn(async move {
             let event = tokio::select! {
+                // What happened to the claim itself goes first when several are ready.
+                biased;
                 // A handle ended in the daemon deletes its node too: the loss is told as that
                 // end, and a claim given up on purpose (a Release) is no loss at all.
                 why = lost => match *ended.borrow() {
@@ -133,8 +135,12 @@ impl Recipes for Api {
                     None => Some(wire::lost_event(&why)),
                 },
                 how = ending => how.loss().and_then(wire::ended_event),
-                // The daemon or the tenant stopping closes the claim's ZooKeeper session.
-                () = slot.stopped() => wire::ended_event(pb::LossReason::SessionClosed),
+                // The daemon or the tenant stopping closes the claim's ZooKeeper session (a
+                // claim released just before is still no loss).
+                () = slot.stopped() => match *ended.borrow() {
+                    Some(how) => how.loss().and_then(wire::ended_event),
+                    None => wire::ended_event(pb::LossReason::SessionClosed),
+                },
                 _ = tx.closed() => None,
             };
             if let Some(event) = event {
@@ -825,7 +831,8 @@ impl Api {
                 },
                 Some(Holding { lost, ending, ended, told, gone, .. }) => {
                     let told_now = tokio::select! {
-                        step = steps.message() => Err(step),
+                        // What happened to the claim goes before the next step and the stop.
+                        biased;
                         // A handle ended outside the stream deletes its node too: the loss is
                         // told as that end.
                         why = lost, if !*told => {
@@ -839,10 +846,14 @@ impl Api {
                             *gone = true;
                             Ok(if *told { None } else { Holding::ended_event(how) })
                         }
+                        step = steps.message() => Err(step),
                         // The daemon or the tenant stopping closes the claim's ZooKeeper session.
                         () = slot.stopped() => {
                             if !*told {
-                                let lost = wire::ended_event(pb::LossReason::SessionClosed);
+                                let lost = match *ended.borrow() {
+                                    Some(how) => Holding::ended_event(how),
+                                    None => wire::ended_event(pb::LossReason::SessionClosed),
+                                };
                                 if let Some(lost) = lost {
                                     let _ = tx.send(event(Event::Lost(lost))).await;
                                 }

@@ -154,13 +154,22 @@ impl ClientSession {
         self.closed.send_replace(true);
         self.counted.lock().unwrap().take();
         let entries: Vec<_> = self.handles.lock().unwrap().drain().map(|(_, e)| e).collect();
-        for entry in entries {
-            // A handle let go on purpose just before keeps that word.
+        // Every stream is told how before the first wait (a handle let go on purpose just
+        // before keeps that word).
+        for entry in &entries {
             entry.ended.send_if_modified(|e| e.is_none() && e.insert(how) == &how);
+        }
+        for entry in entries {
             if let Some(held) = entry.held.lock().await.take() {
                 held.close().await;
             }
         }
+    }
+
+    /// [`ClientSession::close`] on a task of its own, awaited: a caller that gives up waiting
+    /// (a Close whose deadline passed) does not leave the session half closed.
+    pub(super) async fn end(self: Arc<Self>, how: Ended) {
+        let _ = tokio::spawn(async move { self.close(how).await }).await;
     }
 
     /// Runs `call` while the session is open: once it ends (closed, its TTL passed, its
@@ -173,6 +182,8 @@ impl ClientSession {
     ) -> Result<T, Status> {
         let mut closed = self.closed.subscribe();
         tokio::select! {
+            // A call that is done counts as done, whatever happened to the session meanwhile.
+            biased;
             done = call => Ok(done),
             _ = closed.wait_for(|c| *c) => {
                 Err(wire::unknown_session(format!("session: {} ended while the call waited", self.id)))
@@ -205,7 +216,7 @@ impl State {
         let session = self.sessions.lock().unwrap().remove(&id);
         if let Some(session) = session {
             tracing::info!(session = id, name = %session.name, "client session ended: {why}");
-            session.close(Ended::SessionEnded).await;
+            session.end(Ended::SessionEnded).await;
         }
     }
 

@@ -73,12 +73,21 @@ impl Sandbox {
         }
     }
 
+    /// Deletes the nodes the handle's ledger holds. The deletes run on a task of their own, so a
+    /// caller that gives up waiting (a call cancelled while it closes a handle) does not cut them
+    /// short: once begun, a clean-up ends.
     pub(crate) async fn clean(&mut self) {
         self.cleaned = true;
         if !self.ledger.is_empty() {
-            let n = self.ledger.clean(&self.live.client).await;
-            self.shared.usage.znodes.fetch_sub(n as i64, std::sync::atomic::Ordering::Relaxed);
-            tracing::debug!(deleted = n, "ledger cleaned");
+            let (ledger, live, shared) = (self.ledger.clone(), self.live.clone(), self.shared.clone());
+            let cleaning = tokio::spawn(async move {
+                let n = ledger.clean(&live.client).await;
+                shared.usage.znodes.fetch_sub(n as i64, std::sync::atomic::Ordering::Relaxed);
+                n
+            });
+            if let Ok(n) = cleaning.await {
+                tracing::debug!(deleted = n, "ledger cleaned");
+            }
         }
     }
 
