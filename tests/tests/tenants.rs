@@ -478,16 +478,7 @@ async fn a_tenants_file_with_a_typo_stops_the_daemon_from_starting() {
     ] {
         let file = dir.join(name);
         std::fs::write(&file, text).unwrap();
-        let (code, stdout, stderr) = wazoo_tests::daemon::output(wazoo_tests::daemon::cli().args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics",
-            "off",
-            "--tenants",
-            file.to_str().unwrap(),
-        ]))
-        .await;
+        let (code, stdout, stderr) = serve_tenants(&file).await;
         assert_ne!(code, 0, "{name}: the daemon must not start: {stdout}");
         assert!(!stdout.contains("serving"), "{name}: {stdout}");
         let lines: Vec<&str> = stderr.lines().collect();
@@ -495,6 +486,12 @@ async fn a_tenants_file_with_a_typo_stops_the_daemon_from_starting() {
         assert!(lines[0].contains(&format!("{}: {wrong}", file.display())), "{name}: {stderr}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `wazoo serve --tenants FILE` run to its end (for files it must refuse): status, stdout, stderr.
+async fn serve_tenants(file: &std::path::Path) -> (i32, String, String) {
+    let serve = ["serve", "--listen", "127.0.0.1:0", "--metrics", "off", "--tenants"];
+    wazoo_tests::daemon::output(wazoo_tests::daemon::cli().args(serve).arg(file)).await
 }
 
 /// The SHA-256 of `token` in hex, as `sha256sum` prints it.
@@ -782,16 +779,7 @@ async fn a_token_with_a_space_is_refused_by_the_tenants_file_and_the_cli() {
          "root": format!("/tenants/spaced-{}", std::process::id())}
     ]});
     std::fs::write(&file, tenants.to_string()).unwrap();
-    let (code, stdout, stderr) = wazoo_tests::daemon::output(wazoo_tests::daemon::cli().args([
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--metrics",
-        "off",
-        "--tenants",
-        file.to_str().unwrap(),
-    ]))
-    .await;
+    let (code, stdout, stderr) = serve_tenants(&file).await;
     assert_ne!(code, 0, "the daemon must not start: {stdout}");
     assert!(!stdout.contains("serving"), "{stdout}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
