@@ -487,6 +487,18 @@ pub(crate) enum Command {
         /// The longest client-session TTL granted (a longer one asked for is cut to it; at most 1h)
         #[arg(long, default_value = "1m", value_parser = args::max_ttl)]
         max_ttl: Duration,
+        /// Serve as a member of the daemon group NAME on this ensemble: client sessions and
+        /// claims outlive this daemon (another member adopts them when it dies or stops), and
+        /// SIGTERM hands them over instead of closing them (README, "Daemon groups")
+        #[arg(long, value_name = "NAME", requires = "group_secret_file")]
+        group: Option<String>,
+        /// The group's secret (its first line, at least 16 visible ASCII characters): the
+        /// ZooKeeper identity its state belongs to; every member has the same
+        #[arg(long, value_name = "FILE", requires = "group")]
+        group_secret_file: Option<PathBuf>,
+        /// The address clients and the other members reach this daemon at (default: --listen)
+        #[arg(long, value_name = "HOST:PORT", requires = "group")]
+        advertise: Option<String>,
         /// Once it serves, one JSON line {"grpc","metrics"} (metrics null when off) instead of
         /// the `serving gRPC on …` line
         #[arg(long)]

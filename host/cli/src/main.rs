@@ -179,6 +179,9 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
                 max_handles,
                 max_streams,
                 max_ttl,
+                group,
+                group_secret_file,
+                advertise,
                 json,
             },
             None,
@@ -221,6 +224,26 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
                 max_ttl,
                 streams: max_streams,
             };
+            let group = match (group, group_secret_file) {
+                (Some(name), Some(file)) => {
+                    let secret = read_secret("--group-secret-file", "group's secret", &file)?;
+                    if let Some(addr) = &advertise {
+                        if addr.parse::<std::net::SocketAddr>().is_err() && !addr.contains(':') {
+                            return Err(exit::usage(format!("--advertise {addr:?}: expected HOST:PORT")));
+                        }
+                    }
+                    let (hosts, _) = wazoo_runtime::keeper::split_chroot(&config.keeper.zookeeper);
+                    Some(wazoo_daemon::group::GroupJoin {
+                        name,
+                        secret,
+                        advertise,
+                        hosts: hosts.to_string(),
+                        tls: config.keeper.tls.clone(),
+                        session_timeout: config.keeper.session_timeout,
+                    })
+                }
+                _ => None,
+            };
             let settings = wazoo_daemon::serve::ServeConfig {
                 listen,
                 metrics: None,
@@ -228,6 +251,7 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
                 tls,
                 token,
                 bounds: limits,
+                group,
             };
             serve(config, settings, &metrics, tenants.as_deref(), json).await
         }
@@ -544,16 +568,22 @@ fn pem_fault(e: &rustls::pki_types::pem::Error) -> String {
 
 /// `serve --token-file`: the token on the file's first line, at least 16 characters.
 fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
-    let text = String::from_utf8(read_file("--token-file", path)?)
-        .map_err(|_| exit::usage(format!("--token-file {}: not UTF-8 text", path.display())))?;
-    let token = text.lines().next().unwrap_or("").trim().to_string();
-    if token.len() < 16 || token.chars().any(|c| !c.is_ascii_graphic()) {
+    read_secret("--token-file", "token", path)
+}
+
+/// The secret (`what`) on the first line of the file named by `option`: at least 16 visible
+/// ASCII characters, else a usage error.
+fn read_secret(option: &str, what: &str, path: &std::path::Path) -> anyhow::Result<String> {
+    let text = String::from_utf8(read_file(option, path)?)
+        .map_err(|_| exit::usage(format!("{option} {}: not UTF-8 text", path.display())))?;
+    let secret = text.lines().next().unwrap_or("").trim().to_string();
+    if secret.len() < 16 || secret.chars().any(|c| !c.is_ascii_graphic()) {
         return Err(exit::usage(format!(
-            "--token-file {}: the token (its first line) must be at least 16 visible ASCII characters",
+            "{option} {}: the {what} (its first line) must be at least 16 visible ASCII characters",
             path.display()
         )));
     }
-    Ok(token)
+    Ok(secret)
 }
 
 /// On every SIGHUP, reads the tenants file again and sends the daemon what changed: new and

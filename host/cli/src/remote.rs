@@ -537,7 +537,85 @@ impl Contender for RemoteContender {
     type Held = RemoteClaim;
 
     async fn acquire(&mut self, path: &str, timeout: Option<Duration>) -> Result<Granted, Failure> {
-        let mut recipes = self.remote.recipes().await?;
+        // The claim's name: sent again through another daemon of the group (its first daemon
+        // stopped answering), the Acquire finds the node it made and keeps its place.
+        let claim_id = uuid::Uuid::new_v4().simple().to_string();
+        let mut retry = false;
+        loop {
+            let generation = self.session.generation();
+            let mut recipes = match generation {
+                0 => self.remote.recipes().await?,
+                _ => self.session.client().recipes(),
+            };
+            match self.acquire_once(&mut recipes, path, timeout, &claim_id, retry).await {
+                Err(why) if self.session.in_group() => {
+                    tracing::warn!(
+                        "jeopardy: {why}; waiting for another daemon of the group to take the session up"
+                    );
+                    if self.session.taken_up_after(generation).await.is_none() {
+                        return Err(self.remote.ended(self.session.ended().await));
+                    }
+                    retry = true;
+                }
+                Err(why) => {
+                    let status = Status::unavailable(why);
+                    return Err(self.remote.failure(&Error::from(status)));
+                }
+                Ok(done) => return done,
+            }
+        }
+    }
+
+    async fn acknowledge(&mut self, note: &str) -> Result<(), String> {
+        let Some(claim) = &self.claim else { return Ok(()) };
+        let request = pb::AcknowledgeRequest {
+            session: self.session.id(),
+            handle: claim.handle,
+            note: note.to_string(),
+        };
+        let mut recipes = match self.session.generation() {
+            0 => self.remote.recipes().await.map_err(|e| format!("{e:#}"))?,
+            _ => self.session.client().recipes(),
+        };
+        recipes.acknowledge(bounded(request)).await.map(drop).map_err(|s| s.message().to_string())
+    }
+
+    async fn hold(self) -> anyhow::Result<RemoteClaim> {
+        let Some(claim) = self.claim else {
+            self.session.close().await;
+            bail!("nothing was acquired");
+        };
+        // The daemon that keeps the session now (another member's, once it was taken up).
+        let client = match self.session.generation() {
+            0 => self.remote.client().await?.clone(),
+            _ => self.session.client(),
+        };
+        match client.follow(self.session, claim).await {
+            Ok(claim) => Ok(RemoteClaim { remote: self.remote, claim }),
+            Err(error) => Err(self.remote.failure(&error).into_error("following the claim")),
+        }
+    }
+
+    async fn close(self) {
+        self.session.close().await
+    }
+
+    fn session_timeout(&self) -> Duration {
+        self.session.ttl()
+    }
+}
+
+impl RemoteContender {
+    /// One Acquire (Campaign, GroupJoin) sent with `claim_id`: its outcome, or why the daemon
+    /// broke off without an answer.
+    async fn acquire_once(
+        &mut self,
+        recipes: &mut wazoo_proto::recipes_client::RecipesClient<wazoo_client::Authed>,
+        path: &str,
+        timeout: Option<Duration>,
+        claim_id: &str,
+        retry: bool,
+    ) -> Result<Result<Granted, Failure>, String> {
         let (session, path, recipe) = (self.session.id(), path.to_string(), self.recipe.clone());
         let timeout_ms = millis(timeout);
         let acquire = |family: pb::Family, max_leases: u32| pb::AcquireRequest {
@@ -547,6 +625,8 @@ impl Contender for RemoteContender {
             max_leases,
             timeout_ms,
             recipe: recipe.clone(),
+            claim_id: claim_id.to_string(),
+            retry,
         };
         let acquiring = async {
             match &self.want {
@@ -578,42 +658,21 @@ impl Contender for RemoteContender {
         // for past the session's keepalives.
         let reply = tokio::select! {
             reply = acquiring => reply,
-            why = self.session.ended() => return Err(self.remote.ended(why)),
+            why = self.session.ended() => return Ok(Err(self.remote.ended(why))),
         };
-        let claim = self.remote.answer(reply)?;
+        // No typed answer: the daemon broke off (in a group, another may take over).
+        if let Err(status) = &reply {
+            if wazoo_client::error_kind(status).is_none() && self.session.in_group() {
+                return Err(status.message().to_string());
+            }
+        }
+        let claim = match self.remote.answer(reply) {
+            Ok(claim) => claim,
+            Err(failure) => return Ok(Err(failure)),
+        };
         let granted = Granted { node: claim.node.clone(), token: claim.fencing_token };
         self.claim = Some(claim);
-        Ok(granted)
-    }
-
-    async fn acknowledge(&mut self, note: &str) -> Result<(), String> {
-        let Some(claim) = &self.claim else { return Ok(()) };
-        let request = pb::AcknowledgeRequest {
-            session: self.session.id(),
-            handle: claim.handle,
-            note: note.to_string(),
-        };
-        let mut recipes = self.remote.recipes().await.map_err(|e| format!("{e:#}"))?;
-        recipes.acknowledge(bounded(request)).await.map(drop).map_err(|s| s.message().to_string())
-    }
-
-    async fn hold(self) -> anyhow::Result<RemoteClaim> {
-        let Some(claim) = self.claim else {
-            self.session.close().await;
-            bail!("nothing was acquired");
-        };
-        match self.remote.client().await?.follow(self.session, claim).await {
-            Ok(claim) => Ok(RemoteClaim { remote: self.remote, claim }),
-            Err(error) => Err(self.remote.failure(&error).into_error("following the claim")),
-        }
-    }
-
-    async fn close(self) {
-        self.session.close().await
-    }
-
-    fn session_timeout(&self) -> Duration {
-        self.session.ttl()
+        Ok(Ok(granted))
     }
 }
 

@@ -262,6 +262,11 @@ pub struct Client {
     /// As given, for messages.
     addr: String,
     channel: Authed,
+    /// How it connected, for connecting to another member of a group.
+    options: Options,
+    /// Every address it was given (`a:7181,b:7181`): where a session is taken up again when
+    /// its daemon stops answering.
+    addrs: std::sync::Arc<Vec<String>>,
 }
 
 impl Client {
@@ -276,7 +281,34 @@ impl Client {
     /// Connects as [`Client::connect`] does, with `options`: over TLS when `options.tls` is set
     /// (then `addr` is `https://HOST:PORT` or `HOST:PORT`), or when `addr` starts `https://`
     /// (which then needs `options.tls` for the CA).
+    ///
+    /// `addr` may list several daemons of one group, `a:7181,b:7181`: the first that answers
+    /// is used, and the others are where a client session is taken up again when its daemon
+    /// stops answering (also the group's members, which each daemon names).
     pub async fn connect_with(addr: &str, options: &Options) -> Result<Client, ConnectError> {
+        let addrs: Vec<String> =
+            addr.split(',').map(str::trim).filter(|a| !a.is_empty()).map(str::to_string).collect();
+        if addrs.is_empty() {
+            return Err(ConnectError::BadAddress(format!("not an address: {addr:?}")));
+        }
+        let addrs = std::sync::Arc::new(addrs);
+        let mut failed = None;
+        for one in addrs.iter() {
+            match Client::connect_one(one, options, addrs.clone()).await {
+                Ok(client) => return Ok(client),
+                Err(e @ ConnectError::Unreachable(_)) => failed = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(failed.expect("at least one address was tried"))
+    }
+
+    /// Connects to the one daemon at `addr`.
+    async fn connect_one(
+        addr: &str,
+        options: &Options,
+        addrs: std::sync::Arc<Vec<String>>,
+    ) -> Result<Client, ConnectError> {
         let timeout = options.timeout;
         let bearer = match &options.token {
             Some(t) if !valid_token(t) => return Err(ConnectError::BadToken),
@@ -321,7 +353,7 @@ impl Client {
             Err(_) => return Err(unreachable(format!("no connection within {timeout:?}"))),
         };
         let channel = tonic::service::interceptor::InterceptedService::new(channel, Bearer(bearer));
-        let client = Client { addr: addr.to_string(), channel };
+        let client = Client { addr: addr.to_string(), channel, options: options.clone(), addrs };
         match tokio::time::timeout(timeout, client.admin().health(pb::Empty {})).await {
             Err(_) => Err(ConnectError::Unreachable(format!(
                 "the wazoo daemon at {addr} did not answer within {timeout:?}"
@@ -365,26 +397,50 @@ impl Client {
         let (tx, rx) = mpsc::channel(4);
         let replies = sessions.keep_alive(ReceiverStream::new(rx)).await?.into_inner();
         let (ended_tx, ended) = watch::channel(None);
-        let keeper = tokio::spawn(keep_alive(id, ttl, tx, replies, ended_tx, self.addr.clone()));
-        Ok(Session { id, ttl, sessions, ended, keeper })
+        let (link_tx, link) = watch::channel(Link { client: self.clone(), generation: 0, jeopardy: None });
+        let group = Group {
+            secret: opened.secret,
+            members: opened.members,
+            zookeeper_timeout: Duration::from_millis(opened.zookeeper_timeout_ms),
+        };
+        let grouped = !group.secret.is_empty();
+        let kept = Kept { session: id, ttl, ended: ended_tx, link: link_tx, group };
+        let keeper = tokio::spawn(kept.run(self.clone(), tx, replies));
+        Ok(Session { id, ttl, sessions, ended, link, grouped, keeper })
     }
 
     /// Takes the lock (or one side of a read/write lock, or a lease) at `path` in a session of
     /// its own: waits until it is held, or `options.timeout` passes (`Code::DeadlineExceeded`).
     pub async fn lock(&self, path: &str, options: LockOptions) -> Result<Claim, Error> {
         let session = self.session(options.ttl, format!("wazoo-client lock {path}")).await?;
-        let request = options.request(session.id, path);
-        // A wait ends with the session: the daemon ends its calls once it ends the session.
-        let mut recipes = self.recipes();
-        let acquired = tokio::select! {
-            acquired = recipes.acquire(request) => acquired,
-            why = session.ended() => Err(Status::unavailable(why)),
-        };
-        match acquired {
-            Ok(claim) => self.follow(session, claim.into_inner()).await,
-            Err(status) => {
-                session.close().await;
-                Err(status.into())
+        let mut request = options.request(session.id, path);
+        // The claim's name: an Acquire sent again through another daemon of the group finds the
+        // node the first one made, and keeps its place in the queue.
+        request.claim_id = uuid::Uuid::new_v4().simple().to_string();
+        loop {
+            let link = session.link.borrow().clone();
+            // A wait ends with the session: the daemon ends its calls once it ends the session.
+            let mut recipes = link.client.recipes();
+            let acquired = tokio::select! {
+                acquired = recipes.acquire(request.clone()) => acquired,
+                why = session.ended() => Err(Status::unavailable(why)),
+            };
+            match acquired {
+                Ok(claim) => return link.client.follow(session, claim.into_inner()).await,
+                // The daemon broke off (no typed answer) in a group: once the session is taken
+                // up elsewhere, the Acquire goes again there.
+                Err(status) if error_kind(&status).is_none() && session.in_group() => {
+                    if session.next_link(link.generation).await.is_none() {
+                        let why = session.ended().await;
+                        session.close().await;
+                        return Err(Status::unavailable(why).into());
+                    }
+                    request.retry = true;
+                }
+                Err(status) => {
+                    session.close().await;
+                    return Err(status.into());
+                }
             }
         }
     }
@@ -413,9 +469,8 @@ impl Client {
         let handle = pb::HandleRef { session: session.id, handle: claim.handle };
         match self.recipes().lost(bounded(handle)).await {
             Ok(lost) => Ok(Claim {
-                client: self.clone(),
+                current: std::sync::Arc::new(std::sync::Mutex::new((self.clone(), handle))),
                 session,
-                handle,
                 claim,
                 lost: std::sync::Mutex::new(Some(lost.into_inner())),
             }),
@@ -464,6 +519,8 @@ impl LockOptions {
             max_leases: self.leases,
             timeout_ms: self.timeout.map(|t| t.as_millis().try_into().unwrap_or(u64::MAX)),
             recipe: self.recipe.clone(),
+            claim_id: String::new(),
+            retry: false,
         }
     }
 }
@@ -641,8 +698,34 @@ pub struct Session {
     sessions: SessionsClient<Authed>,
     /// Why the daemon no longer keeps the session, once it does not.
     ended: watch::Receiver<Option<Ending>>,
+    /// The daemon that keeps it now, and whether it is in jeopardy (its daemon stopped
+    /// answering and no other member of the group has taken it up yet).
+    link: watch::Receiver<Link>,
+    /// Whether its daemon is in a group.
+    grouped: bool,
     keeper: tokio::task::JoinHandle<()>,
 }
+
+/// Where a session is kept: the client of its daemon, counted up each time another member of
+/// the group takes it up.
+#[derive(Clone)]
+struct Link {
+    client: Client,
+    generation: u64,
+    /// Why the session is in jeopardy, while it is.
+    jeopardy: Option<String>,
+}
+
+/// What a daemon of a group said about the session, to take it up elsewhere with.
+struct Group {
+    /// Empty outside a group.
+    secret: Vec<u8>,
+    members: Vec<String>,
+    zookeeper_timeout: Duration,
+}
+
+/// How long a taken-up session's daemon is given to answer, per address tried.
+const REATTACH_TRY: Duration = Duration::from_millis(500);
 
 impl Session {
     /// The session's id, for the calls that take one.
@@ -672,10 +755,80 @@ impl Session {
         }
     }
 
+    /// Whether the session belongs to a daemon group (and can be taken up elsewhere).
+    pub fn in_group(&self) -> bool {
+        self.grouped
+    }
+
+    /// Resolves with why once the session is in jeopardy: its daemon stopped answering and no
+    /// other member of the group has taken it up yet (at once if it is now). Claims are still
+    /// held meanwhile; [`Session::ended`] says when they are not.
+    pub fn jeopardy(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let mut link = self.link.clone();
+        async move {
+            loop {
+                if let Some(why) = link.borrow_and_update().jeopardy.clone() {
+                    return why;
+                }
+                if link.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+        }
+    }
+
+    /// Resolves once another daemon took the session up after link `generation` (with its
+    /// client), or `None` once the session ended instead.
+    /// The client of the daemon that keeps the session now.
+    pub fn client(&self) -> Client {
+        self.link.borrow().client.clone()
+    }
+
+    /// Counts the times the session was taken up by another daemon of its group.
+    pub fn generation(&self) -> u64 {
+        self.link.borrow().generation
+    }
+
+    /// Resolves once another daemon has taken the session up after `generation` (with that
+    /// daemon's client), or with `None` once the session ended instead.
+    pub async fn taken_up_after(&self, generation: u64) -> Option<Client> {
+        self.next_link(generation).await
+    }
+
+    async fn next_link(&self, generation: u64) -> Option<Client> {
+        Session::wait_link(self.link.clone(), self.ended.clone(), generation).await
+    }
+
+    async fn wait_link(
+        mut link: watch::Receiver<Link>,
+        mut ended: watch::Receiver<Option<Ending>>,
+        generation: u64,
+    ) -> Option<Client> {
+        loop {
+            {
+                let now = link.borrow_and_update();
+                if now.generation > generation {
+                    return Some(now.client.clone());
+                }
+            }
+            if ended.borrow().is_some() {
+                return None;
+            }
+            tokio::select! {
+                changed = link.changed() => if changed.is_err() { return None },
+                _ = ended.changed() => {}
+            }
+        }
+    }
+
     /// Closes the session, deleting whatever it still holds. Bounded by [`CALL_TIMEOUT`]: a
     /// daemon that does not answer ends the session itself a TTL after the last keepalive.
-    pub async fn close(mut self) {
-        let _ = self.sessions.close(bounded(pb::SessionRef { session: self.id })).await;
+    pub async fn close(self) {
+        let mut sessions = match self.link.borrow().generation {
+            0 => self.sessions.clone(),
+            _ => self.link.borrow().client.sessions(),
+        };
+        let _ = sessions.close(bounded(pb::SessionRef { session: self.id })).await;
     }
 }
 
@@ -686,63 +839,199 @@ impl Drop for Session {
     }
 }
 
-/// Sends a keepalive for `session` every sixth of its `ttl`; publishes on `ended` why it stopped
-/// being kept.
+/// The task that keeps a session: keepalives, and in a group, taking the session up again
+/// through another member when its daemon stops answering.
+struct Kept {
+    session: u64,
+    ttl: Duration,
+    ended: watch::Sender<Option<Ending>>,
+    link: watch::Sender<Link>,
+    group: Group,
+}
+
+impl Kept {
+    /// How long the session may go unanswered before its claims count as lost: [`CUT_OFF`] of
+    /// its TTL, and in a group also of the daemon's ZooKeeper session timeout (a session no
+    /// member takes up expires that long after its daemon last reached ZooKeeper, and another
+    /// client may then hold what this one did).
+    fn limit(&self) -> Duration {
+        let mut base = self.ttl;
+        if !self.group.secret.is_empty() && !self.group.zookeeper_timeout.is_zero() {
+            base = base.min(self.group.zookeeper_timeout);
+        }
+        base * CUT_OFF.0 / CUT_OFF.1
+    }
+
+    async fn run(
+        mut self,
+        mut client: Client,
+        mut requests: mpsc::Sender<pb::KeepAliveRequest>,
+        mut replies: Streaming<pb::KeepAliveReply>,
+    ) {
+        let limit = self.limit();
+        let mut answered = tokio::time::Instant::now();
+        loop {
+            let (why, silent, over) = keep_alive(
+                self.session,
+                self.ttl,
+                limit,
+                &requests,
+                &mut replies,
+                &mut answered,
+                &client.addr,
+            )
+            .await;
+            if over || self.group.secret.is_empty() {
+                self.ended.send_replace(Some(Ending { why, silent }));
+                return;
+            }
+            tracing::warn!(
+                session = self.session,
+                "jeopardy: {why}; taking the session up through another daemon of the group"
+            );
+            self.link.send_modify(|l| l.jeopardy = Some(why.clone()));
+            match self.reattach(&client, answered + limit).await {
+                Ok((next, tx, rx)) => {
+                    tracing::warn!(session = self.session, daemon = %next.addr, "safe: the session was taken up by the daemon at {}", next.addr);
+                    (client, requests, replies) = (next.clone(), tx, rx);
+                    answered = tokio::time::Instant::now();
+                    self.link.send_modify(|l| {
+                        l.client = next;
+                        l.generation += 1;
+                        l.jeopardy = None;
+                    });
+                }
+                Err(failed) => {
+                    self.ended.send_replace(Some(Ending { why: format!("{why}; {failed}"), silent: true }));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Takes the session up through a member of the group (those the daemon named, then the
+    /// addresses the client was given) before `deadline`: the new daemon's client and keepalive
+    /// stream.
+    async fn reattach(
+        &mut self,
+        old: &Client,
+        deadline: tokio::time::Instant,
+    ) -> Result<(Client, mpsc::Sender<pb::KeepAliveRequest>, Streaming<pb::KeepAliveReply>), String> {
+        let mut candidates: Vec<String> = self.group.members.clone();
+        for addr in old.addrs.iter() {
+            if !candidates.contains(addr) {
+                candidates.push(addr.clone());
+            }
+        }
+        let options = Options { timeout: REATTACH_TRY, ..old.options.clone() };
+        let mut last = String::from("no member of the group answered");
+        loop {
+            for addr in &candidates {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(format!("no member of the group took the session up in time ({last})"));
+                }
+                let attempt = async {
+                    let client = Client::connect_one(addr, &options, old.addrs.clone())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let mut sessions = client.sessions();
+                    let request =
+                        pb::ReattachRequest { session: self.session, secret: self.group.secret.clone() };
+                    let reply = sessions
+                        .reattach(bounded(request))
+                        .await
+                        .map_err(|s| (s.code(), s.message().to_string()));
+                    let reply = match reply {
+                        Ok(r) => r.into_inner(),
+                        Err((Code::NotFound, why)) => return Err(format!("gone: {why}")),
+                        Err((_, why)) => return Err(why),
+                    };
+                    let (tx, rx) = mpsc::channel(4);
+                    let replies = sessions
+                        .keep_alive(ReceiverStream::new(rx))
+                        .await
+                        .map_err(|s| s.message().to_string())?
+                        .into_inner();
+                    Ok::<_, String>((client, reply, tx, replies))
+                };
+                match tokio::time::timeout_at(deadline, attempt).await {
+                    Ok(Ok((client, reply, tx, replies))) => {
+                        if !reply.members.is_empty() {
+                            self.group.members = reply.members;
+                        }
+                        return Ok((client, tx, replies));
+                    }
+                    Ok(Err(why)) if why.starts_with("gone: ") => {
+                        return Err(format!("the group no longer keeps the session ({})", &why[6..]));
+                    }
+                    Ok(Err(why)) => last = format!("{addr}: {why}"),
+                    Err(_) => {
+                        return Err(format!("no member of the group took the session up in time ({last})"))
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Sends a keepalive for `session` every sixth of its `ttl` until the stream fails or nothing
+/// sent in the last `limit` was answered: why, whether the daemon went silent, and whether the
+/// daemon ended the session itself (then it is over, wherever the client goes).
 async fn keep_alive(
     session: u64,
     ttl: Duration,
-    requests: mpsc::Sender<pb::KeepAliveRequest>,
-    mut replies: Streaming<pb::KeepAliveReply>,
-    ended: watch::Sender<Option<Ending>>,
-    addr: String,
-) {
-    let limit = ttl * CUT_OFF.0 / CUT_OFF.1;
+    limit: Duration,
+    requests: &mpsc::Sender<pb::KeepAliveRequest>,
+    replies: &mut Streaming<pb::KeepAliveReply>,
+    answered: &mut tokio::time::Instant,
+    addr: &str,
+) -> (String, bool, bool) {
     let mut tick = tokio::time::interval((ttl / 6).max(Duration::from_millis(50)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // When each keepalive not yet answered was sent (answers come in order), and when the last
-    // answered one was: the daemon heard from this client no earlier.
+    // When each keepalive not yet answered was sent (answers come in order): the daemon heard
+    // from this client no earlier than the last answered one.
     let mut sent = std::collections::VecDeque::new();
-    let mut answered = tokio::time::Instant::now();
-    let (why, silent) = loop {
+    loop {
         tokio::select! {
-            _ = tokio::time::sleep_until(answered + limit) => {
-                break (format!(
+            _ = tokio::time::sleep_until(*answered + limit) => {
+                return (format!(
                     "no keepalive answer from the wazoo daemon at {addr} for {:.1}s, 2/3 of the client session's TTL",
                     limit.as_secs_f64()
-                ), true);
+                ), true, false);
             }
             _ = tick.tick() => {
                 sent.push_back(tokio::time::Instant::now());
                 if requests.send(pb::KeepAliveRequest { session }).await.is_err() {
-                    break (format!("the keepalive stream to the wazoo daemon at {addr} closed"), false);
+                    return (format!("the keepalive stream to the wazoo daemon at {addr} closed"), false, false);
                 }
             }
             reply = replies.message() => match reply {
                 Ok(Some(reply)) if reply.ttl_ms == 0 => {
-                    break (format!("the wazoo daemon at {addr} ended the client session"), false);
+                    return (format!("the wazoo daemon at {addr} ended the client session"), false, true);
                 }
                 Ok(Some(_)) => {
                     if let Some(at) = sent.pop_front() {
-                        answered = at;
+                        *answered = at;
                     }
                 }
-                Ok(None) => break (format!("the wazoo daemon at {addr} ended the keepalive stream"), false),
+                Ok(None) => return (format!("the wazoo daemon at {addr} ended the keepalive stream"), false, false),
                 Err(status) => {
                     let why = format!("lost the connection to the wazoo daemon at {addr}: {}", status.message());
-                    break (why, true);
+                    return (why, true, false);
                 }
             },
         }
-    };
-    ended.send_replace(Some(Ending { why, silent }));
+    }
 }
 
 /// A claim the daemon holds for this client (a lock, a lease, a leadership, a membership), in a
 /// session of its own. Dropping it ends the session, which lets the claim go.
 pub struct Claim {
-    client: Client,
+    /// The daemon that keeps the claim now and its handle there (another member's once the
+    /// session was taken up elsewhere).
+    current: std::sync::Arc<std::sync::Mutex<(Client, pb::HandleRef)>>,
     session: Session,
-    handle: pb::HandleRef,
     claim: pb::Claim,
     /// The Lost stream, opened before the claim is handed out; taken by [`Claim::lost`].
     lost: std::sync::Mutex<Option<Streaming<pb::LostEvent>>>,
@@ -823,34 +1112,89 @@ impl Claim {
     }
 
     /// Resolves once the claim is lost, with why. The first call follows the daemon's `Lost`
-    /// stream and the session; a later call follows the session alone.
+    /// stream and the session; a later call follows the session alone. In a daemon group, a
+    /// daemon that stops answering is not a loss while another member takes the session up in
+    /// time: the claim is then taken up there (same node, same fencing token) and followed on.
     pub fn lost(&self) -> impl std::future::Future<Output = Lost> + Send + 'static {
-        let stream = self.lost.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let first = self.lost.lock().unwrap_or_else(|e| e.into_inner()).take();
         let ending = self.session.ending();
-        let addr = self.client.addr.clone();
+        let link = self.session.link.clone();
+        let ended = self.session.ended.clone();
+        let grouped = self.session.grouped;
+        let current = self.current.clone();
+        let (session, node, token) = (self.session.id, self.claim.node.clone(), self.claim.fencing_token);
         async move {
-            let event = async {
-                let Some(mut stream) = stream else { return std::future::pending().await };
-                match stream.message().await {
-                    Ok(Some(event)) => Lost::from_event(&event),
-                    // The daemon ends the stream quietly when the claim was released.
-                    Ok(None) => Lost::Disconnected(format!("the wazoo daemon at {addr} closed the claim")),
-                    Err(status) => Lost::Disconnected(format!(
-                        "lost the connection to the wazoo daemon at {addr}: {}",
-                        status.message()
-                    )),
-                }
-            };
-            // What the daemon said goes first when both are there; a daemon that ended the
-            // session (not one gone silent) is given SETTLE to say why.
-            tokio::pin!(event);
-            tokio::select! {
-                biased;
-                lost = &mut event => lost,
-                Ending { why, silent } = ending => match silent {
-                    true => Lost::Disconnected(why),
-                    false => tokio::time::timeout(SETTLE, event).await.unwrap_or(Lost::Disconnected(why)),
-                },
+            let mut stream = first;
+            tokio::pin!(ending);
+            loop {
+                let (client, generation) = {
+                    let l = link.borrow();
+                    (l.client.clone(), l.generation)
+                };
+                let addr = client.addr.clone();
+                let broke = {
+                    let event = async {
+                        let Some(stream) = stream.as_mut() else { return std::future::pending().await };
+                        match stream.message().await {
+                            Ok(Some(event)) => Ok(Lost::from_event(&event)),
+                            // The daemon ends the stream quietly when the claim was released.
+                            Ok(None) => {
+                                Ok(Lost::Disconnected(format!("the wazoo daemon at {addr} closed the claim")))
+                            }
+                            Err(status) => Err(format!(
+                                "lost the connection to the wazoo daemon at {addr}: {}",
+                                status.message()
+                            )),
+                        }
+                    };
+                    tokio::pin!(event);
+                    tokio::select! {
+                        biased;
+                        said = &mut event => match said {
+                            Ok(lost) => return lost,
+                            Err(why) if !grouped => return Lost::Disconnected(why),
+                            Err(why) => why,
+                        },
+                        Ending { why, silent } = &mut ending => {
+                            return match silent {
+                                true => Lost::Disconnected(why),
+                                false => tokio::time::timeout(SETTLE, event).await.ok().and_then(Result::ok).unwrap_or(Lost::Disconnected(why)),
+                            }
+                        }
+                    }
+                };
+                // In a group: wait for the session to be taken up elsewhere, then take the
+                // claim up there.
+                let waiting = Session::wait_link(link.clone(), ended.clone(), generation);
+                let Some(next) = waiting.await else {
+                    return Lost::Disconnected(ending.await.why);
+                };
+                let mut recipes = next.recipes();
+                let request = pb::ResumeRequest { session, node: node.clone(), fencing_token: token };
+                let resumed = match recipes.resume(bounded(request)).await {
+                    Ok(claim) => claim.into_inner(),
+                    Err(status) if error_kind(&status) == Some(ErrorKind::UnknownHandle) => {
+                        return Lost::NodeDeleted
+                    }
+                    Err(status) => {
+                        return Lost::Disconnected(format!(
+                            "{broke}; taking the claim up again: {}",
+                            status.message()
+                        ))
+                    }
+                };
+                let handle = pb::HandleRef { session, handle: resumed.handle };
+                stream = match recipes.lost(bounded(handle)).await {
+                    Ok(s) => Some(s.into_inner()),
+                    Err(status) => {
+                        return Lost::Disconnected(format!(
+                            "{broke}; following the claim again: {}",
+                            status.message()
+                        ))
+                    }
+                };
+                *current.lock().unwrap_or_else(|e| e.into_inner()) = (next, handle);
+                tracing::warn!(session, node = %node, "safe: the claim was taken up again (same node, same fencing token)");
             }
         }
     }
@@ -864,7 +1208,8 @@ impl Claim {
 
     /// Lets the claim go and keeps the session, for [`Claim::close`] to end.
     pub async fn release_only(&mut self) -> Result<(), Error> {
-        self.client.recipes().release(bounded(self.handle)).await.map(|_| ()).map_err(Error::from)
+        let (client, handle) = self.current.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        client.recipes().release(bounded(handle)).await.map(|_| ()).map_err(Error::from)
     }
 
     /// Closes the claim's session, deleting whatever it still holds.

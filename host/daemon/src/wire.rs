@@ -315,3 +315,9 @@ mod tests {
         }
     }
 }
+
+/// A client session another member of the group serves and that member still answers, or one
+/// being adopted by a third: UNAVAILABLE, CONNECTION_LOSS (message `member:`); try again there.
+pub fn elsewhere(message: impl Into<String>) -> Status {
+    bounded(ErrorKind::ConnectionLoss, Code::Unavailable, message)
+}

@@ -89,6 +89,79 @@ enum Holder {
     Queue(QueueHandle),
     Barrier(BarrierHandle),
     Dynamic(DynamicHandle),
+    /// A claim taken up as its node alone ([`Claim::adopted`]).
+    Node(NodeClaim),
+}
+
+/// A claim held as data: its node on a session, with no recipe instance behind it. Another
+/// process (a daemon of the group) made it; this one watches it and lets it go by deleting
+/// it.
+pub struct NodeClaim {
+    live: Arc<Live>,
+    node: String,
+    /// Set once the node is deleted (or found gone).
+    gone: bool,
+}
+
+impl NodeClaim {
+    fn live(&self) -> &Arc<Live> {
+        &self.live
+    }
+
+    fn version(&self) -> Option<&Arc<Version>> {
+        None
+    }
+
+    fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
+        lost(self.live.clone(), Some(self.node.clone()))
+    }
+
+    fn is_retired(&self) -> bool {
+        true
+    }
+
+    fn tracks_nodes(&self) -> bool {
+        !self.gone
+    }
+
+    fn tag(&mut self, _: Option<crate::state::ClaimTag>) {}
+
+    /// Deletes the node if it is still this session's.
+    async fn let_go(&mut self) -> Result<(), RecipeError> {
+        if self.gone {
+            return Ok(());
+        }
+        let client = &self.live.client;
+        let me = self.live.session_id();
+        let mut attempt = 0;
+        loop {
+            let result = match client.check_stat(&self.node).await {
+                Ok(Some(stat)) if stat.ephemeral_owner == me => {
+                    match client.delete(&self.node, Some(stat.version)).await {
+                        Ok(()) | Err(zookeeper_client::Error::NoNode) => Ok(()),
+                        Err(e) => Err(e),
+                    }
+                }
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(()) => {
+                    self.gone = true;
+                    return Ok(());
+                }
+                Err(zookeeper_client::Error::ConnectionLoss) if attempt < 3 => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
+                }
+                Err(e) => return Err(RecipeError::Zk(crate::error::from_client(e))),
+            }
+        }
+    }
+
+    async fn close(mut self) {
+        let _ = self.let_go().await;
+    }
 }
 
 /// `$body` with `$h` bound to the handle, whatever its type.
@@ -103,6 +176,7 @@ macro_rules! each {
             Holder::Queue($h) => $body,
             Holder::Barrier($h) => $body,
             Holder::Dynamic($h) => $body,
+            Holder::Node($h) => $body,
         }
     };
 }
@@ -138,6 +212,7 @@ impl Holder {
             // Closing the handle deletes the claim (the item goes back to the queue), the
             // participant's node, the ephemeral item, or whatever the instance owns.
             Holder::Queue(_) | Holder::Barrier(_) | Holder::Dynamic(_) => Ok(()),
+            Holder::Node(n) => n.let_go().await,
         }
     }
 
@@ -285,6 +360,12 @@ impl Contender {
         &self.want
     }
 
+    /// Names the claim this contender makes ([`crate::ClaimTag`]): its nodes carry the tag, and
+    /// with `tag.retry` the acquire takes a node an earlier try of the same claim made.
+    pub fn name_claim(&mut self, tag: crate::ClaimTag) {
+        each!(&mut self.holder, h => h.tag(Some(tag)))
+    }
+
     /// Blocks until what is wanted at `path` is held, or `timeout` passes (`timeout`, leaving no
     /// node). Cancelled (dropped mid-call), the handle is retired: [`Contender::close`] it.
     pub async fn acquire(&mut self, path: &str, timeout: Option<Duration>) -> Result<Granted, RecipeError> {
@@ -306,6 +387,7 @@ impl Contender {
             }
             _ => unreachable!("a contender's handle is made for its want"),
         };
+        each!(&mut self.holder, h => h.tag(None));
         Ok(Granted { node, token })
     }
 
@@ -370,6 +452,14 @@ impl Claim {
     /// A custom instance kept with whatever it owns.
     pub fn instance(handle: DynamicHandle) -> Claim {
         Claim::kept(ClaimKind::Instance, Holder::Dynamic(handle), String::new())
+    }
+
+    /// A claim of `kind` taken up as its `node` alone, with fencing token `token`, on `live`
+    /// (a session adopted from another daemon of the group): lost when the node goes or the
+    /// session ends, released by deleting the node.
+    pub fn adopted(kind: ClaimKind, live: Arc<Live>, node: String, token: i64) -> Claim {
+        let holder = Holder::Node(NodeClaim { live, node: node.clone(), gone: false });
+        Claim { kind, node, token, holder: Some(holder), warm: None }
     }
 
     fn kept(kind: ClaimKind, holder: Holder, node: String) -> Claim {

@@ -49,13 +49,15 @@ pub struct Host {
 }
 
 struct Inner {
-    allowed: Option<Allowed>,
+    /// Shared with the hosts [`Host::adopt`] makes.
+    allowed: Option<Arc<Allowed>>,
     engine: Engine,
     keeper: Keeper,
-    registry: Registry,
+    /// Shared with the hosts [`Host::adopt`] makes.
+    registry: Arc<Registry>,
     shared: Arc<Shared>,
-    /// One component load at a time.
-    loading: tokio::sync::Mutex<()>,
+    /// One component load at a time (in the hosts that share the registry too).
+    loading: Arc<tokio::sync::Mutex<()>>,
     /// Handles of the lock family let go of cleanly, kept warm for the next contender.
     warm: Arc<crate::claim::Warm>,
     /// Whether the program's own components are served too.
@@ -91,20 +93,51 @@ impl Host {
         });
         Ok(Host {
             inner: Arc::new(Inner {
-                allowed: config.allowed.as_deref().map(Allowed::new),
+                allowed: config.allowed.as_deref().map(|patterns| Arc::new(Allowed::new(patterns))),
                 engine,
                 keeper,
-                registry,
+                registry: Arc::new(registry),
                 shared,
-                loading: tokio::sync::Mutex::new(()),
+                loading: Default::default(),
                 warm: Arc::new(crate::claim::Warm::new(config.limits.max_instances)),
                 embedded: config.embedded.is_some(),
             }),
         })
     }
 
+    /// A host on the session `id` (with its `password`, [`Live::session_parts`]) that another
+    /// host or process opened: this host's engine, registry and allowed recipes, its sandbox
+    /// limits and node ACLs, and ZooKeeper settings ([`Keeper::resume`]), with handles and a warm
+    /// pool of its own. Fails with a clear message when the session has expired; once it ends,
+    /// the new host's handles fail rather than start on a new session.
+    pub async fn adopt(&self, id: i64, password: Vec<u8>) -> anyhow::Result<Host> {
+        let keeper = Keeper::resume(self.inner.keeper.config().clone(), id, password).await?;
+        let shared = Arc::new(Shared {
+            limits: self.inner.shared.limits.clone(),
+            private_acls: self.inner.shared.private_acls,
+            ..Shared::default()
+        });
+        Ok(Host {
+            inner: Arc::new(Inner {
+                allowed: self.inner.allowed.clone(),
+                engine: self.inner.engine.clone(),
+                keeper,
+                registry: self.inner.registry.clone(),
+                warm: Arc::new(crate::claim::Warm::new(shared.limits.max_instances)),
+                shared,
+                loading: self.inner.loading.clone(),
+                embedded: self.inner.embedded,
+            }),
+        })
+    }
+
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// Where and how this host connects to ZooKeeper.
+    pub fn keeper_config(&self) -> &KeeperConfig {
+        self.inner.keeper.config()
     }
 
     /// The sandbox limits of every handle.

@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
-use zookeeper_client::{Acls, Client, CreateMode, SessionState};
+use zookeeper_client::{Acls, Client, CreateMode, SessionInfo, SessionState};
 
 /// The share of the negotiated session timeout (numerator, denominator) that may pass without an
 /// answer from ZooKeeper before the session is assumed lost: Curator's
@@ -165,6 +165,13 @@ impl Live {
         self.client.session_id().0
     }
 
+    /// The id and password of this session: what another process needs to resume it
+    /// ([`Keeper::resume`]).
+    pub fn session_parts(&self) -> (i64, Vec<u8>) {
+        let session = self.client.session();
+        (session.id().0, session.password().to_vec())
+    }
+
     /// The terminal state, once the session has ended (expired or closed).
     pub fn ended(&self) -> Option<SessionState> {
         // The client's own state first: the watcher task may not have run yet.
@@ -246,27 +253,46 @@ impl std::fmt::Display for Unreachable {
 
 impl std::error::Error for Unreachable {}
 
-/// Owns the current session and rebuilds it after expiry.
+/// Owns the current session and rebuilds it after expiry (unless the session was adopted).
 #[derive(Debug)]
 pub struct Keeper {
     config: KeeperConfig,
     current: Mutex<Arc<Live>>,
+    /// The keeper resumed a session another process opened ([`Keeper::resume`]): it has that
+    /// session only, and builds no other once it ends.
+    adopted: bool,
 }
 
 impl Keeper {
     /// Connects the first session; fails with a clear message when ZooKeeper is unreachable.
     pub async fn connect(config: KeeperConfig) -> anyhow::Result<Keeper> {
-        let live = Live::new(open(&config).await?, 1, split_chroot(&config.zookeeper).0.to_string()).await;
-        Ok(Keeper { config, current: Mutex::new(live) })
+        let live =
+            Live::new(open(&config, None).await?, 1, split_chroot(&config.zookeeper).0.to_string()).await;
+        Ok(Keeper { config, current: Mutex::new(live), adopted: false })
     }
 
-    /// The current session, rebuilt first if it has ended.
+    /// Resumes the session `id` (with its `password`, [`Live::session_parts`]) that another
+    /// process opened, with the same handling of hosts, chroot, digest and TLS as
+    /// [`Keeper::connect`]; fails with a clear message when ZooKeeper no longer knows the session
+    /// (it expired). The keeper has that session only: [`Keeper::live`] fails once it has ended.
+    pub async fn resume(config: KeeperConfig, id: i64, password: Vec<u8>) -> anyhow::Result<Keeper> {
+        let client = open(&config, Some(SessionInfo::from_parts(id, password))).await?;
+        let live = Live::new(client, 1, split_chroot(&config.zookeeper).0.to_string()).await;
+        tracing::info!(session = %live.client.session_id(), "adopted ZooKeeper session");
+        Ok(Keeper { config, current: Mutex::new(live), adopted: true })
+    }
+
+    /// The current session, rebuilt first if it has ended; for a keeper that adopted its
+    /// session, an error once that session has ended.
     pub async fn live(&self) -> anyhow::Result<Arc<Live>> {
         let mut current = self.current.lock().await;
         if current.ended().is_some() {
+            if self.adopted {
+                return Err(anyhow!("the adopted ZooKeeper session {} ended", current.client.session_id()));
+            }
             let generation = current.generation + 1;
             *current = Live::new(
-                open(&self.config).await?,
+                open(&self.config, None).await?,
                 generation,
                 split_chroot(&self.config.zookeeper).0.to_string(),
             )
@@ -304,7 +330,9 @@ pub fn split_chroot(zookeeper: &str) -> (&str, Option<&str>) {
     }
 }
 
-async fn open(config: &KeeperConfig) -> anyhow::Result<Client> {
+/// Connects a new session, or resumes `session` (then the chroot is not created again: it was
+/// when the session was opened).
+async fn open(config: &KeeperConfig, session: Option<SessionInfo>) -> anyhow::Result<Client> {
     let (hosts, chroot) = split_chroot(&config.zookeeper);
     if hosts.is_empty() {
         return Err(anyhow!("no ZooKeeper address given (expected host:port[,host:port…][/chroot])"));
@@ -319,6 +347,10 @@ async fn open(config: &KeeperConfig) -> anyhow::Result<Client> {
     if let Some(digest) = &config.digest {
         connector = connector.with_auth("digest", digest.as_bytes());
     }
+    let resumed = session.as_ref().map(|s| s.id());
+    if let Some(session) = session {
+        connector = connector.with_session(session);
+    }
     let connect: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>> = match &config.tls {
         Some(tls) => {
             install_crypto_provider();
@@ -328,16 +360,33 @@ async fn open(config: &KeeperConfig) -> anyhow::Result<Client> {
         None => Box::pin(connector.connect(hosts)),
     };
     let scheme = if config.tls.is_some() { " (TLS)" } else { "" };
+    // Another client connected with the session to the same server takes it back each time it is
+    // resumed there: resuming then fails, like an unreachable server (see the module's doc).
+    let contested = " (a holder still connected to the same server takes the session back each time)";
     let client = tokio::time::timeout(config.connect_timeout, connect)
         .await
         .map_err(|_| {
-            Unreachable(format!(
-                "cannot reach ZooKeeper at {hosts}{scheme} within {}",
-                humantime::format_duration(config.connect_timeout)
-            ))
+            let within = humantime::format_duration(config.connect_timeout);
+            Unreachable(match resumed {
+                Some(id) => format!(
+                    "cannot resume ZooKeeper session {id} at {hosts}{scheme} within {within}{contested}"
+                ),
+                None => format!("cannot reach ZooKeeper at {hosts}{scheme} within {within}"),
+            })
         })?
-        .map_err(|e| Unreachable(format!("cannot connect to ZooKeeper at {hosts}{scheme}: {e}")))?;
+        .map_err(|e| match (e, resumed) {
+            // The server knows no such session, or not with that password.
+            (zookeeper_client::Error::SessionExpired, Some(id)) => anyhow!("session {id} has expired"),
+            (e, Some(id)) => Unreachable(format!(
+                "cannot resume ZooKeeper session {id} at {hosts}{scheme}: {e}{contested}"
+            ))
+            .into(),
+            (e, None) => Unreachable(format!("cannot connect to ZooKeeper at {hosts}{scheme}: {e}")).into(),
+        })?;
     let Some(root) = chroot else { return Ok(client) };
+    if resumed.is_some() {
+        return client.chroot(root.to_string()).map_err(|_| anyhow!("invalid chroot {root}"));
+    }
     // The chroot is where this host's namespace starts: make sure it exists. With a digest
     // identity, the namespace's root is that identity's alone (its parents stay open, so other
     // tenants can add their own roots beside it).

@@ -43,3 +43,4 @@ pub use host::{Host, HostConfig};
 pub use keeper::{KeeperConfig, Live, ZkTls};
 pub use registry::{RecipeInfo, Registry, World};
 pub use sandbox::SandboxLimits;
+pub use state::ClaimTag;

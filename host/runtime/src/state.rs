@@ -80,6 +80,38 @@ pub struct HostState {
     pub(crate) ledger: Arc<Ledger>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) clock: CallClock,
+    /// The claim the handle's current acquire makes, when its client named it.
+    pub(crate) claim: Option<ClaimTag>,
+}
+
+/// A claim named by its client ([`crate::Contender::name_claim`]): every protected node the
+/// acquire makes is `_c_<uuid>-…` with this uuid, the same each time the acquire is sent. With
+/// `retry`, a protected create first looks for the node an earlier try made (its session's,
+/// under the same prefix) and takes it, so a retried acquire keeps its place in the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClaimTag {
+    pub uuid: uuid::Uuid,
+    pub retry: bool,
+}
+
+impl ClaimTag {
+    /// The tag of claim `name` in client session `session`: the uuid's first 8 bytes are the
+    /// session id (so a client session's nodes can be told by name), the rest the first 8
+    /// bytes of the name's SHA-256.
+    pub fn new(session: u64, name: &str, retry: bool) -> ClaimTag {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(name.as_bytes());
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&session.to_be_bytes());
+        bytes[8..].copy_from_slice(&digest[..8]);
+        ClaimTag { uuid: uuid::Uuid::from_bytes(bytes), retry }
+    }
+
+    /// The start of the protected node names of every claim of client session `session`.
+    pub fn session_prefix(session: u64) -> String {
+        let hex = format!("{session:016x}");
+        format!("_c_{}-{}-{}-", &hex[..8], &hex[8..12], &hex[12..])
+    }
 }
 
 impl HostState {
@@ -96,6 +128,7 @@ impl HostState {
             ledger,
             shared,
             clock,
+            claim: None,
         }
     }
 }

@@ -89,13 +89,19 @@ pub(crate) struct PreparedCreate {
     retried: bool,
 }
 
-/// A protected create's unique prefix `_c_<uuid>-` and its node's path under `dir`, checked.
-pub(crate) fn protect(dir: &str, name: &str) -> Result<(String, String), ZkError> {
+/// A protected create's unique prefix `_c_<uuid>-` and its node's path under `dir`, checked:
+/// the uuid of the claim being made when its client named it, else a fresh one.
+pub(crate) fn protect(
+    dir: &str,
+    name: &str,
+    claim: Option<&crate::state::ClaimTag>,
+) -> Result<(String, String), ZkError> {
     paths::check(dir).map_err(ZkError::InvalidPath)?;
     if name.contains('/') {
         return Err(ZkError::InvalidArgument(format!("protected node name {name:?} contains '/'")));
     }
-    let prefix = format!("_c_{}-", uuid::Uuid::new_v4());
+    let uuid = claim.map_or_else(uuid::Uuid::new_v4, |c| c.uuid);
+    let prefix = format!("_c_{uuid}-");
     let path = paths::join(dir, &format!("{prefix}{name}"));
     paths::check_node(&path).map_err(ZkError::InvalidPath)?;
     Ok((prefix, path))
@@ -283,8 +289,26 @@ impl HostState {
         data: Vec<u8>,
         mode: CreateMode,
     ) -> Result<Created, ZkError> {
-        let (prefix, path) = protect(&dir, &name)?;
+        let (prefix, path) = protect(&dir, &name, self.claim.as_ref())?;
+        if let Some(found) = self.retried_protected(&dir, &prefix, &mode, &path).await? {
+            return Ok(found);
+        }
         self.protected_from(&dir, &prefix, path, data, mode, None).await
+    }
+
+    /// For an acquire sent again ([`crate::state::ClaimTag::retry`]): the node an earlier try
+    /// made under `prefix` in `dir`, if there is one of this session's.
+    pub(crate) async fn retried_protected(
+        &mut self,
+        dir: &str,
+        prefix: &str,
+        mode: &CreateMode,
+        requested: &str,
+    ) -> Result<Option<Created>, ZkError> {
+        if !self.claim.is_some_and(|c| c.retry) {
+            return Ok(None);
+        }
+        self.find_protected(dir, prefix, is_ephemeral(mode), requested).await
     }
 
     /// The protected create of `path` (`dir`/`prefix`…), whose first try already returned

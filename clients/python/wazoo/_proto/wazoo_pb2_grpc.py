@@ -50,6 +50,16 @@ class SessionsStub(object):
                 request_serializer=wazoo__pb2.SessionRef.SerializeToString,
                 response_deserializer=wazoo__pb2.Empty.FromString,
                 _registered_method=True)
+        self.Reattach = channel.unary_unary(
+                '/wazoo.v1.Sessions/Reattach',
+                request_serializer=wazoo__pb2.ReattachRequest.SerializeToString,
+                response_deserializer=wazoo__pb2.OpenReply.FromString,
+                _registered_method=True)
+        self.Members = channel.unary_unary(
+                '/wazoo.v1.Sessions/Members',
+                request_serializer=wazoo__pb2.Empty.SerializeToString,
+                response_deserializer=wazoo__pb2.MemberList.FromString,
+                _registered_method=True)
 
 
 class SessionsServicer(object):
@@ -80,6 +90,26 @@ class SessionsServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Reattach(self, request, context):
+        """Takes a session up again on this daemon, for a client whose daemon stopped answering, with
+        the `secret` Open gave it. A daemon of a group (`wazoo serve --group`) adopts the session
+        from the member that served it, once that member is dead or has handed its sessions over:
+        the session, its ZooKeeper session and the nodes it holds carry on here, and the client
+        resumes its claims with Resume (and retries its waiting acquires with the same claim_id).
+        UNAVAILABLE while the member that serves the session still answers (try it, or another
+        member); NOT_FOUND (`session:`) for a session no member keeps, or a wrong secret.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Members(self, request, context):
+        """The daemons of this daemon's group and their addresses (empty outside a group).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -97,6 +127,16 @@ def add_SessionsServicer_to_server(servicer, server):
                     servicer.Close,
                     request_deserializer=wazoo__pb2.SessionRef.FromString,
                     response_serializer=wazoo__pb2.Empty.SerializeToString,
+            ),
+            'Reattach': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reattach,
+                    request_deserializer=wazoo__pb2.ReattachRequest.FromString,
+                    response_serializer=wazoo__pb2.OpenReply.SerializeToString,
+            ),
+            'Members': grpc.unary_unary_rpc_method_handler(
+                    servicer.Members,
+                    request_deserializer=wazoo__pb2.Empty.FromString,
+                    response_serializer=wazoo__pb2.MemberList.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -181,6 +221,60 @@ class Sessions(object):
             '/wazoo.v1.Sessions/Close',
             wazoo__pb2.SessionRef.SerializeToString,
             wazoo__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reattach(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wazoo.v1.Sessions/Reattach',
+            wazoo__pb2.ReattachRequest.SerializeToString,
+            wazoo__pb2.OpenReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Members(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wazoo.v1.Sessions/Members',
+            wazoo__pb2.Empty.SerializeToString,
+            wazoo__pb2.MemberList.FromString,
             options,
             channel_credentials,
             insecure,
@@ -366,6 +460,11 @@ class RecipesStub(object):
                 '/wazoo.v1.Recipes/Invoke',
                 request_serializer=wazoo__pb2.InvokeRequest.SerializeToString,
                 response_deserializer=wazoo__pb2.InvokeReply.FromString,
+                _registered_method=True)
+        self.Resume = channel.unary_unary(
+                '/wazoo.v1.Recipes/Resume',
+                request_serializer=wazoo__pb2.ResumeRequest.SerializeToString,
+                response_deserializer=wazoo__pb2.Claim.FromString,
                 _registered_method=True)
 
 
@@ -644,6 +743,16 @@ class RecipesServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Resume(self, request, context):
+        """Takes up a claim the session held through another daemon of the group (after Reattach):
+        the node must still exist, belong to the session's ZooKeeper session and carry the token.
+        The claim is then held here as its node (released by deleting it, lost when it goes), with
+        a new handle. NOT_FOUND (`handle:`) when the node is gone.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RecipesServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -811,6 +920,11 @@ def add_RecipesServicer_to_server(servicer, server):
                     servicer.Invoke,
                     request_deserializer=wazoo__pb2.InvokeRequest.FromString,
                     response_serializer=wazoo__pb2.InvokeReply.SerializeToString,
+            ),
+            'Resume': grpc.unary_unary_rpc_method_handler(
+                    servicer.Resume,
+                    request_deserializer=wazoo__pb2.ResumeRequest.FromString,
+                    response_serializer=wazoo__pb2.Claim.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1705,6 +1819,33 @@ class Recipes(object):
             '/wazoo.v1.Recipes/Invoke',
             wazoo__pb2.InvokeRequest.SerializeToString,
             wazoo__pb2.InvokeReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Resume(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wazoo.v1.Recipes/Resume',
+            wazoo__pb2.ResumeRequest.SerializeToString,
+            wazoo__pb2.Claim.FromString,
             options,
             channel_credentials,
             insecure,

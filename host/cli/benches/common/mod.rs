@@ -86,6 +86,7 @@ impl Served {
             tls: None,
             token: None,
             bounds: Default::default(),
+            group: None,
         };
         let task = tokio::spawn(wazoo_daemon::serve::run(
             host.clone(),

@@ -51,7 +51,19 @@ impl Sessions for Api {
             )));
         };
         let id = self.new_session_id();
+        // In a group, the client gets a secret to take the session up elsewhere with.
+        let secret: Vec<u8> = match &self.group {
+            Some(_) => [uuid::Uuid::new_v4().into_bytes(), uuid::Uuid::new_v4().into_bytes()].concat(),
+            None => Vec::new(),
+        };
+        let secret_sha256 = (!secret.is_empty()).then(|| {
+            use sha2::Digest as _;
+            <[u8; 32]>::from(sha2::Sha256::digest(&secret))
+        });
         let session = Arc::new(ClientSession {
+            host: self.host.clone(),
+            secret: secret_sha256,
+            adopted: None,
             counted: Mutex::new(Some(counted)),
             pending: Arc::default(),
             keepers: Mutex::new(0),
@@ -72,10 +84,42 @@ impl Sessions for Api {
                     if self.tenant.is_some() { "a tenant" } else { "this daemon" }
                 )));
             }
-            sessions.insert(id, session);
+            sessions.insert(id, session.clone());
+        }
+        if let Some(group) = &self.group {
+            // Recorded before the client hears of it, so any member can take it up.
+            if let Err(e) = group.opened(&self.0, &session).await {
+                self.end_session(id, "the group's state could not record it").await;
+                return Err(e);
+            }
         }
         tracing::info!(session = id, name = %req.name, ttl_ms = ttl.as_millis() as u64, "client session opened");
-        Ok(Response::new(pb::OpenReply { session: id, ttl_ms: ttl.as_millis() as u64 }))
+        Ok(Response::new(super::adopt::open_reply(&self.0, &session, secret).await))
+    }
+
+    async fn reattach(
+        &self,
+        request: Request<pb::ReattachRequest>,
+    ) -> Result<Response<pb::OpenReply>, Status> {
+        let req = request.into_inner();
+        let Some(group) = &self.group else {
+            return Err(wire::unknown_session(format!(
+                "session: {} cannot be taken up: this daemon is in no group (serve --group)",
+                req.session
+            )));
+        };
+        let session = group.reattach(&self.0, req.session, &req.secret).await?;
+        session.touch();
+        tracing::info!(session = req.session, name = %session.name, "client session taken up");
+        Ok(Response::new(super::adopt::open_reply(&self.0, &session, Vec::new()).await))
+    }
+
+    async fn members(&self, _: Request<pb::Empty>) -> Result<Response<pb::MemberList>, Status> {
+        let members = match &self.group {
+            Some(group) => group.members().await,
+            None => Vec::new(),
+        };
+        Ok(Response::new(pb::MemberList { members }))
     }
 
     type KeepAliveStream = Events<pb::KeepAliveReply>;

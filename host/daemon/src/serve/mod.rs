@@ -7,6 +7,7 @@
 //! (its keepalive stream closes, or its TTL passes without a keepalive) closes its handles,
 //! which deletes their nodes.
 
+mod adopt;
 mod api;
 mod recipes;
 mod state;
@@ -71,6 +72,9 @@ pub struct ServeConfig {
     pub token: Option<String>,
     /// What a client can grow.
     pub bounds: Bounds,
+    /// The group this daemon is a member of (joined), if any: its client sessions are recorded
+    /// there and taken up by another member when this one dies or stops.
+    pub group: Option<crate::group::GroupJoin>,
 }
 
 /// The daemon's TLS identity, PEM; with `client_ca`, every client must show a certificate that
@@ -185,32 +189,6 @@ async fn serve(
     if worker.is_none() {
         tracing::warn!("no wazoo-compile beside this binary: components compile in-process");
     }
-    let open = Arc::new(AtomicU64::new(0));
-    let new_state = |host: Host, name: Option<String>, clients: crate::tenants::ClientBounds| {
-        if let Some(w) = &worker {
-            host.registry().use_compile_worker(w.clone(), COMPILE_MEMORY, host.limits());
-        }
-        Arc::new(State {
-            host,
-            tenant: name,
-            sessions: Mutex::default(),
-            next: AtomicU64::new(1),
-            metrics: metrics.clone(),
-            streams: Arc::default(),
-            stopped: tokio::sync::watch::channel(false).0,
-            bounds: Bounds {
-                sessions_per_tenant: clients.sessions.unwrap_or(config.bounds.sessions_per_tenant),
-                handles_per_session: clients.handles.unwrap_or(config.bounds.handles_per_session),
-                max_ttl: clients.max_ttl.unwrap_or(config.bounds.max_ttl),
-                ..config.bounds
-            },
-            open: open.clone(),
-        })
-    };
-    let mut states = Vec::new();
-    for Served { name, token, host, clients } in hosts {
-        states.push((token, new_state(host, name, clients)));
-    }
     // The TLS settings are built (the key loaded and checked against the certificate) before
     // anything binds or is announced: a fault is an error of the start, never one after `ready`.
     let mut builder = tonic::transport::Server::builder()
@@ -234,6 +212,45 @@ async fn serve(
     }
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let grpc = listener.local_addr()?;
+    let open = Arc::new(AtomicU64::new(0));
+    // A member of a group joins it once its address is known.
+    let adopter = match &config.group {
+        Some(join) => {
+            let group = crate::group::Group::join(join, grpc).await?;
+            Some(Arc::new(adopt::Adopter::new(Arc::new(group), config.tls.is_some())))
+        }
+        None => None,
+    };
+    let new_state = |host: Host, name: Option<String>, clients: crate::tenants::ClientBounds| {
+        if let Some(w) = &worker {
+            host.registry().use_compile_worker(w.clone(), COMPILE_MEMORY, host.limits());
+        }
+        let state = Arc::new(State {
+            group: adopter.clone(),
+            host,
+            tenant: name,
+            sessions: Mutex::default(),
+            next: AtomicU64::new(1),
+            metrics: metrics.clone(),
+            streams: Arc::default(),
+            stopped: tokio::sync::watch::channel(false).0,
+            bounds: Bounds {
+                sessions_per_tenant: clients.sessions.unwrap_or(config.bounds.sessions_per_tenant),
+                handles_per_session: clients.handles.unwrap_or(config.bounds.handles_per_session),
+                max_ttl: clients.max_ttl.unwrap_or(config.bounds.max_ttl),
+                ..config.bounds
+            },
+            open: open.clone(),
+        });
+        if let Some(adopter) = &adopter {
+            adopter.serve(&state);
+        }
+        state
+    };
+    let mut states = Vec::new();
+    for Served { name, token, host, clients } in hosts {
+        states.push((token, new_state(host, name, clients)));
+    }
     let metrics_addr = match config.metrics {
         Some(addr) => {
             let listener = tokio::net::TcpListener::bind(addr).await?;
@@ -247,6 +264,19 @@ async fn serve(
     let mut tasks: HashMap<Option<String>, Vec<tokio::task::JoinHandle<()>>> = HashMap::new();
     for (_, state) in &states {
         tasks.insert(state.tenant.clone(), tend(state, config.watch_every).await);
+    }
+    if let Some(adopter) = &adopter {
+        // The sessions are on record before any client is served, so that any member can take
+        // them up from the first claim on; and this member stops at once once another has
+        // begun to (it was taken for dead).
+        adopter.group.record_sessions(&adopter.sessions().await).await?;
+        tokio::spawn(adopter.clone().keep_recording(Duration::from_secs(1)));
+        let group = adopter.group.clone();
+        tokio::spawn(async move {
+            let why = group.superseded().await;
+            tracing::error!("stopping at once: {why}");
+            std::process::exit(75);
+        });
     }
     ready(grpc, metrics_addr);
     // Replies go out at once (no Nagle delay waiting for the client's delayed ACK).
@@ -346,6 +376,17 @@ async fn serve(
     health_task.abort();
     for task in tasks.into_values().flatten() {
         task.abort();
+    }
+    if let (Some(adopter), None) = (&adopter, &served) {
+        // A member told to stop hands its work to the group: it leaves (so another member
+        // adopts at once, without asking whether it answers), stops serving, and exits without
+        // closing a ZooKeeper session or a client session: every claim carries on elsewhere.
+        adopter.group.leave().await;
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(3), &mut server).await;
+        tracing::info!("handed this daemon's sessions over to its group");
+        std::mem::forget(states);
+        return Ok(());
     }
     // Every client session ends with the daemon: close what they hold. That also ends their
     // Lost streams; keepalive streams end when their clients see the connection go.

@@ -88,7 +88,8 @@ impl Recipes for Api {
         let recipe = or(&req.recipe, want.world().default_recipe()).to_string();
         self.measured("Acquire", &recipe, async {
             let session = self.session(req.session)?;
-            self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms)).await
+            let named = claim_tag(&req)?;
+            self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms), named).await
         })
         .await
     }
@@ -156,7 +157,7 @@ impl Recipes for Api {
         self.measured("Campaign", &recipe, async {
             let session = self.session(req.session)?;
             let want = Want::Leadership { id: req.id.clone() };
-            self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms)).await
+            self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms), None).await
         })
         .await
     }
@@ -491,7 +492,7 @@ impl Recipes for Api {
         self.measured("GroupJoin", &recipe, async {
             let session = self.session(req.session)?;
             let want = Want::Membership { name: req.name.clone(), data: req.data.clone() };
-            self.claim(&session, want, &recipe, &req.path, None).await
+            self.claim(&session, want, &recipe, &req.path, None, None).await
         })
         .await
     }
@@ -698,6 +699,42 @@ impl Recipes for Api {
                 })
                 .collect();
             Ok(pb::HoldersReply { kind: kind as i32, contenders })
+        })
+        .await
+    }
+
+    async fn resume(&self, request: Request<pb::ResumeRequest>) -> Result<Response<pb::Claim>, Status> {
+        let req = request.into_inner();
+        self.measured("Resume", "", async {
+            let session = self.session(req.session)?;
+            wazoo_runtime::paths::check_node(&req.node)
+                .map_err(|why| wire::invalid_argument(format!("node: {why}")))?;
+            let _reserved = self.room_for_handle(&session)?;
+            let live = session.host.live().await.map_err(wire::no_zookeeper)?;
+            let stat = live
+                .client
+                .check_stat(&req.node)
+                .await
+                .map_err(|e| wire::no_zookeeper(anyhow::anyhow!("{e}")))?;
+            let held = stat.is_some_and(|s| {
+                s.ephemeral_owner == live.session_id()
+                    && (req.fencing_token == 0 || s.czxid == req.fencing_token)
+            });
+            if !held {
+                return Err(wire::unknown_handle(format!(
+                    "handle: {} is not held in this session (gone, or another's)",
+                    req.node
+                )));
+            }
+            let claim = Claim::adopted(kind_of_node(&req.node), live, req.node.clone(), req.fencing_token);
+            let handle = self.keep(&session, claim).await?;
+            tracing::info!(session = req.session, node = %req.node, "claim taken up");
+            Ok(pb::Claim {
+                handle,
+                node: req.node,
+                fencing_token: req.fencing_token,
+                recipe_version: String::new(),
+            })
         })
         .await
     }
@@ -942,7 +979,8 @@ impl Api {
         let recipe = or(&req.recipe, want.world().default_recipe()).to_string();
         self.measured("Hold/acquire", &recipe, async {
             let session = self.session(req.session)?;
-            let claim = self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms)).await?;
+            let named = claim_tag(&req)?;
+            let claim = self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms), named).await?;
             let (_, entry) = self.entry(req.session, claim.handle)?;
             let lost = match entry.held.lock().await.as_ref() {
                 Some(held) => held.lost(),
@@ -961,6 +999,42 @@ impl Api {
         })
         .await
         .map(Response::into_inner)
+    }
+}
+
+/// The most bytes of a claim id.
+const MAX_CLAIM_ID: usize = 64;
+
+/// The name an Acquire gives its claim, if any ([`wazoo_runtime::ClaimTag`]).
+fn claim_tag(req: &pb::AcquireRequest) -> Result<Option<wazoo_runtime::ClaimTag>, Status> {
+    if req.claim_id.is_empty() {
+        if req.retry {
+            return Err(wire::invalid_argument("retry: an Acquire sent again needs its claim_id"));
+        }
+        return Ok(None);
+    }
+    if req.claim_id.len() > MAX_CLAIM_ID {
+        return Err(wire::invalid_argument(format!("claim_id: at most {MAX_CLAIM_ID} bytes")));
+    }
+    Ok(Some(wazoo_runtime::ClaimTag::new(req.session, &req.claim_id, req.retry)))
+}
+
+/// What a claim node's name says it is (for one taken up with Resume).
+fn kind_of_node(node: &str) -> wazoo_runtime::ClaimKind {
+    use wazoo_runtime::ClaimKind;
+    let name = node.rsplit('/').next().unwrap_or(node);
+    if name.contains("__READ__") || name.contains("__rlock__") {
+        ClaimKind::Read
+    } else if name.contains("__WRIT__") {
+        ClaimKind::Write
+    } else if name.contains("-lease-") || node.contains("/leases/") {
+        ClaimKind::Lease
+    } else if name.contains("latch-") {
+        ClaimKind::Leadership
+    } else if name.contains("-lock-") || name.contains("__lock__") {
+        ClaimKind::Lock
+    } else {
+        ClaimKind::Membership
     }
 }
 

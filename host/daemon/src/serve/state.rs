@@ -35,6 +35,8 @@ pub(super) struct State {
     /// Set when this state stops serving (its tenant removed or replaced, the daemon stopping):
     /// every stream of its clients ends.
     pub(super) stopped: watch::Sender<bool>,
+    /// The daemon's group, when it is in one.
+    pub(super) group: Option<Arc<super::adopt::Adopter>>,
 }
 
 /// One stream counted in [`State::streams`] while it lives, told when its state stops.
@@ -135,6 +137,13 @@ pub(super) struct ClientSession {
     /// The KeepAlive streams that have named it and are still open: the session ends with the
     /// last of them (or its TTL), so a client may open a new stream before it lets the old go.
     pub(super) keepers: Mutex<u32>,
+    /// The host its claims are made on: its state's, or the one running the ZooKeeper session
+    /// it was adopted with.
+    pub(super) host: Host,
+    /// SHA-256 of the secret its client presents to take it up again (in a group).
+    pub(super) secret: Option<[u8; 32]>,
+    /// The adopted ZooKeeper session it lives on, when another member of the group opened it.
+    pub(super) adopted: Option<Arc<super::adopt::Adopted>>,
 }
 
 impl ClientSession {
@@ -163,6 +172,9 @@ impl ClientSession {
             if let Some(held) = entry.held.lock().await.take() {
                 held.close().await;
             }
+        }
+        if let Some(adopted) = &self.adopted {
+            adopted.client_ended(self.id).await;
         }
     }
 
@@ -217,6 +229,9 @@ impl State {
         if let Some(session) = session {
             tracing::info!(session = id, name = %session.name, "client session ended: {why}");
             session.end(Ended::SessionEnded).await;
+            if let Some(group) = &self.group {
+                group.forget(id);
+            }
         }
     }
 
@@ -294,9 +309,13 @@ impl State {
         recipe: &str,
         path: &str,
         timeout: Option<Duration>,
+        named: Option<wazoo_runtime::ClaimTag>,
     ) -> Result<pb::Claim, Status> {
         let _reserved = self.room_for_handle(session)?;
-        let mut contender = self.host.contender(want, recipe).await.map_err(no_handle)?;
+        let mut contender = session.host.contender(want, recipe).await.map_err(no_handle)?;
+        if let Some(tag) = named {
+            contender.name_claim(tag);
+        }
         // A session that ends while its call waits (in a lock's queue) cancels the call, and
         // closing the contender deletes the node it queued.
         let granted = match session.while_open(contender.acquire(path, timeout)).await {

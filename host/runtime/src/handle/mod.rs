@@ -162,6 +162,12 @@ macro_rules! handle_basics {
                 self.sandbox.clean().await;
             }
 
+            /// Names the claim the next acquire makes (none: a claim of its own).
+            #[allow(dead_code)]
+            pub(crate) fn tag(&mut self, tag: Option<crate::state::ClaimTag>) {
+                self.sandbox.store.data_mut().claim = tag;
+            }
+
             #[allow(dead_code)]
             fn claimed(&mut self, node: Option<&str>) {
                 match node {

@@ -28,6 +28,8 @@ enum Ready {
     Create(PreparedCreate),
     /// A protected create: its directory and unique prefix, for finding it again.
     Protected(PreparedCreate, String, String),
+    /// A protected create a retried acquire found made already: nothing is sent.
+    Found(crate::bindings::types::Created),
     Delete(String, Option<i32>),
     SetData(String, Vec<u8>, Option<i32>),
     Exists(String),
@@ -43,6 +45,8 @@ enum Answer {
     Exists(Result<Option<Stat>, ClientError>),
     Data(Result<(Vec<u8>, Stat), ClientError>),
     Children(Result<(Vec<String>, Stat), ClientError>),
+    /// Nothing was sent ([`Ready::Found`]).
+    Found,
 }
 
 type Sent<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
@@ -73,7 +77,25 @@ impl HostState {
         let creates =
             steps.iter().filter(|s| matches!(s, Step::Create(_) | Step::CreateProtected(_))).count();
         self.admit_nodes(creates)?;
-        let ready: Vec<Result<Ready, ZkError>> = steps.into_iter().map(|step| self.ready(step)).collect();
+        let mut ready = Vec::with_capacity(steps.len());
+        for step in steps {
+            ready.push(match step {
+                // A retried acquire takes the node its earlier try made, if there is one.
+                Step::CreateProtected(op) if self.claim.is_some_and(|c| c.retry) => {
+                    match protect(&op.dir, &op.name, self.claim.as_ref()) {
+                        Err(e) => Err(e),
+                        Ok((prefix, path)) => {
+                            match self.retried_protected(&op.dir, &prefix, &op.mode, &path).await {
+                                Ok(Some(found)) => Ok(Ready::Found(found)),
+                                Ok(None) => self.ready(Step::CreateProtected(op)),
+                                Err(e) => Err(e),
+                            }
+                        }
+                    }
+                }
+                step => self.ready(step),
+            });
+        }
         let live = self.live.clone();
         let client = &live.client;
         // Every request goes out here, in step order, before any reply is awaited.
@@ -82,6 +104,7 @@ impl HostState {
             .map(|step| {
                 let step = step.as_ref().ok()?;
                 Some(match step {
+                    Ready::Found(_) => Box::pin(async { Answer::Found }) as Sent<'_>,
                     Ready::Create(c) | Ready::Protected(c, _, _) => {
                         let reply = client.create(&c.path, &c.data, &c.options);
                         Box::pin(async move { Answer::Create(reply.await) }) as Sent<'_>
@@ -143,6 +166,7 @@ impl HostState {
                         .await
                         .map(StepResult::Created)
                 }
+                (Ready::Found(created), Answer::Found) => Ok(StepResult::Created(created)),
                 (Ready::Delete(path, _), Answer::Delete(reply)) => {
                     let deleted = self.finish_delete(&path, reply);
                     recovered |= lost(&deleted);
@@ -198,7 +222,7 @@ impl HostState {
         Ok(match step {
             Step::Create(c) => Ready::Create(self.prepare_create(c.path, c.data, c.mode)?),
             Step::CreateProtected(ProtectedOp { dir, name, data, mode }) => {
-                let (prefix, path) = protect(&dir, &name)?;
+                let (prefix, path) = protect(&dir, &name, self.claim.as_ref())?;
                 Ready::Protected(self.prepare_create(path, data, mode)?, dir, prefix)
             }
             Step::Delete(DeleteOp { path, version }) => {

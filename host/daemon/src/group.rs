@@ -1,0 +1,324 @@
+//! A daemon group's state in ZooKeeper (`wazoo serve --group NAME`): who the members are, the
+//! ZooKeeper sessions each serves its clients on, and every client session of the group. Any
+//! member can then take up (adopt) the work of one that died or handed over.
+//!
+//! Everything lives under `/wazoo/groups/NAME`, made readable and writable by the group's
+//! digest identity alone (`NAME:SECRET`, the secret from `--group-secret-file`):
+//!
+//! - `members/<id>`: ephemeral, one per running daemon, its address as data;
+//! - `sessions/<id>`: the ZooKeeper sessions (tenant, id, password) member `<id>` serves on;
+//! - `clients/<session>`: one per client session (16 hex digits): the member serving it, its
+//!   tenant, TTL, name and the SHA-256 of the secret its client holds;
+//! - `adoptions/<id>`: made by the member that adopts `<id>`'s work, so that only one does.
+//!
+//! This module keeps the records; adopting is the server's business (`serve::adopt`).
+
+use std::time::Duration;
+
+use anyhow::{anyhow, Context as _};
+use serde::{Deserialize, Serialize};
+use zookeeper_client::{Acls, Client, CreateMode, EventType};
+
+/// Where a group's state lives.
+pub const GROUPS: &str = "/wazoo/groups";
+
+/// How a daemon joins its group.
+#[derive(Clone)]
+pub struct GroupJoin {
+    /// The group's name (a ZooKeeper node name).
+    pub name: String,
+    /// The group's secret: every member has the same.
+    pub secret: String,
+    /// The address clients reach this member at; none: the address it listens on.
+    pub advertise: Option<String>,
+    /// The ensemble (`host:port,…`, no chroot).
+    pub hosts: String,
+    pub tls: Option<wazoo_runtime::ZkTls>,
+    /// The group session's timeout.
+    pub session_timeout: Duration,
+}
+
+impl std::fmt::Debug for GroupJoin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupJoin").field("name", &self.name).field("advertise", &self.advertise).finish()
+    }
+}
+
+/// A ZooKeeper session a member serves on, as kept in `sessions/<member>`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionRecord {
+    /// The tenant it serves (none: the one host).
+    pub tenant: Option<String>,
+    pub id: i64,
+    /// The session's password, hex.
+    pub password: String,
+}
+
+/// A client session of the group, as kept in `clients/<session>`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ClientRecord {
+    /// The member serving it.
+    pub member: String,
+    pub tenant: Option<String>,
+    pub ttl_ms: u64,
+    pub name: String,
+    /// SHA-256 of the client's secret, hex.
+    pub secret: String,
+}
+
+/// This daemon's membership of its group.
+pub struct Group {
+    client: Client,
+    root: String,
+    /// This member's id (fresh for every start).
+    pub me: String,
+    pub address: String,
+}
+
+fn node_error(what: &str, e: zookeeper_client::Error) -> anyhow::Error {
+    anyhow!("group state: {what}: {e}")
+}
+
+impl Group {
+    /// Connects to ZooKeeper (`hosts`, no chroot) with the group's identity, makes the group's
+    /// nodes if they are missing, and announces this member.
+    pub async fn join(config: &GroupJoin, listening: std::net::SocketAddr) -> anyhow::Result<Group> {
+        let (hosts, tls, session_timeout) =
+            (config.hosts.as_str(), config.tls.as_ref(), config.session_timeout);
+        let advertise = config.advertise.clone().unwrap_or_else(|| listening.to_string());
+        wazoo_runtime::paths::check_node(&format!("/{}", config.name))
+            .map_err(|why| anyhow!("bad group name {:?}: {why}", config.name))?;
+        let identity = format!("{}:{}", config.name, config.secret);
+        let connector = Client::connector()
+            .with_session_timeout(session_timeout)
+            .with_auth("digest", identity.as_bytes());
+        let connected = match tls {
+            Some(tls) => {
+                wazoo_runtime::keeper::install_crypto_provider();
+                connector.with_tls(tls.options()?).secure_connect(hosts).await
+            }
+            None => connector.connect(hosts).await,
+        };
+        let client =
+            connected.map_err(|e| anyhow!("connecting to ZooKeeper at {hosts} for the group: {e}"))?;
+        let root = format!("{GROUPS}/{}", config.name);
+        match client.mkdir(GROUPS, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await {
+            Ok(()) | Err(zookeeper_client::Error::NodeExists) => {}
+            Err(e) => return Err(node_error(GROUPS, e)),
+        }
+        let private = CreateMode::Persistent.with_acls(Acls::creator_all());
+        for path in [
+            root.clone(),
+            format!("{root}/members"),
+            format!("{root}/sessions"),
+            format!("{root}/clients"),
+            format!("{root}/adoptions"),
+        ] {
+            match client.create(&path, &[], &private).await {
+                Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
+                Err(zookeeper_client::Error::NoAuth) => return Err(anyhow!(
+                    "group {:?}: its state belongs to another identity (is --group-secret-file the group's?)",
+                    config.name
+                )),
+                Err(e) => return Err(node_error(&path, e)),
+            }
+        }
+        // A member that cannot read the root has the wrong secret.
+        client.get_children(&root).await.map_err(|e| match e {
+            zookeeper_client::Error::NoAuth => {
+                anyhow!(
+                    "group {:?}: its state belongs to another identity (is --group-secret-file the group's?)",
+                    config.name
+                )
+            }
+            e => node_error(&root, e),
+        })?;
+        let me = uuid::Uuid::new_v4().simple().to_string();
+        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::creator_all());
+        client
+            .create(&format!("{root}/members/{me}"), advertise.as_bytes(), &ephemeral)
+            .await
+            .map_err(|e| node_error("announcing this member", e))?;
+        tracing::info!(group = %config.name, member = %me, %advertise, "joined the group");
+        Ok(Group { client, root, me, address: advertise })
+    }
+
+    fn path(&self, dir: &str, name: &str) -> String {
+        format!("{}/{dir}/{name}", self.root)
+    }
+
+    /// Records the ZooKeeper sessions this member serves on (replacing what was recorded).
+    pub async fn record_sessions(&self, sessions: &[SessionRecord]) -> anyhow::Result<()> {
+        let data = serde_json::to_vec(sessions)?;
+        self.put(&self.path("sessions", &self.me), &data).await
+    }
+
+    async fn put(&self, path: &str, data: &[u8]) -> anyhow::Result<()> {
+        match self.client.set_data(path, data, None).await {
+            Ok(_) => Ok(()),
+            Err(zookeeper_client::Error::NoNode) => {
+                match self
+                    .client
+                    .create(path, data, &CreateMode::Persistent.with_acls(Acls::creator_all()))
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(zookeeper_client::Error::NodeExists) => self
+                        .client
+                        .set_data(path, data, None)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| node_error(path, e)),
+                    Err(e) => Err(node_error(path, e)),
+                }
+            }
+            Err(e) => Err(node_error(path, e)),
+        }
+    }
+
+    async fn read<T: for<'de> Deserialize<'de>>(&self, path: &str) -> anyhow::Result<Option<T>> {
+        match self.client.get_data(path).await {
+            Ok((data, _)) => {
+                Ok(Some(serde_json::from_slice(&data).with_context(|| format!("group state {path}"))?))
+            }
+            Err(zookeeper_client::Error::NoNode) => Ok(None),
+            Err(e) => Err(node_error(path, e)),
+        }
+    }
+
+    /// Records a client session (opened here, or adopted).
+    pub async fn record_client(&self, session: u64, record: &ClientRecord) -> anyhow::Result<()> {
+        self.put(&self.path("clients", &format!("{session:016x}")), &serde_json::to_vec(record)?).await
+    }
+
+    /// Forgets a client session that ended.
+    pub async fn forget_client(&self, session: u64) {
+        let path = self.path("clients", &format!("{session:016x}"));
+        if let Err(e) = self.client.delete(&path, None).await {
+            if e != zookeeper_client::Error::NoNode {
+                tracing::warn!("group state: forgetting client session {session}: {e}");
+            }
+        }
+    }
+
+    pub async fn client_record(&self, session: u64) -> anyhow::Result<Option<ClientRecord>> {
+        self.read(&self.path("clients", &format!("{session:016x}"))).await
+    }
+
+    /// The client sessions `member` serves, read together.
+    pub async fn clients_of(&self, member: &str) -> anyhow::Result<Vec<(u64, ClientRecord)>> {
+        let dir = format!("{}/clients", self.root);
+        let names = self.client.list_children(&dir).await.map_err(|e| node_error(&dir, e))?;
+        let reads: Vec<_> = names.iter().map(|n| self.client.get_data(&format!("{dir}/{n}"))).collect();
+        let mut found = Vec::new();
+        for (name, read) in names.iter().zip(reads) {
+            let Ok((data, _)) = read.await else { continue };
+            let (Ok(id), Ok(record)) =
+                (u64::from_str_radix(name, 16), serde_json::from_slice::<ClientRecord>(&data))
+            else {
+                continue;
+            };
+            if record.member == member {
+                found.push((id, record));
+            }
+        }
+        Ok(found)
+    }
+
+    /// The sessions `member` recorded.
+    pub async fn sessions_of(&self, member: &str) -> anyhow::Result<Vec<SessionRecord>> {
+        Ok(self.read(&self.path("sessions", member)).await?.unwrap_or_default())
+    }
+
+    /// The members now: (id, address).
+    pub async fn members(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let dir = format!("{}/members", self.root);
+        let names = self.client.list_children(&dir).await.map_err(|e| node_error(&dir, e))?;
+        let reads: Vec<_> = names.iter().map(|n| self.client.get_data(&format!("{dir}/{n}"))).collect();
+        let mut members = Vec::new();
+        for (name, read) in names.into_iter().zip(reads) {
+            if let Ok((data, _)) = read.await {
+                members.push((name, String::from_utf8_lossy(&data).into_owned()));
+            }
+        }
+        Ok(members)
+    }
+
+    /// The address of `member` while it is announced.
+    pub async fn member_address(&self, member: &str) -> anyhow::Result<Option<String>> {
+        match self.client.get_data(&self.path("members", member)).await {
+            Ok((data, _)) => Ok(Some(String::from_utf8_lossy(&data).into_owned())),
+            Err(zookeeper_client::Error::NoNode) => Ok(None),
+            Err(e) => Err(node_error("reading a member", e)),
+        }
+    }
+
+    /// Takes the adoption of `member`'s work: `Ok(None)` if this member now has it, else the
+    /// member that took it first.
+    pub async fn claim_adoption(&self, member: &str) -> anyhow::Result<Option<String>> {
+        let path = self.path("adoptions", member);
+        let mode = CreateMode::Persistent.with_acls(Acls::creator_all());
+        match self.client.create(&path, self.me.as_bytes(), &mode).await {
+            Ok(_) => Ok(None),
+            Err(zookeeper_client::Error::NodeExists) => match self.client.get_data(&path).await {
+                Ok((data, _)) => Ok(Some(String::from_utf8_lossy(&data).into_owned())),
+                Err(zookeeper_client::Error::NoNode) => {
+                    Err(anyhow!("the adoption of {member} just ended; try again"))
+                }
+                Err(e) => Err(node_error(&path, e)),
+            },
+            Err(e) => Err(node_error(&path, e)),
+        }
+    }
+
+    /// The adoption of `member` is done: its records go (every client of it points here now).
+    pub async fn adopted(&self, member: &str) {
+        for path in [self.path("sessions", member), self.path("adoptions", member)] {
+            if let Err(e) = self.client.delete(&path, None).await {
+                if e != zookeeper_client::Error::NoNode {
+                    tracing::warn!("group state: removing {path}: {e}");
+                }
+            }
+        }
+    }
+
+    /// Leaves the group on purpose (a hand-over): the member node goes at once, so the other
+    /// members adopt this one's work without asking whether it still answers.
+    pub async fn leave(&self) {
+        let _ = self.client.delete(&self.path("members", &self.me), None).await;
+    }
+
+    /// Resolves once another member has begun adopting this one's work (it found this member
+    /// dead or out of reach), or this member's group session has ended: this daemon must then
+    /// stop serving at once, whatever it still believes it holds.
+    pub async fn superseded(&self) -> String {
+        let path = self.path("adoptions", &self.me);
+        loop {
+            match self.client.check_and_watch_stat(&path).await {
+                Ok((Some(_), _)) => {
+                    return "another member of the group adopted this daemon's sessions".into()
+                }
+                Ok((None, watcher)) => {
+                    let event = watcher.changed().await;
+                    if event.event_type == EventType::Session && event.session_state.is_terminated() {
+                        return format!("the group's ZooKeeper session ended ({:?})", event.session_state);
+                    }
+                }
+                Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed) => {
+                    return "the group's ZooKeeper session ended".into()
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+}
+
+/// Hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Bytes of `hex` (empty if it is not hex).
+pub fn unhex(hex: &str) -> Vec<u8> {
+    (0..hex.len() / 2).filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()).collect()
+}

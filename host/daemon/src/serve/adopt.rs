@@ -1,0 +1,306 @@
+//! Taking up the work of another member of the group (`wazoo serve --group`): its ZooKeeper
+//! sessions, resumed here with their ids and passwords, and its client sessions, rebuilt on
+//! them. A client then comes back with `Reattach` and takes its claims up again (`Resume`, or
+//! an `Acquire` sent again with its claim id); a client that does not come back within its TTL
+//! ends as any other, and what it held is deleted.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tonic::Status;
+
+use super::state::{ClientSession, Counted, State};
+use crate::group::{hex, unhex, ClientRecord, Group, SessionRecord};
+use crate::wire;
+use wazoo_runtime::{ClaimTag, Host};
+
+use wazoo_proto as pb;
+
+/// How long a member that seems dead is given to answer before its work is adopted.
+const PROBE: Duration = Duration::from_millis(300);
+
+/// The group as the server sees it: the records, and this daemon's states by tenant.
+pub(crate) struct Adopter {
+    pub(crate) group: Arc<Group>,
+    states: Mutex<HashMap<Option<String>, Weak<State>>>,
+    /// ZooKeeper sessions adopted here, still serving some client.
+    adopted: Mutex<Vec<Weak<Adopted>>>,
+    /// One adoption at a time.
+    adopting: tokio::sync::Mutex<()>,
+    /// Whether the members serve TLS (the probe then only sees whether the port answers).
+    tls: bool,
+}
+
+/// A ZooKeeper session adopted from another member, and how many of its client sessions live.
+pub(crate) struct Adopted {
+    pub(crate) host: Host,
+    record: SessionRecord,
+    clients: AtomicUsize,
+}
+
+impl Adopted {
+    /// A client session of it ended: what that client still held under its name goes now (its
+    /// claims' nodes carry the client session in their names); with the last client, the
+    /// adopted ZooKeeper session is closed, which deletes whatever else is left of it.
+    pub(crate) async fn client_ended(&self, session: u64) {
+        if let Ok(live) = self.host.live().await {
+            let prefix = ClaimTag::session_prefix(session);
+            if let Ok(nodes) = live.client.list_ephemerals("/").await {
+                for node in nodes
+                    .iter()
+                    .filter(|n| n.rsplit('/').next().is_some_and(|name| name.starts_with(&prefix)))
+                {
+                    let _ = live.client.delete(node, None).await;
+                }
+            }
+        }
+        // With the last client, the adopted ZooKeeper session closes as its host is dropped.
+        if self.clients.fetch_sub(1, Ordering::AcqRel) == 1 {
+            tracing::info!(
+                session = format!("{:#x}", self.record.id),
+                "adopted ZooKeeper session has no client left: closing it"
+            );
+        }
+    }
+}
+
+impl Adopter {
+    pub(crate) fn new(group: Arc<Group>, tls: bool) -> Adopter {
+        Adopter {
+            group,
+            states: Mutex::default(),
+            adopted: Mutex::default(),
+            adopting: Default::default(),
+            tls,
+        }
+    }
+
+    /// Serves `state`'s tenant from now on (a tenant added or replaced).
+    pub(crate) fn serve(&self, state: &Arc<State>) {
+        self.states.lock().unwrap().insert(state.tenant.clone(), Arc::downgrade(state));
+    }
+
+    fn state(&self, tenant: &Option<String>) -> Option<Arc<State>> {
+        self.states.lock().unwrap().get(tenant).and_then(Weak::upgrade)
+    }
+
+    /// The ZooKeeper sessions this daemon serves on: its own hosts' and those it adopted.
+    pub(crate) async fn sessions(&self) -> Vec<SessionRecord> {
+        let states: Vec<Arc<State>> =
+            self.states.lock().unwrap().values().filter_map(Weak::upgrade).collect();
+        let mut records = Vec::new();
+        for state in states {
+            if let Ok(live) = state.host.live().await {
+                let (id, password) = live.session_parts();
+                records.push(SessionRecord { tenant: state.tenant.clone(), id, password: hex(&password) });
+            }
+        }
+        let adopted: Vec<Arc<Adopted>> = {
+            let mut all = self.adopted.lock().unwrap();
+            all.retain(|a| a.strong_count() > 0);
+            all.iter().filter_map(Weak::upgrade).collect()
+        };
+        records.extend(
+            adopted.iter().filter(|a| a.clients.load(Ordering::Acquire) > 0).map(|a| a.record.clone()),
+        );
+        records
+    }
+
+    /// Records the sessions now, and again whenever they change (a session rebuilt after it
+    /// expired, a tenant added, an adoption), looking every `every`.
+    pub(crate) async fn keep_recording(self: Arc<Self>, every: Duration) {
+        let mut last = None;
+        loop {
+            let now = self.sessions().await;
+            if last.as_ref() != Some(&now) {
+                match self.group.record_sessions(&now).await {
+                    Ok(()) => last = Some(now),
+                    Err(e) => tracing::warn!("{e:#}"),
+                }
+            }
+            tokio::time::sleep(every).await;
+        }
+    }
+
+    /// Records a client session opened here.
+    pub(crate) async fn opened(&self, state: &State, session: &ClientSession) -> Result<(), Status> {
+        let record = ClientRecord {
+            member: self.group.me.clone(),
+            tenant: state.tenant.clone(),
+            ttl_ms: session.ttl.as_millis() as u64,
+            name: session.name.clone(),
+            secret: hex(&session.secret.unwrap_or_default()),
+        };
+        self.group.record_client(session.id, &record).await.map_err(wire::no_zookeeper)
+    }
+
+    /// Forgets a client session that ended (in the background).
+    pub(crate) fn forget(self: &Arc<Self>, session: u64) {
+        let group = self.group.clone();
+        tokio::spawn(async move { group.forget_client(session).await });
+    }
+
+    /// `Sessions.Reattach` on `state`: the session, taken up here (adopting the work of the
+    /// member that served it if that member is gone).
+    pub(crate) async fn reattach(
+        &self,
+        state: &Arc<State>,
+        session: u64,
+        secret: &[u8],
+    ) -> Result<Arc<ClientSession>, Status> {
+        use sha2::Digest as _;
+        use subtle::ConstantTimeEq as _;
+        let presented: [u8; 32] = sha2::Sha256::digest(secret).into();
+        let unknown = || {
+            wire::unknown_session(format!(
+                "session: {session} is not open in this group (expired, closed, or not this secret)"
+            ))
+        };
+        let matches = |known: &[u8]| known.len() == 32 && bool::from(known.ct_eq(&presented));
+        if let Ok(s) = state.session(session) {
+            return match s.secret.as_ref().is_some_and(|k| matches(k)) {
+                true => Ok(s),
+                false => Err(unknown()),
+            };
+        }
+        let record =
+            self.group.client_record(session).await.map_err(wire::no_zookeeper)?.ok_or_else(unknown)?;
+        if !matches(&unhex(&record.secret)) || record.tenant != state.tenant || record.member == self.group.me
+        {
+            return Err(unknown());
+        }
+        if let Some(address) = self.group.member_address(&record.member).await.map_err(wire::no_zookeeper)? {
+            if self.answers(&address).await {
+                return Err(wire::elsewhere(format!(
+                    "member: the daemon at {address} serves session {session} and still answers: reattach there"
+                )));
+            }
+            tracing::warn!(member = %record.member, %address, "a member of the group does not answer: adopting its sessions");
+        }
+        self.adopt(&record.member).await?;
+        state.session(session).map_err(|_| unknown())
+    }
+
+    /// Whether the member at `address` answers a health check within [`PROBE`].
+    async fn answers(&self, address: &str) -> bool {
+        let addr = address.trim_start_matches("http://").trim_start_matches("https://").to_string();
+        if self.tls {
+            return matches!(
+                tokio::time::timeout(PROBE, tokio::net::TcpStream::connect(&addr)).await,
+                Ok(Ok(_))
+            );
+        }
+        let probe = async {
+            let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+                .ok()?
+                .connect()
+                .await
+                .ok()?;
+            let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+            health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.ok()
+        };
+        matches!(tokio::time::timeout(PROBE, probe).await, Ok(Some(_)))
+    }
+
+    /// Takes up `member`'s ZooKeeper sessions and client sessions.
+    async fn adopt(&self, member: &str) -> Result<(), Status> {
+        let _one = self.adopting.lock().await;
+        match self.group.claim_adoption(member).await.map_err(wire::no_zookeeper)? {
+            None => {}
+            Some(adopter) if adopter == self.group.me => {}
+            Some(adopter) => {
+                let at = self.group.member_address(&adopter).await.ok().flatten().unwrap_or_default();
+                return Err(wire::elsewhere(format!(
+                    "member: the daemon at {at} is taking these sessions up: reattach there"
+                )));
+            }
+        }
+        let started = Instant::now();
+        let mut adopted: HashMap<Option<String>, Arc<Adopted>> = HashMap::new();
+        for record in self.group.sessions_of(member).await.map_err(wire::no_zookeeper)? {
+            let Some(state) = self.state(&record.tenant) else {
+                tracing::warn!(tenant = ?record.tenant, "adopting: this daemon does not serve that tenant");
+                continue;
+            };
+            match state.host.adopt(record.id, unhex(&record.password)).await {
+                Ok(host) => {
+                    let a = Arc::new(Adopted { host, record: record.clone(), clients: AtomicUsize::new(0) });
+                    adopted.insert(record.tenant.clone(), a);
+                }
+                Err(e) => tracing::warn!(tenant = ?record.tenant, "adopting a ZooKeeper session: {e:#}"),
+            }
+        }
+        let mut clients = 0;
+        for (id, mut record) in self.group.clients_of(member).await.map_err(wire::no_zookeeper)? {
+            let (Some(state), Some(a)) = (self.state(&record.tenant), adopted.get(&record.tenant)) else {
+                // Its ZooKeeper session is gone, and its claims with it.
+                self.group.forget_client(id).await;
+                continue;
+            };
+            let ttl = Duration::from_millis(record.ttl_ms);
+            let secret: Option<[u8; 32]> = unhex(&record.secret).try_into().ok();
+            let session = Arc::new(ClientSession {
+                counted: Mutex::new(Counted::new(&state.open, u32::MAX)),
+                pending: Arc::default(),
+                keepers: Mutex::new(0),
+                id,
+                name: record.name.clone(),
+                ttl,
+                deadline: Mutex::new(Instant::now() + ttl),
+                handles: Mutex::default(),
+                closed: watch::channel(false).0,
+                host: a.host.clone(),
+                secret,
+                adopted: Some(a.clone()),
+            });
+            a.clients.fetch_add(1, Ordering::AcqRel);
+            state.sessions.lock().unwrap().insert(id, session);
+            record.member = self.group.me.clone();
+            if let Err(e) = self.group.record_client(id, &record).await {
+                tracing::warn!("{e:#}");
+            }
+            clients += 1;
+        }
+        // A session with no client left closes when `adopted` is dropped, below.
+        self.adopted.lock().unwrap().extend(adopted.values().map(Arc::downgrade));
+        if let Err(e) = self.group.record_sessions(&self.sessions().await).await {
+            tracing::warn!("{e:#}");
+        }
+        self.group.adopted(member).await;
+        tracing::info!(
+            member,
+            sessions = adopted.len(),
+            clients,
+            took_ms = started.elapsed().as_millis() as u64,
+            "adopted a member's sessions"
+        );
+        Ok(())
+    }
+
+    /// The group's members' addresses.
+    pub(crate) async fn members(&self) -> Vec<String> {
+        self.group.members().await.map(|m| m.into_iter().map(|(_, a)| a).collect()).unwrap_or_default()
+    }
+}
+
+/// The reply to an Open or a Reattach of `session`.
+pub(crate) async fn open_reply(state: &State, session: &ClientSession, secret: Vec<u8>) -> pb::OpenReply {
+    let zookeeper_timeout_ms = match session.host.live().await {
+        Ok(live) => live.client.session_timeout().as_millis() as u64,
+        Err(_) => 0,
+    };
+    let members = match &state.group {
+        Some(group) => group.members().await,
+        None => Vec::new(),
+    };
+    pb::OpenReply {
+        session: session.id,
+        ttl_ms: session.ttl.as_millis() as u64,
+        secret,
+        zookeeper_timeout_ms,
+        members,
+    }
+}
