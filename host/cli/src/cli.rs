@@ -31,8 +31,10 @@ pub(crate) struct Cli {
     #[arg(long, global = true, env = "WAZOO_CONNECT_TIMEOUT", default_value = "10s", value_parser = args::positive_duration)]
     pub(crate) connect_timeout: Duration,
     /// Go through the `wazoo serve` daemon at ADDR (host:port) instead of opening a ZooKeeper
-    /// session; --zookeeper, --plugins and --cache are then the daemon's business, and refused
-    /// if typed (their WAZOO_* variables are let be)
+    /// session; several members of a daemon group as ADDR,ADDR,… (the first that answers is
+    /// used, the others take the session up if it stops answering); --zookeeper, --plugins and
+    /// --cache are then the daemon's business, and refused if typed (their WAZOO_* variables
+    /// are let be)
     #[arg(long, global = true, env = "WAZOO_SERVER", value_name = "ADDR")]
     pub(crate) server: Option<String>,
     /// With --server: the tenant's API token, sent as `authorization: Bearer TOKEN` (a daemon
