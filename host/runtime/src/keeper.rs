@@ -10,6 +10,12 @@
 //! session no sooner than its timeout after it last heard from the client, so once nothing sent
 //! in the last [`CUT_OFF`] of the timeout has been answered, [`Live::cut_off`] says so, and
 //! claims count as lost before the server can hand them to anyone else.
+//!
+//! [`Keeper::resume`] adopts another process's session; ZooKeeper does not tell its old holder,
+//! whose zookeeper-client (0.11) reconnects with the session and so takes it back: on one server
+//! the two close each other's connection until one gives up (either may win, or both go on side by
+//! side), on two ensemble members each write of the one that lost it moves it back (it sees
+//! `ConnectionLoss`, not `SessionMoved`). Stop the old holder first (`tests/tests/session_move.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
