@@ -48,6 +48,18 @@ async fn owner(checker: &Client, node: &str) -> i64 {
     checker.check_stat(node).await.unwrap().expect("the ephemeral node is there").ephemeral_owner
 }
 
+/// Sets `node`'s data through `client`, again if a connection closed under the request (a race
+/// on one server may still close one connection after it is decided): the session still there.
+async fn set(client: &Client, node: &str, data: &[u8]) -> Result<(), Error> {
+    for _ in 0..5 {
+        match client.set_data(node, data, None).await {
+            Err(Error::ConnectionLoss) => continue,
+            done => return done.map(drop),
+        }
+    }
+    Err(Error::ConnectionLoss)
+}
+
 /// Counts the times `client` lost its connection (entered `Disconnected`), until it ends.
 fn count_disconnects(client: &Client) -> Arc<AtomicU32> {
     let count = Arc::new(AtomicU32::new(0));
@@ -88,8 +100,9 @@ async fn reconnected(states: &mut StateWatcher) {
 /// between tries keeps the session, and the other gives up after 7/5 of the session timeout:
 /// mostly the holder keeps it (the adoption fails), sometimes the adopter (the holder's client
 /// counts the session as expired). Sometimes the server does not close the holder's connection
-/// at all (ZooKeeper 3.8 forgets which connection serves a session when an older one of it closes
-/// late), and both serve the session side by side. The node stays the session's in every case.
+/// at all (likely because ZooKeeper 3.8 unlists a session's connection by the session's id alone
+/// when any connection of it closes), and both serve the session side by side. The node stays
+/// the session's in every case.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn on_one_server_the_holder_and_the_adopter_race_for_the_session() {
     let host = Host::start(config(&zk().address(), SESSION)).await.unwrap();
@@ -109,9 +122,8 @@ async fn on_one_server_the_holder_and_the_adopter_race_for_the_session() {
             assert!(message.contains("takes the session back"), "{message}");
             // Each try of the adopter closed the holder's connection; the holder came back each time.
             assert!(disconnects.load(Ordering::SeqCst) >= 1, "the holder's connection was never closed");
-            assert_eq!(live.client.state(), SessionState::SyncConnected);
+            set(&live.client, &node, b"still mine").await.expect("the holder's next write");
             assert!(live.ended().is_none());
-            live.client.set_data(&node, b"still mine", None).await.expect("the holder's next write");
             assert_eq!(owner(&checker, &node).await, id);
             let again = host.live().await.unwrap();
             assert!(Arc::ptr_eq(&again, &live), "the host kept its session");
@@ -135,8 +147,8 @@ async fn on_one_server_the_holder_and_the_adopter_race_for_the_session() {
                 // Both serve the session side by side: on one server, nothing tells them apart.
                 eprintln!("the adopter took the session; the holder was never told");
                 assert!(live.ended().is_none() && taken.ended().is_none());
-                live.client.set_data(&node, b"old", None).await.expect("the holder writes");
-                taken.client.set_data(&node, b"new", None).await.expect("the adopter writes");
+                set(&live.client, &node, b"old").await.expect("the holder writes");
+                set(&taken.client, &node, b"new").await.expect("the adopter writes");
                 assert_eq!(owner(&checker, &node).await, id);
                 return;
             };
@@ -148,7 +160,7 @@ async fn on_one_server_the_holder_and_the_adopter_race_for_the_session() {
             let (lost, kept) = if holder_lost { (&live, &taken) } else { (&taken, &live) };
             let write = lost.client.set_data(&node, b"lost", None).await;
             assert_eq!(write.unwrap_err(), Error::SessionExpired, "the loser's next write");
-            kept.client.set_data(&node, b"kept", None).await.expect("the winner writes");
+            set(&kept.client, &node, b"kept").await.expect("the winner writes");
             assert!(kept.ended().is_none());
             assert_eq!(owner(&checker, &node).await, id);
             if holder_lost {
