@@ -116,10 +116,12 @@ impl Group {
         ] {
             match client.create(&path, &[], &private).await {
                 Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
-                Err(zookeeper_client::Error::NoAuth) => return Err(anyhow!(
+                Err(zookeeper_client::Error::NoAuth) => {
+                    return Err(anyhow!(
                     "group {:?}: its state belongs to another identity (is --group-secret-file the group's?)",
                     config.name
-                )),
+                ))
+                }
                 Err(e) => return Err(node_error(&path, e)),
             }
         }
