@@ -79,7 +79,18 @@ impl Daemon {
     /// As [`Daemon::start_with`], on the ZooKeeper at `zookeeper` (its members' addresses,
     /// comma-separated).
     pub async fn start_on(zookeeper: &str, plugins: &Path, cache: &Path, extra: &[&str]) -> Daemon {
-        let mut child = Command::new(wazoo_bin())
+        Daemon::spawn(zookeeper, plugins, cache, extra, false).await
+    }
+
+    /// As [`Daemon::start_on`], its log (`WAZOO_LOG=wazoo=info`) piped: read it from
+    /// [`Daemon::log`], or the daemon blocks once the pipe is full.
+    pub async fn start_logged(zookeeper: &str, plugins: &Path, cache: &Path, extra: &[&str]) -> Daemon {
+        Daemon::spawn(zookeeper, plugins, cache, extra, true).await
+    }
+
+    async fn spawn(zookeeper: &str, plugins: &Path, cache: &Path, extra: &[&str], logged: bool) -> Daemon {
+        let mut command = Command::new(wazoo_bin());
+        command
             .env("WAZOO_ZOOKEEPER", zookeeper)
             .env("WAZOO_PLUGINS", plugins)
             .env("WAZOO_CACHE", cache)
@@ -88,9 +99,11 @@ impl Daemon {
             .args(["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--watch-every", "1h"])
             .args(extra)
             .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting wazoo serve");
+            .kill_on_drop(true);
+        if logged {
+            command.env("WAZOO_LOG", "wazoo=info").stderr(Stdio::piped());
+        }
+        let mut child = command.spawn().expect("starting wazoo serve");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let line =
             within(LIMIT, "wazoo serve is ready", lines.next_line()).await.unwrap().expect("a ready line");
@@ -103,6 +116,16 @@ impl Daemon {
     /// The daemon's process id (for signals).
     pub fn pid(&self) -> u32 {
         self._child.id().expect("the daemon runs")
+    }
+
+    /// The log of a daemon started with [`Daemon::start_logged`] (once).
+    pub fn log(&mut self) -> tokio::io::Lines<BufReader<tokio::process::ChildStderr>> {
+        BufReader::new(self._child.stderr.take().expect("a logged daemon, its log taken once")).lines()
+    }
+
+    /// Waits for the daemon to exit.
+    pub async fn exited(&mut self) -> std::process::ExitStatus {
+        within(LIMIT, "the daemon exits", self._child.wait()).await.unwrap()
     }
 
     pub async fn channel(&self) -> Channel {

@@ -42,6 +42,7 @@ pub mod op {
     pub const CHECK: i32 = 13;
     pub const GET_EPHEMERALS: i32 = 103;
     pub const CHECK_WATCHES: i32 = 17;
+    pub const CLOSE_SESSION: i32 = -11;
     pub const REMOVE_WATCHES: i32 = 18;
 
     /// A short name for a request type, for reports.

@@ -23,7 +23,7 @@ fn cache() -> PathBuf {
 
 /// A lock acquire in `session` at `path`, waiting at most 5 s.
 fn lock_at(session: u64, path: String) -> AcquireRequest {
-    AcquireRequest { session, path, family: 0, max_leases: 0, timeout_ms: Some(5_000), recipe: String::new() }
+    AcquireRequest { session, path, timeout_ms: Some(5_000), ..AcquireRequest::default() }
 }
 
 fn file(dir: &Path, name: &str) -> String {

@@ -194,10 +194,8 @@ impl Attack {
                             .acquire(AcquireRequest {
                                 session: opened.into_inner().session,
                                 path: format!("/bench/mallory/{n}"),
-                                family: 0,
-                                max_leases: 0,
                                 timeout_ms: Some(1000),
-                                recipe: String::new(),
+                                ..AcquireRequest::default()
                             })
                             .await
                             .map(drop),

@@ -145,7 +145,7 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
         }
         _ => {}
     }
-    let config = host_config(&cli)?;
+    let mut config = host_config(&cli)?;
     match (cli.command, &cli.server) {
         // Scaffolding asks neither ZooKeeper nor a daemon, with or without --server.
         (Command::New { command: NewCommand::Recipe { name, lang, dir, json } }, _) => {
@@ -233,7 +233,12 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
                         }
                     }
                     let (hosts, _) = wazoo_runtime::keeper::split_chroot(&config.keeper.zookeeper);
+                    // Every ZooKeeper session of this member (each tenant's) asks the fence
+                    // before it reconnects.
+                    let fence = std::sync::Arc::new(wazoo_daemon::group::MemberFence::default());
+                    config.keeper.reconnect_gate = Some(fence.gate());
                     Some(wazoo_daemon::group::GroupJoin {
+                        fence,
                         name,
                         secret,
                         advertise,
@@ -391,6 +396,7 @@ fn host_config(cli: &Cli) -> anyhow::Result<HostConfig> {
             connect_timeout: cli.connect_timeout,
             digest,
             tls,
+            reconnect_gate: None,
         },
         plugins: cli.plugins.clone(),
         limits: SandboxLimits::default(),

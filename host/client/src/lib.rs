@@ -16,7 +16,11 @@
 //! session's TTL; once none sent in the last [`CUT_OFF`] of the TTL has been answered, the claim
 //! counts as lost ([`Claim::lost`] resolves), before the daemon, which ends a session a TTL after
 //! the last keepalive it received, can hand it to anyone else. Dropping a claim (or the session)
-//! ends the keepalives, and with them the session and what it holds.
+//! ends the keepalives, and with them the session and what it holds. Through a daemon group
+//! (several addresses), the cut-off is also bounded by the daemons' ZooKeeper session timeout,
+//! and a daemon silent for a third of it is left: the session is in jeopardy and is taken up
+//! by another member in the two thirds that remain (keepalives then go out at least three times
+//! per third).
 //!
 //! ## Errors are typed
 //!
@@ -869,19 +873,23 @@ impl Kept {
         mut replies: Streaming<pb::KeepAliveReply>,
     ) {
         let limit = self.limit();
+        // In a group, a daemon silent for a third of the limit is left while two thirds remain
+        // to take the session up elsewhere; alone, it is waited for to the end.
+        let grouped = !self.group.secret.is_empty();
+        let silence = if grouped { limit / 3 } else { limit };
         let mut answered = tokio::time::Instant::now();
         loop {
             let (why, silent, over) = keep_alive(
                 self.session,
                 self.ttl,
-                limit,
+                silence,
                 &requests,
                 &mut replies,
                 &mut answered,
                 &client.addr,
             )
             .await;
-            if over || self.group.secret.is_empty() {
+            if over || !grouped {
                 self.ended.send_replace(Some(Ending { why, silent }));
                 return;
             }
@@ -923,6 +931,9 @@ impl Kept {
                 candidates.push(addr.clone());
             }
         }
+        // The daemon that stopped answering is tried last: it may be back, but most often a
+        // try there only costs time the others need.
+        candidates.sort_by_key(|addr| *addr == old.addr);
         let options = Options { timeout: REATTACH_TRY, ..old.options.clone() };
         let mut last = String::from("no member of the group answered");
         loop {
@@ -975,29 +986,30 @@ impl Kept {
     }
 }
 
-/// Sends a keepalive for `session` every sixth of its `ttl` until the stream fails or nothing
-/// sent in the last `limit` was answered: why, whether the daemon went silent, and whether the
-/// daemon ended the session itself (then it is over, wherever the client goes).
+/// Sends a keepalive for `session` every sixth of its `ttl` (or more often) until the stream fails or nothing
+/// sent in the last `silence` was answered: why, whether the daemon went silent, and whether
+/// the daemon ended the session itself (then it is over, wherever the client goes).
 async fn keep_alive(
     session: u64,
     ttl: Duration,
-    limit: Duration,
+    silence: Duration,
     requests: &mpsc::Sender<pb::KeepAliveRequest>,
     replies: &mut Streaming<pb::KeepAliveReply>,
     answered: &mut tokio::time::Instant,
     addr: &str,
 ) -> (String, bool, bool) {
-    let mut tick = tokio::time::interval((ttl / 6).max(Duration::from_millis(50)));
+    // At least three keepalives go out in each `silence`.
+    let mut tick = tokio::time::interval((ttl / 6).min(silence / 3).max(Duration::from_millis(50)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // When each keepalive not yet answered was sent (answers come in order): the daemon heard
     // from this client no earlier than the last answered one.
     let mut sent = std::collections::VecDeque::new();
     loop {
         tokio::select! {
-            _ = tokio::time::sleep_until(*answered + limit) => {
+            _ = tokio::time::sleep_until(*answered + silence) => {
                 return (format!(
-                    "no keepalive answer from the wazoo daemon at {addr} for {:.1}s, 2/3 of the client session's TTL",
-                    limit.as_secs_f64()
+                    "no keepalive answer from the wazoo daemon at {addr} for {:.1}s",
+                    silence.as_secs_f64()
                 ), true, false);
             }
             _ = tick.tick() => {
@@ -1160,6 +1172,12 @@ impl Claim {
                                 true => Lost::Disconnected(why),
                                 false => tokio::time::timeout(SETTLE, event).await.ok().and_then(Result::ok).unwrap_or(Lost::Disconnected(why)),
                             }
+                        }
+                        // Taken up by another daemon while the old one is silent: whatever the
+                        // old one says later (it may wake up, and end what it thinks it serves)
+                        // is no longer about this claim.
+                        Some(_) = Session::wait_link(link.clone(), ended.clone(), generation), if grouped => {
+                            format!("the wazoo daemon at {addr} went silent")
                         }
                     }
                 };

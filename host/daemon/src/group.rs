@@ -9,10 +9,29 @@
 //! - `sessions/<id>`: the ZooKeeper sessions (tenant, id, password) member `<id>` serves on;
 //! - `clients/<session>`: one per client session (16 hex digits): the member serving it, its
 //!   tenant, TTL, name and the SHA-256 of the secret its client holds;
-//! - `adoptions/<id>`: made by the member that adopts `<id>`'s work, so that only one does.
+//! - `adoptions/<id>`: made by the member that adopts `<id>`'s work, so that only one does;
+//!   kept until `members/<id>` is gone, so that `<id>`, if it was only frozen or cut off, finds
+//!   it when it comes back.
 //!
-//! This module keeps the records; adopting is the server's business (`serve::adopt`).
+//! This module keeps the records and fences this member ([`MemberFence`]); adopting is the server's
+//! business (`serve::adopt`).
+//!
+//! # Fencing
+//!
+//! ZooKeeper lets any process that knows a session's id and password take it over by
+//! reconnecting, and it does not stop the old holder from taking it back the same way. A member
+//! that was frozen (SIGSTOP, a paused VM) or cut off while another adopted its sessions would
+//! do exactly that when it comes back, and act on claims that are no longer its own. So every
+//! ZooKeeper session a member serves on asks its [`MemberFence`] before it reconnects: the fence reads,
+//! through the group's own session and after a `sync`, that no adoption of this member exists
+//! and that its member node still does, and then allows a connection made within [`LEASE`] of
+//! that read. An adopter that cannot tell the member is dead (its port accepts connections but
+//! does not answer) waits [`LEASE`] after taking the adoption before it resumes any session, so
+//! any reconnection the member was allowed before the adoption existed is done by then, and
+//! every later one is refused: the member then exits (status 75) without another request.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
@@ -36,6 +55,9 @@ pub struct GroupJoin {
     pub tls: Option<wazoo_runtime::ZkTls>,
     /// The group session's timeout.
     pub session_timeout: Duration,
+    /// Fences this member's ZooKeeper sessions ([`MemberFence::gate`] in each), armed once the
+    /// member has joined.
+    pub fence: Arc<MemberFence>,
 }
 
 impl std::fmt::Debug for GroupJoin {
@@ -142,7 +164,9 @@ impl Group {
             .await
             .map_err(|e| node_error("announcing this member", e))?;
         tracing::info!(group = %config.name, member = %me, %advertise, "joined the group");
-        Ok(Group { client, root, me, address: advertise })
+        let group = Group { client, root, me, address: advertise };
+        group.sweep().await;
+        Ok(group)
     }
 
     fn path(&self, dir: &str, name: &str) -> String {
@@ -273,13 +297,53 @@ impl Group {
         }
     }
 
-    /// The adoption of `member` is done: its records go (every client of it points here now).
-    pub async fn adopted(&self, member: &str) {
-        for path in [self.path("sessions", member), self.path("adoptions", member)] {
-            if let Err(e) = self.client.delete(&path, None).await {
-                if e != zookeeper_client::Error::NoNode {
-                    tracing::warn!("group state: removing {path}: {e}");
+    /// The adoption of `member` is done: its sessions' record goes (every client of it points
+    /// here now), and the adoption's node once `member`'s node is gone (until then, `member`
+    /// may come back and must find it).
+    pub async fn adopted(self: &Arc<Self>, member: &str) {
+        self.remove(&self.path("sessions", member)).await;
+        let (group, member) = (self.clone(), member.to_string());
+        tokio::spawn(async move {
+            let node = group.path("members", &member);
+            loop {
+                match group.client.check_and_watch_stat(&node).await {
+                    Ok((None, _)) => break,
+                    Ok((Some(_), watcher)) => {
+                        let event = watcher.changed().await;
+                        if event.event_type == EventType::Session && event.session_state.is_terminated() {
+                            return;
+                        }
+                    }
+                    Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed) => {
+                        return
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
                 }
+            }
+            group.remove(&group.path("adoptions", &member)).await;
+        });
+    }
+
+    async fn remove(&self, path: &str) {
+        if let Err(e) = self.client.delete(path, None).await {
+            if e != zookeeper_client::Error::NoNode {
+                tracing::warn!("group state: removing {path}: {e}");
+            }
+        }
+    }
+
+    /// Removes the adoptions' nodes left by adopters that stopped before their member's node
+    /// went: done (no sessions' record left) and of members that are gone.
+    async fn sweep(&self) {
+        let Ok((adopted, _)) = self.client.get_children(&format!("{}/adoptions", self.root)).await else {
+            return;
+        };
+        for member in adopted {
+            let (node, sessions) = (self.path("members", &member), self.path("sessions", &member));
+            if let (Ok(None), Ok(None)) =
+                (self.client.check_stat(&node).await, self.client.check_stat(&sessions).await)
+            {
+                self.remove(&self.path("adoptions", &member)).await;
             }
         }
     }
@@ -288,6 +352,22 @@ impl Group {
     /// members adopt this one's work without asking whether it still answers.
     pub async fn leave(&self) {
         let _ = self.client.delete(&self.path("members", &self.me), None).await;
+    }
+
+    /// Where this member stands, read after a `sync` (a linearizable read of the group's state).
+    async fn standing(&self) -> Result<Standing, zookeeper_client::Error> {
+        let (adoption, member) = (self.path("adoptions", &self.me), self.path("members", &self.me));
+        // Sent in this order without waiting: the reads are ordered after the sync.
+        let synced = self.client.sync(&self.root);
+        let adopted = self.client.check_stat(&adoption);
+        let present = self.client.check_stat(&member);
+        let (synced, adopted, present) = tokio::join!(synced, adopted, present);
+        synced?;
+        Ok(match (adopted?, present?) {
+            (Some(_), _) => Standing::Out("another member of the group adopted this daemon's sessions"),
+            (None, None) => Standing::Out("this daemon is no longer a member of its group"),
+            (None, Some(_)) => Standing::Member,
+        })
     }
 
     /// Resolves once another member has begun adopting this one's work (it found this member
@@ -310,6 +390,82 @@ impl Group {
                     return "the group's ZooKeeper session ended".into()
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+}
+
+/// How long a fence's read allows a member's session to reconnect in; an adopter that is not
+/// sure the member is dead waits this long before it resumes the member's sessions.
+pub const LEASE: Duration = Duration::from_secs(1);
+
+/// Where a member stands, as its fence reads it.
+enum Standing {
+    /// Still a member, and nobody adopts its work.
+    Member,
+    /// Adopted, or no longer a member (it left, or its group session ended).
+    Out(&'static str),
+}
+
+/// Fences this member's ZooKeeper sessions: each asks it before reconnecting (see the module's
+/// doc). Made before the sessions are, armed once the member has joined its group.
+#[derive(Default)]
+pub struct MemberFence {
+    group: OnceLock<Arc<Group>>,
+    /// Handing over on purpose: no session reconnects, and nothing else changes until the
+    /// process exits.
+    leaving: AtomicBool,
+}
+
+impl MemberFence {
+    /// The gate for this member's sessions' [`wazoo_runtime::KeeperConfig`]. Its reads run on
+    /// the runtime current here.
+    pub fn gate(self: &Arc<Self>) -> wazoo_runtime::keeper::ReconnectGate {
+        let fence = self.clone();
+        let runtime = tokio::runtime::Handle::current();
+        Arc::new(move || {
+            let fence = fence.clone();
+            let asked = runtime.spawn(async move { fence.allow().await });
+            Box::pin(async move { asked.await.ok().flatten() })
+        })
+    }
+
+    /// From now on, reads the group's state before allowing a reconnection.
+    pub fn arm(&self, group: Arc<Group>) {
+        let _ = self.group.set(group);
+    }
+
+    /// This member hands its work over: no session of it reconnects any more.
+    pub fn leave(&self) {
+        self.leaving.store(true, Ordering::Release);
+    }
+
+    /// A reconnection's deadline. A member found adopted or out of the group stops here and
+    /// now (status 75); one that is leaving waits here for its exit.
+    async fn allow(&self) -> Option<std::time::Instant> {
+        loop {
+            if self.leaving.load(Ordering::Acquire) {
+                std::future::pending::<()>().await;
+            }
+            let asked = std::time::Instant::now();
+            let Some(group) = self.group.get() else { return Some(asked + LEASE) };
+            match group.standing().await {
+                Ok(Standing::Member) => return Some(asked + LEASE),
+                Ok(Standing::Out(_)) if self.leaving.load(Ordering::Acquire) => continue,
+                Ok(Standing::Out(why)) => {
+                    tracing::error!("stopping at once, before a ZooKeeper session reconnects: {why}");
+                    std::process::exit(75);
+                }
+                Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed)
+                    if !self.leaving.load(Ordering::Acquire) =>
+                {
+                    tracing::error!(
+                        "stopping at once, before a ZooKeeper session reconnects: the group's session ended"
+                    );
+                    std::process::exit(75);
+                }
+                // ZooKeeper out of reach: the session waits for it too.
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         }
     }

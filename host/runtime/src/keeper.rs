@@ -15,7 +15,9 @@
 //! whose zookeeper-client (0.11) reconnects with the session and so takes it back: on one server
 //! the two close each other's connection until one gives up (either may win, or both go on side by
 //! side), on two ensemble members each write of the one that lost it moves it back (it sees
-//! `ConnectionLoss`, not `SessionMoved`). Stop the old holder first (`tests/tests/session_move.rs`).
+//! `ConnectionLoss`, not `SessionMoved`). Stop the old holder first (`tests/tests/session_move.rs`),
+//! or fence it: a [`KeeperConfig::reconnect_gate`] is asked before every reconnection, and a
+//! process that may have been superseded refuses there (`wazoo_daemon::group::MemberFence`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,7 +50,16 @@ pub struct KeeperConfig {
     pub digest: Option<String>,
     /// TLS towards ZooKeeper (its `secureClientPort`); `None` speaks plain text.
     pub tls: Option<ZkTls>,
+    /// Asked before the session reconnects, if given: a member of a daemon group refuses once
+    /// another member may have resumed its sessions (see [`ReconnectGate`]).
+    pub reconnect_gate: Option<ReconnectGate>,
 }
+
+/// Asked before a session reconnects after losing its connection: `None` refuses (the session
+/// ends as closed), `Some(deadline)` allows a connection made by `deadline`. A process whose
+/// sessions another process may resume fences itself with one, because ZooKeeper lets either
+/// holder of a session's id and password take the session back by reconnecting.
+pub use zookeeper_client::ReconnectGate;
 
 /// TLS towards ZooKeeper: the CA the servers' certificates are checked against (hostnames
 /// included), and this host's own certificate for servers that ask for one
@@ -99,6 +110,7 @@ impl std::fmt::Debug for KeeperConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("digest", &user)
             .field("tls", &self.tls)
+            .field("reconnect_gate", &self.reconnect_gate.is_some())
             .finish()
     }
 }
@@ -111,6 +123,7 @@ impl Default for KeeperConfig {
             connect_timeout: Duration::from_secs(10),
             digest: None,
             tls: None,
+            reconnect_gate: None,
         }
     }
 }
@@ -356,6 +369,9 @@ async fn open(config: &KeeperConfig, session: Option<SessionInfo>) -> anyhow::Re
     let resumed = session.as_ref().map(|s| s.id());
     if let Some(session) = session {
         connector = connector.with_session(session);
+    }
+    if let Some(gate) = &config.reconnect_gate {
+        connector = connector.with_reconnect_gate(gate.clone());
     }
     let connect: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>> = match &config.tls {
         Some(tls) => {

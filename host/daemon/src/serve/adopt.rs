@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tonic::Status;
 
 use super::state::{ClientSession, Counted, State};
-use crate::group::{hex, unhex, ClientRecord, Group, SessionRecord};
+use crate::group::{hex, unhex, ClientRecord, Group, SessionRecord, LEASE};
 use crate::wire;
 use wazoo_runtime::{ClaimTag, Host};
 
@@ -21,6 +21,17 @@ use wazoo_proto as pb;
 
 /// How long a member that seems dead is given to answer before its work is adopted.
 const PROBE: Duration = Duration::from_millis(300);
+
+/// What a member's address says when probed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Probe {
+    /// It answers a health check: the member lives.
+    Answers,
+    /// Nothing listens there: the member's process is gone.
+    Refused,
+    /// It does not answer in time: the member may be frozen or cut off, and alive.
+    Silent,
+}
 
 /// The group as the server sees it: the records, and this daemon's states by tenant.
 pub(crate) struct Adopter {
@@ -172,26 +183,30 @@ impl Adopter {
         {
             return Err(unknown());
         }
+        // A member that left (its node is gone) is not waited for: it fences itself.
+        let mut probe = Probe::Refused;
         if let Some(address) = self.group.member_address(&record.member).await.map_err(wire::no_zookeeper)? {
-            if self.answers(&address).await {
+            probe = self.probe(&address).await;
+            if probe == Probe::Answers {
                 return Err(wire::elsewhere(format!(
                     "member: the daemon at {address} serves session {session} and still answers: reattach there"
                 )));
             }
-            tracing::warn!(member = %record.member, %address, "a member of the group does not answer: adopting its sessions");
+            tracing::warn!(member = %record.member, %address, ?probe, "a member of the group does not answer: adopting its sessions");
         }
-        self.adopt(&record.member).await?;
+        self.adopt(&record.member, probe == Probe::Silent).await?;
         state.session(session).map_err(|_| unknown())
     }
 
-    /// Whether the member at `address` answers a health check within [`PROBE`].
-    async fn answers(&self, address: &str) -> bool {
+    /// Whether the member at `address` answers a health check within [`PROBE`], or refuses
+    /// the connection.
+    async fn probe(&self, address: &str) -> Probe {
         let addr = address.trim_start_matches("http://").trim_start_matches("https://").to_string();
-        if self.tls {
-            return matches!(
-                tokio::time::timeout(PROBE, tokio::net::TcpStream::connect(&addr)).await,
-                Ok(Ok(_))
-            );
+        match tokio::time::timeout(PROBE, tokio::net::TcpStream::connect(&addr)).await {
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Probe::Refused,
+            Ok(Ok(_)) if self.tls => return Probe::Answers,
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) | Err(_) => return Probe::Silent,
         }
         let probe = async {
             let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
@@ -202,11 +217,15 @@ impl Adopter {
             let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
             health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.ok()
         };
-        matches!(tokio::time::timeout(PROBE, probe).await, Ok(Some(_)))
+        match tokio::time::timeout(PROBE, probe).await {
+            Ok(Some(_)) => Probe::Answers,
+            _ => Probe::Silent,
+        }
     }
 
-    /// Takes up `member`'s ZooKeeper sessions and client sessions.
-    async fn adopt(&self, member: &str) -> Result<(), Status> {
+    /// Takes up `member`'s ZooKeeper sessions and client sessions. A member that may be alive
+    /// (`uncertain`) is given [`LEASE`] to find the adoption first (see `group`'s doc on fencing).
+    async fn adopt(&self, member: &str, uncertain: bool) -> Result<(), Status> {
         let _one = self.adopting.lock().await;
         match self.group.claim_adoption(member).await.map_err(wire::no_zookeeper)? {
             None => {}
@@ -219,6 +238,9 @@ impl Adopter {
             }
         }
         let started = Instant::now();
+        if uncertain {
+            tokio::time::sleep(LEASE).await;
+        }
         let mut adopted: HashMap<Option<String>, Arc<Adopted>> = HashMap::new();
         for record in self.group.sessions_of(member).await.map_err(wire::no_zookeeper)? {
             let Some(state) = self.state(&record.tenant) else {

@@ -216,8 +216,9 @@ async fn serve(
     // A member of a group joins it once its address is known.
     let adopter = match &config.group {
         Some(join) => {
-            let group = crate::group::Group::join(join, grpc).await?;
-            Some(Arc::new(adopt::Adopter::new(Arc::new(group), config.tls.is_some())))
+            let group = Arc::new(crate::group::Group::join(join, grpc).await?);
+            join.fence.arm(group.clone());
+            Some(Arc::new(adopt::Adopter::new(group, config.tls.is_some())))
         }
         None => None,
     };
@@ -381,6 +382,9 @@ async fn serve(
         // A member told to stop hands its work to the group: it leaves (so another member
         // adopts at once, without asking whether it answers), stops serving, and exits without
         // closing a ZooKeeper session or a client session: every claim carries on elsewhere.
+        if let Some(join) = &config.group {
+            join.fence.leave();
+        }
         adopter.group.leave().await;
         let _ = stop.send(());
         let _ = tokio::time::timeout(Duration::from_secs(3), &mut server).await;

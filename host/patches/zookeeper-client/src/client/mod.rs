@@ -49,7 +49,7 @@ use crate::record::{self, Record, StaticRecord};
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
 use crate::sasl::SaslOptions;
 use crate::session::StateReceiver;
-pub use crate::session::{EventType, SessionId, SessionInfo, SessionState, WatchedEvent};
+pub use crate::session::{EventType, ReconnectGate, SessionId, SessionInfo, SessionState, WatchedEvent};
 #[cfg(feature = "tls")]
 use crate::tls::TlsOptions;
 use crate::util;
@@ -1544,6 +1544,8 @@ pub struct Connector {
     session: Option<SessionInfo>,
     readonly: bool,
     detached: bool,
+    #[derive_where(skip(Debug))]
+    reconnect_gate: Option<ReconnectGate>,
     fail_eagerly: bool,
     server_version: Version,
     session_timeout: Duration,
@@ -1561,6 +1563,7 @@ impl Connector {
             session: None,
             readonly: false,
             detached: false,
+            reconnect_gate: None,
             fail_eagerly: false,
             server_version: Version(u32::MAX, u32::MAX, u32::MAX),
             session_timeout: Duration::ZERO,
@@ -1674,6 +1677,14 @@ impl Connector {
         self
     }
 
+    /// Asks `gate` before every reconnection of the session (not before its first connection),
+    /// say to fence a process whose session another process may have resumed. See
+    /// [ReconnectGate].
+    pub fn with_reconnect_gate(mut self, gate: ReconnectGate) -> Self {
+        self.reconnect_gate = Some(gate);
+        self
+    }
+
     /// Detaches created session so it will not be closed after all client instances dropped.
     pub fn with_detached(mut self) -> Self {
         self.detached = true;
@@ -1748,6 +1759,7 @@ impl Connector {
             .with_authes(self.authes)
             .with_readonly(self.readonly)
             .with_detached(self.detached)
+            .with_reconnect_gate(self.reconnect_gate)
             .with_session_timeout(self.session_timeout)
             .with_connection_timeout(self.connection_timeout);
         #[cfg(feature = "tls")]

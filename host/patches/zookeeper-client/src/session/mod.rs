@@ -44,6 +44,12 @@ use crate::sasl::{SaslInitiator, SaslOptions, SaslSession};
 use crate::tls::TlsOptions;
 
 pub const PASSWORD_LEN: usize = 16;
+
+/// Asked before the session reconnects: `None` refuses (the session then ends as closed), and
+/// `Some(deadline)` allows a connection established by `deadline` (a later one is dropped and
+/// the gate asked again).
+pub type ReconnectGate =
+    std::sync::Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Instant>> + Send>> + Send + Sync>;
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 
 #[derive(Default)]
@@ -58,6 +64,7 @@ pub struct Builder {
     session: Option<SessionInfo>,
     session_timeout: Duration,
     connection_timeout: Duration,
+    reconnect_gate: Option<ReconnectGate>,
 }
 
 impl Builder {
@@ -81,6 +88,10 @@ impl Builder {
 
     pub fn with_detached(self, detached: bool) -> Self {
         Self { detached, ..self }
+    }
+
+    pub fn with_reconnect_gate(self, reconnect_gate: Option<ReconnectGate>) -> Self {
+        Self { reconnect_gate, ..self }
     }
 
     pub fn with_session(self, session: Option<SessionInfo>) -> Self {
@@ -127,6 +138,7 @@ impl Builder {
         let mut session = Session {
             readonly: self.readonly,
             detached: self.detached,
+            reconnect_gate: self.reconnect_gate,
 
             configured_connection_timeout: self.connection_timeout,
 
@@ -160,6 +172,7 @@ impl Builder {
 pub struct Session {
     readonly: bool,
     detached: bool,
+    reconnect_gate: Option<ReconnectGate>,
 
     connector: Connector,
 
@@ -223,6 +236,17 @@ impl Session {
         endpoints.reset();
         self.serve_once(conn, &mut endpoints, &mut buf, &mut depot, &mut requester).await;
         while !self.session_state.is_terminated() {
+            let deadline = match &self.reconnect_gate {
+                None => None,
+                Some(gate) => match gate().await {
+                    None => {
+                        warn!("reconnect refused by gate");
+                        self.change_state(SessionState::Closed);
+                        break;
+                    },
+                    deadline => deadline,
+                },
+            };
             let conn = match self.start(&mut endpoints, &mut buf, &mut depot).await {
                 Err(err) => {
                     warn!("fail to connect to cluster {:?} due to {}", endpoints.endpoints(), err);
@@ -231,6 +255,10 @@ impl Session {
                 },
                 Ok(conn) => conn,
             };
+            if deadline.is_some_and(|deadline| Instant::now() > deadline) {
+                warn!("connection established after the gate's deadline, dropping it");
+                continue;
+            }
             endpoints.reset();
             self.serve_once(conn, &mut endpoints, &mut buf, &mut depot, &mut requester).await;
         }
