@@ -18,12 +18,18 @@ fn cache() -> PathBuf {
     root().join("target/component-cache")
 }
 
-/// Two members of a group of their own.
-async fn group(name: &str) -> (Daemon, Daemon) {
+/// The arguments that make a daemon a member of group `name` (of this test process).
+fn member_of(name: &str) -> Vec<String> {
     let secret = std::env::temp_dir().join(format!("wazoo-group-secret-{}-{name}", std::process::id()));
     std::fs::write(&secret, "a-group-secret-of-the-tests\n").unwrap();
     let group = format!("g{}-{name}", std::process::id());
-    let args = ["--group", group.as_str(), "--group-secret-file", secret.to_str().unwrap()];
+    vec!["--group".into(), group, "--group-secret-file".into(), secret.to_str().unwrap().to_string()]
+}
+
+/// Two members of a group of their own.
+async fn group(name: &str) -> (Daemon, Daemon) {
+    let args = member_of(name);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let a = Daemon::start_with(&plugins(), &cache(), &args).await;
     let b = Daemon::start_with(&plugins(), &cache(), &args).await;
     (a, b)
@@ -37,10 +43,17 @@ fn signal(pid: u32, signal: &str) {
 /// `wazoo lock PATH -- CMD` through `servers` (first answering first), its stderr read line by
 /// line.
 fn lock_through(servers: &str, path: &str, cmd: &str) -> tokio::process::Child {
+    lock_with(servers, &[], path, cmd)
+}
+
+/// As [`lock_through`], with `options` for `wazoo` before the command's name.
+fn lock_with(servers: &str, options: &[&str], path: &str, cmd: &str) -> tokio::process::Child {
     let mut command = wazoo_at(servers);
     command
         .env("WAZOO_LOG", "wazoo=info,wazoo_client=warn")
-        .args(["--server", servers, "lock", path, "--", "sh", "-c", cmd])
+        .args(["--server", servers])
+        .args(options)
+        .args(["lock", path, "--", "sh", "-c", cmd])
         .stderr(Stdio::piped());
     command.spawn().unwrap()
 }
@@ -146,4 +159,190 @@ async fn a_waiter_keeps_its_place_through_a_killed_daemon() {
     }
     assert_eq!(status.code(), Some(0), "the waiter took the lock: {seen:#?}");
     drop(b);
+}
+
+/// A member that was frozen (SIGSTOP) and cut off from ZooKeeper while another adopted its work
+/// comes back. ZooKeeper would let it take its old sessions back by reconnecting; it would then
+/// act on claims that are no longer its own (past its client's TTL, in its own eyes, end that
+/// client's session and delete its lock under the client that holds it through the adopter).
+/// Instead it finds it is out before any of its sessions reconnects, and exits 75 without
+/// sending ZooKeeper a single write.
+async fn frozen_member_comes_back(name: &str, past_ttl: bool) {
+    let args = member_of(name);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // A reaches ZooKeeper through a proxy, so that its connections can be cut; B directly.
+    let link = wazoo_tests::proxy::Proxy::start(&zk().address()).await;
+    let mut a = Daemon::start_logged(&link.address(), &plugins(), &cache(), &args).await;
+    let b = Daemon::start_with(&plugins(), &cache(), &args).await;
+    let checker = client(&zk().address()).await;
+    let path = unique(name);
+    let servers = format!("{},{}", a.grpc, b.grpc);
+    let ttl = Duration::from_secs(6);
+    let mut holder = lock_with(&servers, &["--session-timeout", "6s"], &path, "sleep 20; true");
+    let mut lines = BufReader::new(holder.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    line_with(&mut lines, "held", &mut seen).await;
+    let before = nodes(&checker, &path).await;
+    assert_eq!(before.len(), 1, "one lock node: {before:?}");
+
+    let frozen = std::time::Instant::now();
+    signal(a.pid(), "-STOP");
+    line_with(&mut lines, "safe", &mut seen).await;
+    // Its connections to ZooKeeper break while it sleeps; from now on every request it sends
+    // is seen.
+    link.tap(None);
+    link.cut();
+    if past_ttl {
+        // When it wakes, the client's session has expired in its eyes (and so has its group
+        // session: the test's ZooKeeper caps sessions at 4 s).
+        let woken = frozen + ttl + Duration::from_secs(2);
+        tokio::time::sleep(woken.saturating_duration_since(std::time::Instant::now())).await;
+    }
+    signal(a.pid(), "-CONT");
+    let mut log = a.log();
+    let status = within(Duration::from_secs(20), "the woken member exits", a.exited()).await;
+    let mut said = Vec::new();
+    while let Ok(Some(line)) = log.next_line().await {
+        said.push(line);
+    }
+    assert_eq!(status.code(), Some(75), "the woken member stops at once: {said:#?}");
+    let why = if past_ttl { "stopping at once" } else { "another member of the group adopted" };
+    assert!(said.iter().any(|l| l.contains(why)), "it says why ({why:?}): {said:#?}");
+    let sent = link.untap();
+    let writes: Vec<_> = sent
+        .iter()
+        .filter(|r| {
+            use wazoo_tests::proxy::op;
+            op::CREATES.contains(&r.kind)
+                || [op::DELETE, op::SET_DATA, op::MULTI, op::CLOSE_SESSION].contains(&r.kind)
+        })
+        .collect();
+    assert!(writes.is_empty(), "the woken member wrote nothing: {writes:#?}");
+
+    // The claim is the client's still, on the same node, and nobody else can take it.
+    assert_eq!(nodes(&checker, &path).await, before, "the same node and token: {seen:#?}");
+    let (code, _, err) = output(cli().args(["lock", &path, "--timeout", "500ms", "--", "true"])).await;
+    assert_eq!(code, 3, "the lock is still held through the group: {err}");
+    let status = within(LIMIT, "the holder ends", holder.wait()).await.unwrap();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        seen.push(line);
+    }
+    assert_eq!(status.code(), Some(0), "CMD ran to its end, the claim held throughout: {seen:#?}");
+    wait_gone(&checker, &format!("{path}/{}", before[0].0)).await;
+    drop(b);
+}
+
+/// Woken as soon as its work is adopted: its group session lives, and it reads the adoption.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_frozen_member_woken_after_its_adoption_stops_before_reconnecting() {
+    frozen_member_comes_back("woken", false).await;
+}
+
+/// Woken past its client's TTL: it would end that client's session and delete its lock.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_frozen_member_woken_past_its_clients_ttl_deletes_nothing() {
+    frozen_member_comes_back("late", true).await;
+}
+
+/// Every node under `path` (and `path` itself), with its czxid and owner session.
+async fn tree(checker: &zookeeper_client::Client, path: &str) -> Vec<(String, i64, i64)> {
+    let mut found = Vec::new();
+    let mut next = vec![path.to_string()];
+    while let Some(node) = next.pop() {
+        let Ok((_, stat)) = checker.get_data(&node).await else { continue };
+        found.push((node.clone(), stat.czxid, stat.ephemeral_owner));
+        if let Ok((names, _)) = checker.get_children(&node).await {
+            next.extend(names.into_iter().map(|n| format!("{}/{n}", node.trim_end_matches('/'))));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// `wazoo --server A,B ARGS -- sh -c 'sleep 5; true'` claims something under `path` (its log
+/// says `what` once it holds); A is killed; the command runs to its end, the claim held
+/// throughout: every node under `path` stays as it was (same czxid, same owner session), and
+/// `contender` (a command on ZooKeeper that would get the claim were it free) exits `refused`.
+async fn kind_held_through_a_kill(
+    name: &str,
+    args: &[&str],
+    what: &str,
+    path: &str,
+    contender: &[&str],
+    refused: i32,
+) {
+    let (a, b) = group(name).await;
+    let checker = client(&zk().address()).await;
+    let servers = format!("{},{}", a.grpc, b.grpc);
+    let mut command = wazoo_at(&servers);
+    command
+        .env("WAZOO_LOG", "wazoo=info,wazoo_client=warn")
+        .args(["--server", &servers])
+        .args(args)
+        .args(["--", "sh", "-c", "sleep 5; true"])
+        .stderr(Stdio::piped());
+    let mut holder = command.spawn().unwrap();
+    let mut lines = BufReader::new(holder.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    line_with(&mut lines, what, &mut seen).await;
+    let before = tree(&checker, path).await;
+    assert!(before.iter().any(|(_, _, owner)| *owner != 0), "an ephemeral node under {path}: {before:?}");
+
+    signal(a.pid(), "-KILL");
+    line_with(&mut lines, "safe", &mut seen).await;
+    assert_eq!(tree(&checker, path).await, before, "the same nodes after the fail-over: {seen:#?}");
+    let (code, _, err) = output(cli().args(contender)).await;
+    assert_eq!(code, refused, "the claim is still held through the group: {err}");
+
+    let status = within(LIMIT, "the holder ends", holder.wait()).await.unwrap();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        seen.push(line);
+    }
+    assert_eq!(status.code(), Some(0), "CMD ran to its end, the claim held throughout: {seen:#?}");
+    drop(b);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_lock_is_held_through_a_killed_daemon() {
+    let path = unique("rw");
+    let contender = ["rwlock", "read", &path, "--timeout", "500ms", "--", "true"];
+    kind_held_through_a_kill("rw", &["rwlock", "write", &path], "held", &path, &contender, 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_semaphore_lease_is_held_through_a_killed_daemon() {
+    let path = unique("sem");
+    let contender = ["semaphore", "--leases", "1", &path, "--timeout", "500ms", "--", "true"];
+    kind_held_through_a_kill("sem", &["semaphore", "--leases", "1", &path], "held", &path, &contender, 3)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leadership_is_held_through_a_killed_daemon() {
+    let path = unique("elect");
+    let contender = ["elect", &path, "--timeout", "500ms", "--", "true"];
+    kind_held_through_a_kill("elect", &["elect", &path], "held", &path, &contender, 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_requeued_leadership_is_held_through_a_killed_daemon() {
+    let path = unique("requeue");
+    let contender = ["elect", &path, "--timeout", "500ms", "--", "true"];
+    let args = ["elect", "--requeue", &path];
+    kind_held_through_a_kill("requeue", &args, "held", &path, &contender, 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_membership_is_kept_through_a_killed_daemon() {
+    let path = unique("members");
+    let contender = ["group", "join", &path, "m1", "--", "true"];
+    kind_held_through_a_kill("members", &["group", "join", &path, "m1"], "held", &path, &contender, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registration_is_kept_through_a_killed_daemon() {
+    let path = unique("registered");
+    let contender = ["register", &path, "other", "--", "true"];
+    kind_held_through_a_kill("registered", &["register", &path, "me"], "registered", &path, &contender, 1)
+        .await;
 }
