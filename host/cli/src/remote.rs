@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
-use tokio::sync::{Mutex, OnceCell};
+use tokio::sync::Mutex;
 use tonic::{Code, Response, Status};
 use wazoo_client::{bounded, Authed, Client, ConnectError, Error, ErrorKind, Options, Session, Tls};
 use wazoo_proto as pb;
@@ -72,7 +72,8 @@ pub(crate) struct Remote {
     connect_timeout: Duration,
     /// The TTL of the client sessions claims are held in.
     ttl: Duration,
-    client: Arc<OnceCell<Client>>,
+    /// The daemon answering now: connected on the first call, again after it broke off.
+    client: Arc<Mutex<Option<Client>>>,
     /// What lives until [`Backend::end`]: an ephemeral queue item's session.
     kept: Arc<Mutex<Vec<Session>>>,
 }
@@ -98,9 +99,9 @@ impl Remote {
         }
     }
 
-    /// The connection, made (and health-checked) on the first call: an unreachable daemon is
-    /// exit status 69.
-    async fn client(&self) -> anyhow::Result<&Client> {
+    /// The connection, made (and health-checked) on the first call, or the first after the
+    /// daemon broke off: an unreachable daemon is exit status 69.
+    async fn client(&self) -> anyhow::Result<Client> {
         let connect = || async {
             let options =
                 Options { token: self.token.clone(), timeout: self.connect_timeout, tls: self.tls.clone() };
@@ -113,7 +114,13 @@ impl Remote {
                 Err(ConnectError::Unreachable(why)) => Err(exit::unavailable(why)),
             }
         };
-        self.client.get_or_try_init(connect).await
+        let mut current = self.client.lock().await;
+        if let Some(client) = current.as_ref() {
+            return Ok(client.clone());
+        }
+        let client = connect().await?;
+        *current = Some(client.clone());
+        Ok(client)
     }
 
     async fn recipes(&self) -> anyhow::Result<RecipesClient<Authed>> {
@@ -203,7 +210,20 @@ impl Remote {
 
     /// Opens a client session kept alive from a task, named `name` in the daemon's logs.
     async fn session(&self, ttl: Duration, name: String) -> anyhow::Result<Session> {
-        let opened = self.client().await?.session(ttl, name).await;
+        let client = self.client().await?;
+        let opened = match client.session(ttl, name.clone()).await {
+            // The daemon broke off without an answer (it died, say): the next that answers of
+            // those given (the other members of its group) is asked once.
+            Err(e) if e.kind.is_none() && e.code == tonic::Code::Unavailable => {
+                let mut current = self.client.lock().await;
+                if current.as_ref().is_some_and(|c| c.addr() == client.addr()) {
+                    *current = None;
+                }
+                drop(current);
+                self.client().await?.session(ttl, name).await
+            }
+            opened => opened,
+        };
         opened.map_err(|e| self.failure(&e).into_error("opening a client session"))
     }
 

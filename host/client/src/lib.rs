@@ -471,18 +471,24 @@ impl Client {
     /// (`Campaign`, `GroupJoin`), made on [`Client::recipes`].
     pub async fn follow(&self, session: Session, claim: pb::Claim) -> Result<Claim, Error> {
         let handle = pb::HandleRef { session: session.id, handle: claim.handle };
-        match self.recipes().lost(bounded(handle)).await {
-            Ok(lost) => Ok(Claim {
-                current: std::sync::Arc::new(std::sync::Mutex::new((self.clone(), handle))),
-                session,
-                claim,
-                lost: std::sync::Mutex::new(Some(lost.into_inner())),
-            }),
+        let followed = session.generation();
+        let lost = match self.recipes().lost(bounded(handle)).await {
+            Ok(lost) => Some(lost.into_inner()),
+            // The daemon broke off without an answer: in a group, another member takes the
+            // session up, and [`Claim::lost`] takes the claim up there.
+            Err(status) if session.grouped && error_kind(&status).is_none() => None,
             Err(status) => {
                 session.close().await;
-                Err(status.into())
+                return Err(status.into());
             }
-        }
+        };
+        Ok(Claim {
+            current: std::sync::Arc::new(std::sync::Mutex::new((self.clone(), handle))),
+            session,
+            claim,
+            lost: std::sync::Mutex::new(lost),
+            followed: std::sync::Mutex::new(Some(followed)),
+        })
     }
 }
 
@@ -1045,8 +1051,11 @@ pub struct Claim {
     current: std::sync::Arc<std::sync::Mutex<(Client, pb::HandleRef)>>,
     session: Session,
     claim: pb::Claim,
-    /// The Lost stream, opened before the claim is handed out; taken by [`Claim::lost`].
+    /// The Lost stream, opened before the claim is handed out (none if its daemon broke off
+    /// meanwhile, in a group); taken by [`Claim::lost`].
     lost: std::sync::Mutex<Option<Streaming<pb::LostEvent>>>,
+    /// The session's link (generation) the claim was followed on; taken by [`Claim::lost`].
+    followed: std::sync::Mutex<Option<u64>>,
 }
 
 /// Why a claim was lost.
@@ -1135,13 +1144,16 @@ impl Claim {
         let grouped = self.session.grouped;
         let current = self.current.clone();
         let (session, node, token) = (self.session.id, self.claim.node.clone(), self.claim.fencing_token);
+        // The first stream is the daemon's the claim was followed on, whichever keeps the
+        // session by now.
+        let mut followed = self.followed.lock().unwrap_or_else(|e| e.into_inner()).take();
         async move {
             let mut stream = first;
             tokio::pin!(ending);
             loop {
                 let (client, generation) = {
                     let l = link.borrow();
-                    (l.client.clone(), l.generation)
+                    (l.client.clone(), followed.take().unwrap_or(l.generation))
                 };
                 let addr = client.addr.clone();
                 let broke = {

@@ -1,0 +1,284 @@
+//! The Python client (`clients/python`) through a daemon group (`wazoo serve --group`) on the
+//! real ZooKeeper, daemons as real processes: the member a client is on is killed (SIGKILL; also
+//! frozen, SIGSTOP, or told to stop, SIGTERM), and the client's session is taken up by another
+//! member. A lock held in a `with` block stays held (same node, same fencing token, its claim
+//! never lost, nobody else can take it meanwhile), and a waiter keeps its place in the queue and
+//! takes the lock after the holder before it.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdout, Command};
+use wazoo_tests::daemon::{cli, output, Daemon};
+use wazoo_tests::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn package() -> PathBuf {
+    root().join("clients/python")
+}
+
+fn cache() -> PathBuf {
+    root().join("target/component-cache")
+}
+
+/// Installs the package with pip, offline, into a fresh temporary directory, for PYTHONPATH
+/// (as tests/tests/python_client.rs does).
+async fn install() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = output(
+        Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "--no-index", "--no-build-isolation", "--no-deps"])
+            .arg("--target")
+            .arg(dir.path())
+            .arg(package())
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+            .current_dir(root()),
+    )
+    .await;
+    assert_eq!(code, 0, "pip install of clients/python failed:\n{stdout}\n{stderr}");
+    dir
+}
+
+/// `python3 clients/python/tests/failover.py MODE ADDRESSES PATH` with the installed package on
+/// its path, its stdin, stdout and stderr piped.
+fn failover(installed: &Path, mode: &str, addresses: &str, path: &str) -> tokio::process::Child {
+    Command::new("python3")
+        .arg(package().join("tests/failover.py"))
+        .args([mode, addresses, path])
+        .env("PYTHONPATH", installed)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+/// The arguments that make a daemon a member of group `name` (of this test process).
+fn member_of(name: &str) -> Vec<String> {
+    let secret = std::env::temp_dir().join(format!("wazoo-group-secret-{}-{name}", std::process::id()));
+    std::fs::write(&secret, "a-group-secret-of-the-tests\n").unwrap();
+    let group = format!("g{}-{name}", std::process::id());
+    vec!["--group".into(), group, "--group-secret-file".into(), secret.to_str().unwrap().to_string()]
+}
+
+/// Two members of a group of their own.
+async fn group(name: &str) -> (Daemon, Daemon) {
+    let args = member_of(name);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let a = Daemon::start_with(&plugins(), &cache(), &args).await;
+    let b = Daemon::start_with(&plugins(), &cache(), &args).await;
+    (a, b)
+}
+
+fn signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill").args([signal, &pid.to_string()]).status().unwrap();
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+/// The script's stdout, line by line, every line read kept for messages.
+struct Said {
+    lines: tokio::io::Lines<BufReader<ChildStdout>>,
+    seen: Vec<String>,
+}
+
+impl Said {
+    fn of(child: &mut tokio::process::Child) -> Said {
+        Said { lines: BufReader::new(child.stdout.take().unwrap()).lines(), seen: Vec::new() }
+    }
+
+    /// Waits for the line whose first word is `key`: its words after it.
+    async fn line(&mut self, key: &str) -> Vec<String> {
+        let (lines, seen) = (&mut self.lines, &mut self.seen);
+        within(LIMIT, key, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                seen.push(line.clone());
+                let mut words = line.split_whitespace().map(str::to_string);
+                if words.next().as_deref() == Some(key) {
+                    return words.collect();
+                }
+            }
+            panic!("the script's stdout ended without a line `{key} …`:\n{}", seen.join("\n"));
+        })
+        .await
+    }
+
+    /// The rest of the script's stdout.
+    async fn rest(&mut self) {
+        let (lines, seen) = (&mut self.lines, &mut self.seen);
+        within(LIMIT, "the script's stdout ends", async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                seen.push(line);
+            }
+        })
+        .await
+    }
+
+    fn all(&self) -> String {
+        self.seen.join("\n")
+    }
+
+    /// Whether the script logged, at WARNING, a line starting `start` (e.g. "jeopardy:").
+    fn logged(&self, start: &str) -> bool {
+        let prefix = format!("log WARNING {start}");
+        self.seen.iter().any(|l| l.starts_with(&prefix))
+    }
+}
+
+/// Collects the script's stderr (its tracebacks) in the background.
+fn stderr_of(child: &mut tokio::process::Child) -> tokio::task::JoinHandle<String> {
+    let stderr = child.stderr.take().unwrap();
+    tokio::spawn(async move {
+        let mut text = String::new();
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    })
+}
+
+/// The lock nodes under `path` with their czxids.
+async fn nodes(checker: &zookeeper_client::Client, path: &str) -> Vec<(String, i64)> {
+    let mut found = Vec::new();
+    for child in children(checker, path).await {
+        let (_, stat) = checker.get_data(&format!("{path}/{child}")).await.unwrap();
+        found.push((child, stat.czxid));
+    }
+    found.sort();
+    found
+}
+
+/// A lock held in a `with` block through "A,B" (on A) when A is killed (`-KILL`), frozen
+/// (`-STOP`, let go on before the block is left) or told to stop (`-TERM`, handing its work to
+/// the group): the client says "jeopardy" then "safe", now on B; the claim is never lost and
+/// keeps its node and token (the same node in ZooKeeper, the same czxid); a contender cannot take
+/// the lock meanwhile; the block is left without LockLost, and the release deletes the node.
+async fn held_through(signal_name: &str, name: &str) {
+    let installed = install().await;
+    let (a, b) = group(name).await;
+    let checker = client(&zk().address()).await;
+    let path = unique(name);
+    let servers = format!("{},{}", a.grpc, b.grpc);
+    let mut script = failover(installed.path(), "hold", &servers, &path);
+    let mut stdin = script.stdin.take().unwrap();
+    let errors = stderr_of(&mut script);
+    let mut said = Said::of(&mut script);
+
+    let connected = said.line("connected").await;
+    assert_eq!(connected, [a.grpc.as_str(), "True"], "the session opened on A, the first, in a group");
+    let held = said.line("held").await;
+    let (node, token) = (held[0].clone(), held[1].parse::<i64>().unwrap());
+    let before = nodes(&checker, &path).await;
+    assert_eq!(before.len(), 1, "one lock node: {before:?}");
+    assert_eq!(
+        (format!("{path}/{}", before[0].0), before[0].1),
+        (node.clone(), token),
+        "the node and its czxid"
+    );
+
+    signal(a.pid(), signal_name);
+    let safe = said.line("safe").await;
+    let all = said.all();
+    assert_eq!(safe[0], b.grpc, "the session is on B now:\n{all}");
+    assert_eq!((safe[1].as_str(), safe[2].parse::<i64>().unwrap()), (node.as_str(), token), "{all}");
+    assert_eq!(safe[3], "False", "the claim was not lost:\n{all}");
+    assert!(said.logged("jeopardy:"), "the client logged the jeopardy at WARNING:\n{all}");
+    assert!(said.logged("safe:"), "the client logged the move at WARNING:\n{all}");
+    assert_eq!(nodes(&checker, &path).await, before, "the same node and czxid after the fail-over");
+    // Nobody else can take it meanwhile.
+    let (code, _, err) = output(cli().args(["lock", &path, "--timeout", "500ms", "--", "true"])).await;
+    assert_eq!(code, 3, "the lock is still held through the group: {err}");
+    if signal_name == "-STOP" {
+        // Whatever the woken member does or says is not about this client's session any more.
+        signal(a.pid(), "-CONT");
+    }
+
+    stdin.write_all(b"go\n").await.unwrap();
+    let still = said.line("still-held").await;
+    let all = said.all();
+    assert_eq!(still, ["False", "None"], "the claim was never lost:\n{all}");
+    let left = said.line("left").await;
+    assert_eq!(left, ["quietly"], "the block was left without LockLost:\n{}", said.all());
+    said.rest().await;
+    let status = within(LIMIT, "the script ends", script.wait()).await.unwrap();
+    let stderr = errors.await.unwrap();
+    assert!(status.success(), "failover.py failed ({status}):\n{}\n{stderr}", said.all());
+    assert_eq!(said.seen.last().map(String::as_str), Some("done"), "{}", said.all());
+    assert!(!said.seen.iter().any(|l| l.starts_with("lost ")), "{}", said.all());
+    // Released through B: the node is gone.
+    within(LIMIT, "the lock node is deleted", wait_gone(&checker, &node)).await;
+    drop(b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_lock_held_through_a_killed_daemon_carries_on_through_another() {
+    held_through("-KILL", "py-killed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_lock_held_through_a_frozen_daemon_carries_on_through_another() {
+    held_through("-STOP", "py-frozen").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_a_python_clients_claims_to_the_group() {
+    held_through("-TERM", "py-handed").await;
+}
+
+/// A waiter queued through ["A", "B"] (on A) behind a first holder keeps its queue node through
+/// A's SIGKILL, and takes the lock, on that node, once the first holder lets go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_waiter_keeps_its_place_through_a_killed_daemon() {
+    let installed = install().await;
+    let (a, b) = group("py-waiter").await;
+    let checker = client(&zk().address()).await;
+    let path = unique("py-waiter");
+    // The first holder lets go when the test says so (a line on its command's stdin).
+    let mut first =
+        cli().args(["lock", &path, "--", "sh", "-c", "read go; true"]).stdin(Stdio::piped()).spawn().unwrap();
+    let mut go = first.stdin.take().unwrap();
+    let firsts = wait_children(&checker, &path, 1).await;
+    let servers = format!("{},{}", a.grpc, b.grpc);
+    let mut script = failover(installed.path(), "wait", &servers, &path);
+    let errors = stderr_of(&mut script);
+    let mut said = Said::of(&mut script);
+    let connected = said.line("connected").await;
+    assert_eq!(connected, [a.grpc.as_str(), "True"], "the session opened on A, the first, in a group");
+    within(LIMIT, "the waiter queues", wait_children(&checker, &path, 2)).await;
+    let before = nodes(&checker, &path).await;
+    let queued: Vec<&(String, i64)> = before.iter().filter(|(n, _)| !firsts.contains(n)).collect();
+    assert_eq!(queued.len(), 1, "one waiter's node: {before:?}");
+    let (waiter_node, waiter_czxid) = (format!("{path}/{}", queued[0].0), queued[0].1);
+
+    signal(a.pid(), "-KILL");
+    let safe = said.line("safe").await;
+    let all = said.all();
+    assert_eq!(safe, [b.grpc.as_str(), "1"], "the session is on B now:\n{all}");
+    assert!(said.logged("jeopardy:"), "the client logged the jeopardy at WARNING:\n{all}");
+    // Taken up, the waiter still has the one node it queued, and the first holder its own.
+    assert_eq!(nodes(&checker, &path).await, before, "the waiter's place after the fail-over:\n{all}");
+    assert!(!said.seen.iter().any(|l| l.starts_with("held ")), "the waiter did not jump the queue:\n{all}");
+
+    go.write_all(b"go\n").await.unwrap();
+    assert_eq!(within(LIMIT, "the first holder ends", first.wait()).await.unwrap().code(), Some(0));
+    let held = said.line("held").await;
+    let all = said.all();
+    assert_eq!(held[0], waiter_node, "the lock was taken on the node queued through A:\n{all}");
+    assert_eq!(held[1].parse::<i64>().unwrap(), waiter_czxid, "its fencing token is that node's czxid");
+    assert_eq!(held[2..], ["False", "1"], "held, not lost, after one move:\n{all}");
+    let left = said.line("left").await;
+    assert_eq!(left, ["quietly"], "the block was left without LockLost:\n{}", said.all());
+    said.rest().await;
+    let status = within(LIMIT, "the script ends", script.wait()).await.unwrap();
+    let stderr = errors.await.unwrap();
+    assert!(status.success(), "failover.py failed ({status}):\n{}\n{stderr}", said.all());
+    assert_eq!(said.seen.last().map(String::as_str), Some("done"), "{}", said.all());
+    within(LIMIT, "the waiter's node is deleted", wait_gone(&checker, &waiter_node)).await;
+    drop(b);
+}
