@@ -46,14 +46,14 @@ fn lock_through(servers: &str, path: &str, cmd: &str) -> tokio::process::Child {
     lock_with(servers, &[], path, cmd)
 }
 
-/// As [`lock_through`], with `options` for `wazoo` before the command's name.
+/// As [`lock_through`], with `options` after the path.
 fn lock_with(servers: &str, options: &[&str], path: &str, cmd: &str) -> tokio::process::Child {
     let mut command = wazoo_at(servers);
     command
         .env("WAZOO_LOG", "wazoo=info,wazoo_client=warn")
-        .args(["--server", servers])
+        .args(["--server", servers, "lock", path])
         .args(options)
-        .args(["lock", path, "--", "sh", "-c", cmd])
+        .args(["--", "sh", "-c", cmd])
         .stderr(Stdio::piped());
     command.spawn().unwrap()
 }
@@ -346,4 +346,34 @@ async fn a_group_membership_is_kept_through_a_killed_daemon() {
     let path = unique("members");
     let contender = ["group", "join", &path, "m1", "--", "true"];
     kind_held_through_a_kill("members", &["group", "join", &path, "m1"], "held", &path, &contender, 1).await;
+}
+
+/// With `--stop-in-jeopardy`, a daemon that goes silent stops CMD at once (exit status 4), as a
+/// lost claim would, rather than letting it run while another member takes the claim up; the
+/// claim is then let go through the member that took its session up.
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_in_jeopardy_stops_the_command_when_its_daemon_goes_silent() {
+    let (a, b) = group("jeopardy").await;
+    let checker = client(&zk().address()).await;
+    let path = unique("jeopardy");
+    let servers = format!("{},{}", a.grpc, b.grpc);
+    let done = std::env::temp_dir().join(format!("wazoo-jeopardy-{}", std::process::id()));
+    let _ = std::fs::remove_file(&done);
+    let cmd = format!("sleep 20; touch {}", done.display());
+    let mut holder = lock_with(&servers, &["--stop-in-jeopardy"], &path, &cmd);
+    let mut lines = BufReader::new(holder.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    line_with(&mut lines, "held", &mut seen).await;
+    let before = nodes(&checker, &path).await;
+    signal(a.pid(), "-STOP");
+    let status = within(LIMIT, "the holder ends", holder.wait()).await.unwrap();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        seen.push(line);
+    }
+    signal(a.pid(), "-CONT");
+    assert_eq!(status.code(), Some(4), "stopped as lost: {seen:#?}");
+    assert!(seen.iter().any(|l| l.contains("--stop-in-jeopardy")), "it says why: {seen:#?}");
+    assert!(!done.exists(), "CMD was stopped before its end");
+    wait_gone(&checker, &format!("{path}/{}", before[0].0)).await;
+    drop(b);
 }

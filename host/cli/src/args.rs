@@ -110,6 +110,11 @@ pub(crate) struct HoldArgs {
     /// Exit status when the claim is lost while held (instead of 4)
     #[arg(long, value_name = "N", default_value_t = exit::LOST)]
     pub(crate) lost_exit_code: u8,
+    /// Through a daemon group (--server A,B): stop CMD as when the claim is lost as soon as its
+    /// daemon stops answering, rather than letting it run while another member takes the claim
+    /// up (lock, rwlock, semaphore, elect, group join)
+    #[arg(long)]
+    pub(crate) stop_in_jeopardy: bool,
 }
 
 /// What waiting for a claim takes: how long, and the status when it is not had.

@@ -293,12 +293,22 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
                 }
                 None => None,
             };
-            let remote =
-                remote::Remote::new(server, cli.token, tls, cli.connect_timeout, cli.session_timeout);
+            let stop_in_jeopardy = stop_in_jeopardy(&command)?;
+            let remote = remote::Remote::new(
+                server,
+                cli.token,
+                tls,
+                cli.connect_timeout,
+                cli.session_timeout,
+                stop_in_jeopardy,
+            );
             commands::run(&remote, command).await
         }
         // Browsing ZooKeeper needs a session of this process's own (through --server, refused).
         (Command::Zk { command }, None) => commands::zk::zk(&local::Local::new(config), command).await,
+        (command, None) if stop_in_jeopardy(&command)? => Err(exit::usage(
+            "--stop-in-jeopardy is for a claim held through a daemon group (--server A,B): a local claim is lost, not in jeopardy, when ZooKeeper goes out of reach",
+        )),
         (command, None) => commands::run(&local::Local::new(config), command).await,
     }
 }
@@ -748,4 +758,21 @@ fn check_demo_history(history: &str, turns: usize) -> anyhow::Result<()> {
         last_token = token;
     }
     Ok(())
+}
+
+/// Whether `command` asks to stop CMD once its claim is in jeopardy (`--stop-in-jeopardy`);
+/// refused where it would be ignored.
+fn stop_in_jeopardy(command: &Command) -> anyhow::Result<bool> {
+    use crate::cli::GroupCommand;
+    match command {
+        Command::Lock { hold, .. }
+        | Command::Rwlock { hold, .. }
+        | Command::Semaphore { hold, .. }
+        | Command::Elect { hold, .. }
+        | Command::Group { command: GroupCommand::Join { hold, .. } } => Ok(hold.stop_in_jeopardy),
+        Command::Register { hold, .. } | Command::Partition { hold, .. } if hold.stop_in_jeopardy => {
+            Err(exit::usage("--stop-in-jeopardy is for lock, rwlock, semaphore, elect and group join"))
+        }
+        _ => Ok(false),
+    }
 }

@@ -76,6 +76,8 @@ pub(crate) struct Remote {
     client: Arc<Mutex<Option<Client>>>,
     /// What lives until [`Backend::end`]: an ephemeral queue item's session.
     kept: Arc<Mutex<Vec<Session>>>,
+    /// A claim in jeopardy counts as lost (`--stop-in-jeopardy`).
+    stop_in_jeopardy: bool,
 }
 
 impl Remote {
@@ -87,6 +89,7 @@ impl Remote {
         tls: Option<Tls>,
         connect_timeout: Duration,
         ttl: Duration,
+        stop_in_jeopardy: bool,
     ) -> Remote {
         Remote {
             addr: addr.to_string(),
@@ -96,6 +99,7 @@ impl Remote {
             ttl,
             client: Arc::default(),
             kept: Arc::default(),
+            stop_in_jeopardy,
         }
     }
 
@@ -705,7 +709,17 @@ pub(crate) struct RemoteClaim {
 impl Holding for RemoteClaim {
     fn lost(&self) -> impl std::future::Future<Output = Ending> + Send + 'static {
         let lost = self.claim.lost();
-        async move { convert::ending(lost.await) }
+        let jeopardy = self.claim.session().jeopardy();
+        let stop = self.remote.stop_in_jeopardy;
+        async move {
+            if !stop {
+                return convert::ending(lost.await);
+            }
+            tokio::select! {
+                lost = lost => convert::ending(lost),
+                why = jeopardy => Ending { why: format!("jeopardy, --stop-in-jeopardy: {why}"), revoked: false },
+            }
+        }
     }
 
     async fn release(self) -> Result<(), String> {

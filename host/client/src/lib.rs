@@ -834,6 +834,15 @@ impl Session {
     /// Closes the session, deleting whatever it still holds. Bounded by [`CALL_TIMEOUT`]: a
     /// daemon that does not answer ends the session itself a TTL after the last keepalive.
     pub async fn close(self) {
+        // In jeopardy, the close goes to the member that takes the session up; if none does in
+        // time, the session is over anyway, and a silent daemon is not waited for.
+        let jeopardy = self.link.borrow().jeopardy.is_some();
+        if self.grouped && jeopardy {
+            let generation = self.link.borrow().generation;
+            if Session::wait_link(self.link.clone(), self.ended.clone(), generation).await.is_none() {
+                return;
+            }
+        }
         let mut sessions = match self.link.borrow().generation {
             0 => self.sessions.clone(),
             _ => self.link.borrow().client.sessions(),
