@@ -231,14 +231,14 @@ async fn sigterm_hands_a_python_clients_claims_to_the_group() {
     held_through("-TERM", "py-handed").await;
 }
 
-/// A waiter queued through ["A", "B"] (on A) behind a first holder keeps its queue node through
-/// A's SIGKILL, and takes the lock, on that node, once the first holder lets go.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_python_waiter_keeps_its_place_through_a_killed_daemon() {
+/// A waiter queued through ["A", "B"] (on A) behind a first holder keeps its queue node when A
+/// is killed (`-KILL`) or frozen (`-STOP`: its Acquire there ends when the connection is
+/// dropped), and takes the lock, on that node, once the first holder lets go.
+async fn waiter_through(signal_name: &str, name: &str) {
     let installed = install().await;
-    let (a, b) = group("py-waiter").await;
+    let (a, b) = group(name).await;
     let checker = client(&zk().address()).await;
-    let path = unique("py-waiter");
+    let path = unique(name);
     // The first holder lets go when the test says so (a line on its command's stdin).
     let mut first =
         cli().args(["lock", &path, "--", "sh", "-c", "read go; true"]).stdin(Stdio::piped()).spawn().unwrap();
@@ -256,7 +256,7 @@ async fn a_python_waiter_keeps_its_place_through_a_killed_daemon() {
     assert_eq!(queued.len(), 1, "one waiter's node: {before:?}");
     let (waiter_node, waiter_czxid) = (format!("{path}/{}", queued[0].0), queued[0].1);
 
-    signal(a.pid(), "-KILL");
+    signal(a.pid(), signal_name);
     let safe = said.line("safe").await;
     let all = said.all();
     assert_eq!(safe, [b.grpc.as_str(), "1"], "the session is on B now:\n{all}");
@@ -265,6 +265,9 @@ async fn a_python_waiter_keeps_its_place_through_a_killed_daemon() {
     assert_eq!(nodes(&checker, &path).await, before, "the waiter's place after the fail-over:\n{all}");
     assert!(!said.seen.iter().any(|l| l.starts_with("held ")), "the waiter did not jump the queue:\n{all}");
 
+    if signal_name == "-STOP" {
+        signal(a.pid(), "-CONT");
+    }
     go.write_all(b"go\n").await.unwrap();
     assert_eq!(within(LIMIT, "the first holder ends", first.wait()).await.unwrap().code(), Some(0));
     let held = said.line("held").await;
@@ -281,4 +284,14 @@ async fn a_python_waiter_keeps_its_place_through_a_killed_daemon() {
     assert_eq!(said.seen.last().map(String::as_str), Some("done"), "{}", said.all());
     within(LIMIT, "the waiter's node is deleted", wait_gone(&checker, &waiter_node)).await;
     drop(b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_waiter_keeps_its_place_through_a_killed_daemon() {
+    waiter_through("-KILL", "py-waiter").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_waiter_keeps_its_place_through_a_frozen_daemon() {
+    waiter_through("-STOP", "py-waiter-frozen").await;
 }

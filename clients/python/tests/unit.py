@@ -1,8 +1,9 @@
 """Checks of the `wazoo` package that need no daemon: every error kind of the proto has its
 exception class, and a status's details become the right exception; the token rule; the names of
 the reasons a claim is lost; a daemon that cannot be reached or never answers raises
-`wazoo.Unavailable` within the call's deadline; and a claim the daemon says it lost as it ends
-the session keeps the daemon's reason (against a stand-in daemon on grpcio's server).
+`wazoo.Unavailable` within the call's deadline; several addresses (the first that answers is
+used); and a claim the daemon says it lost as it ends the session keeps the daemon's reason
+(against a stand-in daemon on grpcio's server).
 
     unit.py
 
@@ -101,6 +102,7 @@ def main():
     tokens()
     reasons()
     unreachable()
+    addresses()
     daemon_says_why()
     print("unit ok", flush=True)
 
@@ -178,6 +180,41 @@ def unreachable():
             took = time.monotonic() - started
             assert took < 2 + 1.5, f"Open waited {took:.1f}s on a silent listener with call_timeout=2"
     print("silent", f"{time.monotonic() - started:.1f}", flush=True)
+
+
+def addresses():
+    """Several daemons, comma-separated or as a list: the session opens on the first that
+    answers; a daemon outside a group is no group."""
+    assert client._addresses("a:1, b:2,,a:1") == ["a:1", "b:2"]
+    assert client._addresses(["a:1,b:2", "c:3"]) == ["a:1", "b:2", "c:3"]
+    for bad in ["", " , ", []]:
+        try:
+            client._addresses(bad)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(f"{bad!r} was taken as addresses")
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        refused = f"127.0.0.1:{closed.getsockname()[1]}"
+    server = grpc.server(futures.ThreadPoolExecutor(8))
+    stand_in = StandIn()
+    rpc.add_SessionsServicer_to_server(stand_in, server)
+    rpc.add_RecipesServicer_to_server(stand_in, server)
+    answering = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    server.start()
+    try:
+        for given in (f"{refused},{answering}", [refused, answering]):
+            c = wazoo.Client(given, call_timeout=5)
+            assert c.address == answering and c.addresses == [refused, answering], (c.address, c.addresses)
+            assert not c.in_group and c.members == [] and c.jeopardy is None, c.members
+            stand_in.said.set()  # the keepalive stream ends: the session is lost, as with one daemon
+            assert c.lost.wait(10), "a client outside a group lost nothing when its stream ended"
+            c.close()
+            stand_in.said.clear()
+    finally:
+        server.stop(0)
+    print("addresses ok", flush=True)
 
 
 class StandIn(rpc.SessionsServicer, rpc.RecipesServicer):

@@ -10,8 +10,13 @@ configuration, counters, caches) over the daemon's gRPC API.
 Failed calls raise a `WazooError` subclass per error kind of the daemon (`Timeout`, `NoNode`,
 `BadVersion` …), or `Unavailable` when the daemon cannot be reached or stops answering (within
 `SILENCE` seconds, or a call's deadline); a claim lost while its block ran raises `LockLost`.
+Given several daemons of a group ("a:7181,b:7181"), a client whose daemon dies carries its
+session and claims on through another member (see `Client`).
 """
-from .client import CALL_TIMEOUT, CUT_OFF, PING_EVERY, PING_TIMEOUT, SILENCE, Claim, Client, Stream, WatchEvent
+from .client import (
+    CALL_TIMEOUT, CUT_OFF, PING_EVERY, PING_TIMEOUT, REATTACH_TRY, SILENCE, Claim, Client, Stream,
+    WatchEvent,
+)
 from .errors import (
     BadVersion,
     ConnectionLoss,
@@ -44,8 +49,8 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "CALL_TIMEOUT", "CUT_OFF", "PING_EVERY", "PING_TIMEOUT", "SILENCE", "Claim", "Client", "Stream",
-    "WatchEvent",
+    "CALL_TIMEOUT", "CUT_OFF", "PING_EVERY", "PING_TIMEOUT", "REATTACH_TRY", "SILENCE", "Claim", "Client",
+    "Stream", "WatchEvent",
     "WazooError", "Unavailable", "LockLost", "Timeout", "NoNode", "NodeExists", "BadVersion", "NotEmpty",
     "NoChildrenForEphemerals", "InvalidPath", "InvalidArgument", "ConnectionLoss", "SessionExpired",
     "NoAuth", "LimitExceeded", "QuotaExceeded", "Unimplemented", "Other", "Trapped", "Retired",

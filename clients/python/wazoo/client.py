@@ -1,23 +1,37 @@
 """The client of a `wazoo serve` daemon: a client session kept alive on a thread, claims with
-fencing tokens that say when they are lost, and the daemon's other recipes as plain calls."""
+fencing tokens that say when they are lost, and the daemon's other recipes as plain calls.
+Through a daemon group (several addresses), a session whose daemon dies or goes silent is taken
+up by another member, its claims with it."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
+import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Generic, Iterator, NamedTuple, Optional, Tuple, TypeVar, Union
+import uuid
+from typing import (
+    Any, Callable, Generic, Iterator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union,
+)
 
 import grpc
 
 from ._proto import wazoo_pb2 as pb
 from ._proto import wazoo_pb2_grpc as rpc
-from .errors import LockLost, Unavailable, WazooError, from_rpc
+from .errors import LockLost, UnknownHandle, UnknownSession, Unavailable, WazooError, from_rpc
 
 T = TypeVar("T")
 Data = Union[bytes, str]
 Pem = Union[bytes, str, "os.PathLike[str]", None]
+#: One address ("host:port", "https://host:port"), several comma-separated ("a:7181,b:7181",
+#: as `wazoo --server`), or a list of them.
+Addresses = Union[str, Sequence[str]]
+
+#: Where the client says that a session is in jeopardy ("jeopardy: …") and taken up again
+#: ("safe: …"), at WARNING.
+log = logging.getLogger("wazoo")
 
 #: The part of the session's TTL after which a session none of whose keepalives was answered
 #: counts as lost, before the daemon can hand its claims to anyone else.
@@ -47,6 +61,9 @@ _HANDLE_GONE = frozenset({"disconnected", "session-closed", "client-session-ende
 _SETTLE = 1.0
 #: `timeout=` of `Client._call` for the client's `call_timeout`.
 _DEFAULT: Any = object()
+#: How long, in seconds, each member of a group is given to answer (connection and health
+#: check) while a session in jeopardy is taken up.
+REATTACH_TRY = 0.5
 
 _COUNTER_FORMATS = {
     "kazoo": pb.KAZOO,
@@ -80,10 +97,11 @@ class Stream(Generic[T]):
     stopped answering: within `SILENCE` seconds the connection is dropped, and `next()` raises
     `wazoo.Unavailable`."""
 
-    def __init__(self, call: Any, convert: Callable[[Any], T]):
+    def __init__(self, call: Any, convert: Callable[[Any], T], link: Optional["_Link"] = None):
         self._call = call
         self._convert = convert
         self._cancelled = False
+        self._link = link
 
     def __iter__(self) -> Iterator[T]:
         return self
@@ -94,6 +112,11 @@ class Stream(Generic[T]):
         except grpc.RpcError as e:
             if self._cancelled and e.code() == grpc.StatusCode.CANCELLED:
                 raise StopIteration from None
+            if self._link is not None and self._link.retired and e.code() == grpc.StatusCode.CANCELLED:
+                # The client left this daemon for another member of the group: a stream does
+                # not move with the session.
+                raise Unavailable(f"the session left the daemon at {self._link.address} "
+                                  "for another member of the group", None, grpc.StatusCode.UNAVAILABLE) from e
             raise from_rpc(e) from e
         return self._convert(item)
 
@@ -119,7 +142,8 @@ class Claim:
         token: the fencing token (the node's czxid): every later holder's is greater. Pass it to
             what the claim protects.
         recipe_version: the version (SHA-256, 12 hex digits) of the recipe component serving it.
-        handle: the daemon's handle of the claim.
+        handle: the daemon's handle of the claim (a new one once the claim was taken up by
+            another daemon of the group).
         lost: a `threading.Event` set once the claim is lost.
         reason: why it was lost, once it was, as the daemon says it (its `LossReason`, lower
             case, dashes for underscores): "node-deleted" (someone deleted its node), "revoked"
@@ -138,9 +162,15 @@ class Claim:
     is on its way out). Leaving the block never waits on a daemon that stopped answering: a
     claim lost with its connection or session is not released again (the daemon lets it go
     when it sees the session end), and a release otherwise has the client's `call_timeout`.
+
+    Through a daemon group, a claim whose daemon dies or goes silent is not lost while another
+    member takes the client's session up within the bound (`Client`): it is taken up there
+    (`Recipes.Resume`: the same node, the same fencing token) and followed on, and whatever the
+    old daemon says later is not about it any more. A release meanwhile waits for the claim to
+    be taken up (or lost), and lets it go where it is held.
     """
 
-    def __init__(self, client: "Client", path: str, claim: Any):
+    def __init__(self, client: "Client", path: str, claim: Any, link: "_Link"):
         self.path = path
         self.node: str = claim.node
         self.token: int = claim.fencing_token
@@ -150,12 +180,15 @@ class Claim:
         self.reason: Optional[str] = None
         self.why: Optional[str] = None
         self._client = client
-        self._ref = pb.HandleRef(session=client.session_id, handle=claim.handle)
-        self._state = threading.Lock()
+        # The client's lock: the claim moves with the client's session, under the same lock.
+        self._state = client._state
         self._released = False
         # The daemon holds no handle of the claim any more, or cannot be reached.
         self._gone = False
-        self._stream = client.recipes.Lost(self._ref, metadata=client.metadata)
+        # The daemon the claim is held through now, its handle there and its Lost stream.
+        self._link = link
+        self._ref = pb.HandleRef(session=client.session_id, handle=claim.handle)
+        self._stream = link.recipes.Lost(self._ref, metadata=client.metadata)
         # The daemon follows the claim before it is handed out (its answer's headers come once it
         # does), so a loss right after is told, not missed; a daemon gone silent fails the call
         # within SILENCE.
@@ -168,35 +201,91 @@ class Claim:
         return f"Claim(node={self.node!r}, token={self.token}, {state})"
 
     def _follow(self) -> None:
-        """Waits for the daemon's word that the claim is lost."""
-        try:
-            for event in self._stream:
-                reason = loss_reason(event)
-                self._lose(reason, f"the claim on {self.node} was lost: {reason}", reason in _HANDLE_GONE)
-                if reason == "client-session-ended":
-                    # The daemon's word: the session is gone, whatever the keepalives say yet.
-                    self._client._lose(f"the daemon at {self._client.address} ended the client session",
-                                       settle=True)
+        """Waits for the daemon's word that the claim is lost; in a group, follows the claim
+        from daemon to daemon."""
+        client = self._client
+        while True:
+            with self._state:
+                stream, link = self._stream, self._link
+            try:
+                for event in stream:
+                    if self._stream is not stream:
+                        break  # taken up elsewhere: the old daemon's word is not about it now
+                    reason = loss_reason(event)
+                    self._lose(reason, f"the claim on {self.node} was lost: {reason}", reason in _HANDLE_GONE)
+                    if reason == "client-session-ended":
+                        # The daemon's word: the session is gone, whatever the keepalives say yet.
+                        client._lose(f"the daemon at {link.address} ended the client session", settle=True)
+                    return
+                else:
+                    if self._stream is not stream:
+                        continue
+                    # A daemon older than CLIENT_SESSION_ENDED ends the stream quietly when the
+                    # handle is closed without a loss of the node: released, or its session
+                    # ended.
+                    self._lose("disconnected", f"the daemon closed the claim on {self.node}", True)
+                    return
+            except grpc.RpcError as e:
+                with self._state:
+                    if self._stream is not stream:
+                        continue
+                    done = self._released or self.lost.is_set()
+                why = f"the Lost stream of {self.node} broke: {e.code().name}: {e.details()}"
+                broken = isinstance(from_rpc(e), Unavailable) or link.retired
+                if broken and client.in_group:
+                    # The keepalives say whether the daemon is gone, and another member takes
+                    # the session up, and this claim with it.
+                    if not done and self._await_move(stream, why):
+                        continue
+                    return
+                self._lose("disconnected", why, broken)
+                if broken:
+                    # The connection broke (or went silent), and the keepalive stream on it too:
+                    # the session ends with it.
+                    client._lose(f"the connection to the daemon at {link.address} broke: "
+                                 f"{e.code().name}: {e.details()}", settle=True)
                 return
-            # A daemon older than CLIENT_SESSION_ENDED ends the stream quietly when the handle is
-            # closed without a loss of the node: released, or its session ended.
-            self._lose("disconnected", f"the daemon closed the claim on {self.node}", True)
-        except grpc.RpcError as e:
-            why = f"the Lost stream of {self.node} broke: {e.code().name}: {e.details()}"
-            broken = isinstance(from_rpc(e), Unavailable)
-            self._lose("disconnected", why, broken)
-            if broken:
-                # The connection broke (or went silent), and the keepalive stream on it too: the
-                # session ends with it.
-                self._client._lose(f"the connection to the daemon at {self._client.address} broke: "
-                                   f"{e.code().name}: {e.details()}", settle=True)
+
+    def _await_move(self, stream: Any, why: str) -> bool:
+        """Waits until the claim is followed on another stream (taken up by another daemon of
+        the group): True; False once it is lost or released (or its session is: the client
+        loses it), or when nothing took it up within the bound of its session."""
+        client = self._client
+        deadline = time.monotonic() + client._limit() + client.call_timeout
+        with self._state:
+            while self._stream is stream and not (self._released or self.lost.is_set() or client.lost.is_set()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                client._changed.wait(left)
+            if self._stream is not stream:
+                return True
+            if self._released or self.lost.is_set() or client.lost.is_set():
+                return False
+        # Its session is kept, and nobody took the claim up: it cannot be followed.
+        self._lose("disconnected", f"{why}; the claim was not taken up again", False)
+        return False
+
+    def _moved(self, link: "_Link", ref: Any, stream: Any) -> None:
+        """The claim was taken up by the daemon of `link`, as handle `ref` there, its loss
+        followed on `stream` (None for a claim released meanwhile)."""
+        with self._state:
+            old = self._stream
+            self._link, self._ref, self.handle = link, ref, ref.handle
+            if stream is not None:
+                self._stream = stream
+            self._client._changed.notify_all()
+        if stream is not None:
+            old.cancel()
 
     def _lose(self, reason: str, why: str, gone: bool = False) -> None:
         with self._state:
+            if gone:
+                self._gone = True
+            self._client._changed.notify_all()
             if self._released or self.lost.is_set():
                 return
             self.reason, self.why = reason, why
-            self._gone = gone
             self.lost.set()
 
     def check(self) -> None:
@@ -208,21 +297,42 @@ class Claim:
         """Lets the claim go (its node deleted). Releasing twice does nothing, and neither does
         releasing a claim whose handle the daemon no longer holds (lost with the connection or the
         client session, or let go by the daemon). Raises `wazoo.Unavailable` if the daemon does
-        not answer within the client's `call_timeout`."""
+        not answer within the client's `call_timeout`. In a group, a claim being taken up by
+        another member is released there once it is (within the bound of the session)."""
         with self._state:
             if self._released:
                 return
             self._released = True
-            gone = self._gone or self._client.lost.is_set()
+        where = self._settled()
         self._stream.cancel()
         self._client._forget(self)
-        if not gone:
-            self._client._call(self._client.recipes.Release, self._ref)
+        if where is not None:
+            link, ref = where
+            self._client._call(link.recipes.Release, ref)
+
+    def _settled(self) -> Optional[Tuple["_Link", Any]]:
+        """Where the claim is held now, to release it: its daemon and handle once no move is
+        under way (waited for, in a group, within the bound of the session); None when no
+        daemon holds a handle of it."""
+        client = self._client
+        deadline = time.monotonic() + client._limit() + client.call_timeout
+        with self._state:
+            while (client.in_group and not (self._gone or client.lost.is_set())
+                   and (self._link is not client._link or client.jeopardy is not None)):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                client._changed.wait(left)
+            if self._gone or client.lost.is_set() or self._link.retired:
+                # No daemon holds a handle of it, or only one the session left.
+                return None
+            return self._link, self._ref
 
     def _closed(self) -> None:
         """The session was closed on purpose: no loss to report."""
         with self._state:
             self._released = True
+            self._client._changed.notify_all()
         self._stream.cancel()
 
     def __enter__(self) -> "Claim":
@@ -300,6 +410,153 @@ def _format(name: str) -> int:
     return _COUNTER_FORMATS[key]
 
 
+def _addresses(address: Addresses) -> List[str]:
+    """The daemons' addresses as given: one, several comma-separated, or a list of either; in
+    order, each once."""
+    items = [address] if isinstance(address, str) else list(address)
+    found: List[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"an address is a str, not {type(item).__name__}")
+        for one in item.split(","):
+            one = one.strip()
+            if one and one not in found:
+                found.append(one)
+    if not found:
+        raise ValueError(f"no address in {address!r}: give host:port, or several comma-separated")
+    return found
+
+
+class _Link:
+    """The connection to one daemon, and the stubs on it. `retired` once the client's session
+    left it for another member of the group and the connection was closed."""
+
+    def __init__(self, address: str, channel: grpc.Channel):
+        self.address = address
+        self.channel = channel
+        self.sessions = rpc.SessionsStub(channel)
+        self.recipes = rpc.RecipesStub(channel)
+        self.admin = rpc.AdminStub(channel)
+        self.retired = False
+        self._lock = threading.Lock()
+        self._waiting = 0  # calls that wait by design, on it now
+        self._leaving = False
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Counts a call that waits by design (an acquire, a candidacy, a queue take) while it
+        runs on this connection."""
+        with self._lock:
+            self._waiting += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._waiting -= 1
+                close = self._leaving and self._waiting == 0 and not self.retired
+                if close:
+                    self.retired = True
+            if close:
+                self.channel.close()
+
+    def retire(self) -> None:
+        """Closes the connection once no call that waits by design is on it (a daemon that
+        died or froze ends them: they are sent again elsewhere; one that was only slow to answer
+        keeps them, and a waiter keeps its node): every stream still on it ends then
+        (CANCELLED)."""
+        with self._lock:
+            self._leaving = True
+            close = self._waiting == 0 and not self.retired
+            if close:
+                self.retired = True
+        if close:
+            self.channel.close()
+
+
+class _Keepalive:
+    """One KeepAlive stream of a client session, on one daemon: a keepalive every `every`
+    seconds, until it is stopped, the stream ends or breaks, the daemon ends the session, or
+    nothing sent in the last `silence` seconds was answered. Then `ended` is set, and `outcome`
+    says (why, quiet: nothing was answered, over: the daemon ended the session)."""
+
+    def __init__(self, client: "Client", link: _Link, every: float, silence: float):
+        self.link = link
+        self._session = client.session_id
+        self._every, self._silence = every, silence
+        self._tick = max(min(every, silence) / 4, 0.01)
+        self._changed = threading.Condition()
+        #: The time the last answered keepalive was sent: the daemon heard from the client then.
+        self.answered = time.monotonic()
+        self._sent: "collections.deque[float]" = collections.deque()
+        self.first = False  # a keepalive was answered
+        self.ended = threading.Event()
+        self.outcome: Tuple[str, bool, bool] = ("", False, False)
+        self._stop = threading.Event()
+        self._call: Any = None
+        self._call = link.sessions.KeepAlive(self._beats(), metadata=client.metadata)
+        threading.Thread(target=self._read, name=f"wazoo-keepalive-{self._session}", daemon=True).start()
+
+    def _beats(self) -> Iterator[Any]:
+        """The stream's requests."""
+        next_beat = time.monotonic()
+        while not self._stop.is_set():
+            now = time.monotonic()
+            with self._changed:
+                silent = now - self.answered
+            if silent > self._silence:
+                self._end(f"no keepalive answer from the daemon at {self.link.address} for {silent:.1f}s",
+                          quiet=True)
+                return
+            if now >= next_beat:
+                with self._changed:
+                    self._sent.append(now)
+                next_beat = now + self._every
+                yield pb.KeepAliveRequest(session=self._session)
+            self._stop.wait(min(self._tick, max(next_beat - time.monotonic(), 0)))
+
+    def _read(self) -> None:
+        """Reads the answers: the session is over when the daemon says it is unknown."""
+        try:
+            for reply in self._call:
+                if reply.ttl_ms == 0:
+                    self._end(f"the daemon at {self.link.address} ended the client session", over=True)
+                    return
+                with self._changed:
+                    if self._sent:
+                        self.answered = self._sent.popleft()
+                    self.first = True
+                    self._changed.notify_all()
+            self._end(f"the daemon at {self.link.address} ended the keepalive stream")
+        except grpc.RpcError as e:
+            self._end(f"the keepalive stream to {self.link.address} broke: {e.code().name}: {e.details()}")
+
+    def _end(self, why: str, quiet: bool = False, over: bool = False) -> None:
+        with self._changed:
+            if self.ended.is_set():
+                return
+            self.outcome = (why, quiet, over)
+            self.ended.set()
+            self._changed.notify_all()
+        self.stop()
+
+    def answered_by(self, deadline: float) -> bool:
+        """Waits until a keepalive was answered (True), or the stream ended or `deadline` (a
+        `time.monotonic()`) passed (False)."""
+        with self._changed:
+            while not self.first and not self.ended.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            return self.first and not self.ended.is_set()
+
+    def stop(self) -> None:
+        """Ends the stream (the daemon ends the session unless another stream keeps it)."""
+        self._stop.set()
+        if self._call is not None:
+            self._call.cancel()
+
+
 class Client:
     """A client session with a `wazoo serve` daemon.
 
@@ -307,6 +564,20 @@ class Client:
     opens a session of `ttl` seconds (the daemon may clamp it: `ttl` then says what it granted)
     and keeps it alive on a daemon thread, a keepalive per ttl/3 on one stream. Everything the
     client takes lives in that session: when the session ends, its claims are let go.
+
+    `address` may name several daemons of one group (`wazoo serve --group`): comma-separated,
+    "a:7181,b:7181" as `wazoo --server` takes them, or a list. The session is opened on the
+    first that answers; the others, and the members the daemon names (`members`), are where it
+    is taken up again when that daemon dies or goes silent. In a group the session is bounded
+    by 2/3 of the smaller of its TTL and the daemons' ZooKeeper session timeout; a daemon that
+    leaves a keepalive unanswered for a third of that bound (or whose connection breaks) puts the
+    session in jeopardy (`jeopardy` says why, and the "wazoo" logger warns "jeopardy: …"): it is
+    taken up through another member (`Sessions.Reattach`) in the two thirds that remain, each
+    held claim with it (`Recipes.Resume`: same node, same fencing token), and an acquire that
+    was waiting is sent again there as the same claim, keeping its place in the queue; then the
+    logger warns "safe: …". If no member takes it up within the bound, the session and its
+    claims are lost as with one daemon. Other calls are not sent again: one made while the
+    daemon died raises `wazoo.Unavailable` (and may have taken effect).
 
     `token` is sent with every call as `authorization: Bearer TOKEN`: one or more visible ASCII
     characters (0x21 to 0x7E), no spaces (anything else, the empty string included, raises
@@ -327,18 +598,20 @@ class Client:
 
     `lost` is a `threading.Event` set once the session is lost: the daemon ended it, the
     keepalive stream broke (the connection broke or went silent), or no keepalive was answered
-    for 2/3 of the TTL. `lost_reason` then says why. Every claim is lost with it; a claim the
-    daemon said why it lost (e.g. "session-closed" when the daemon stops) keeps that reason.
+    for 2/3 of the TTL (in a group: and no member took it up within the bound). `lost_reason`
+    then says why. Every claim is lost with it; a claim the daemon said why it lost (e.g.
+    "session-closed" when the daemon stops) keeps that reason.
 
     Use it as a context manager, or call `close()`. Failed calls raise `wazoo.WazooError`
-    subclasses. `sessions`, `recipes` and `admin` are the generated stubs on the same channel,
-    for the calls this class does not wrap (pass `metadata=client.metadata`, and
+    subclasses. `sessions`, `recipes` and `admin` are the generated stubs on the channel to the
+    daemon that keeps the session now (another member's once it was taken up elsewhere), for
+    the calls this class does not wrap (pass `metadata=client.metadata`, and
     `timeout=client.call_timeout` to a call that does not wait by design).
     """
 
     def __init__(
         self,
-        address: str,
+        address: Addresses,
         token: Optional[str] = None,
         tls_ca: Pem = None,
         tls_cert: Pem = None,
@@ -352,11 +625,14 @@ class Client:
         check_token(token)
         if not call_timeout > 0:
             raise ValueError(f"call_timeout is a number of seconds above 0, not {call_timeout}")
-        self.address = address
+        #: Every address given, in order: where the session is opened (the first that answers)
+        #: and taken up again.
+        self.addresses: List[str] = _addresses(address)
+        #: The address of the daemon that keeps the session now.
+        self.address: str = self.addresses[0]
         #: The deadline of a call that does not wait by design, in seconds.
         self.call_timeout: float = call_timeout
-        target = address.split("://", 1)[-1]
-        options = [
+        self._options = [
             # Pings, calls in flight or not, as often as PING_EVERY (tonic's server, hyper's h2,
             # answers every ping and sets no minimum time between them).
             ("grpc.keepalive_time_ms", int(PING_EVERY * 1000)),
@@ -370,35 +646,58 @@ class Client:
             # frozen daemon's kernel still accepts the TCP connection): 20 s by default.
             ("grpc.min_reconnect_backoff_ms", int(call_timeout * 1000)),
         ]
-        if address.startswith("https://") or tls_ca is not None or tls_cert is not None:
-            credentials = grpc.ssl_channel_credentials(
+        self._credentials: Optional[grpc.ChannelCredentials] = None
+        if any(a.startswith("https://") for a in self.addresses) or tls_ca is not None or tls_cert is not None:
+            self._credentials = grpc.ssl_channel_credentials(
                 root_certificates=_pem(tls_ca), private_key=_pem(tls_key), certificate_chain=_pem(tls_cert)
             )
-            self._channel = grpc.secure_channel(target, credentials, options=options)
-        else:
-            self._channel = grpc.insecure_channel(target, options=options)
         #: Sent with every call; pass it to calls made on the stubs directly.
         self.metadata: Tuple[Tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token is not None else ()
-        self.sessions = rpc.SessionsStub(self._channel)
-        self.recipes = rpc.RecipesStub(self._channel)
-        self.admin = rpc.AdminStub(self._channel)
         self.lost = threading.Event()
         self.lost_reason: Optional[str] = None
+        #: Why the session is in jeopardy (its daemon died or went silent, and no other member
+        #: of the group has taken it up yet), while it is; None otherwise.
+        self.jeopardy: Optional[str] = None
+        #: How many times another daemon of the group took the session up.
+        self.moves = 0
         self._closing = threading.Event()
-        self._state = threading.Lock()
+        # One lock for the session and its claims, and the changes it and they go through.
+        self._state = threading.RLock()
+        self._changed = threading.Condition(self._state)
         self._claims: "set[Claim]" = set()
-        self._sent: "collections.deque[float]" = collections.deque()
-        self._keepalive: Any = None
-        try:
-            opened = self._call(self.sessions.Open, pb.OpenRequest(ttl_ms=_millis(ttl), name=name))
-        except BaseException:
-            self._channel.close()
-            raise
+        self._keepalive: Optional[_Keepalive] = None
+        failed: Optional[WazooError] = None
+        for candidate in self.addresses:
+            link = self._connect(candidate)
+            try:
+                opened = self._call(link.sessions.Open, pb.OpenRequest(ttl_ms=_millis(ttl), name=name))
+            except Unavailable as e:
+                # Not reached, or no answer in time: the next address, if any.
+                link.channel.close()
+                failed = e
+                continue
+            except BaseException:
+                link.channel.close()
+                raise
+            break
+        else:
+            assert failed is not None
+            raise failed
+        self._use(link)
         self.session_id: int = opened.session
         self.ttl: float = opened.ttl_ms / 1000
-        self._answered = time.monotonic()
-        self._keepalive = self.sessions.KeepAlive(self._beats(), metadata=self.metadata)
-        threading.Thread(target=self._keep, name=f"wazoo-keepalive-{self.session_id}", daemon=True).start()
+        # What takes the session up through another daemon of the group (empty outside one).
+        self._secret: bytes = opened.secret
+        #: The group's members (their addresses) as the daemon names them; empty outside a group.
+        self.members: List[str] = list(opened.members)
+        #: The daemons' ZooKeeper session timeout, in seconds (0 when the daemon did not say).
+        self.zookeeper_timeout: float = opened.zookeeper_timeout_ms / 1000
+        try:
+            self._keepalive = _Keepalive(self, link, *self._pace())
+        except BaseException:
+            link.channel.close()
+            raise
+        threading.Thread(target=self._keep, name=f"wazoo-keeper-{self.session_id}", daemon=True).start()
 
     def __repr__(self) -> str:
         return f"Client(address={self.address!r}, session_id={self.session_id})"
@@ -409,28 +708,87 @@ class Client:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    @property
+    def in_group(self) -> bool:
+        """Whether the session's daemon is in a group: the session can be taken up by another
+        member."""
+        return bool(self._secret)
+
     def close(self) -> None:
         """Closes the session, letting go of everything it holds, and the connection. It waits
         for the daemon at most `call_timeout` (nothing if the session is lost already), and
         raises nothing: a session the daemon was not told to close ends when it sees the
-        keepalive stream end, or its TTL pass."""
+        keepalive stream end, or its TTL pass. In a group, a session being taken up by another
+        member is closed there once it is (waited for within the bound of the session)."""
         if self._closing.is_set():
             return
-        self._closing.set()
+        if self.in_group:
+            deadline = time.monotonic() + self._limit()
+            with self._state:
+                while self.jeopardy is not None and not self.lost.is_set():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._changed.wait(left)
         with self._state:
+            if self._closing.is_set():
+                return
+            self._closing.set()
             claims, self._claims = self._claims, set()
+            link, keepalive = self._link, self._keepalive
+            self._changed.notify_all()
         for claim in claims:
             claim._closed()
         try:
             if not self.lost.is_set():
-                self._call(self.sessions.Close, pb.SessionRef(session=self.session_id))
+                self._call(link.sessions.Close, pb.SessionRef(session=self.session_id))
         except WazooError:
             pass  # the session ends with the keepalive stream anyway
         finally:
-            self._keepalive.cancel()
-            self._channel.close()
+            if keepalive is not None:
+                keepalive.stop()
+            link.channel.close()
 
     # The session.
+
+    def _connect(self, address: str) -> _Link:
+        """A channel to the daemon at `address` (nothing is sent yet)."""
+        target = address.split("://", 1)[-1]
+        if self._credentials is not None:
+            channel = grpc.secure_channel(target, self._credentials, options=self._options)
+        else:
+            channel = grpc.insecure_channel(target, options=self._options)
+        return _Link(address, channel)
+
+    def _use(self, link: _Link) -> None:
+        """Calls go to the daemon of `link` from now on."""
+        self._link = link
+        self._channel = link.channel
+        self.address = link.address
+        self.sessions = link.sessions
+        self.recipes = link.recipes
+        self.admin = link.admin
+
+    def _limit(self) -> float:
+        """How long, in seconds, the session may go unanswered before its claims count as lost:
+        `CUT_OFF` of its TTL; in a group, also of the daemons' ZooKeeper session timeout (a
+        session no member takes up expires that long after its daemon last reached ZooKeeper,
+        and another client may then hold what this one did)."""
+        base = self.ttl
+        if self.in_group and self.zookeeper_timeout > 0:
+            base = min(base, self.zookeeper_timeout)
+        return base * CUT_OFF
+
+    def _pace(self) -> Tuple[float, float]:
+        """(every, silence): a keepalive every ttl/3; alone, a daemon is waited for to the end
+        of the limit; in a group, a daemon silent for a third of it is left while two thirds
+        remain to take the session up elsewhere (and at least three keepalives go out per
+        third)."""
+        limit = self._limit()
+        if not self.in_group:
+            return self.ttl / 3, limit
+        silence = limit / 3
+        return min(self.ttl / 3, silence / 3), silence
 
     def _call(self, method: Any, request: Any, timeout: Optional[float] = _DEFAULT) -> Any:
         """A unary call with the token, within `timeout` seconds (`call_timeout` unless given;
@@ -448,40 +806,129 @@ class Client:
         answer to arrive."""
         return None if timeout is None else timeout + self.call_timeout
 
-    def _beats(self) -> Iterator[Any]:
-        """The keepalive stream's requests: one per ttl/3, until the client closes or no
-        keepalive was answered for the cut-off."""
-        every, tick = self.ttl / 3, max(self.ttl / 12, 0.01)
-        next_beat = time.monotonic()
-        while not self._closing.is_set() and not self.lost.is_set():
-            now = time.monotonic()
-            with self._state:
-                silent = now - self._answered
-            if silent > self.ttl * CUT_OFF:
-                self._lose(f"no keepalive answer from the daemon at {self.address} for {silent:.1f}s")
-                return
-            if now >= next_beat:
-                with self._state:
-                    self._sent.append(now)
-                next_beat = now + every
-                yield pb.KeepAliveRequest(session=self.session_id)
-            self._closing.wait(min(tick, max(next_beat - time.monotonic(), 0)))
-
     def _keep(self) -> None:
-        """Reads the keepalive answers: the session is lost when the daemon says it is unknown
-        or the stream ends."""
+        """Keeps the session: waits for its keepalive stream to end; then the session is lost,
+        or, in a group, taken up through another member."""
+        while True:
+            keepalive = self._keepalive
+            assert keepalive is not None
+            keepalive.ended.wait()
+            why, quiet, over = keepalive.outcome
+            if self._closing.is_set() or self.lost.is_set():
+                return  # closed on purpose, or lost otherwise (the daemon's word on a claim)
+            if over or not self.in_group:
+                # The daemon ended the session, or the connection broke: the claims' Lost
+                # streams say why first, if the daemon sent it.
+                self._lose(why, settle=not quiet)
+                return
+            log.warning("jeopardy: %s; taking the session %d up through another daemon of the group",
+                        why, self.session_id)
+            with self._state:
+                self.jeopardy = why
+                self._changed.notify_all()
+            try:
+                link, keepalive = self._reattach(keepalive.link, keepalive.answered + self._limit())
+            except WazooError as e:
+                if not self._closing.is_set():
+                    log.warning("lost: %s; %s", why, e)
+                self._lose(f"{why}; {e}")
+                return
+            self._moved(link, keepalive, why)
+
+    def _reattach(self, old: _Link, deadline: float) -> Tuple[_Link, _Keepalive]:
+        """Takes the session up through a member of the group (those the daemon named, then the
+        addresses the client was given; the silent daemon last) before `deadline` (a
+        `time.monotonic()`): the new daemon's link and keepalive stream, its first keepalive
+        answered. Raises why not."""
+        candidates = list(self.members) + [a for a in self.addresses if a not in self.members]
+        # The daemon that stopped answering is tried last: it may be back, but most often a try
+        # there only costs time the others need.
+        candidates.sort(key=lambda a: a == old.address)
+        last = "no member of the group answered"
+        while True:
+            for address in candidates:
+                if self._closing.is_set() or self.lost.is_set():
+                    raise WazooError("the client is closing")
+                if time.monotonic() >= deadline:
+                    raise Unavailable(f"no member of the group took the session up in time ({last})")
+                link = self._connect(address)
+                keepalive: Optional[_Keepalive] = None
+                try:
+                    self._call(link.admin.Health, pb.Empty(), min(REATTACH_TRY, deadline - time.monotonic()))
+                    request = pb.ReattachRequest(session=self.session_id, secret=self._secret)
+                    reply = self._call(link.sessions.Reattach, request, max(deadline - time.monotonic(), 0.001))
+                    keepalive = _Keepalive(self, link, *self._pace())
+                    if not keepalive.answered_by(deadline):
+                        raise Unavailable(f"no keepalive answered: {keepalive.outcome[0] or 'in time'}")
+                except UnknownSession as e:
+                    link.channel.close()
+                    raise WazooError(f"the group no longer keeps the session ({address}: {e})") from e
+                except WazooError as e:
+                    if keepalive is not None:
+                        keepalive.stop()
+                    link.channel.close()
+                    last = f"{address}: {e}"
+                    continue
+                if reply.members:
+                    self.members = list(reply.members)
+                return link, keepalive
+            self._closing.wait(0.05)
+
+    def _moved(self, link: _Link, keepalive: _Keepalive, why: str) -> None:
+        """The session was taken up by the daemon of `link`: calls go there, and so does every
+        claim held through the old one."""
+        with self._state:
+            closing = self._closing.is_set() or self.lost.is_set()
+            if not closing:
+                # At once: a claim answered through the old daemon from now on is taken up by
+                # `_hold`, one answered before by this move.
+                old, previous = self._link, self._keepalive
+                self._use(link)
+                self._keepalive = keepalive
+                self.moves += 1
+                claims = [c for c in self._claims if c._link is not link]
+                self._changed.notify_all()
+        if closing:
+            # Closed while the session was taken up: closed there too.
+            try:
+                self._call(link.sessions.Close, pb.SessionRef(session=self.session_id))
+            except WazooError:
+                pass
+            keepalive.stop()
+            link.channel.close()
+            return
+        if previous is not None:
+            previous.stop()
+        resumed = sum(self._take_up(claim, link, why) for claim in claims)
+        with self._state:
+            self.jeopardy = None
+            self._changed.notify_all()
+        # Whatever the old daemon says from now on is not about this session: the connection
+        # goes once no call waits on it any more.
+        old.retire()
+        log.warning("safe: the session %d was taken up by the daemon at %s; %d of %d claims taken up "
+                    "again (same node, same fencing token)", self.session_id, link.address, resumed,
+                    len(claims))
+
+    def _take_up(self, claim: Claim, link: _Link, why: str) -> bool:
+        """Takes `claim` up through the daemon of `link` (`Recipes.Resume`: same node, same
+        fencing token) and follows it there; a claim that cannot be is lost."""
+        request = pb.ResumeRequest(session=self.session_id, node=claim.node, fencing_token=claim.token)
         try:
-            for reply in self._keepalive:
-                if reply.ttl_ms == 0:
-                    self._lose(f"the daemon at {self.address} ended the client session", settle=True)
-                    return
-                with self._state:
-                    if self._sent:
-                        self._answered = self._sent.popleft()
-            self._lose(f"the daemon at {self.address} ended the keepalive stream", settle=True)
-        except grpc.RpcError as e:
-            why = f"the keepalive stream to {self.address} broke: {e.code().name}: {e.details()}"
-            self._lose(why, settle=True)
+            resumed = self._call(link.recipes.Resume, request)
+        except UnknownHandle as e:
+            claim._lose("node-deleted", f"{why}; the claim on {claim.node} is gone: {e}", True)
+            return False
+        except WazooError as e:
+            claim._lose("disconnected", f"{why}; taking the claim on {claim.node} up again: {e}", True)
+            return False
+        ref = pb.HandleRef(session=self.session_id, handle=resumed.handle)
+        stream = None
+        if not claim._released:
+            stream = link.recipes.Lost(ref, metadata=self.metadata)
+            stream.initial_metadata()
+        claim._moved(link, ref, stream)
+        return True
 
     def _lose(self, why: str, settle: bool = False) -> None:
         """The session is lost (unless it is being closed on purpose): so is every claim. With
@@ -494,9 +941,12 @@ class Client:
                 return
             self.lost_reason = why
             self.lost.set()
+            self.jeopardy = None
             claims = list(self._claims)
-        if self._keepalive is not None:
-            self._keepalive.cancel()
+            keepalive = self._keepalive
+            self._changed.notify_all()
+        if keepalive is not None:
+            keepalive.stop()
         if settle:
             until = time.monotonic() + _SETTLE
             for claim in claims:
@@ -505,29 +955,75 @@ class Client:
         for claim in claims:
             claim._lose("disconnected", why, True)
 
-    def _hold(self, path: str, claim: Any) -> Claim:
-        held = Claim(self, path, claim)
+    def _hold(self, path: str, claim: Any, link: _Link) -> Claim:
+        """`claim`, as the daemon of `link` answered it, held and followed."""
+        held = Claim(self, path, claim, link)
         with self._state:
             self._claims.add(held)
+            # The session moved while the answer came: the claim goes where the session is.
+            stale = link is not self._link and not self.lost.is_set()
+            current = self._link
         if self.lost.is_set():
             held._follower.join(_SETTLE)
             held._lose("disconnected", self.lost_reason or "the client session was lost", True)
+        elif stale:
+            self._take_up(held, current, f"the session moved to the daemon at {current.address}")
         return held
 
     def _forget(self, claim: Claim) -> None:
         with self._state:
             self._claims.discard(claim)
 
+    def _after(self, link: _Link) -> Optional[_Link]:
+        """Waits until the session is kept through another daemon than `link`'s (no longer in
+        jeopardy): that daemon's link; None once the session is lost or closing, or when no move
+        came within the bound of the session."""
+        deadline = time.monotonic() + self._limit() + self.call_timeout
+        with self._state:
+            while not (self.lost.is_set() or self._closing.is_set()):
+                if self._link is not link and self.jeopardy is None:
+                    return self._link
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._changed.wait(left)
+            return None
+
     # Claims.
 
     def _acquire(
         self, path: str, family: int, timeout: Optional[float], recipe: str, leases: int = 0
     ) -> Claim:
+        deadline = None if timeout is None else time.monotonic() + timeout
         request = pb.AcquireRequest(
             session=self.session_id, path=path, family=family, max_leases=leases,
             timeout_ms=_millis(timeout), recipe=recipe,
+            # The claim's name: an Acquire sent again through another daemon of the group finds
+            # the node the first one made, and keeps its place in the queue.
+            claim_id=uuid.uuid4().hex,
         )
-        return self._hold(path, self._call(self.recipes.Acquire, request, self._waiting(timeout)))
+        while True:
+            link = self._link
+            try:
+                # The connection is kept until the claim is followed (a move may be retiring it).
+                with link.waiting():
+                    answer = self._call(link.recipes.Acquire, request, self._waiting(timeout))
+                    return self._hold(path, answer, link)
+            except WazooError as e:
+                # The daemon broke off (no answer of its own) in a group: once the session is
+                # taken up elsewhere, the Acquire goes again there, as the same claim.
+                if not (self.in_group and e.kind is None and (isinstance(e, Unavailable) or link.retired)):
+                    raise
+                following = self._after(link)
+                if following is None:
+                    if self.lost.is_set():
+                        raise Unavailable(f"{e.details}; the session was lost: {self.lost_reason}",
+                                          None, e.code) from e
+                    raise
+                request.retry = True
+                if deadline is not None:
+                    timeout = max(deadline - time.monotonic(), 0.0)
+                    request.timeout_ms = _millis(timeout)
 
     def lock(self, path: str, timeout: Optional[float] = None, recipe: str = "") -> Claim:
         """Takes the lock at `path`, waiting until it is held or `timeout` seconds pass
@@ -559,7 +1055,10 @@ class Client:
         request = pb.CampaignRequest(
             session=self.session_id, path=path, id=id, timeout_ms=_millis(timeout), recipe=recipe
         )
-        return self._hold(path, self._call(self.recipes.Campaign, request, self._waiting(timeout)))
+        link = self._link
+        with link.waiting():
+            answer = self._call(link.recipes.Campaign, request, self._waiting(timeout))
+            return self._hold(path, answer, link)
 
     # Queues, configuration and counters.
 
@@ -574,7 +1073,9 @@ class Client:
         pass (`wazoo.Timeout`; None waits as long as it takes, while the daemon answers its
         pings: `wazoo.Unavailable` otherwise); returns its data."""
         request = pb.WaitRequest(path=path, timeout_ms=_millis(timeout), recipe=recipe)
-        return self._call(self.recipes.QueueTake, request, self._waiting(timeout)).data
+        link = self._link
+        with link.waiting():
+            return self._call(link.recipes.QueueTake, request, self._waiting(timeout)).data
 
     def queue_len(self, path: str, recipe: str = "") -> int:
         """The number of items in the queue at `path`, claimed ones included."""
@@ -596,8 +1097,9 @@ class Client:
         """The value at `path` now and after every change, as `config_get` returns it, until the
         stream is cancelled (or fails: `wazoo.Unavailable` within `SILENCE` seconds of the
         daemon's last answer to a ping)."""
-        call = self.recipes.ConfigWatch(pb.PathRequest(path=path, recipe=recipe), metadata=self.metadata)
-        return Stream(call, lambda e: (e.data, e.version) if e.exists else None)
+        link = self._link
+        call = link.recipes.ConfigWatch(pb.PathRequest(path=path, recipe=recipe), metadata=self.metadata)
+        return Stream(call, lambda e: (e.data, e.version) if e.exists else None, link)
 
     def counter_get(self, path: str, format: str = "kazoo", recipe: str = "") -> int:
         """The counter at `path` (0 when absent), stored as `format`: "kazoo" (decimal text),
@@ -616,10 +1118,11 @@ class Client:
         stream is cancelled. The daemon keeps it consistent across its broken connections to
         ZooKeeper; a broken or silent connection to the daemon ends it with
         `wazoo.Unavailable` (within `SILENCE` seconds of the daemon's last answer to a ping)."""
-        call = self.recipes.Watch(pb.WatchRequest(path=path, recursive=recursive, recipe=recipe),
+        link = self._link
+        call = link.recipes.Watch(pb.WatchRequest(path=path, recursive=recursive, recipe=recipe),
                                   metadata=self.metadata)
         return Stream(call, lambda e: WatchEvent(pb.WatchKind.Name(e.kind), e.path, e.data, e.version,
-                                                 e.czxid, e.mzxid))
+                                                 e.czxid, e.mzxid), link)
 
     # Any recipe.
 
