@@ -58,6 +58,7 @@ bench: build
 	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests -p wazoo-misbehave
 	$(CARGO) bench -p wazoo-cli --bench tenants
 	$(CARGO) bench -p wazoo-cli --bench hostile
+	$(CARGO) bench -p wazoo-cli --bench failover
 
 # The chaos suite's randomised soak run: make soak SOAK="--seed 42 --minutes 30"
 SOAK ?= --minutes 10

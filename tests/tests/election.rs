@@ -334,6 +334,7 @@ async fn the_daemon_streams_each_leader_with_its_own_acknowledgement(recipe: &st
         id: id.into(),
         timeout_ms: None,
         recipe: recipe.into(),
+        ..CampaignRequest::default()
     };
     let ack = |handle: u64, note: &str| AcknowledgeRequest { session, handle, note: note.into() };
     let alpha = recipes.campaign(campaign("alpha")).await.unwrap().into_inner();

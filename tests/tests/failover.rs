@@ -377,3 +377,116 @@ async fn stop_in_jeopardy_stops_the_command_when_its_daemon_goes_silent() {
     wait_gone(&checker, &format!("{path}/{}", before[0].0)).await;
     drop(b);
 }
+
+/// The group's state as its members keep it, read with the group's identity.
+async fn group_state(name: &str) -> (zookeeper_client::Client, String) {
+    let group = format!("g{}-{name}", std::process::id());
+    let identity = format!("{group}:a-group-secret-of-the-tests");
+    let checker = zookeeper_client::Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .with_auth("digest", identity.as_bytes())
+        .connect(&zk().address())
+        .await
+        .unwrap();
+    (checker, format!("/wazoo/groups/{group}"))
+}
+
+/// The members of the group, and the member each client session is served by.
+async fn served_by(state: &zookeeper_client::Client, root: &str) -> (Vec<String>, Vec<String>) {
+    let members = children(state, &format!("{root}/members")).await;
+    let mut serving = Vec::new();
+    for client in children(state, &format!("{root}/clients")).await {
+        if let Ok((data, _)) = state.get_data(&format!("{root}/clients/{client}")).await {
+            let record: serde_json::Value = serde_json::from_slice(&data).unwrap();
+            serving.push(record["member"].as_str().unwrap().to_string());
+        }
+    }
+    (members, serving)
+}
+
+/// Every member of a group of three is stopped (SIGTERM) and replaced in turn, while six clients
+/// hold a lock each through the group (each naming the members in another order): no claim is
+/// lost, no node changes, and every command runs to its end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rolling_restart_of_every_member_costs_no_claim() {
+    let args = member_of("rolling");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut members = Vec::new();
+    for _ in 0..3 {
+        members.push(Daemon::start_with(&plugins(), &cache(), &args).await);
+    }
+    let checker = client(&zk().address()).await;
+    let (state, root) = group_state("rolling").await;
+    let release = std::env::temp_dir().join(format!("wazoo-rolling-{}", std::process::id()));
+    let _ = std::fs::remove_file(&release);
+    let cmd = format!("while [ ! -e {} ]; do sleep 0.1; done", release.display());
+    let mut holders = Vec::new();
+    let mut paths = Vec::new();
+    for i in 0..6 {
+        let mut order: Vec<String> = members.iter().map(|m| m.grpc.clone()).collect();
+        order.rotate_left(i % 3);
+        let path = unique("rolling");
+        let mut holder = lock_through(&order.join(","), &path, &cmd);
+        let mut lines = BufReader::new(holder.stderr.take().unwrap()).lines();
+        let mut seen = Vec::new();
+        line_with(&mut lines, "held", &mut seen).await;
+        holders.push((holder, lines, seen));
+        paths.push(path);
+    }
+    let mut before = Vec::new();
+    for path in &paths {
+        before.push(tree(&checker, path).await);
+    }
+
+    for round in 0..3 {
+        let stopping = members.remove(0);
+        signal(stopping.pid(), "-TERM");
+        let mut stopping = stopping;
+        assert_eq!(
+            stopping.exited().await.code(),
+            Some(0),
+            "round {round}: the member hands over and exits 0"
+        );
+        members.push(Daemon::start_with(&plugins(), &cache(), &args).await);
+        // Every client session is served by a member that is still there.
+        let mut last = Default::default();
+        let taken_up = tokio::time::timeout(LIMIT, async {
+            loop {
+                let (live, serving) = served_by(&state, &root).await;
+                if serving.len() == 6 && serving.iter().all(|m| live.contains(m)) {
+                    return;
+                }
+                last = (live, serving);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        if taken_up.is_err() {
+            let mut said = Vec::new();
+            for (holder, lines, seen) in holders.iter_mut() {
+                let _ = holder.start_kill();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    seen.push(line);
+                }
+                said.push(seen.clone());
+            }
+            panic!("round {round}: every client taken up by a live member: {last:?}: {said:#?}");
+        }
+        for (path, before) in paths.iter().zip(&before) {
+            assert_eq!(&tree(&checker, path).await, before, "round {round}: {path} as it was");
+        }
+    }
+
+    std::fs::write(&release, b"").unwrap();
+    for (mut holder, mut lines, mut seen) in holders {
+        let status = within(LIMIT, "a holder ends", holder.wait()).await.unwrap();
+        while let Some(line) = lines.next_line().await.unwrap() {
+            seen.push(line);
+        }
+        assert_eq!(status.code(), Some(0), "CMD ran to its end, the claim held throughout: {seen:#?}");
+    }
+    for path in &paths {
+        wait_children(&checker, path, 0).await;
+    }
+    let _ = std::fs::remove_file(&release);
+}

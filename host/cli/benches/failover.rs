@@ -46,9 +46,15 @@
 //! node it queued at the start.
 //!
 //! Run with `make bench` or `cargo bench -p wazoo-cli --bench failover` (after `make
-//! recipes`). About 3 s a round on 2 cores: 200 kills take 10 to 12 minutes. The daemons' logs
-//! (`WAZOO_LOG=wazoo=info`) are summed up at the end (warnings and errors by message, the
-//! adoptions' durations) and kept in the scratch directory named there.
+//! recipes`); `WAZOO_BENCH_KILLS=5 cargo bench -p wazoo-cli --bench failover` for a quick run
+//! (about 40 s; every round is then printed, as with `WAZOO_BENCH_VERBOSE=1`). A round where
+//! every client comes through takes about 3 s on 2 cores (200 kills: about 10 minutes); a
+//! round with losses lasts until the lost clients' cut-off (6.7 s) and their replacing, and
+//! the 200 kills took 20 minutes when most rounds had some. The default stays at 200 kills
+//! all the same: fewer would not give a p99 worth the name. The wall time is printed at the
+//! end. The daemons' logs (`WAZOO_LOG=wazoo=info`) are summed up at the end (warnings and
+//! errors by message, the adoptions' durations) and, after a failure, kept in the scratch
+//! directory named there.
 
 mod common;
 
@@ -311,6 +317,17 @@ impl Pending {
     }
 }
 
+/// A client lost.
+struct Loss {
+    id: usize,
+    role: Role,
+    node: String,
+    token: i64,
+    why: String,
+    /// Since the kill, in a round.
+    after: Option<Duration>,
+}
+
 /// One client's fail-over in a round.
 struct Pending {
     /// The client's role when its member was killed.
@@ -370,6 +387,8 @@ struct State {
     tally: Tally,
     /// Loud lines, repeated at the end.
     failures: Vec<String>,
+    /// Clients lost and not yet reported.
+    losses: Vec<Loss>,
     /// The problems `check` found, each counted once.
     reported: std::collections::HashSet<String>,
     ttl: Duration,
@@ -418,6 +437,7 @@ impl Bench {
             tally: Tally::default(),
             failures: Vec::new(),
             reported: Default::default(),
+            losses: Vec::new(),
             ttl: LockOptions::default().ttl,
         };
         let outcome = state.run().await;
@@ -429,8 +449,9 @@ impl Bench {
         for member in &mut state.members {
             let _ = member.child.wait().await;
         }
-        outcome?;
+        // What was measured until a fault of the bench's own, too.
         state.summary();
+        outcome?;
         Ok(state.tally.lost + state.tally.changed + state.tally.overlaps + state.tally.stuck)
     }
 }
@@ -550,13 +571,13 @@ impl State {
         let zk = Duration::from_millis(opened.zookeeper_timeout_ms);
         let limit = if zk.is_zero() { ttl } else { ttl.min(zk) } * 2 / 3;
         Ok(format!(
-            "client session TTL {} asked, {} granted (`LockOptions::default()`); daemons' ZooKeeper session timeout \
-             10 s asked (`wazoo serve` default), {} negotiated (tick {TICK_MS} ms); a client's claims count as lost \
+            "client session TTL {:?} asked, {:?} granted (`LockOptions::default()`); daemons' ZooKeeper session \
+             timeout 10 s asked (`wazoo serve` default), {:?} negotiated (tick {TICK_MS} ms); a client's claims count as lost \
              after {:.2} s unanswered (2/3 of the smaller), its session is in jeopardy after {:.2} s of silence or at once \
              when the connection breaks; HTTP/2 pings every {:?}, given up after {:?}",
-            ms(self.ttl),
-            ms(ttl),
-            ms(zk),
+            self.ttl,
+            ttl,
+            zk,
             limit.as_secs_f64(),
             (limit / 3).as_secs_f64(),
             wazoo_client::PING_EVERY,
@@ -620,7 +641,7 @@ impl State {
         let prefix = wazoo_runtime::ClaimTag::session_prefix(session_id);
         let queued = Instant::now();
         let name = loop {
-            let children = self.checker.list_children(&self.shared).await?;
+            let children = or_none(self.checker.list_children(&self.shared).await)?;
             if let Some(name) = children.into_iter().find(|c| c.starts_with(&prefix)) {
                 break name;
             }
@@ -697,16 +718,18 @@ impl State {
             }
             Report::Lost { id, why } | Report::Failed { id, why } => {
                 let Some(slot) = self.slots.get(&id) else { return };
-                let line = format!(
-                    "!!! BENCH FAILURE: client {id} ({:?} on {}, node {}, token {}) LOST{}: {why}",
-                    slot.role,
-                    slot.path,
-                    slot.node,
-                    slot.token,
-                    at.map(|t| format!(" {} after the kill", ms(t.elapsed()))).unwrap_or_default()
-                );
-                println!("{line}");
-                self.failures.push(line);
+                let loss = Loss {
+                    id,
+                    role: slot.role,
+                    node: slot.node.clone(),
+                    token: slot.token,
+                    why: why.clone(),
+                    after: at.map(|t| t.elapsed()),
+                };
+                self.losses.push(loss);
+                if at.is_none() {
+                    self.report_losses("between two kills");
+                }
                 self.tally.lost += 1;
                 if let Some(p) = round.get_mut(&id) {
                     p.lost = Some(why);
@@ -858,11 +881,11 @@ impl State {
                 complete = false;
                 self.tally.stuck += 1;
                 let line = format!(
-                    "!!! BENCH FAILURE: round {round}: client {id} ({:?}, {}) neither safe nor lost {} after the kill \
+                    "!!! BENCH FAILURE: round {round}: client {id} ({:?}, {}) neither safe nor lost {:?} after the kill \
                      (jeopardy {:?}, taken up {:?}, resumed {:?})",
                     slot.role,
                     slot.node,
-                    ms(ROUND_LIMIT),
+                    ROUND_LIMIT,
                     p.jeopardy.map(|t| t - killed),
                     p.taken.map(|t| t - killed),
                     p.resumed.map(|t| t - killed)
@@ -915,6 +938,7 @@ impl State {
             );
         }
 
+        self.report_losses(&format!("kill {round}"));
         self.check(&format!("after kill {round}")).await?;
         // Take-ups of clients that were not on the killed member.
         for (id, slot) in &self.slots {
@@ -936,6 +960,48 @@ impl State {
         Ok(())
     }
 
+    /// The clients lost since the last report, loudly, by reason (numbers in it left out).
+    fn report_losses(&mut self, when: &str) {
+        if self.losses.is_empty() {
+            return;
+        }
+        let losses = std::mem::take(&mut self.losses);
+        let mut by_reason: BTreeMap<String, Vec<&Loss>> = BTreeMap::new();
+        for loss in &losses {
+            let shape: String = loss.why.chars().map(|c| if c.is_ascii_digit() { '#' } else { c }).collect();
+            by_reason.entry(shape).or_default().push(loss);
+        }
+        let holders = losses.iter().filter(|l| l.role == Role::Holder).count();
+        let line = format!(
+            "!!! BENCH FAILURE, {when}: {} clients LOST ({holders} holding, {} waiting)",
+            losses.len(),
+            losses.len() - holders
+        );
+        println!("{line}");
+        self.failures.push(line);
+        for group in by_reason.values() {
+            let first = group[0];
+            let mut after: Vec<Duration> = group.iter().filter_map(|l| l.after).collect();
+            after.sort_unstable();
+            let when = match (after.first(), after.last()) {
+                (Some(a), Some(b)) => format!(", {} to {} after the kill", ms(*a), ms(*b)),
+                _ => String::new(),
+            };
+            let ids: Vec<usize> = group.iter().map(|l| l.id).collect();
+            let line = format!(
+                "!!!   {}× {}{when}, e.g. client {} ({:?}, {}, token {}); clients {ids:?}",
+                group.len(),
+                first.why,
+                first.id,
+                first.role,
+                first.node,
+                first.token
+            );
+            println!("{line}");
+            self.failures.push(line);
+        }
+    }
+
     /// Every live claim through ZooKeeper: the node there with its czxid; a holder first in its
     /// queue; no path held by two clients.
     async fn check(&mut self, when: &str) -> anyhow::Result<()> {
@@ -949,7 +1015,8 @@ impl State {
         let listed: Vec<_> = paths.iter().map(|p| self.checker.list_children(p)).collect();
         let mut children: HashMap<String, Vec<String>> = HashMap::new();
         for (path, listed) in paths.iter().zip(listed) {
-            let mut names = listed.await?;
+            // A lock path with no node left may be gone (a container).
+            let mut names = or_none(listed.await)?;
             // The queue's order: the 10-digit sequence that ends each name.
             names.sort_by(|a, b| a[a.len().saturating_sub(10)..].cmp(&b[b.len().saturating_sub(10)..]));
             children.insert(path.clone(), names);
@@ -1202,7 +1269,7 @@ impl State {
         );
         println!("| waiters taken up through a kill of their member | {} |", t.waiters_through);
         println!("| **claims or waiters lost** | {} |", t.lost);
-        println!("| **neither safe nor lost within {} of the kill** | {} |", ms(ROUND_LIMIT), t.stuck);
+        println!("| **neither safe nor lost within {:?} of the kill** | {} |", ROUND_LIMIT, t.stuck);
         println!("| **changed or missing nodes / tokens** | {} |", t.changed);
         println!("| **overlaps (two holders of one path)** | {} |", t.overlaps);
         println!("| take-ups of clients whose member was not killed | {} |", t.unplanned);
@@ -1352,6 +1419,16 @@ async fn wait_in_line(
                 return;
             }
         }
+    }
+}
+
+/// The children listed, none if the parent is gone.
+fn or_none(
+    listed: Result<Vec<String>, zookeeper_client::Error>,
+) -> Result<Vec<String>, zookeeper_client::Error> {
+    match listed {
+        Err(zookeeper_client::Error::NoNode) => Ok(Vec::new()),
+        other => other,
     }
 }
 

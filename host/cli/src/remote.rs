@@ -662,7 +662,15 @@ impl RemoteContender {
                 }
                 Want::Leadership { id } => {
                     let (path, recipe) = (path.clone(), recipe.clone());
-                    let request = pb::CampaignRequest { session, path, id: id.clone(), timeout_ms, recipe };
+                    let request = pb::CampaignRequest {
+                        session,
+                        path,
+                        id: id.clone(),
+                        timeout_ms,
+                        recipe,
+                        claim_id: claim_id.to_string(),
+                        retry,
+                    };
                     recipes.campaign(request).await
                 }
                 Want::Membership { name, data } => {

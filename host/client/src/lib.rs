@@ -404,7 +404,7 @@ impl Client {
         let (link_tx, link) = watch::channel(Link { client: self.clone(), generation: 0, jeopardy: None });
         let group = Group {
             secret: opened.secret,
-            members: opened.members,
+            members: std::sync::Arc::new(std::sync::Mutex::new(opened.members)),
             zookeeper_timeout: Duration::from_millis(opened.zookeeper_timeout_ms),
         };
         let grouped = !group.secret.is_empty();
@@ -730,9 +730,14 @@ struct Link {
 struct Group {
     /// Empty outside a group.
     secret: Vec<u8>,
-    members: Vec<String>,
+    /// The members, as the daemon last named them (refreshed every [`MEMBERS_EVERY`]).
+    members: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     zookeeper_timeout: Duration,
 }
+
+/// How often a session in a group asks its daemon for the group's members: members replaced
+/// since the session opened are then known when its daemon stops answering.
+const MEMBERS_EVERY: Duration = Duration::from_secs(2);
 
 /// How long a taken-up session's daemon is given to answer, per address tried.
 const REATTACH_TRY: Duration = Duration::from_millis(500);
@@ -894,7 +899,21 @@ impl Kept {
         let silence = if grouped { limit / 3 } else { limit };
         let mut answered = tokio::time::Instant::now();
         loop {
-            let (why, silent, over) = keep_alive(
+            let refresh = grouped.then(|| {
+                let (client, members) = (client.clone(), self.group.members.clone());
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(MEMBERS_EVERY).await;
+                        if let Ok(reply) = client.sessions().members(bounded(pb::Empty {})).await {
+                            let named = reply.into_inner().members;
+                            if !named.is_empty() {
+                                *members.lock().unwrap_or_else(|e| e.into_inner()) = named;
+                            }
+                        }
+                    }
+                })
+            });
+            let kept = keep_alive(
                 self.session,
                 self.ttl,
                 silence,
@@ -904,6 +923,10 @@ impl Kept {
                 &client.addr,
             )
             .await;
+            if let Some(refresh) = refresh {
+                refresh.abort();
+            }
+            let (why, silent, over) = kept;
             if over || !grouped {
                 self.ended.send_replace(Some(Ending { why, silent }));
                 return;
@@ -940,7 +963,8 @@ impl Kept {
         old: &Client,
         deadline: tokio::time::Instant,
     ) -> Result<(Client, mpsc::Sender<pb::KeepAliveRequest>, Streaming<pb::KeepAliveReply>), String> {
-        let mut candidates: Vec<String> = self.group.members.clone();
+        let mut candidates: Vec<String> =
+            self.group.members.lock().unwrap_or_else(|e| e.into_inner()).clone();
         for addr in old.addrs.iter() {
             if !candidates.contains(addr) {
                 candidates.push(addr.clone());
@@ -952,6 +976,7 @@ impl Kept {
         let options = Options { timeout: REATTACH_TRY, ..old.options.clone() };
         let mut last = String::from("no member of the group answered");
         loop {
+            let mut learned: Vec<String> = Vec::new();
             for addr in &candidates {
                 if tokio::time::Instant::now() >= deadline {
                     return Err(format!("no member of the group took the session up in time ({last})"));
@@ -959,7 +984,7 @@ impl Kept {
                 let attempt = async {
                     let client = Client::connect_one(addr, &options, old.addrs.clone())
                         .await
-                        .map_err(|e| e.to_string())?;
+                        .map_err(|e| (e.to_string(), Vec::new()))?;
                     let mut sessions = client.sessions();
                     let request =
                         pb::ReattachRequest { session: self.session, secret: self.group.secret.clone() };
@@ -969,31 +994,46 @@ impl Kept {
                         .map_err(|s| (s.code(), s.message().to_string()));
                     let reply = match reply {
                         Ok(r) => r.into_inner(),
-                        Err((Code::NotFound, why)) => return Err(format!("gone: {why}")),
-                        Err((_, why)) => return Err(why),
+                        Err((Code::NotFound, why)) => return Err((format!("gone: {why}"), Vec::new())),
+                        // A member that answers but does not take the session up (another is
+                        // adopting it, say one that joined after this session was opened): the
+                        // members it knows are tried too.
+                        Err((_, why)) => {
+                            let known = sessions.members(bounded(pb::Empty {})).await;
+                            let known = known.map(|m| m.into_inner().members).unwrap_or_default();
+                            return Err((why, known));
+                        }
                     };
                     let (tx, rx) = mpsc::channel(4);
                     let replies = sessions
                         .keep_alive(ReceiverStream::new(rx))
                         .await
-                        .map_err(|s| s.message().to_string())?
+                        .map_err(|s| (s.message().to_string(), Vec::new()))?
                         .into_inner();
-                    Ok::<_, String>((client, reply, tx, replies))
+                    Ok::<_, (String, Vec<String>)>((client, reply, tx, replies))
                 };
                 match tokio::time::timeout_at(deadline, attempt).await {
                     Ok(Ok((client, reply, tx, replies))) => {
                         if !reply.members.is_empty() {
-                            self.group.members = reply.members;
+                            *self.group.members.lock().unwrap_or_else(|e| e.into_inner()) = reply.members;
                         }
                         return Ok((client, tx, replies));
                     }
-                    Ok(Err(why)) if why.starts_with("gone: ") => {
+                    Ok(Err((why, _))) if why.starts_with("gone: ") => {
                         return Err(format!("the group no longer keeps the session ({})", &why[6..]));
                     }
-                    Ok(Err(why)) => last = format!("{addr}: {why}"),
+                    Ok(Err((why, known))) => {
+                        last = format!("{addr}: {why}");
+                        learned.extend(known);
+                    }
                     Err(_) => {
                         return Err(format!("no member of the group took the session up in time ({last})"))
                     }
+                }
+            }
+            for addr in learned {
+                if !candidates.contains(&addr) {
+                    candidates.insert(0, addr);
                 }
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -86,6 +86,9 @@ pub struct ClientRecord {
     pub name: String,
     /// SHA-256 of the client's secret, hex.
     pub secret: String,
+    /// The ZooKeeper session its claims live in (a member may serve on several per tenant: its
+    /// own and those it adopted).
+    pub zookeeper_session: i64,
 }
 
 /// This daemon's membership of its group.

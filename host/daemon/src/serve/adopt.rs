@@ -39,8 +39,8 @@ pub(crate) struct Adopter {
     states: Mutex<HashMap<Option<String>, Weak<State>>>,
     /// ZooKeeper sessions adopted here, still serving some client.
     adopted: Mutex<Vec<Weak<Adopted>>>,
-    /// One adoption at a time.
-    adopting: tokio::sync::Mutex<()>,
+    /// One adoption at a time; the members whose work this daemon has taken up.
+    adopting: tokio::sync::Mutex<std::collections::HashSet<String>>,
     /// Whether the members serve TLS (the probe then only sees whether the port answers).
     tls: bool,
 }
@@ -138,7 +138,12 @@ impl Adopter {
 
     /// Records a client session opened here.
     pub(crate) async fn opened(&self, state: &State, session: &ClientSession) -> Result<(), Status> {
+        let zookeeper_session = match session.host.live().await {
+            Ok(live) => live.session_parts().0,
+            Err(e) => return Err(wire::no_zookeeper(e)),
+        };
         let record = ClientRecord {
+            zookeeper_session,
             member: self.group.me.clone(),
             tenant: state.tenant.clone(),
             ttl_ms: session.ttl.as_millis() as u64,
@@ -226,7 +231,11 @@ impl Adopter {
     /// Takes up `member`'s ZooKeeper sessions and client sessions. A member that may be alive
     /// (`uncertain`) is given [`LEASE`] to find the adoption first (see `group`'s doc on fencing).
     async fn adopt(&self, member: &str, uncertain: bool) -> Result<(), Status> {
-        let _one = self.adopting.lock().await;
+        let mut done = self.adopting.lock().await;
+        // The clients of one member reattach together: the first adopts, the others find it done.
+        if done.contains(member) {
+            return Ok(());
+        }
         match self.group.claim_adoption(member).await.map_err(wire::no_zookeeper)? {
             None => {}
             Some(adopter) if adopter == self.group.me => {}
@@ -241,7 +250,9 @@ impl Adopter {
         if uncertain {
             tokio::time::sleep(LEASE).await;
         }
-        let mut adopted: HashMap<Option<String>, Arc<Adopted>> = HashMap::new();
+        // By ZooKeeper session: a member serves a tenant on its own session and on those it
+        // adopted.
+        let mut adopted: HashMap<i64, Arc<Adopted>> = HashMap::new();
         for record in self.group.sessions_of(member).await.map_err(wire::no_zookeeper)? {
             let Some(state) = self.state(&record.tenant) else {
                 tracing::warn!(tenant = ?record.tenant, "adopting: this daemon does not serve that tenant");
@@ -250,14 +261,15 @@ impl Adopter {
             match state.host.adopt(record.id, unhex(&record.password)).await {
                 Ok(host) => {
                     let a = Arc::new(Adopted { host, record: record.clone(), clients: AtomicUsize::new(0) });
-                    adopted.insert(record.tenant.clone(), a);
+                    adopted.insert(record.id, a);
                 }
                 Err(e) => tracing::warn!(tenant = ?record.tenant, "adopting a ZooKeeper session: {e:#}"),
             }
         }
         let mut clients = 0;
         for (id, mut record) in self.group.clients_of(member).await.map_err(wire::no_zookeeper)? {
-            let (Some(state), Some(a)) = (self.state(&record.tenant), adopted.get(&record.tenant)) else {
+            let (Some(state), Some(a)) = (self.state(&record.tenant), adopted.get(&record.zookeeper_session))
+            else {
                 // Its ZooKeeper session is gone, and its claims with it.
                 self.group.forget_client(id).await;
                 continue;
@@ -292,6 +304,7 @@ impl Adopter {
             tracing::warn!("{e:#}");
         }
         self.group.adopted(member).await;
+        done.insert(member.to_string());
         tracing::info!(
             member,
             sessions = adopted.len(),

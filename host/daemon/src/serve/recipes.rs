@@ -88,7 +88,7 @@ impl Recipes for Api {
         let recipe = or(&req.recipe, want.world().default_recipe()).to_string();
         self.measured("Acquire", &recipe, async {
             let session = self.session(req.session)?;
-            let named = claim_tag(&req)?;
+            let named = claim_tag(req.session, &req.claim_id, req.retry)?;
             self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms), named).await
         })
         .await
@@ -157,7 +157,8 @@ impl Recipes for Api {
         self.measured("Campaign", &recipe, async {
             let session = self.session(req.session)?;
             let want = Want::Leadership { id: req.id.clone() };
-            self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms), None).await
+            let named = claim_tag(req.session, &req.claim_id, req.retry)?;
+            self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms), named).await
         })
         .await
     }
@@ -979,7 +980,7 @@ impl Api {
         let recipe = or(&req.recipe, want.world().default_recipe()).to_string();
         self.measured("Hold/acquire", &recipe, async {
             let session = self.session(req.session)?;
-            let named = claim_tag(&req)?;
+            let named = claim_tag(req.session, &req.claim_id, req.retry)?;
             let claim = self.claim(&session, want, &recipe, &req.path, millis(req.timeout_ms), named).await?;
             let (_, entry) = self.entry(req.session, claim.handle)?;
             let lost = match entry.held.lock().await.as_ref() {
@@ -1006,17 +1007,17 @@ impl Api {
 const MAX_CLAIM_ID: usize = 64;
 
 /// The name an Acquire gives its claim, if any ([`wazoo_runtime::ClaimTag`]).
-fn claim_tag(req: &pb::AcquireRequest) -> Result<Option<wazoo_runtime::ClaimTag>, Status> {
-    if req.claim_id.is_empty() {
-        if req.retry {
-            return Err(wire::invalid_argument("retry: an Acquire sent again needs its claim_id"));
+fn claim_tag(session: u64, claim_id: &str, retry: bool) -> Result<Option<wazoo_runtime::ClaimTag>, Status> {
+    if claim_id.is_empty() {
+        if retry {
+            return Err(wire::invalid_argument("retry: a claim sent again needs its claim_id"));
         }
         return Ok(None);
     }
-    if req.claim_id.len() > MAX_CLAIM_ID {
+    if claim_id.len() > MAX_CLAIM_ID {
         return Err(wire::invalid_argument(format!("claim_id: at most {MAX_CLAIM_ID} bytes")));
     }
-    Ok(Some(wazoo_runtime::ClaimTag::new(req.session, &req.claim_id, req.retry)))
+    Ok(Some(wazoo_runtime::ClaimTag::new(session, claim_id, retry)))
 }
 
 /// What a claim node's name says it is (for one taken up with Resume).
