@@ -1,6 +1,6 @@
 //! The `wazoo` CLI and a `wazoo serve` daemon as real processes, for the tests that drive them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tonic::transport::Channel;
 
-use crate::{plugins, wazoo_bin, within, zk};
+use crate::{plugins, root, wazoo_bin, within, zk};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -140,4 +140,33 @@ impl Daemon {
         stream.read_to_string(&mut body).await.unwrap();
         body
     }
+}
+
+/// The compile cache the tests' daemons share.
+pub fn cache() -> PathBuf {
+    root().join("target/component-cache")
+}
+
+/// The arguments that make a daemon a member of group `name` (of this test process), whose
+/// secret is `a-group-secret-of-the-tests`.
+pub fn member_of(name: &str) -> Vec<String> {
+    let secret = std::env::temp_dir().join(format!("wazoo-group-secret-{}-{name}", std::process::id()));
+    std::fs::write(&secret, "a-group-secret-of-the-tests\n").unwrap();
+    let group = format!("g{}-{name}", std::process::id());
+    vec!["--group".into(), group, "--group-secret-file".into(), secret.to_str().unwrap().to_string()]
+}
+
+/// Two members of a group of their own (`member_of(name)`).
+pub async fn group(name: &str) -> (Daemon, Daemon) {
+    let args = member_of(name);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let a = Daemon::start_with(&plugins(), &cache(), &args).await;
+    let b = Daemon::start_with(&plugins(), &cache(), &args).await;
+    (a, b)
+}
+
+/// Sends `signal` (`-KILL`, `-STOP`, …) to process `pid`.
+pub fn signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill").args([signal, &pid.to_string()]).status().unwrap();
+    assert!(status.success(), "kill {signal} {pid}");
 }

@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod matrix;
 pub mod procs;
 pub mod proxy;
+pub mod python;
 pub mod scenarios;
 pub mod tls;
 

@@ -4,41 +4,14 @@
 //! keeps its node and fencing token, nobody else holds it meanwhile, and a waiter keeps its
 //! place in the queue.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
-use wazoo_tests::daemon::{cli, output, wazoo_at, Daemon};
+use wazoo_tests::daemon::{cache, cli, group, member_of, output, signal, wazoo_at, Daemon};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn cache() -> PathBuf {
-    root().join("target/component-cache")
-}
-
-/// The arguments that make a daemon a member of group `name` (of this test process).
-fn member_of(name: &str) -> Vec<String> {
-    let secret = std::env::temp_dir().join(format!("wazoo-group-secret-{}-{name}", std::process::id()));
-    std::fs::write(&secret, "a-group-secret-of-the-tests\n").unwrap();
-    let group = format!("g{}-{name}", std::process::id());
-    vec!["--group".into(), group, "--group-secret-file".into(), secret.to_str().unwrap().to_string()]
-}
-
-/// Two members of a group of their own.
-async fn group(name: &str) -> (Daemon, Daemon) {
-    let args = member_of(name);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let a = Daemon::start_with(&plugins(), &cache(), &args).await;
-    let b = Daemon::start_with(&plugins(), &cache(), &args).await;
-    (a, b)
-}
-
-fn signal(pid: u32, signal: &str) {
-    let status = std::process::Command::new("kill").args([signal, &pid.to_string()]).status().unwrap();
-    assert!(status.success(), "kill {signal} {pid}");
-}
 
 /// `wazoo lock PATH -- CMD` through `servers` (first answering first), its stderr read line by
 /// line.

@@ -5,13 +5,14 @@
 //! invoke, claims lost while held and why, a frozen daemon given up within the client's bounds,
 //! and TLS).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use wazoo_tests::daemon::{output, Daemon};
+use wazoo_tests::python::{install, package};
 use wazoo_tests::tls::certificates;
 use wazoo_tests::*;
 
@@ -26,30 +27,6 @@ const SLACK: f64 = 2.0;
 /// The generated files `clients/python/gen_stubs.sh` writes, relative to its output directory.
 const STUBS: [&str; 4] =
     ["wazoo_pb2.py", "wazoo_pb2_grpc.py", "google/rpc/status_pb2.py", "google/rpc/error_details_pb2.py"];
-
-fn package() -> PathBuf {
-    root().join("clients/python")
-}
-
-/// Installs the package with pip, offline, into a fresh temporary directory, for PYTHONPATH.
-/// `--no-deps`: a `--target` install ignores what is installed, and grpcio and protobuf are there
-/// already.
-async fn install() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let (code, stdout, stderr) = output(
-        Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "--no-index", "--no-build-isolation", "--no-deps"])
-            .arg("--target")
-            .arg(dir.path())
-            .arg(package())
-            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
-            .current_dir(root()),
-    )
-    .await;
-    assert_eq!(code, 0, "pip install of clients/python failed:\n{stdout}\n{stderr}");
-    assert!(dir.path().join("wazoo/_proto/wazoo_pb2_grpc.py").exists(), "the stubs were installed");
-    dir
-}
 
 /// `python3 clients/python/tests/SCRIPT ARGS…` with the installed package on its path.
 fn python(installed: &Path, script: &str, args: &[&str]) -> Command {

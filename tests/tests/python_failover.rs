@@ -5,42 +5,17 @@
 //! never lost, nobody else can take it meanwhile), and a waiter keeps its place in the queue and
 //! takes the lock after the holder before it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdout, Command};
-use wazoo_tests::daemon::{cli, output, Daemon};
+use wazoo_tests::daemon::{cli, group, output, signal};
+use wazoo_tests::python::{install, package};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn package() -> PathBuf {
-    root().join("clients/python")
-}
-
-fn cache() -> PathBuf {
-    root().join("target/component-cache")
-}
-
-/// Installs the package with pip, offline, into a fresh temporary directory, for PYTHONPATH
-/// (as tests/tests/python_client.rs does).
-async fn install() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let (code, stdout, stderr) = output(
-        Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "--no-index", "--no-build-isolation", "--no-deps"])
-            .arg("--target")
-            .arg(dir.path())
-            .arg(package())
-            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
-            .current_dir(root()),
-    )
-    .await;
-    assert_eq!(code, 0, "pip install of clients/python failed:\n{stdout}\n{stderr}");
-    dir
-}
 
 /// `python3 clients/python/tests/failover.py MODE ADDRESSES PATH` with the installed package on
 /// its path, its stdin, stdout and stderr piped.
@@ -56,28 +31,6 @@ fn failover(installed: &Path, mode: &str, addresses: &str, path: &str) -> tokio:
         .kill_on_drop(true)
         .spawn()
         .unwrap()
-}
-
-/// The arguments that make a daemon a member of group `name` (of this test process).
-fn member_of(name: &str) -> Vec<String> {
-    let secret = std::env::temp_dir().join(format!("wazoo-group-secret-{}-{name}", std::process::id()));
-    std::fs::write(&secret, "a-group-secret-of-the-tests\n").unwrap();
-    let group = format!("g{}-{name}", std::process::id());
-    vec!["--group".into(), group, "--group-secret-file".into(), secret.to_str().unwrap().to_string()]
-}
-
-/// Two members of a group of their own.
-async fn group(name: &str) -> (Daemon, Daemon) {
-    let args = member_of(name);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let a = Daemon::start_with(&plugins(), &cache(), &args).await;
-    let b = Daemon::start_with(&plugins(), &cache(), &args).await;
-    (a, b)
-}
-
-fn signal(pid: u32, signal: &str) {
-    let status = std::process::Command::new("kill").args([signal, &pid.to_string()]).status().unwrap();
-    assert!(status.success(), "kill {signal} {pid}");
 }
 
 /// The script's stdout, line by line, every line read kept for messages.

@@ -68,19 +68,7 @@ fn main() -> anyhow::Result<()> {
     // WAZOO_ZOOKEEPER points the bench at an existing ensemble; otherwise it starts a server.
     let (server, address) =
         common::zookeeper(ServerOptions { tick_ms: TICK_MS, ..ServerOptions::default() })?;
-    let zookeeper = match &server {
-        Some(s) => {
-            let version = wazoo_testkit::four_letter(s.port, "srvr")
-                .ok()
-                .and_then(|r| {
-                    r.lines().next().map(|l| l.trim_start_matches("Zookeeper version: ").to_string())
-                })
-                .and_then(|v| v.split(['-', ','].as_ref()).next().map(str::to_string))
-                .unwrap_or_else(|| "?".into());
-            format!("ZooKeeper {version} standalone on 127.0.0.1 (tick {TICK_MS} ms)")
-        }
-        None => format!("ZooKeeper at {address}"),
-    };
+    let zookeeper = common::describe(&server, &address, TICK_MS);
     let scratch = std::env::temp_dir().join(format!("wazoo-bench-serve-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(scratch.join("plugins"))?;

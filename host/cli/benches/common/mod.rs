@@ -31,6 +31,24 @@ pub fn zookeeper(options: ServerOptions) -> anyhow::Result<(Option<ZkServer>, St
     })
 }
 
+/// What [`zookeeper`] gave, for a bench's heading: the version of the server it started (its
+/// tick too), or the address of `WAZOO_ZOOKEEPER`.
+pub fn describe(server: &Option<ZkServer>, address: &str, tick_ms: u32) -> String {
+    match server {
+        Some(s) => {
+            let version = wazoo_testkit::four_letter(s.port, "srvr")
+                .ok()
+                .and_then(|r| {
+                    r.lines().next().map(|l| l.trim_start_matches("Zookeeper version: ").to_string())
+                })
+                .and_then(|v| v.split(['-', ','].as_ref()).next().map(str::to_string))
+                .unwrap_or_else(|| "?".into());
+            format!("ZooKeeper {version} standalone on 127.0.0.1 (tick {tick_ms} ms)")
+        }
+        None => format!("ZooKeeper at {address}"),
+    }
+}
+
 /// The `p`th percentile of `samples` (sorted in place).
 pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort_unstable();
