@@ -187,6 +187,11 @@ async fn frozen_member_comes_back(name: &str, past_ttl: bool) {
     let why = if past_ttl { "stopping at once" } else { "another member of the group adopted" };
     assert!(said.iter().any(|l| l.contains(why)), "it says why ({why:?}): {said:#?}");
     let sent = link.untap();
+    if !past_ttl {
+        // The cut broke its group session's connection, which came back through the proxy (the
+        // tap sees the link the member uses) and read the adoption there.
+        assert!(sent.iter().any(|r| r.path.contains("/adoptions/")), "it read its standing: {sent:#?}");
+    }
     let writes: Vec<_> = sent
         .iter()
         .filter(|r| {
