@@ -221,6 +221,7 @@ pub struct Run {
     ops: AtomicU64,
     checks: AtomicU64,
     violations: Mutex<Vec<String>>,
+    figures: Mutex<Vec<(String, u64)>>,
     started: Option<Instant>,
     progress: Notify,
 }
@@ -288,6 +289,11 @@ impl Run {
         self.check(false, || why);
     }
 
+    /// Records a figure of the run (a count the soak run sums over its scenarios).
+    pub fn figure(&self, name: &str, value: u64) {
+        self.figures.lock().unwrap().push((name.to_string(), value));
+    }
+
     pub fn report(&self, scenario: &str) -> Report {
         Report {
             scenario: scenario.to_string(),
@@ -296,6 +302,7 @@ impl Run {
             ops: self.ops(),
             checks: self.checks.load(Ordering::SeqCst),
             violations: self.violations.lock().unwrap().clone(),
+            figures: self.figures.lock().unwrap().clone(),
             took: self.started.map(|s| s.elapsed()).unwrap_or_default(),
         }
     }
@@ -310,6 +317,8 @@ pub struct Report {
     pub ops: u64,
     pub checks: u64,
     pub violations: Vec<String>,
+    /// Counts the scenario gives as its figures (name, value), in order.
+    pub figures: Vec<(String, u64)>,
     pub took: Duration,
 }
 
@@ -344,6 +353,10 @@ impl fmt::Display for Report {
         }
         for note in &self.notes {
             writeln!(f, "    seen  {note}")?;
+        }
+        if !self.figures.is_empty() {
+            let figures: Vec<String> = self.figures.iter().map(|(name, n)| format!("{name} {n}")).collect();
+            writeln!(f, "    figures: {}", figures.join(", "))?;
         }
         for v in &self.violations {
             writeln!(f, "    VIOLATION {v}")?;

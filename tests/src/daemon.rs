@@ -128,6 +128,11 @@ impl Daemon {
         within(LIMIT, "the daemon exits", self._child.wait()).await.unwrap()
     }
 
+    /// Waits up to `limit` for the daemon to exit: its status, or `None` if it still runs.
+    pub async fn exited_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout(limit, self._child.wait()).await.ok().map(Result::unwrap)
+    }
+
     pub async fn channel(&self) -> Channel {
         Channel::from_shared(format!("http://{}", self.grpc)).unwrap().connect().await.unwrap()
     }
@@ -154,6 +159,20 @@ pub fn member_of(name: &str) -> Vec<String> {
     std::fs::write(&secret, "a-group-secret-of-the-tests\n").unwrap();
     let group = format!("g{}-{name}", std::process::id());
     vec!["--group".into(), group, "--group-secret-file".into(), secret.to_str().unwrap().to_string()]
+}
+
+/// The state of group `name` (`member_of(name)`) on the ZooKeeper at `zookeeper`, as its members
+/// keep it: a client with the group's identity, and the group's root.
+pub async fn group_state(zookeeper: &str, name: &str) -> (zookeeper_client::Client, String) {
+    let group = format!("g{}-{name}", std::process::id());
+    let identity = format!("{group}:a-group-secret-of-the-tests");
+    let checker = zookeeper_client::Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .with_auth("digest", identity.as_bytes())
+        .connect(zookeeper)
+        .await
+        .unwrap();
+    (checker, format!("/wazoo/groups/{group}"))
 }
 
 /// Two members of a group of their own (`member_of(name)`).

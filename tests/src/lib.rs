@@ -9,6 +9,7 @@ pub mod cases;
 pub mod chaos;
 pub mod components;
 pub mod daemon;
+pub mod group_soak;
 pub mod matrix;
 pub mod procs;
 pub mod proxy;

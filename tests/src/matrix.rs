@@ -446,6 +446,7 @@ impl Bench {
             ops: row.injected as u64 + 1,
             checks: row.checks,
             violations: row.violations,
+            figures: Vec::new(),
             took: row.took,
         }
     }

@@ -166,3 +166,13 @@ async fn daemon_frozen_with_claims_held_and_calls_waiting() {
     let _turn = turn().await;
     scenarios::daemon_frozen(&standalone().await, 2).await.assert_clean();
 }
+
+/// The soak run's daemon group scenario, short: three faults (one SIGKILL, one SIGSTOP, one
+/// SIGTERM, in a seeded order) on a group of three members while clients take locks, a semaphore
+/// and an election through it, on the 3-member ensemble.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn daemon_group_members_killed_frozen_and_stopped_under_load() {
+    let _turn = turn().await;
+    let cluster = cluster();
+    wazoo_tests::group_soak::daemons_faulted(&ensemble(&cluster).await, 3, 7).await.assert_clean();
+}

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
-use wazoo_tests::daemon::{cache, cli, group, member_of, output, signal, wazoo_at, Daemon};
+use wazoo_tests::daemon::{cache, cli, group, group_state, member_of, output, signal, wazoo_at, Daemon};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -356,19 +356,6 @@ async fn stop_in_jeopardy_stops_the_command_when_its_daemon_goes_silent() {
     drop(b);
 }
 
-/// The group's state as its members keep it, read with the group's identity.
-async fn group_state(name: &str) -> (zookeeper_client::Client, String) {
-    let group = format!("g{}-{name}", std::process::id());
-    let identity = format!("{group}:a-group-secret-of-the-tests");
-    let checker = zookeeper_client::Client::connector()
-        .with_session_timeout(Duration::from_secs(10))
-        .with_auth("digest", identity.as_bytes())
-        .connect(&zk().address())
-        .await
-        .unwrap();
-    (checker, format!("/wazoo/groups/{group}"))
-}
-
 /// The members of the group, and the member each client session is served by.
 async fn served_by(state: &zookeeper_client::Client, root: &str) -> (Vec<String>, Vec<String>) {
     let members = children(state, &format!("{root}/members")).await;
@@ -394,7 +381,7 @@ async fn a_rolling_restart_of_every_member_costs_no_claim() {
         members.push(Daemon::start_with(&plugins(), &cache(), &args).await);
     }
     let checker = client(&zk().address()).await;
-    let (state, root) = group_state("rolling").await;
+    let (state, root) = group_state(&zk().address(), "rolling").await;
     let release = std::env::temp_dir().join(format!("wazoo-rolling-{}", std::process::id()));
     let _ = std::fs::remove_file(&release);
     let cmd = format!("while [ ! -e {} ]; do sleep 0.1; done", release.display());

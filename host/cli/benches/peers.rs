@@ -580,7 +580,7 @@ mod etcd {
             let _ = std::fs::remove_dir_all(&scratch);
             std::fs::create_dir_all(&scratch)?;
             let log = scratch.join("etcd.log");
-            let (client_port, peer_port) = (free_port()?, free_port()?);
+            let (client_port, peer_port) = (wazoo_testkit::free_port()?, wazoo_testkit::free_port()?);
             let endpoint = format!("http://127.0.0.1:{client_port}");
             let peer = format!("http://127.0.0.1:{peer_port}");
             let spawned = std::process::Command::new(ETCD)
@@ -702,11 +702,6 @@ mod etcd {
         let locked = etcd.client.lock(etcd.name.clone(), Some(options)).await.context("etcd Lock")?;
         etcd.client.unlock(locked.key()).await.context("etcd Unlock")?;
         Ok(())
-    }
-
-    /// A TCP port on 127.0.0.1 nothing listens on now.
-    fn free_port() -> anyhow::Result<u16> {
-        Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
     }
 }
 /// Runs one peer's bench to the end and reads its two lines:

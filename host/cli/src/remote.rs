@@ -53,6 +53,12 @@ fn status_code(error: &Error) -> u8 {
 }
 
 /// Whether the daemon answered that `--timeout` passed.
+/// Whether a call with no typed answer failed because the daemon broke off (the connection
+/// went, whatever tonic names it).
+fn broke_off(code: Code) -> bool {
+    matches!(code, Code::Unavailable | Code::Unknown | Code::Cancelled)
+}
+
 fn is_timeout(error: &Error) -> bool {
     error.kind == Some(ErrorKind::Timeout)
 }
@@ -74,6 +80,8 @@ pub(crate) struct Remote {
     ttl: Duration,
     /// The daemon answering now: connected on the first call, again after it broke off.
     client: Arc<Mutex<Option<Client>>>,
+    /// The daemons that broke off without an answer: tried last when connecting again.
+    broke_off: Arc<std::sync::Mutex<Vec<String>>>,
     /// What lives until [`Backend::end`]: an ephemeral queue item's session.
     kept: Arc<Mutex<Vec<Session>>>,
     /// A claim in jeopardy counts as lost (`--stop-in-jeopardy`).
@@ -98,6 +106,7 @@ impl Remote {
             connect_timeout,
             ttl,
             client: Arc::default(),
+            broke_off: Arc::default(),
             kept: Arc::default(),
             stop_in_jeopardy,
         }
@@ -109,7 +118,10 @@ impl Remote {
         let connect = || async {
             let options =
                 Options { token: self.token.clone(), timeout: self.connect_timeout, tls: self.tls.clone() };
-            match Client::connect_with(&self.addr, &options).await {
+            let mut addrs: Vec<&str> = self.addr.split(',').collect();
+            let broke_off = self.broke_off.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            addrs.sort_by_key(|a| broke_off.iter().any(|b| b == a.trim()));
+            match Client::connect_with(&addrs.join(","), &options).await {
                 Ok(client) => Ok(client),
                 Err(ConnectError::BadToken) => Err(exit::usage(
                     "--token: the token must be one or more visible ASCII characters (no spaces)",
@@ -177,7 +189,7 @@ impl Remote {
             // A recipe's error (or a trapped recipe), after the command's context.
             Some(_) => (bare(), true),
             None => match error.code {
-                Code::Unavailable | Code::Unknown | Code::Cancelled => {
+                code if broke_off(code) => {
                     (format!("lost the connection to the wazoo daemon at {}: {message}", self.addr), false)
                 }
                 Code::InvalidArgument | Code::NotFound | Code::FailedPrecondition | Code::Internal => {
@@ -214,21 +226,25 @@ impl Remote {
 
     /// Opens a client session kept alive from a task, named `name` in the daemon's logs.
     async fn session(&self, ttl: Duration, name: String) -> anyhow::Result<Session> {
-        let client = self.client().await?;
-        let opened = match client.session(ttl, name.clone()).await {
-            // The daemon broke off without an answer (it died, say): the next that answers of
-            // those given (the other members of its group) is asked once.
-            Err(e) if e.kind.is_none() && e.code == tonic::Code::Unavailable => {
-                let mut current = self.client.lock().await;
-                if current.as_ref().is_some_and(|c| c.addr() == client.addr()) {
-                    *current = None;
+        // A daemon that breaks off without an answer (it died, or was adopted as it woke up)
+        // is tried last from then on, and the next that answers of those given (the other
+        // members of its group) is asked, each at most once.
+        let tries = self.addr.split(',').count();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let client = self.client().await?;
+            match client.session(ttl, name.clone()).await {
+                Err(e) if e.kind.is_none() && broke_off(e.code) && attempt < tries => {
+                    self.broke_off.lock().unwrap_or_else(|e| e.into_inner()).push(client.addr().to_string());
+                    let mut current = self.client.lock().await;
+                    if current.as_ref().is_some_and(|c| c.addr() == client.addr()) {
+                        *current = None;
+                    }
                 }
-                drop(current);
-                self.client().await?.session(ttl, name).await
+                opened => return opened.map_err(|e| self.failure(&e).into_error("opening a client session")),
             }
-            opened => opened,
-        };
-        opened.map_err(|e| self.failure(&e).into_error("opening a client session"))
+        }
     }
 
     /// The daemon's list of components.

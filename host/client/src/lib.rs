@@ -1005,11 +1005,21 @@ impl Kept {
                         }
                     };
                     let (tx, rx) = mpsc::channel(4);
-                    let replies = sessions
+                    let mut replies = sessions
                         .keep_alive(ReceiverStream::new(rx))
                         .await
                         .map_err(|s| (s.message().to_string(), Vec::new()))?
                         .into_inner();
+                    // One keepalive answered on the new stream before the old one is dropped:
+                    // a daemon that takes the session back (it was only slow) then counts the
+                    // new stream first, and does not end the session when the old one ends.
+                    let _ = tx.send(pb::KeepAliveRequest { session: self.session }).await;
+                    match replies.message().await {
+                        Ok(Some(answer)) if answer.ttl_ms > 0 => {}
+                        Ok(Some(_)) => return Err(("gone: the session ended".to_string(), Vec::new())),
+                        Ok(None) => return Err(("the keepalive stream ended".to_string(), Vec::new())),
+                        Err(status) => return Err((status.message().to_string(), Vec::new())),
+                    }
                     Ok::<_, (String, Vec<String>)>((client, reply, tx, replies))
                 };
                 match tokio::time::timeout_at(deadline, attempt).await {
@@ -1286,9 +1296,39 @@ impl Claim {
     }
 
     /// Lets the claim go and keeps the session, for [`Claim::close`] to end.
+    ///
+    /// In a daemon group, a daemon that breaks off without an answer may or may not have let
+    /// the claim go: once another member takes the session up, the claim is taken up there by
+    /// its node and let go of; a node already gone means the first release was done.
     pub async fn release_only(&mut self) -> Result<(), Error> {
-        let (client, handle) = self.current.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        client.recipes().release(bounded(handle)).await.map(|_| ()).map_err(Error::from)
+        loop {
+            let generation = self.session.generation();
+            let (client, handle) = self.current.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let status = match client.recipes().release(bounded(handle)).await {
+                Ok(_) => return Ok(()),
+                Err(status) if error_kind(&status).is_none() && self.session.in_group() => status,
+                Err(status) => return Err(Error::from(status)),
+            };
+            // Taken up already (the claim not yet followed there), or once it is.
+            let now = self.session.client();
+            let next = match now.addr != client.addr {
+                true => now,
+                false => match self.session.taken_up_after(generation).await {
+                    Some(next) => next,
+                    None => return Err(Error::from(status)),
+                },
+            };
+            let (session, node, token) = (self.session.id, self.claim.node.clone(), self.claim.fencing_token);
+            let request = pb::ResumeRequest { session, node, fencing_token: token };
+            match next.recipes().resume(bounded(request)).await {
+                Ok(claim) => {
+                    let handle = pb::HandleRef { session, handle: claim.into_inner().handle };
+                    *self.current.lock().unwrap_or_else(|e| e.into_inner()) = (next, handle);
+                }
+                Err(status) if error_kind(&status) == Some(ErrorKind::UnknownHandle) => return Ok(()),
+                Err(status) => return Err(Error::from(status)),
+            }
+        }
     }
 
     /// Closes the claim's session, deleting whatever it still holds.

@@ -95,6 +95,8 @@ pub struct ClientRecord {
 pub struct Group {
     client: Client,
     root: String,
+    /// Handing its work over ([`Group::leave`]).
+    leaving: AtomicBool,
     /// This member's id (fresh for every start).
     pub me: String,
     pub address: String,
@@ -167,7 +169,7 @@ impl Group {
             .await
             .map_err(|e| node_error("announcing this member", e))?;
         tracing::info!(group = %config.name, member = %me, %advertise, "joined the group");
-        let group = Group { client, root, me, address: advertise };
+        let group = Group { client, root, me, address: advertise, leaving: AtomicBool::new(false) };
         group.sweep().await;
         Ok(group)
     }
@@ -220,13 +222,25 @@ impl Group {
         self.put(&self.path("clients", &format!("{session:016x}")), &serde_json::to_vec(record)?).await
     }
 
-    /// Forgets a client session that ended.
-    pub async fn forget_client(&self, session: u64) {
+    /// Forgets a client session that ended while `member` served it: its record goes unless it
+    /// names another member by now (the session was taken up there, and is that member's).
+    pub async fn forget_client(&self, session: u64, member: &str) {
         let path = self.path("clients", &format!("{session:016x}"));
-        if let Err(e) = self.client.delete(&path, None).await {
-            if e != zookeeper_client::Error::NoNode {
+        let (data, stat) = match self.client.get_data(&path).await {
+            Ok(read) => read,
+            Err(zookeeper_client::Error::NoNode) => return,
+            Err(e) => {
                 tracing::warn!("group state: forgetting client session {session}: {e}");
+                return;
             }
+        };
+        if serde_json::from_slice::<ClientRecord>(&data).is_ok_and(|record| record.member != member) {
+            return;
+        }
+        // Rewritten meanwhile (taken up elsewhere): no longer this one to forget.
+        match self.client.delete(&path, Some(stat.version)).await {
+            Ok(()) | Err(zookeeper_client::Error::NoNode | zookeeper_client::Error::BadVersion { .. }) => {}
+            Err(e) => tracing::warn!("group state: forgetting client session {session}: {e}"),
         }
     }
 
@@ -351,10 +365,115 @@ impl Group {
         }
     }
 
+    /// Clears, for as long as the group's session lasts, what members that went without being
+    /// adopted left in the group's state: their client sessions' records and their sessions'
+    /// record. None of their clients came back to have them taken up, so their claims went with
+    /// their ZooKeeper sessions, but the records would stay forever. A member counts as gone
+    /// for good `grace` after its node was first seen missing with no adoption of it: by then
+    /// its sessions have expired (the members of a group share their session timeout, and
+    /// `grace` is well past it), so nothing is left to adopt. Every member does this; the
+    /// deletes are the same whoever makes them.
+    pub fn reap_orphans(self: &Arc<Self>, grace: Duration) {
+        let group = self.clone();
+        tokio::spawn(async move {
+            let mut gone_since: std::collections::HashMap<String, tokio::time::Instant> = Default::default();
+            let (members, recorded) = (format!("{}/members", group.root), format!("{}/sessions", group.root));
+            loop {
+                let (present, watcher) = match group.client.list_and_watch_children(&members).await {
+                    Ok(listed) => listed,
+                    Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed) => {
+                        return
+                    }
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        continue;
+                    }
+                };
+                let Ok(recorded) = group.client.list_children(&recorded).await else {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                };
+                let now = tokio::time::Instant::now();
+                gone_since.retain(|member, _| recorded.contains(member) && !present.contains(member));
+                for member in recorded.iter().filter(|m| !present.contains(m)) {
+                    gone_since.entry(member.clone()).or_insert(now);
+                }
+                let ripe: Vec<String> = gone_since
+                    .iter()
+                    .filter(|(_, since)| now >= **since + grace)
+                    .map(|(m, _)| m.clone())
+                    .collect();
+                for member in ripe {
+                    group.reap(&member).await;
+                    gone_since.remove(&member);
+                }
+                let next = gone_since.values().map(|since| *since + grace).min();
+                tokio::select! {
+                    event = watcher.changed() => {
+                        if event.event_type == EventType::Session && event.session_state.is_terminated() {
+                            return;
+                        }
+                    }
+                    _ = tokio::time::sleep_until(next.unwrap_or(now)), if next.is_some() => {}
+                }
+            }
+        });
+    }
+
+    /// Clears the records of `member`, gone for good, unless someone adopts it after all.
+    async fn reap(&self, member: &str) {
+        let synced = self.client.sync(&self.root);
+        let adoption = self.client.check_stat(&self.path("adoptions", member));
+        let (synced, adoption) = tokio::join!(synced, adoption);
+        if synced.is_err() || !matches!(adoption, Ok(None)) {
+            return;
+        }
+        let Ok(clients) = self.clients_of(member).await else { return };
+        tracing::info!(
+            member,
+            clients = clients.len(),
+            "clearing the records of a member that went unadopted"
+        );
+        for (session, _) in clients {
+            self.forget_client(session, member).await;
+        }
+        self.remove(&self.path("sessions", member)).await;
+    }
+
     /// Leaves the group on purpose (a hand-over): the member node goes at once, so the other
     /// members adopt this one's work without asking whether it still answers.
     pub async fn leave(&self) {
+        self.leaving.store(true, Ordering::Release);
         let _ = self.client.delete(&self.path("members", &self.me), None).await;
+    }
+
+    /// Whether this member may end a client session whose client did not ask it to (its
+    /// keepalives stopped): yes while it is a member that nobody adopts, read after a `sync`;
+    /// no while it hands its work over (its clients' streams end as they move on). A member
+    /// found adopted or out of the group stops here and now (status 75): it was frozen or cut
+    /// off, its clients went elsewhere, and their sessions are another member's now.
+    pub async fn may_end_sessions(&self) -> bool {
+        loop {
+            if self.leaving.load(Ordering::Acquire) {
+                return false;
+            }
+            match self.standing().await {
+                Ok(Standing::Member) => return true,
+                Ok(Standing::Out(_)) | Err(_) if self.leaving.load(Ordering::Acquire) => return false,
+                Ok(Standing::Out(why)) => {
+                    tracing::error!("stopping at once, before ending a client session: {why}");
+                    std::process::exit(75);
+                }
+                Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed) => {
+                    tracing::error!(
+                        "stopping at once, before ending a client session: the group's session ended"
+                    );
+                    std::process::exit(75);
+                }
+                // ZooKeeper out of reach: the session's nodes could not go anyway.
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
     }
 
     /// Where this member stands, read after a `sync` (a linearizable read of the group's state).

@@ -245,6 +245,23 @@ impl ZkServer {
         self.data_dir.join("server.log")
     }
 
+    /// The last warnings and errors of the server's log, headed by its ports and log path: what
+    /// a failure to start explains itself with.
+    pub fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let notable: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("Exception"))
+            .collect();
+        let tail = &notable[notable.len().saturating_sub(12)..];
+        format!(
+            "member on client port {} ({}):\n  {}",
+            self.port,
+            self.log_path().display(),
+            tail.join("\n  ")
+        )
+    }
+
     /// `standalone`, `leader` or `follower` while serving; `None` otherwise.
     pub fn mode(&self) -> Option<String> {
         let reply = four_letter(self.port, "srvr").ok()?;
@@ -455,7 +472,8 @@ impl Ensemble {
                 }
             }
             if Instant::now() > deadline {
-                return Err(anyhow!("no quorum after {timeout:?}: modes {modes:?}"));
+                let logs: Vec<String> = self.servers.iter().map(ZkServer::log_tail).collect();
+                return Err(anyhow!("no quorum after {timeout:?}: modes {modes:?}\n{}", logs.join("\n")));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -473,9 +491,38 @@ pub fn four_letter(port: u16, command: &str) -> std::io::Result<String> {
     Ok(reply)
 }
 
-/// A TCP port on 127.0.0.1 that is free right now.
+/// A TCP port that is free right now, on every interface, and outside the kernel's ephemeral
+/// range (`net.ipv4.ip_local_port_range`), so that nothing can take it between the pick and the
+/// moment a server started afterwards binds it (a JVM takes seconds): neither a `bind` to port 0
+/// (a proxy, a daemon on `:0`) nor an outgoing connection (a client reconnecting in a loop) is
+/// given a port from outside that range. A port handed out by this process is not handed out
+/// again. Falls back to a port the kernel picks when the range leaves too little room below it.
 pub fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    use std::collections::HashSet;
+    use std::hash::{BuildHasher, RandomState};
+    const LOWEST: u16 = 10_000;
+    static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let mut given = GIVEN.lock().unwrap();
+    let given = given.get_or_insert_with(HashSet::new);
+    if ephemeral_start > LOWEST + 1_000 {
+        let span = u64::from(ephemeral_start - LOWEST);
+        let random = RandomState::new();
+        for attempt in 0u32..1_000 {
+            let port = LOWEST + (random.hash_one(attempt) % span) as u16;
+            if given.contains(&port) || TcpListener::bind(("0.0.0.0", port)).is_err() {
+                continue;
+            }
+            given.insert(port);
+            return Ok(port);
+        }
+    }
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    given.insert(port);
+    Ok(port)
 }
 
 fn temp_dir(kind: &str) -> anyhow::Result<PathBuf> {

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use wazoo_testkit::{ServerOptions, ZkServer};
 use wazoo_tests::chaos::{Cluster, Lab, Report, Rng};
+use wazoo_tests::group_soak;
 use wazoo_tests::matrix::Bench;
 use wazoo_tests::scenarios::{self, EnsembleFault};
 
@@ -52,7 +53,7 @@ fn options() -> Result<Options, String> {
 }
 
 /// The scenarios drawn from, by index.
-const SCENARIOS: [&str; 22] = [
+const SCENARIOS: [&str; 23] = [
     "holder's session killed",
     "host frozen",
     "brief disconnect",
@@ -75,6 +76,7 @@ const SCENARIOS: [&str; 22] = [
     "fault matrix: one operation, every request, slow replies",
     "daemon client sessions end with calls waiting",
     "wazoo serve frozen",
+    "daemon group: members killed, frozen, stopped",
 ];
 
 fn main() {
@@ -112,6 +114,24 @@ fn main() {
     }
     for (name, (runs, faults, ops, checks, violations)) in &table {
         println!("{name:<56} {runs:>5} {faults:>7} {ops:>8} {checks:>8} {violations:>10}");
+    }
+    // The scenarios' figures, summed over their runs (the daemon group's: faults, claims through
+    // them, claims lost, overlaps).
+    let mut figures: BTreeMap<&str, Vec<(String, u64)>> = BTreeMap::new();
+    for (pick, r) in &reports {
+        let sums = figures.entry(SCENARIOS[*pick]).or_default();
+        for (name, value) in &r.figures {
+            match sums.iter_mut().find(|(n, _)| n == name) {
+                Some((_, sum)) => *sum += value,
+                None => sums.push((name.clone(), *value)),
+            }
+        }
+    }
+    for (scenario, sums) in figures.iter().filter(|(_, sums)| !sums.is_empty()) {
+        println!("\n{scenario}:");
+        for (name, sum) in sums {
+            println!("  {name:<30} {sum:>8}");
+        }
     }
     let failed: Vec<&Report> = reports.iter().map(|(_, r)| r).filter(|r| !r.passed()).collect();
     println!(
@@ -209,10 +229,12 @@ async fn soak(options: &Options, standalone: String, cluster: Arc<Cluster>) -> V
                     scenarios::daemon_sessions_end_with_calls_waiting(&single, waiters).await
                 }
                 21 => scenarios::daemon_frozen(&single, params.range(2, 3) as u32).await,
-                _ => {
+                22 => group_soak::daemons_faulted(&multi, params.range(3, 8) as usize, params.next()).await,
+                16 => {
                     let fault = EnsembleFault::AllDown(s.mul_f64(params.range(120, 300) as f64 / 100.0));
                     scenarios::ensemble_fault(&multi, &cluster, fault, params.next()).await
                 }
+                _ => unreachable!("a scenario index past SCENARIOS"),
             }
         });
         let report = match task.await {
@@ -224,6 +246,7 @@ async fn soak(options: &Options, standalone: String, cluster: Arc<Cluster>) -> V
                 ops: 0,
                 checks: 0,
                 violations: vec![format!("the scenario panicked: {e}")],
+                figures: Vec::new(),
                 took: Duration::ZERO,
             },
         };

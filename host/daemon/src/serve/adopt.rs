@@ -156,7 +156,13 @@ impl Adopter {
     /// Forgets a client session that ended (in the background).
     pub(crate) fn forget(self: &Arc<Self>, session: u64) {
         let group = self.group.clone();
-        tokio::spawn(async move { group.forget_client(session).await });
+        tokio::spawn(async move { group.forget_client(session, &group.me).await });
+    }
+
+    /// Whether this member may end a client session its client did not close (see
+    /// [`Group::may_end_sessions`]; a member found adopted stops there).
+    pub(crate) async fn may_end_sessions(&self) -> bool {
+        self.group.may_end_sessions().await
     }
 
     /// `Sessions.Reattach` on `state`: the session, taken up here (adopting the work of the
@@ -271,7 +277,7 @@ impl Adopter {
             let (Some(state), Some(a)) = (self.state(&record.tenant), adopted.get(&record.zookeeper_session))
             else {
                 // Its ZooKeeper session is gone, and its claims with it.
-                self.group.forget_client(id).await;
+                self.group.forget_client(id, member).await;
                 continue;
             };
             let ttl = Duration::from_millis(record.ttl_ms);

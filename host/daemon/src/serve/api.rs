@@ -166,7 +166,7 @@ impl Sessions for Api {
             if let (Some(state), false) = (state.upgrade(), stopping) {
                 for session in kept {
                     if session.kept_by_one_less() {
-                        state.end_session(session.id, "its last keepalive stream ended").await;
+                        state.expire_session(session.id, "its last keepalive stream ended").await;
                     }
                 }
             }

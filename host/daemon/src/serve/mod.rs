@@ -218,6 +218,7 @@ async fn serve(
         Some(join) => {
             let group = Arc::new(crate::group::Group::join(join, grpc).await?);
             join.fence.arm(group.clone());
+            group.reap_orphans(2 * join.session_timeout + crate::group::LEASE);
             Some(Arc::new(adopt::Adopter::new(group, config.tls.is_some())))
         }
         None => None,

@@ -235,6 +235,19 @@ impl State {
         }
     }
 
+    /// Ends a session its client did not close (its keepalives stopped). In a group, only while
+    /// this member still serves it: a member that was frozen or cut off while its clients went
+    /// to another finds itself adopted here and stops, and one that hands over leaves the
+    /// sessions to the members taking them up.
+    pub(super) async fn expire_session(&self, id: u64, why: &str) {
+        if let Some(group) = &self.group {
+            if !group.may_end_sessions().await {
+                return;
+            }
+        }
+        self.end_session(id, why).await;
+    }
+
     /// A fresh client session id: random, so that one client cannot guess (and end, or use)
     /// another's, and never 0 (which the wire reads as "no session").
     pub(super) fn new_session_id(&self) -> u64 {
@@ -432,7 +445,7 @@ pub(super) async fn reaper(state: Arc<State>) {
             .map(|s| s.id)
             .collect();
         for id in expired {
-            state.end_session(id, "no keepalive within its TTL").await;
+            state.expire_session(id, "no keepalive within its TTL").await;
         }
     }
 }
