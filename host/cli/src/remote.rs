@@ -235,7 +235,12 @@ impl Remote {
             attempt += 1;
             let client = self.client().await?;
             match client.session(ttl, name.clone()).await {
-                Err(e) if e.kind.is_none() && broke_off(e.code) && attempt < tries => {
+                // Or one that cannot reach ZooKeeper (it was frozen, say, and is on its way out).
+                Err(e)
+                    if attempt < tries
+                        && ((e.kind.is_none() && broke_off(e.code))
+                            || e.kind == Some(ErrorKind::ConnectionLoss)) =>
+                {
                     self.broke_off.lock().unwrap_or_else(|e| e.into_inner()).push(client.addr().to_string());
                     let mut current = self.client.lock().await;
                     if current.as_ref().is_some_and(|c| c.addr() == client.addr()) {

@@ -471,12 +471,23 @@ impl Client {
     /// (`Campaign`, `GroupJoin`), made on [`Client::recipes`].
     pub async fn follow(&self, session: Session, claim: pb::Claim) -> Result<Claim, Error> {
         let handle = pb::HandleRef { session: session.id, handle: claim.handle };
-        let followed = session.generation();
+        let mut followed = session.generation();
         let lost = match self.recipes().lost(bounded(handle)).await {
             Ok(lost) => Some(lost.into_inner()),
             // The daemon broke off without an answer: in a group, another member takes the
             // session up, and [`Claim::lost`] takes the claim up there.
             Err(status) if session.grouped && error_kind(&status).is_none() => None,
+            // Granted by the member before, the session taken up since (by this one, which
+            // knows its own handles only): [`Claim::lost`] takes the claim up here at once, as
+            // granted on the link before this one.
+            Err(status)
+                if session.grouped
+                    && followed > 0
+                    && error_kind(&status) == Some(ErrorKind::UnknownHandle) =>
+            {
+                followed -= 1;
+                None
+            }
             Err(status) => {
                 session.close().await;
                 return Err(status.into());

@@ -378,6 +378,10 @@ impl Group {
         tokio::spawn(async move {
             let mut gone_since: std::collections::HashMap<String, tokio::time::Instant> = Default::default();
             let (members, recorded) = (format!("{}/members", group.root), format!("{}/sessions", group.root));
+            // The members client records name, read every half grace: a member that recorded a
+            // client after its adoption (it answered an Open from its backlog as it woke) has no
+            // sessions' record left to be found by.
+            let (mut named, mut next_scan) = (Vec::new(), tokio::time::Instant::now());
             loop {
                 let (present, watcher) = match group.client.list_and_watch_children(&members).await {
                     Ok(listed) => listed,
@@ -394,8 +398,14 @@ impl Group {
                     continue;
                 };
                 let now = tokio::time::Instant::now();
-                gone_since.retain(|member, _| recorded.contains(member) && !present.contains(member));
-                for member in recorded.iter().filter(|m| !present.contains(m)) {
+                if now >= next_scan {
+                    named = group.members_named_by_clients().await;
+                    next_scan = now + grace / 2;
+                }
+                let candidates: Vec<&String> =
+                    recorded.iter().chain(&named).filter(|m| !present.contains(*m)).collect();
+                gone_since.retain(|member, _| candidates.contains(&member));
+                for member in candidates {
                     gone_since.entry(member.clone()).or_insert(now);
                 }
                 let ripe: Vec<String> = gone_since
@@ -407,17 +417,39 @@ impl Group {
                     group.reap(&member).await;
                     gone_since.remove(&member);
                 }
-                let next = gone_since.values().map(|since| *since + grace).min();
+                let next = gone_since
+                    .values()
+                    .map(|since| *since + grace)
+                    .chain([next_scan])
+                    .min()
+                    .unwrap_or(next_scan);
                 tokio::select! {
                     event = watcher.changed() => {
                         if event.event_type == EventType::Session && event.session_state.is_terminated() {
                             return;
                         }
                     }
-                    _ = tokio::time::sleep_until(next.unwrap_or(now)), if next.is_some() => {}
+                    _ = tokio::time::sleep_until(next) => {}
                 }
             }
         });
+    }
+
+    /// The members that client records name, each once.
+    async fn members_named_by_clients(&self) -> Vec<String> {
+        let dir = format!("{}/clients", self.root);
+        let Ok(names) = self.client.list_children(&dir).await else { return Vec::new() };
+        let reads: Vec<_> = names.iter().map(|n| self.client.get_data(&format!("{dir}/{n}"))).collect();
+        let mut named = Vec::new();
+        for read in reads {
+            let Ok((data, _)) = read.await else { continue };
+            if let Ok(record) = serde_json::from_slice::<ClientRecord>(&data) {
+                if !named.contains(&record.member) {
+                    named.push(record.member);
+                }
+            }
+        }
+        named
     }
 
     /// Clears the records of `member`, gone for good, unless someone adopts it after all.

@@ -2,8 +2,10 @@
 //! fault lengths, against a standalone server and a 3-member ensemble, for as long as asked.
 //!
 //! ```text
-//! cargo run --release -p wazoo-tests --bin chaos-soak -- [--seed N] [--minutes M] [--session-ms MS]
+//! cargo run --release -p wazoo-tests --bin chaos-soak -- [--seed N] [--minutes M] [--session-ms MS] [--only TEXT]
 //! ```
+//!
+//! `--only TEXT` draws only the scenarios whose name contains TEXT (`--only "daemon group"`).
 //!
 //! The seed is printed first and last; the same seed draws the same scenarios with the same
 //! parameters (timing on a real network and real servers still varies from run to run). The
@@ -24,12 +26,17 @@ struct Options {
     seed: u64,
     minutes: f64,
     session: Duration,
+    /// The scenarios drawn from, by index, and the `--only` text that chose them.
+    only: Vec<usize>,
+    only_text: Option<String>,
 }
 
 fn options() -> Result<Options, String> {
     let mut seed =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
     let (mut minutes, mut session_ms) = (10.0, 3000u64);
+    let mut only: Vec<usize> = (0..SCENARIOS.len()).collect();
+    let mut only_text = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
@@ -39,8 +46,18 @@ fn options() -> Result<Options, String> {
             "--session-ms" => {
                 session_ms = value("--session-ms")?.parse().map_err(|e| format!("--session-ms: {e}"))?
             }
+            "--only" => {
+                let text = value("--only")?;
+                only = (0..SCENARIOS.len()).filter(|&i| SCENARIOS[i].contains(text.as_str())).collect();
+                if only.is_empty() {
+                    return Err(format!("--only {text:?}: no scenario's name contains it"));
+                }
+                only_text = Some(text);
+            }
             "-h" | "--help" => {
-                return Err("usage: chaos-soak [--seed N] [--minutes M] [--session-ms MS]".into());
+                return Err(
+                    "usage: chaos-soak [--seed N] [--minutes M] [--session-ms MS] [--only TEXT]".into()
+                );
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
@@ -49,7 +66,7 @@ fn options() -> Result<Options, String> {
     if !(400..=4000).contains(&session_ms) {
         return Err("--session-ms must be within 400..=4000 (2 to 20 ticks of 200 ms)".into());
     }
-    Ok(Options { seed, minutes, session: Duration::from_millis(session_ms) })
+    Ok(Options { seed, minutes, session: Duration::from_millis(session_ms), only, only_text })
 }
 
 /// The scenarios drawn from, by index.
@@ -135,12 +152,13 @@ fn main() {
     }
     let failed: Vec<&Report> = reports.iter().map(|(_, r)| r).filter(|r| !r.passed()).collect();
     println!(
-        "\n{} scenarios run, {} failed. Seed {} (replay: chaos-soak --seed {} --minutes {})",
+        "\n{} scenarios run, {} failed. Seed {} (replay: chaos-soak --seed {} --minutes {}{})",
         reports.len(),
         failed.len(),
         options.seed,
         options.seed,
-        options.minutes
+        options.minutes,
+        options.only_text.as_ref().map(|t| format!(" --only {t:?}")).unwrap_or_default()
     );
     for r in &failed {
         print!("{r}");
@@ -157,7 +175,7 @@ async fn soak(options: &Options, standalone: String, cluster: Arc<Cluster>) -> V
     let mut n = 0;
     while Instant::now() < until {
         n += 1;
-        let pick = rng.range(0, SCENARIOS.len() as u64 - 1) as usize;
+        let pick = options.only[rng.range(0, options.only.len() as u64 - 1) as usize];
         let seed = rng.next();
         let mut params = Rng::new(seed);
         let s = options.session;
