@@ -14,8 +14,8 @@ pub fn package() -> PathBuf {
 }
 
 /// Installs the package with pip, offline, into a fresh temporary directory, for PYTHONPATH.
-/// `--no-deps`: a `--target` install ignores what is installed, and grpcio and protobuf are there
-/// already.
+/// `--no-deps`: a `--target` install ignores what is installed, and grpcio, grpcio-status and
+/// protobuf are there already (.ci/setup).
 pub async fn install() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let (code, stdout, stderr) = output(

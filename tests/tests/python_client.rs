@@ -1,15 +1,16 @@
 //! The Python client package `clients/python` (`wazoo-client`, import `wazoo`): its checked-in
-//! stubs match the proto, it installs offline with pip (typed, beside any grpcio 1.x from 1.66.1
-//! on), and it drives a real `wazoo serve` on the shared real ZooKeeper (a token, locks and their
-//! fencing tokens, timeouts as typed errors, queues, configuration, counters, watches, generic
-//! invoke, claims lost while held and why, a frozen daemon given up within the client's bounds,
-//! and TLS).
+//! stubs match the proto; it builds with the vendored flit_core and installs offline with pip
+//! (typed, its metadata whole, beside any grpcio 1.x from 1.66.1 on); and it drives a real
+//! `wazoo serve` on the shared real ZooKeeper (a token, locks and their fencing tokens, timeouts
+//! as typed errors, queues, configuration, counters, watches, generic invoke, claims lost while
+//! held and why, a frozen daemon given up within the client's bounds, TLS, kazoo's recipe
+//! objects and watch callbacks, and the asyncio client `wazoo.aio`).
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use wazoo_tests::daemon::{output, Daemon};
 use wazoo_tests::python::{install, package};
@@ -25,8 +26,7 @@ const SILENCE: f64 = 3.0;
 const SLACK: f64 = 2.0;
 
 /// The generated files `clients/python/gen_stubs.sh` writes, relative to its output directory.
-const STUBS: [&str; 4] =
-    ["wazoo_pb2.py", "wazoo_pb2_grpc.py", "google/rpc/status_pb2.py", "google/rpc/error_details_pb2.py"];
+const STUBS: [&str; 2] = ["wazoo_pb2.py", "wazoo_pb2_grpc.py"];
 
 /// `python3 clients/python/tests/SCRIPT ARGS…` with the installed package on its path.
 fn python(installed: &Path, script: &str, args: &[&str]) -> Command {
@@ -94,11 +94,16 @@ async fn the_installed_package_is_typed_and_asks_for_a_range_of_grpcio() {
         .find(|path| path.extension().is_some_and(|e| e == "dist-info"))
         .map(|info| std::fs::read_to_string(info.join("METADATA")).unwrap())
         .expect("the installed package's dist-info");
-    let requires: Vec<&str> = metadata.lines().filter_map(|l| l.strip_prefix("Requires-Dist: ")).collect();
+    // What it needs to run (not its extras').
+    let requires: Vec<&str> = metadata
+        .lines()
+        .filter_map(|l| l.strip_prefix("Requires-Dist: "))
+        .filter(|d| !d.contains("extra =="))
+        .collect();
     assert_eq!(
         requires,
-        ["grpcio>=1.66.1,<2", "protobuf>=5.27.2,<6"],
-        "a range of grpcio, not a pin, so that the package installs beside others"
+        ["grpcio>=1.66.1,<2", "grpcio-status>=1.66.1,<2", "protobuf>=5.27.2,<7"],
+        "ranges, not pins, so that the package installs beside others"
     );
 }
 
@@ -365,4 +370,235 @@ async fn the_python_client_takes_a_lock_over_mutual_tls() {
     assert!(checker.check_stat(held[1]).await.unwrap().is_none(), "released");
     // Without a client certificate the daemon does not serve it.
     assert_eq!(line(&lines, "no-certificate"), ["None", "UNAVAILABLE"]);
+}
+
+/// The package builds offline with the vendored flit_core (the released 3.12.0, every file as
+/// its RECORD hashes it), its wheel's metadata has what pyproject.toml says (URLs, classifiers,
+/// extras, ranges, license), its sdist builds the same wheel again, and pip installs it into a
+/// fresh virtual environment with build isolation and no index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_package_builds_offline_with_a_standard_backend() {
+    let work = tempfile::tempdir().unwrap();
+    let (status, lines, stderr) =
+        run(Command::new("python3").arg(package().join("tests/build.py")).arg(work.path())).await;
+    let all = lines.join("\n");
+    assert!(status.success(), "build.py failed ({status}):\n{all}\n{stderr}");
+    assert_eq!(lines.last().map(String::as_str), Some("build ok"), "{all}");
+    assert_eq!(line(&lines, "vendored"), ["22", "files", "as", "released"], "{all}");
+    assert_eq!(line(&lines, "license"), ["Apache-2.0"]);
+    assert_eq!(line(&lines, "requires-python"), [">=3.8"]);
+    let requires: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("requires ")).collect();
+    assert_eq!(
+        requires,
+        [
+            "grpcio>=1.66.1,<2",
+            "grpcio-status>=1.66.1,<2",
+            "protobuf>=5.27.2,<7",
+            "grpcio-tools==1.66.1;extra==\"stubs\"",
+            "mypy>=1.0;extra==\"typing\"",
+        ],
+        "ranges for the runtime, the stubs' generator pinned in its extra"
+    );
+    let extras: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("extra ")).collect();
+    assert_eq!(extras, ["stubs", "typing"], "the optional dependencies survive into the metadata");
+    let urls: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("url ")).collect();
+    assert_eq!(urls, ["Documentation", "Homepage", "Issues", "Source"], "[project.urls] survives");
+    let classifiers: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("classifier ")).collect();
+    assert!(classifiers.contains(&"Typing_::_Typed") && classifiers.len() >= 5, "{classifiers:?}");
+    assert_eq!(line(&lines, "readme"), ["text/markdown", "True"]);
+    for module in ["wazoo/py.typed", "wazoo/aio.py", "wazoo/recipes.py", "wazoo/_proto/wazoo_pb2_grpc.py"] {
+        assert!(all.contains(&format!("has {module} True")), "the wheel has {module}:\n{all}");
+    }
+    assert_eq!(line(&lines, "vendor-in-wheel"), ["False"], "the backend stays out of the wheel");
+    let sdist: Vec<&String> = lines.iter().filter(|l| l.starts_with("sdist-has ")).collect();
+    assert!(
+        sdist.len() == 6 && sdist.iter().all(|l| l.ends_with(" True")),
+        "the sdist has what builds it:\n{all}"
+    );
+    assert_eq!(line(&lines, "sdist-builds"), ["True"]);
+    assert_eq!(line(&lines, "venv-install"), ["True"], "{all}");
+    assert_eq!(line(&lines, "venv-import"), ["True", "Client"], "{all}");
+}
+
+/// Runs `script` (of clients/python/tests) with the installed package, answering its questions
+/// about ZooKeeper (tests/driven.py: `ask zk-create|zk-set|zk-delete|zk-exists|zk-children …`)
+/// through a ZooKeeper client of the test's own; returns its lines but the questions.
+async fn drive(installed: &Path, script: &str, args: &[&str]) -> Vec<String> {
+    let checker = client(&zk().address()).await;
+    let mut command = python(installed, script, args);
+    command.env("PYTHONPATH", format!("{}:{}", installed.display(), package().join("tests").display()));
+    let mut child = command.stdin(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let stderr = child.stderr.take().unwrap();
+    let errors = tokio::spawn(async move {
+        let mut text = String::new();
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    let mode = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let mut lines = Vec::new();
+    within(LIMIT, &format!("{script} runs to its end"), async {
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            let Some(question) = line.strip_prefix("ask ") else {
+                lines.push(line);
+                continue;
+            };
+            let words: Vec<&str> = question.split(' ').collect();
+            let data = words.get(2).copied().unwrap_or("").as_bytes();
+            let answer = match words[0] {
+                "zk-create" => {
+                    checker.create(words[1], data, &mode).await.unwrap();
+                    "ok".to_string()
+                }
+                "zk-set" => {
+                    checker.set_data(words[1], data, None).await.unwrap();
+                    "ok".to_string()
+                }
+                "zk-delete" => {
+                    checker.delete(words[1], None).await.unwrap();
+                    "ok".to_string()
+                }
+                "zk-exists" => {
+                    if checker.check_stat(words[1]).await.unwrap().is_some() { "yes" } else { "no" }
+                        .to_string()
+                }
+                "zk-children" => {
+                    let mut names = children(&checker, words[1]).await;
+                    names.sort();
+                    if names.is_empty() {
+                        "-".to_string()
+                    } else {
+                        names.join(" ")
+                    }
+                }
+                other => panic!("{script} asked {other:?}"),
+            };
+            stdin.write_all(format!("{answer}\n").as_bytes()).await.unwrap();
+            stdin.flush().await.unwrap();
+        }
+    })
+    .await;
+    let status = within(LIMIT, &format!("{script} exits"), child.wait()).await.unwrap();
+    let stderr = errors.await.unwrap();
+    assert!(status.success(), "{script} failed ({status}):\n{}\n{stderr}", lines.join("\n"));
+    assert_eq!(lines.last().map(String::as_str), Some("done"), "{}", lines.join("\n"));
+    lines
+}
+
+/// kazoo's recipe objects: a non-blocking acquire that returns False (and leaves no node), the
+/// contenders in queue order as ZooKeeper has them, a semaphore's and a read/write lock's tries,
+/// an election's leader and candidates, and DataWatch / ChildrenWatch callbacks on changes made
+/// in ZooKeeper directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_python_client_has_kazoos_recipe_objects() {
+    let (daemon, token, _dir) = daemon_with_token().await;
+    let installed = install().await;
+    let base = unique("python-kazoo-like");
+    let lines = drive(installed.path(), "kazoo_like.py", &[&daemon.grpc, &base, &token]).await;
+    let all = lines.join("\n");
+
+    let held = line(&lines, "held");
+    let holder = held[0].to_string();
+    assert_eq!(held[2], "yes", "the lock node is in ZooKeeper:\n{all}");
+    let tried = line(&lines, "try-taken");
+    assert_eq!(tried[..3], ["False", "False", "None"], "a try on a taken lock returns False:\n{all}");
+    assert!(seconds(&tried) < 5.0, "the try returned at once:\n{all}");
+    let nodes = line(&lines, "nodes-after-try");
+    assert_eq!(nodes.len(), 1, "the try left no node behind:\n{all}");
+    assert!(holder.ends_with(nodes[0]), "{all}");
+    assert_eq!(line(&lines, "blocking-timeout"), ["TIMEOUT"]);
+
+    let contenders = line(&lines, "contenders");
+    assert_eq!(contenders.len(), 2, "{all}");
+    assert!(contenders[0].starts_with(&format!("True:{holder}:")), "the holder first:\n{all}");
+    assert!(contenders[1].starts_with("False:"), "then the waiter:\n{all}");
+    let waiter = contenders[1].split(':').nth(1).unwrap().to_string();
+    assert_eq!(line(&lines, "holders"), [holder.as_str()]);
+    assert_eq!(line(&lines, "lock-contenders"), ["2", "True"]);
+    assert_eq!(line(&lines, "waiter"), ["True", "True", "True"], "the waiter took the lock, a greater token");
+    assert_eq!(line(&lines, "holders-after"), [waiter.as_str()], "the waiter holds on its queued node");
+    assert_eq!(line(&lines, "released-all"), ["-"], "no node left:\n{all}");
+    assert_eq!(line(&lines, "with"), ["True", "yes"]);
+    assert_eq!(line(&lines, "with-released"), ["no"]);
+
+    assert_eq!(line(&lines, "leases"), ["True", "True", "False"], "two leases, the third try refused");
+    assert_eq!(line(&lines, "lease-holders"), ["2", "2"]);
+    assert_eq!(line(&lines, "rwlock"), ["True", "True", "False"], "readers share, the writer waits");
+    assert_eq!(line(&lines, "rwlock-modes"), ["read", "read"]);
+
+    assert_eq!(line(&lines, "no-leader"), ["None"]);
+    assert_eq!(line(&lines, "leader"), ["alpha", "True", "True"]);
+    assert_eq!(line(&lines, "election-contenders"), ["alpha", "beta"]);
+    assert_eq!(line(&lines, "beta-ran-early"), ["False"], "beta did not lead while alpha did");
+    assert_eq!(line(&lines, "beta-ran"), ["True", "beta"]);
+    assert_eq!(line(&lines, "beta-result"), ["led", "None"], "run returned func's result and stepped down");
+
+    assert_eq!(line(&lines, "data-first"), ["None", "None"], "the first call, before the node exists");
+    assert_eq!(line(&lines, "data-created"), ["one", "0", "True"]);
+    assert_eq!(line(&lines, "data-changed"), ["two", "1", "True", "True"]);
+    assert_eq!(line(&lines, "data-deleted"), ["None", "None"]);
+    assert_eq!(line(&lines, "data-stopped"), ["True", "None"]);
+    assert_eq!(line(&lines, "three-first"), ["None", "None"]);
+    assert_eq!(line(&lines, "three-event"), ["stop", "CREATED"]);
+    assert_eq!(line(&lines, "decorated"), ["True"]);
+
+    assert_eq!(line(&lines, "children-first"), ["-"]);
+    assert_eq!(line(&lines, "children-x"), ["x"]);
+    assert_eq!(line(&lines, "children-xy"), ["x", "y"]);
+    assert_eq!(line(&lines, "children-y"), ["y"]);
+    assert_eq!(line(&lines, "children-yz"), ["y", "z"], "a child's data change is no call");
+    assert_eq!(line(&lines, "children-stopped"), ["True"]);
+}
+
+/// The asyncio client `wazoo.aio` against a real daemon: the token, locks, typed errors (through
+/// grpcio-status), a non-blocking acquire, contenders, the leader, configuration, counters,
+/// queues, generic invoke, a watch, DataWatch and ChildrenWatch callbacks, and a lock lost while
+/// its block ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_asyncio_client_drives_a_real_daemon() {
+    let (daemon, token, _dir) = daemon_with_token().await;
+    let installed = install().await;
+    let base = unique("python-aio");
+    let lines = drive(installed.path(), "aio.py", &[&daemon.grpc, &base, &token]).await;
+    let all = lines.join("\n");
+
+    assert_eq!(line(&lines, "unauthenticated"), ["UNAUTHENTICATED", "UNAUTHENTICATED"]);
+    assert_eq!(line(&lines, "sessions"), ["True", "5.0"]);
+    let held = line(&lines, "held");
+    assert!(held[0].starts_with(&format!("{base}/lock/")) && held[2] == "yes", "{all}");
+    assert_eq!(line(&lines, "timeout"), ["TIMEOUT", "DEADLINE_EXCEEDED"]);
+    assert_eq!(line(&lines, "try-taken"), ["False", "False"]);
+    assert_eq!(line(&lines, "contenders"), [format!("True:{}", held[0]).as_str()], "the try left no node");
+    assert_eq!(line(&lines, "released"), ["no"]);
+    assert_eq!(line(&lines, "try-free"), ["True", "True", "True"], "a try on a free lock holds it");
+    let holders = line(&lines, "holders");
+    assert_eq!(holders.len(), 2, "{all}");
+    assert_eq!(holders[0], holders[1], "the holder is the try's node");
+    assert_eq!(line(&lines, "release"), ["True", "False"]);
+    assert_eq!(line(&lines, "no-leader"), ["None"]);
+    assert_eq!(line(&lines, "leader"), ["alpha", "True"]);
+    assert_eq!(line(&lines, "config-absent"), ["None"]);
+    assert_eq!(line(&lines, "bad-version"), ["BAD_VERSION", "FAILED_PRECONDITION"]);
+    assert_eq!(line(&lines, "config"), ["v1", "True"]);
+    assert_eq!(line(&lines, "counter"), ["5", "3"]);
+    assert_eq!(line(&lines, "queue"), ["1", "one"]);
+    assert_eq!(line(&lines, "call"), ["True"]);
+    assert_eq!(line(&lines, "call-unavailable"), ["RECIPE_UNAVAILABLE"]);
+    assert_eq!(line(&lines, "watch"), ["CHANGED", format!("{base}/tree/a").as_str(), "two"]);
+    assert_eq!(line(&lines, "data-first"), ["None", "None"]);
+    assert_eq!(line(&lines, "data-created"), ["one", "0"]);
+    assert_eq!(line(&lines, "data-changed"), ["two", "1"]);
+    assert_eq!(line(&lines, "data-deleted"), ["None", "None"]);
+    assert_eq!(line(&lines, "children-first"), ["-"]);
+    assert_eq!(line(&lines, "children-x"), ["x"]);
+    assert_eq!(line(&lines, "children-none"), ["-"]);
+    assert_eq!(line(&lines, "lost"), ["node-deleted"]);
+    assert_eq!(line(&lines, "lock-lost"), ["node-deleted"]);
+    assert!(!lines.iter().any(|l| l == "lost-unnoticed"), "{all}");
+    assert_eq!(line(&lines, "closed"), ["False", "False"]);
 }

@@ -23,15 +23,29 @@ from wazoo import client, errors
 from wazoo._proto import wazoo_pb2 as pb
 from wazoo._proto import wazoo_pb2_grpc as rpc
 
-# The google.rpc types the package reads status details with (googleapis' or its own copy).
-error_details_pb2, status_pb2 = errors._error_details, errors._status
+# The google.rpc types grpcio-status reads status details with (googleapis-common-protos).
+from google.rpc import error_details_pb2, status_pb2
 
 
 class FakeRpcError(grpc.RpcError):
-    """A failed call as grpc raises it: code, details and trailing metadata."""
+    """A failed call as grpc raises it: code, details and trailing metadata. A status trailer
+    made by `status_trailer` gets the call's code and message, as the daemon sends them (unless
+    `matching` is False)."""
 
-    def __init__(self, code, details, trailers=()):
-        self._code, self._details, self._trailers = code, details, tuple(trailers)
+    def __init__(self, code, details, trailers=(), matching=True):
+        self._code, self._details = code, details
+        fixed = []
+        for key, value in trailers:
+            if key == "grpc-status-details-bin" and matching:
+                status = status_pb2.Status()
+                try:
+                    status.ParseFromString(value)
+                    status.code, status.message = code.value[0], details
+                    value = status.SerializeToString()
+                except Exception:
+                    pass
+            fixed.append((key, value))
+        self._trailers = tuple(fixed)
 
     def code(self):
         return self._code
@@ -78,6 +92,13 @@ def main():
     e = errors.from_rpc(FakeRpcError(grpc.StatusCode.NOT_FOUND, "x",
                                      [status_trailer("ERROR_KIND_NO_NODE", domain="other.v1")]))
     assert type(e) is wazoo.WazooError and e.kind is None, repr(e)
+    # A status whose details say another code than the call's: grpcio-status refuses it, and
+    # the error has no kind.
+    e = errors.from_rpc(FakeRpcError(grpc.StatusCode.NOT_FOUND, "x", [status_trailer("ERROR_KIND_NO_NODE")],
+                                     matching=False))
+    assert type(e) is wazoo.WazooError and e.kind is None, repr(e)
+    e = errors.from_rpc(FakeRpcError(grpc.StatusCode.NOT_FOUND, "x", [status_trailer("ERROR_KIND_NO_NODE")]))
+    assert type(e) is wazoo.NoNode, repr(e)
     e = errors.from_rpc(FakeRpcError(grpc.StatusCode.UNIMPLEMENTED, "unknown method"))
     assert type(e) is wazoo.WazooError and e.kind is None and e.code == grpc.StatusCode.UNIMPLEMENTED, repr(e)
     malformed = [("grpc-status-details-bin", b"\xff\xff")]

@@ -10,12 +10,14 @@ configuration, counters, caches) over the daemon's gRPC API.
 Failed calls raise a `WazooError` subclass per error kind of the daemon (`Timeout`, `NoNode`,
 `BadVersion` …), or `Unavailable` when the daemon cannot be reached or stops answering (within
 `SILENCE` seconds, or a call's deadline); a claim lost while its block ran raises `LockLost`.
-Given several daemons of a group ("a:7181,b:7181"), a client whose daemon dies carries its
+kazoo's recipe objects are there too: `c.Lock(path).acquire(blocking=False)`, `c.Election`,
+`c.DataWatch(path, func)`, `c.ChildrenWatch(path, func)`, and `c.contenders(path)` /
+`c.leader(path)`. `wazoo.aio` is the same client for asyncio. Given several daemons of a group ("a:7181,b:7181"), a client whose daemon dies carries its
 session and claims on through another member (see `Client`).
 """
 from .client import (
-    CALL_TIMEOUT, CUT_OFF, PING_EVERY, PING_TIMEOUT, REATTACH_TRY, SILENCE, Claim, Client, Stream,
-    WatchEvent,
+    CALL_TIMEOUT, CUT_OFF, PING_EVERY, PING_TIMEOUT, REATTACH_TRY, SILENCE, Claim, Client, Contender,
+    NodeStat, Stream, WatchEvent,
 )
 from .errors import (
     BadVersion,
@@ -46,11 +48,13 @@ from .errors import (
     WrongHandle,
 )
 
+from .recipes import ChildrenWatch, DataWatch, Election, Lock
+
 __version__ = "0.1.0"
 
 __all__ = [
     "CALL_TIMEOUT", "CUT_OFF", "PING_EVERY", "PING_TIMEOUT", "REATTACH_TRY", "SILENCE", "Claim", "Client",
-    "Stream", "WatchEvent",
+    "Stream", "WatchEvent", "Contender", "NodeStat", "Lock", "Election", "DataWatch", "ChildrenWatch",
     "WazooError", "Unavailable", "LockLost", "Timeout", "NoNode", "NodeExists", "BadVersion", "NotEmpty",
     "NoChildrenForEphemerals", "InvalidPath", "InvalidArgument", "ConnectionLoss", "SessionExpired",
     "NoAuth", "LimitExceeded", "QuotaExceeded", "Unimplemented", "Other", "Trapped", "Retired",

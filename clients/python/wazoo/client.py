@@ -13,7 +13,8 @@ import threading
 import time
 import uuid
 from typing import (
-    Any, Callable, Generic, Iterator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union,
+    TYPE_CHECKING, Any, Callable, Generic, Iterator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar,
+    Union,
 )
 
 import grpc
@@ -88,6 +89,66 @@ class WatchEvent(NamedTuple):
     version: int
     czxid: int = 0
     mzxid: int = 0
+
+
+class NodeStat(NamedTuple):
+    """What `DataWatch` tells of a node besides its data (the fields of kazoo's `ZnodeStat` a
+    cache keeps): `version` (its data version), `czxid` (the zxid that created it) and `mzxid`
+    (the zxid that last set its data)."""
+
+    version: int
+    czxid: int
+    mzxid: int
+
+
+class Contender(NamedTuple):
+    """One contender for a claim (`Client.contenders`), as the daemon reads its node.
+
+    `node` is its node's path; `sequence` the node's sequence number; `holds` whether it holds
+    the lock or lease, or leads (False: it waits); `mode` "read" or "write" for a read/write
+    lock, else None; `data` the node's data (an election candidate's id); `session` the
+    ZooKeeper session that owns the node; `token` the node's czxid, the fencing token its
+    holder was given."""
+
+    node: str
+    sequence: int
+    holds: bool
+    mode: Optional[str]
+    data: bytes
+    session: int
+    token: int
+
+    @property
+    def id(self) -> str:
+        """`data` as text: an election candidate's id (`Client.elect`'s `id`)."""
+        return self.data.decode("utf-8", "replace")
+
+
+#: `Client.contenders`' `kind`: how the claim at a path is named in ZooKeeper.
+_HOLDERS_KINDS = {
+    "detect": pb.HOLDERS_KIND_DETECT,
+    "lock": pb.HOLDERS_KIND_LOCK,
+    "rwlock": pb.HOLDERS_KIND_READ_WRITE,
+    "semaphore": pb.HOLDERS_KIND_SEMAPHORE,
+    "election": pb.HOLDERS_KIND_ELECTION,
+}
+
+
+def _holders_request(path: str, kind: str, leases: Optional[int]) -> Any:
+    if kind not in _HOLDERS_KINDS:
+        raise ValueError(f"unknown claim kind {kind!r}: use one of {', '.join(_HOLDERS_KINDS)}")
+    if leases is not None and leases < 1:
+        raise ValueError(f"a semaphore has at least one lease, not {leases}")
+    return pb.HoldersRequest(path=path, kind=_HOLDERS_KINDS[kind], leases=leases)
+
+
+def _contender(c: Any) -> Contender:
+    mode = {pb.CONTENDER_MODE_READ: "read", pb.CONTENDER_MODE_WRITE: "write"}.get(c.mode)
+    return Contender(c.node, c.sequence, c.holds, mode, c.data, c.session, c.fencing_token)
+
+
+def _watch_event(e: Any) -> WatchEvent:
+    return WatchEvent(pb.WatchKind.Name(e.kind), e.path, e.data, e.version, e.czxid, e.mzxid)
 
 
 class Stream(Generic[T]):
@@ -1121,17 +1182,97 @@ class Client:
         link = self._link
         call = link.recipes.Watch(pb.WatchRequest(path=path, recursive=recursive, recipe=recipe),
                                   metadata=self.metadata)
-        return Stream(call, lambda e: WatchEvent(pb.WatchKind.Name(e.kind), e.path, e.data, e.version,
-                                                 e.czxid, e.mzxid), link)
+        return Stream(call, _watch_event, link)
 
     # Any recipe.
 
     def call(self, recipe: str, function: str, args: Any = None) -> Any:
         """Calls `function` ("interface.function", e.g. "lock.acquire") of `recipe` with `args`
-        (a list, positional, or a dict by parameter name; JSON as README "Generic invoke" maps
+        (a list, positional, or a dict by parameter name; JSON as docs/src/reference/grpc.md maps
         the WIT types) and returns its result decoded from JSON: None for none, {"ok": …} or
         {"err": …} for a result. The instance ends with the call, deleting its ephemeral nodes.
         An empty `function` runs a custom recipe's `run` with `args` a list of strings."""
         args_json = json.dumps(args if args is not None else [])
         request = pb.InvokeRequest(recipe=recipe, function=function, args_json=args_json)
         return json.loads(self._call(self.recipes.Invoke, request).result_json)
+
+    # Who holds, who waits.
+
+    def contenders(self, path: str, kind: str = "detect", leases: Optional[int] = None) -> List[Contender]:
+        """Who holds the claim at `path` and who waits, holders first, in queue order (as kazoo's
+        `Lock.contenders()`, with each contender's node, session and fencing token), read by the
+        daemon after a sync. `kind` is "lock", "rwlock", "semaphore" or "election", or "detect"
+        to tell it by the nodes' names (`wazoo.InvalidArgument` if they are of several kinds).
+        `leases`, for a semaphore, is its number of leases (ZooKeeper does not keep it): the
+        first `leases` lease nodes hold. A path that does not exist has none."""
+        reply = self._call(self.recipes.Holders, _holders_request(path, kind, leases))
+        return [_contender(c) for c in reply.contenders]
+
+    def holders(self, path: str, kind: str = "detect", leases: Optional[int] = None) -> List[Contender]:
+        """Those of `contenders(path, kind, leases)` that hold (the lock, a lease, the
+        leadership)."""
+        return [c for c in self.contenders(path, kind, leases) if c.holds]
+
+    def leader(self, path: str) -> Optional[Contender]:
+        """The leader of the election at `path` (`elect`): its `id`, node and fencing token; None
+        when nobody leads."""
+        return next(iter(self.holders(path, "election")), None)
+
+    # kazoo's recipe objects.
+
+    def Lock(self, path: str, recipe: str = "") -> "_recipes.Lock":
+        """The lock at `path` as kazoo's `Lock`: `acquire(blocking=True, timeout=None)` returns
+        True once it is held, or False at once with `blocking=False` when it is not free;
+        `release()`, `contenders()`, `is_acquired`, and `with lock:`."""
+        from .recipes import Lock
+        return Lock(self, path, pb.LOCK, recipe=recipe)
+
+    def ReadLock(self, path: str, recipe: str = "") -> "_recipes.Lock":
+        """The read side of the read/write lock at `path`, as `Lock` (kazoo's `ReadLock`)."""
+        from .recipes import Lock
+        return Lock(self, path, pb.READ_LOCK, recipe=recipe)
+
+    def WriteLock(self, path: str, recipe: str = "") -> "_recipes.Lock":
+        """The write side of the read/write lock at `path`, as `Lock` (kazoo's `WriteLock`)."""
+        from .recipes import Lock
+        return Lock(self, path, pb.WRITE_LOCK, recipe=recipe)
+
+    def Semaphore(self, path: str, max_leases: int = 1, recipe: str = "") -> "_recipes.Lock":
+        """A lease of the semaphore at `path` with `max_leases` leases, as `Lock` (kazoo's
+        `Semaphore`; `lease_holders()` as kazoo's)."""
+        from .recipes import Lock
+        if max_leases < 1:
+            raise ValueError(f"a semaphore has at least one lease, not {max_leases}")
+        return Lock(self, path, pb.SEMAPHORE, leases=max_leases, recipe=recipe)
+
+    def Election(self, path: str, identifier: str = "", recipe: str = "") -> "_recipes.Election":
+        """The election at `path` as kazoo's `Election`, this client a candidate named
+        `identifier`: `run(func, *args)` waits to lead, calls `func`, then steps down;
+        `contenders()` the candidates' ids, the leader first."""
+        from .recipes import Election
+        return Election(self, path, identifier, recipe=recipe)
+
+    def DataWatch(self, path: str, func: "Optional[Callable[..., Any]]" = None, recipe: str = "") -> "_recipes.DataWatch":
+        """Calls `func(data, stat)` with the node at `path` now, and again after every change,
+        as kazoo's `DataWatch`: `data` None (and `stat` None) while the node does not exist.
+        See `wazoo.recipes.DataWatch`."""
+        from .recipes import DataWatch
+        return DataWatch(self, path, func, recipe=recipe)
+
+    def ChildrenWatch(self, path: str, func: "Optional[Callable[..., Any]]" = None, recipe: str = "") -> "_recipes.ChildrenWatch":
+        """Calls `func(children)` with the names of the children of `path` now (sorted; empty while
+        the node does not exist), and again after every child added or removed, as kazoo's
+        `ChildrenWatch`. See `wazoo.recipes.ChildrenWatch`."""
+        from .recipes import ChildrenWatch
+        return ChildrenWatch(self, path, func, recipe=recipe)
+
+    def _children(self, path: str, recipe: str = "") -> "Stream[Any]":
+        """The children of `path` (names and data, sorted by name) now and after every child
+        added or removed (`GroupWatch`)."""
+        link = self._link
+        call = link.recipes.GroupWatch(pb.PathRequest(path=path, recipe=recipe), metadata=self.metadata)
+        return Stream(call, lambda m: m, link)
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from . import recipes as _recipes

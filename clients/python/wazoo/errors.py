@@ -2,25 +2,20 @@
 
 Every error status the daemon's services return carries its kind as a `google.rpc.ErrorInfo`
 of domain "wazoo.v1" in the status details (the `grpc-status-details-bin` trailer). `from_rpc`
-reads it and raises the class of that kind; branch on the class (or `.kind`), never on the
-message, which is for people.
+reads them with grpcio-status (`grpc_status.rpc_status.from_call`) and raises the class of that
+kind; branch on the class (or `.kind`), never on the message, which is for people.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Optional, Type
 
 import grpc
-
-try:  # googleapis-common-protos, when installed: one copy of google.rpc per process
-    from google.rpc import error_details_pb2 as _error_details
-    from google.rpc import status_pb2 as _status
-except ImportError:  # pragma: no cover - depends on what is installed
-    from ._proto.google.rpc import error_details_pb2 as _error_details
-    from ._proto.google.rpc import status_pb2 as _status
+from google.rpc import error_details_pb2 as _error_details
+from google.rpc import status_pb2 as _status
+from grpc_status import rpc_status
 
 #: The `ErrorInfo.domain` of the daemon's errors.
 DOMAIN = "wazoo.v1"
-_DETAILS_KEY = "grpc-status-details-bin"
 _PREFIX = "ERROR_KIND_"
 
 
@@ -223,25 +218,31 @@ KINDS: Dict[str, Type[WazooError]] = {
 }
 
 
-def kind_of(error: grpc.RpcError) -> Optional[str]:
+def status_of(error: Any) -> Optional[_status.Status]:
+    """The `google.rpc.Status` a failed call carries in its details (grpcio-status reads it from
+    the `grpc-status-details-bin` trailer), for a blocking or an asyncio call alike; None if it
+    carries none, or one that is malformed or says another code or message than the call's."""
+    if not hasattr(error, "trailing_metadata"):
+        return None
+    try:
+        return rpc_status.from_call(error)
+    except Exception:  # a malformed trailer, or one at odds with the call's status
+        return None
+
+
+def kind_of(error: Any) -> Optional[str]:
     """The `ErrorKind` value name (e.g. "ERROR_KIND_TIMEOUT") a failed call carries, read from
     its status details; None if it carries none (it did not come from the daemon's services)."""
-    trailers = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
-    for key, value in trailers or ():
-        if key != _DETAILS_KEY:
+    status = status_of(error)
+    if status is None:
+        return None
+    for detail in status.details:
+        if not detail.Is(_error_details.ErrorInfo.DESCRIPTOR):
             continue
-        status = _status.Status()
-        try:
-            status.ParseFromString(value)
-        except Exception:  # a malformed trailer: no kind
-            return None
-        for detail in status.details:
-            if not detail.type_url.endswith("/google.rpc.ErrorInfo"):
-                continue
-            info = _error_details.ErrorInfo()
-            info.ParseFromString(detail.value)
-            if info.domain == DOMAIN:
-                return info.reason
+        info = _error_details.ErrorInfo()
+        detail.Unpack(info)
+        if info.domain == DOMAIN:
+            return info.reason
     return None
 
 
@@ -250,8 +251,8 @@ def kind_of(error: grpc.RpcError) -> Optional[str]:
 _UNREACHED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
-def from_rpc(error: grpc.RpcError) -> WazooError:
-    """The typed exception of a failed gRPC call (to raise `from` it)."""
+def from_rpc(error: Any) -> WazooError:
+    """The typed exception of a failed gRPC call, blocking or asyncio (to raise `from` it)."""
     code = error.code() if hasattr(error, "code") else None
     details = (error.details() if hasattr(error, "details") else None) or str(error)
     reason = kind_of(error)

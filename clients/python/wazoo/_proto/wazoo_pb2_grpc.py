@@ -735,7 +735,7 @@ class RecipesServicer(object):
 
     def Invoke(self, request, context):
         """Calls any exported function of any loaded recipe, custom ones included, with arguments and
-        result as JSON mapped from the function's WIT types (README, "Generic invoke"). Without
+        result as JSON mapped from the function's WIT types (docs/src/reference/grpc.md, "Generic invoke"). Without
         `function`, runs a custom recipe's `run` (world wazoo:recipes/custom) with `args_json` a
         JSON array of strings. A recipe's own error is a result (`{"err": …}`), not a status.
         """

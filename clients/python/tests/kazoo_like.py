@@ -1,0 +1,190 @@
+"""kazoo's recipe objects in the blocking client, against a real `wazoo serve` and ZooKeeper:
+`Lock.acquire(blocking=False)`, contenders and holders, a semaphore's lease holders, `Election`
+and `leader()`, `DataWatch` and `ChildrenWatch` on changes made in ZooKeeper directly.
+
+    kazoo_like.py ADDRESS BASE TOKEN
+
+Driven by tests/tests/python_client.rs (tests/driven.py): prints what it found, asks the test to
+change or read ZooKeeper, and ends with `done`. No sleeps: every wait is on a callback, a watch
+or a thread, with a bound.
+"""
+import queue
+import sys
+import threading
+import time
+
+import wazoo
+from driven import ask, children, say
+
+BOUND = 30  # seconds any single wait may take before the script fails
+
+
+def next_of(q):
+    try:
+        return q.get(timeout=BOUND)
+    except queue.Empty:
+        raise AssertionError("no callback within the bound") from None
+
+
+def until_children(watched, want):
+    """Waits, on a ChildrenWatch's calls, until `want(children)`; returns them."""
+    while True:
+        found = next_of(watched)
+        if want(found):
+            return found
+
+
+def main():
+    address, base, token = sys.argv[1:4]
+    a = wazoo.Client(address, token=token, name="kazoo-like a")
+    b = wazoo.Client(address, token=token, name="kazoo-like b")
+    c = wazoo.Client(address, token=token, name="kazoo-like c")
+
+    # A non-blocking acquire: True when free, False at once when not, leaving no node behind.
+    path = f"{base}/lock"
+    la, lb, lc = a.Lock(path), b.Lock(path), c.Lock(path)
+    assert la.acquire(blocking=False) is True
+    assert la.is_acquired and la.claim is not None
+    say("held", la.claim.node, la.token, ask("zk-exists", la.claim.node))
+    started = time.monotonic()
+    got = lb.acquire(blocking=False)
+    took = time.monotonic() - started
+    say("try-taken", got, lb.is_acquired, lb.claim, f"{took:.2f}")
+    say("nodes-after-try", " ".join(children(path)))
+    try:
+        lb.acquire(timeout=0.3)
+        raise AssertionError("a taken lock was had within a timeout")
+    except wazoo.Timeout as e:
+        say("blocking-timeout", e.kind)
+
+    # Contenders: a holder and a waiter, in queue order. The waiter is seen queued through a
+    # ChildrenWatch on the lock's node, not a sleep.
+    queued = queue.Queue()
+    watching = a.ChildrenWatch(path, queued.put)
+    waiter = threading.Thread(target=lc.acquire, daemon=True)
+    waiter.start()
+    until_children(queued, lambda names: len(names) == 2)
+    watching.stop()
+    found = b.contenders(path, "lock")
+    say("contenders", *[f"{x.holds}:{x.node}:{x.token}" for x in found])
+    say("holders", *[x.node for x in b.holders(path)])
+    say("lock-contenders", len(lb.contenders()), lb.contenders()[0].node == la.claim.node)
+    first_token = la.token
+    assert la.release() is True and la.release() is False
+    waiter.join(BOUND)
+    say("waiter", not waiter.is_alive(), lc.is_acquired, lc.token > first_token)
+    say("holders-after", *[x.node for x in a.holders(path)])
+    lc.release()
+    say("released-all", " ".join(children(path)) or "-")
+
+    # `with lock:` waits and releases.
+    with a.Lock(path) as held:
+        say("with", held.is_acquired, ask("zk-exists", held.claim.node))
+        node = held.claim.node
+    say("with-released", ask("zk-exists", node))
+
+    # A semaphore of two leases: two non-blocking acquires hold, the third does not.
+    sem = f"{base}/semaphore"
+    s1, s2, s3 = a.Semaphore(sem, 2), b.Semaphore(sem, 2), c.Semaphore(sem, 2)
+    say("leases", s1.acquire(blocking=False), s2.acquire(blocking=False), s3.acquire(blocking=False))
+    say("lease-holders", len(s1.lease_holders()), len(a.holders(sem, "semaphore", leases=2)))
+    s1.release()
+    s2.release()
+
+    # Read/write lock sides: two readers hold together; a writer cannot meanwhile.
+    rw = f"{base}/rwlock"
+    r1, r2, w = a.ReadLock(rw), b.ReadLock(rw), c.WriteLock(rw)
+    say("rwlock", r1.acquire(blocking=False), r2.acquire(blocking=False), w.acquire(blocking=False))
+    say("rwlock-modes", *sorted(x.mode for x in a.contenders(rw, "rwlock")))
+    r1.release()
+    r2.release()
+
+    # An election: leader() and Election.contenders(), the leader first; the next candidate's
+    # function runs once the leader steps down.
+    election = f"{base}/election"
+    say("no-leader", a.leader(election))
+    alpha = a.elect(election, "alpha")
+    ran = threading.Event()
+    proceed = threading.Event()
+
+    def lead():
+        ran.set()
+        proceed.wait(BOUND)
+        return "led"
+
+    beta = b.Election(election, "beta")
+    results = []
+    candidate = threading.Thread(target=lambda: results.append(beta.run(lead)), daemon=True)
+    candidates = queue.Queue()
+    watching = a.ChildrenWatch(election, candidates.put)
+    candidate.start()
+    until_children(candidates, lambda names: len(names) == 2)
+    watching.stop()
+    leader = c.leader(election)
+    say("leader", leader.id, leader.node == alpha.node, leader.token == alpha.token)
+    say("election-contenders", *beta.contenders())
+    say("beta-ran-early", ran.is_set())
+    alpha.release()
+    say("beta-ran", ran.wait(BOUND), c.leader(election).id)
+    proceed.set()
+    candidate.join(BOUND)
+    say("beta-result", *results, c.leader(election))
+
+    # DataWatch: the first call before the constructor returns, then every change made in
+    # ZooKeeper directly, a deletion as (None, None).
+    node = f"{base}/data"
+    calls = queue.Queue()
+    data_watch = a.DataWatch(node, lambda data, stat: calls.put((data, stat)))
+    say("data-first", *calls.get_nowait())
+    ask("zk-create", node, "one")
+    data, stat = next_of(calls)
+    say("data-created", data.decode(), stat.version, stat.czxid == stat.mzxid)
+    ask("zk-set", node, "two")
+    data, stat2 = next_of(calls)
+    say("data-changed", data.decode(), stat2.version, stat2.czxid == stat.czxid, stat2.mzxid > stat.mzxid)
+    ask("zk-delete", node)
+    say("data-deleted", *next_of(calls))
+    data_watch.stop()
+    say("data-stopped", data_watch.stopped.wait(BOUND), data_watch.error)
+
+    # A function of three arguments gets the event too; returning False stops the watch; the
+    # decorator form.
+    events = queue.Queue()
+
+    @b.DataWatch(node)
+    def once(data, stat, event):
+        events.put((data, event))
+        return False if data == b"stop" else None
+
+    say("three-first", *events.get_nowait())
+    ask("zk-create", node, "stop")
+    data, event = next_of(events)
+    say("three-event", data.decode(), event.kind)
+    say("decorated", callable(once) and once.__name__ == "once")  # the function itself
+
+    # ChildrenWatch: a node that does not exist yet has no children; children added and removed
+    # in ZooKeeper are reported; a child's data change is not.
+    directory = f"{base}/children"
+    seen = queue.Queue()
+    children_watch = c.ChildrenWatch(directory, seen.put)
+    say("children-first", " ".join(seen.get_nowait()) or "-")
+    ask("zk-create", directory, "")
+    ask("zk-create", f"{directory}/x", "1")
+    say("children-x", " ".join(until_children(seen, lambda n: n != [])))
+    ask("zk-create", f"{directory}/y", "1")
+    say("children-xy", " ".join(next_of(seen)))
+    ask("zk-delete", f"{directory}/x")
+    say("children-y", " ".join(next_of(seen)))
+    ask("zk-set", f"{directory}/y", "2")
+    ask("zk-create", f"{directory}/z", "1")
+    say("children-yz", " ".join(next_of(seen)))
+    children_watch.stop()
+    say("children-stopped", children_watch.stopped.wait(BOUND))
+
+    for client in (a, b, c):
+        client.close()
+    say("done")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,281 @@
+"""kazoo's recipe objects over a `wazoo.Client`: `Lock` (also a read/write lock's side and a
+semaphore lease) with `acquire(blocking=False)`, `Election`, and the watch callbacks
+`DataWatch` and `ChildrenWatch`. Make them with the client's methods of the same names
+(`client.Lock(path)`, `client.DataWatch(path, func)` …)."""
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from typing import TYPE_CHECKING, Any, Callable, List, Optional
+
+from ._proto import wazoo_pb2 as pb
+from .client import Claim, Contender, NodeStat, Stream, WatchEvent
+from .errors import Timeout, WazooError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Client
+
+log = logging.getLogger("wazoo")
+
+#: `Client.contenders`' kind of each family.
+_KINDS = {pb.LOCK: "lock", pb.READ_LOCK: "rwlock", pb.WRITE_LOCK: "rwlock", pb.SEMAPHORE: "semaphore"}
+
+
+class Lock:
+    """A lock (or a read/write lock's side, or a semaphore lease) as kazoo's `Lock`.
+
+    `acquire(blocking=True, timeout=None)` takes it and returns True; with `blocking=False` it
+    returns False at once when the lock is not free (the daemon tries once: `timeout=0`). With a
+    `timeout`, a lock not had in time raises `wazoo.Timeout` (kazoo's `LockTimeout`).
+    `release()` lets it go (False if it was not held). As a context manager, `with lock:` waits
+    for it, and leaving the block releases it (raising `wazoo.LockLost` if it was lost
+    meanwhile, as a `Claim`'s block does).
+
+    `claim` is the `Claim` while it is held (its `token`, `node`, `lost` …); `is_acquired` says
+    whether it is held and not lost. `contenders()` is who holds and who waits.
+
+    One `Lock` holds at most one claim: `acquire` while it holds one raises `RuntimeError`.
+    Unlike kazoo's, the lock node carries no identifier (the daemon's `Acquire` takes none):
+    tell contenders apart by `Contender.session` and `node`."""
+
+    def __init__(self, client: "Client", path: str, family: int, leases: int = 0, recipe: str = ""):
+        self.client = client
+        self.path = path
+        self._family = family
+        self._leases = leases
+        self._recipe = recipe
+        self._mutex = threading.Lock()
+        #: The claim while it is held, else None.
+        self.claim: Optional[Claim] = None
+
+    def __repr__(self) -> str:
+        return f"Lock(path={self.path!r}, claim={self.claim!r})"
+
+    @property
+    def is_acquired(self) -> bool:
+        """Whether it is held now (taken, not released, not lost)."""
+        claim = self.claim
+        return claim is not None and not claim.lost.is_set()
+
+    @property
+    def token(self) -> Optional[int]:
+        """The fencing token of the claim held, or None."""
+        claim = self.claim
+        return claim.token if claim is not None else None
+
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        """Takes it: True once held. `blocking=False`: False at once if it is not free.
+        Otherwise it waits as long as it takes, or `timeout` seconds (then `wazoo.Timeout`)."""
+        with self._mutex:
+            if self.claim is not None:
+                raise RuntimeError(f"the lock at {self.path} is held by this object already: release it first")
+            wait = timeout if blocking else 0.0
+            try:
+                claim = self.client._acquire(self.path, self._family, wait, self._recipe, self._leases)
+            except Timeout:
+                if blocking:
+                    raise
+                return False
+            self.claim = claim
+            return True
+
+    def release(self) -> bool:
+        """Lets it go: True if it was held (lost or not), False if there was nothing to let go."""
+        with self._mutex:
+            claim, self.claim = self.claim, None
+        if claim is None:
+            return False
+        claim.release()
+        return True
+
+    def contenders(self) -> List[Contender]:
+        """Who holds it and who waits, holders first (`Client.contenders`)."""
+        leases = self._leases if self._family == pb.SEMAPHORE else None
+        return self.client.contenders(self.path, _KINDS[self._family], leases)
+
+    def lease_holders(self) -> List[Contender]:
+        """Those of `contenders()` that hold (kazoo's `Semaphore.lease_holders`)."""
+        return [c for c in self.contenders() if c.holds]
+
+    def __enter__(self) -> "Lock":
+        self.acquire()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        with self._mutex:
+            claim, self.claim = self.claim, None
+        if claim is None:
+            return False
+        return claim.__exit__(exc_type, exc, tb)
+
+
+class Election:
+    """The election at a path as kazoo's `Election`, this client a candidate named `identifier`.
+
+    `run(func, *args, **kwargs)` waits until this candidate leads, calls `func`, and steps down
+    when it returns (or raises); it returns what `func` returned. `contenders()` is the
+    candidates' ids, the leader first. `leader()` is the leader now (a `Contender`), or None."""
+
+    def __init__(self, client: "Client", path: str, identifier: str = "", recipe: str = ""):
+        self.client = client
+        self.path = path
+        self.identifier = identifier
+        self._recipe = recipe
+        #: The leadership while `run` holds it.
+        self.claim: Optional[Claim] = None
+
+    def run(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        claim = self.client.elect(self.path, self.identifier, recipe=self._recipe)
+        self.claim = claim
+        try:
+            with claim:
+                return func(*args, **kwargs)
+        finally:
+            self.claim = None
+
+    def contenders(self) -> List[str]:
+        return [c.id for c in self.client.contenders(self.path, "election")]
+
+    def leader(self) -> Optional[Contender]:
+        return self.client.leader(self.path)
+
+
+def _arity(func: Callable[..., Any]) -> int:
+    """How many positional arguments `func` takes (kazoo passes the event to a DataWatch
+    function that takes three)."""
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return 2
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return 3
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+class _Watcher:
+    """A stream whose updates are handed to a function, on a thread of its own, until the
+    function returns False, `stop()` is called, or the stream fails (`error` then says why).
+    The first call is made before the constructor returns, as kazoo's watchers do."""
+
+    def __init__(self, client: "Client", path: str, func: Optional[Callable[..., Any]], recipe: str):
+        self.client = client
+        self.path = path
+        self._recipe = recipe
+        self._func: Optional[Callable[..., Any]] = None
+        #: Set once the watcher calls its function no more.
+        self.stopped = threading.Event()
+        #: Why the stream failed, if it did (`wazoo.Unavailable` for a daemon gone or silent).
+        self.error: Optional[WazooError] = None
+        self._stream: Optional[Stream[Any]] = None
+        self._first = threading.Event()
+        if func is not None:
+            self(func)
+
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """Starts the watcher with `func` (so that it can decorate the function, as kazoo's):
+        returns `func`."""
+        if self._func is not None:
+            raise RuntimeError("this watcher has its function already")
+        self._func = func
+        self._stream = self._open()
+        threading.Thread(target=self._run, name=f"wazoo-{type(self).__name__}-{self.path}", daemon=True).start()
+        self._first.wait()
+        if self.error is not None and self.stopped.is_set():
+            raise self.error
+        return func
+
+    def _open(self) -> Stream[Any]:
+        raise NotImplementedError
+
+    def _updates(self, stream: Stream[Any]) -> Any:
+        """The calls to make, as argument tuples, the first one first."""
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        assert self._stream is not None and self._func is not None
+        try:
+            for args in self._updates(self._stream):
+                if self.stopped.is_set():
+                    break
+                try:
+                    go_on = self._func(*args)
+                except Exception:
+                    log.exception("the function of %r raised", self)
+                    go_on = None
+                self._first.set()
+                if go_on is False:
+                    break
+        except WazooError as e:
+            self.error = e
+            if not self.stopped.is_set():
+                log.warning("%r ended: %s", self, e)
+        finally:
+            self.stopped.set()
+            self._first.set()
+            self._stream.cancel()
+
+    def stop(self) -> None:
+        """Calls the function no more and ends the stream."""
+        self.stopped.set()
+        if self._stream is not None:
+            self._stream.cancel()
+
+    cancel = stop
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r})"
+
+
+class DataWatch(_Watcher):
+    """Calls `func(data, stat)` with the node at `path` now and after every change of it, as
+    kazoo's `DataWatch`: `data` is its bytes and `stat` a `NodeStat` (version, czxid, mzxid),
+    both None while the node does not exist. A function of three arguments also gets the
+    `WatchEvent` (None for the first call). Returning False stops the watch; so does `stop()`.
+
+    The first call is made before the constructor returns; from then on every change is reported
+    (the daemon's cache of the node, `Client.watch`). Calls come one at a time, on one thread of
+    the watcher's own. Use as `client.DataWatch(path, func)` or as a decorator,
+    `@client.DataWatch(path)`.
+
+    When the connection to the daemon breaks (or goes silent for `wazoo.SILENCE`, or the
+    session moves to another member of a group), the function is called no more: `stopped` is
+    set and `error` says why. Start a new one."""
+
+    def _open(self) -> Stream[Any]:
+        return self.client.watch(self.path, recipe=self._recipe)
+
+    def _call_args(self, data: Any, stat: Any, event: Optional[WatchEvent]) -> Any:
+        assert self._func is not None
+        return (data, stat, event) if _arity(self._func) >= 3 else (data, stat)
+
+    def _updates(self, stream: Stream[Any]) -> Any:
+        current: Any = (None, None)
+        for event in stream:
+            if event.kind == "INITIALIZED":
+                break
+            if event.path == self.path and event.kind == "CREATED":
+                current = (event.data, NodeStat(event.version, event.czxid, event.mzxid))
+        yield self._call_args(*current, None)
+        for event in stream:
+            if event.path != self.path:
+                continue
+            if event.kind == "DELETED":
+                yield self._call_args(None, None, event)
+            elif event.kind in ("CREATED", "CHANGED"):
+                yield self._call_args(event.data, NodeStat(event.version, event.czxid, event.mzxid), event)
+
+
+class ChildrenWatch(_Watcher):
+    """Calls `func(children)` with the names of the children of `path` (sorted) now and after
+    every child added or removed, as kazoo's `ChildrenWatch` (a change of a child's data is no
+    change here). While the node does not exist, `children` is empty. Returning False stops the
+    watch; so does `stop()`. The first call is made before the constructor returns; the rest as
+    `DataWatch`'s. Use as `client.ChildrenWatch(path, func)` or as a decorator."""
+
+    def _open(self) -> Stream[Any]:
+        return self.client._children(self.path, recipe=self._recipe)
+
+    def _updates(self, stream: Stream[Any]) -> Any:
+        for membership in stream:
+            yield ([m.name for m in membership.members],)
