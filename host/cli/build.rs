@@ -19,6 +19,8 @@ const KAZOO: [&str; 3] = ["lock", "rwlock", "semaphore"];
 fn main() {
     println!("cargo:rerun-if-env-changed=WAZOO_EMBED");
     println!("cargo:rerun-if-env-changed=WAZOO_EMBED_DIR");
+    println!("cargo:rustc-env=WAZOO_COMMIT={}", commit());
+    println!("cargo:rustc-env=WAZOO_WIT_PACKAGES={}", wit_packages().join(", "));
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     let table = out.join("embedded.rs");
     match std::env::var("WAZOO_EMBED").as_deref() {
@@ -35,6 +37,66 @@ fn main() {
         None => built(&out),
     };
     write(&table, &components);
+}
+
+/// The WIT packages of `wit/` as `wazoo --version` names them (`wazoo:zk@0.1.3`), from their
+/// `package` lines, sorted.
+fn wit_packages() -> Vec<String> {
+    let wit = root().join("wit");
+    println!("cargo:rerun-if-changed={}", wit.display());
+    let mut files = vec![wit.join("recipes.wit")];
+    if let Ok(deps) = std::fs::read_dir(wit.join("deps")) {
+        for dep in deps.flatten() {
+            if let Ok(inner) = std::fs::read_dir(dep.path()) {
+                files.extend(inner.flatten().map(|f| f.path()));
+            }
+        }
+    }
+    let mut packages: Vec<String> = files
+        .iter()
+        .filter_map(|file| std::fs::read_to_string(file).ok())
+        .flat_map(|text| {
+            text.lines()
+                .filter_map(|line| line.trim().strip_prefix("package "))
+                .map(|name| name.trim_end_matches(';').trim().to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    packages.sort();
+    packages.dedup();
+    packages
+}
+
+/// The commit `wazoo --version` names: `WAZOO_COMMIT` if set (for packagers building from a
+/// tarball), else the work tree's `HEAD` as git says it (12 hex digits), else `unknown`.
+fn commit() -> String {
+    println!("cargo:rerun-if-env-changed=WAZOO_COMMIT");
+    if let Ok(commit) = std::env::var("WAZOO_COMMIT") {
+        return commit;
+    }
+    let root = root();
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    // Built again when HEAD moves: HEAD itself, the branch it names, and the packed refs.
+    for file in ["HEAD", "packed-refs"] {
+        if let Some(path) = git(&["rev-parse", "--git-path", file]) {
+            println!("cargo:rerun-if-changed={}", root.join(path).display());
+        }
+    }
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        if let Some(path) = git(&["rev-parse", "--git-path", &branch]) {
+            println!("cargo:rerun-if-changed={}", root.join(path).display());
+        }
+    }
+    git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".to_string())
 }
 
 /// The workspace's root (this crate is `host/cli`).

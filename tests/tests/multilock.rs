@@ -1,4 +1,4 @@
-//! `wazoo lock PATH PATH… -- CMD` (Curator's `InterProcessMultiLock`): every lock or none, taken
+//! `wazoo lock PATH --also PATH… CMD` (Curator's `InterProcessMultiLock`): every lock or none, taken
 //! in path order so overlapping sets never deadlock, released together; the command learns each
 //! lock's fencing token; losing one lock stops it.
 
@@ -64,15 +64,18 @@ async fn eight_processes_taking_overlapping_sets_of_three_of_five_locks_never_de
                 if (p + rounds) % 2 == 1 {
                     named.reverse();
                 }
-                let (code, _, stderr) = output(cli().env("DIR", &dir).arg("lock").args(&named).args([
-                    "--timeout",
-                    "25s",
-                    "--",
-                    "sh",
-                    "-c",
-                    SECTION,
-                ]))
-                .await;
+                // The first named is PATH, each other one --also PATH.
+                let also = named[1..].iter().flat_map(|path| ["--also", path]);
+                let (code, _, stderr) =
+                    output(cli().env("DIR", &dir).args(["lock", named[0]]).args(also).args([
+                        "--timeout",
+                        "25s",
+                        "--",
+                        "sh",
+                        "-c",
+                        SECTION,
+                    ]))
+                    .await;
                 assert_eq!(code, 0, "process {p} round {rounds} ({named:?}): {stderr}");
                 rounds += 1;
             }
@@ -118,10 +121,12 @@ async fn a_multi_lock_is_all_or_none_and_ends_with_any_of_its_locks() {
     assert!(line.starts_with("held "), "{line}");
 
     // Without waiting, or within a timeout: nothing is held, a (taken first) is let go again.
-    let (code, _, stderr) = output(cli().args(["lock", &c, &b, &a, "-n", "--", "true"])).await;
+    let (code, _, stderr) =
+        output(cli().args(["lock", &c, "--also", &b, "-p", &a, "-n", "--", "true"])).await;
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains(&b), "{stderr}");
-    let (code, _, stderr) = output(cli().args(["lock", &b, &a, "--timeout", "500ms", "--", "true"])).await;
+    let (code, _, stderr) =
+        output(cli().args(["lock", &b, "--also", &a, "--timeout", "500ms", "--", "true"])).await;
     assert_eq!(code, 3, "{stderr}");
     let left = ephemerals(&checker, &root).await;
     assert_eq!(left.len(), 1, "only the other process's node is left: {left:?}");
@@ -131,8 +136,12 @@ async fn a_multi_lock_is_all_or_none_and_ends_with_any_of_its_locks() {
     terminate(&other);
     let _ = other.wait().await;
     wait_children(&checker, &b, 0).await;
-    let mut all =
-        cli().args(["lock", &c, &a, &b]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut all = cli()
+        .args(["lock", &c, "--also", &a, "--also", &b])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut lines = BufReader::new(all.stdout.take().unwrap()).lines();
     let mut held = Vec::new();
     for _ in 0..3 {
@@ -150,7 +159,7 @@ async fn a_multi_lock_is_all_or_none_and_ends_with_any_of_its_locks() {
     // One lock's node deleted while the command runs: the command is stopped (exit status 4)
     // and the other locks are let go.
     let mut running = cli()
-        .args(["lock", &a, &b, "--grace", "2s", "--", "sh", "-c", "echo started; sleep 30; true"])
+        .args(["lock", &a, "--also", &b, "--grace", "2s", "--", "sh", "-c", "echo started; sleep 30; true"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -168,7 +177,7 @@ async fn a_multi_lock_is_all_or_none_and_ends_with_any_of_its_locks() {
     assert!(ephemerals(&checker, &root).await.is_empty(), "a's node is gone too");
 
     // The same lock twice is a usage error.
-    let (code, _, stderr) = output(cli().args(["lock", &a, &a, "--", "true"])).await;
+    let (code, _, stderr) = output(cli().args(["lock", &a, "--also", &a, "--", "true"])).await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("named twice"), "{stderr}");
 }
@@ -187,7 +196,7 @@ async fn a_lock_lost_or_a_signal_while_waiting_for_the_next_leaves_nothing_and_r
     let line = within(LIMIT, "b is held", lines.next_line()).await.unwrap().unwrap();
     assert!(line.starts_with("held "), "{line}");
     let mut waiting = cli()
-        .args(["lock", &b, &a, "--", "sh", "-c", &format!("touch {}", ran.display())])
+        .args(["lock", &b, "--also", &a, "--", "sh", "-c", &format!("touch {}", ran.display())])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -202,7 +211,8 @@ async fn a_lock_lost_or_a_signal_while_waiting_for_the_next_leaves_nothing_and_r
 
     // A signal while waiting for the first lock: its waiting node goes at once, not with the
     // session (10 s).
-    let mut waiting = cli().args(["lock", &b, &a, "--", "true"]).stderr(Stdio::null()).spawn().unwrap();
+    let mut waiting =
+        cli().args(["lock", &b, "--also", &a, "--", "true"]).stderr(Stdio::null()).spawn().unwrap();
     wait_children(&checker, &b, 2).await;
     terminate(&waiting);
     let status = within(LIMIT, "the signal ends the wait", waiting.wait()).await.unwrap();

@@ -103,7 +103,7 @@ async fn a_registration_heals_while_its_command_runs_and_goes_when_it_ends() {
     let dir = unique("register");
     let node = format!("{dir}/host1");
     let mut registrant = cli()
-        .args(["register", &node, r#"{"port":8080}"#, "--", "sh", "-c"])
+        .args(["register", &node, "--data", r#"{"port":8080}"#, "--", "sh", "-c"])
         .arg("echo \"up $WAZOO_REGISTERED_PATH\"; read line; echo done")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -150,6 +150,7 @@ async fn a_ttl_registration_is_a_ttl_node_and_anothers_registration_is_never_tak
     let (code, stdout, stderr) = output(cli().args([
         "register",
         &node,
+        "--data",
         "ttl",
         "--ttl",
         "1s",
@@ -181,13 +182,15 @@ async fn a_ttl_registration_is_a_ttl_node_and_anothers_registration_is_never_tak
         )
         .await
         .unwrap();
-    let (code, _, stderr) = output(cli().args(["register", &node, "mine", "--", "true"])).await;
+    let (code, _, stderr) = output(cli().args(["register", &node, "--data", "mine", "--", "true"])).await;
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("another session"), "{stderr}");
     assert_eq!(checker.get_data(&node).await.unwrap().0, b"theirs");
 
     // Bad settings are usage errors.
-    for args in [vec!["register", "no-slash", "x"], vec!["register", &node, "x", "--ttl", "soon"]] {
+    for args in
+        [vec!["register", "no-slash", "--data", "x"], vec!["register", &node, "--data", "x", "--ttl", "soon"]]
+    {
         let (code, _, stderr) = output(cli().args(&args)).await;
         assert_eq!(code, 2, "{args:?}: {stderr}");
     }
@@ -201,7 +204,7 @@ async fn a_registration_is_made_again_in_a_new_session_after_its_session_expired
     let mut registrant = cli()
         .env("WAZOO_ZOOKEEPER", proxy.address())
         .env("WAZOO_SESSION_TIMEOUT", "2s")
-        .args(["register", &node, "d", "--", "sh", "-c"])
+        .args(["register", &node, "--data", "d", "--", "sh", "-c"])
         .arg("echo up; read line; echo done")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -243,8 +246,8 @@ async fn a_path_taken_while_the_session_was_away_stops_the_command_and_exits_los
     let (taken, persistent) = (format!("{dir}/a"), format!("{dir}/p"));
     let proxy = Proxy::start(&zk().address()).await;
     let forks = procs::forks();
-    let mut a = registrant(&proxy, &[&taken, r#"{"me":"A"}"#, "--", "sh", "-c", &forks]);
-    let mut p = registrant(&proxy, &[&persistent, r#"{"me":"P"}"#, "--", "sh", "-c", &forks]);
+    let mut a = registrant(&proxy, &[&taken, "--data", r#"{"me":"A"}"#, "--", "sh", "-c", &forks]);
+    let mut p = registrant(&proxy, &[&persistent, "--data", r#"{"me":"P"}"#, "--", "sh", "-c", &forks]);
     let (a_cmd, p_cmd) = (a.pids().await, p.pids().await);
     let (a_said, p_said) = (Said::of(&mut a), Said::of(&mut p));
 
@@ -291,11 +294,23 @@ async fn the_command_ending_while_zookeeper_is_out_of_reach_ends_wazoo_with_its_
     let proxy = Proxy::start(&zk().address()).await;
     // The command: a shell whose child reads a line; then it exits 7.
     let cmd = "echo up; head -n 1 >/dev/null; exit 7";
-    let mut plain = registrant(&proxy, &[&format!("{dir}/plain"), "x", "--", "sh", "-c", cmd]);
+    let mut plain = registrant(&proxy, &[&format!("{dir}/plain"), "--data", "x", "--", "sh", "-c", cmd]);
     // A TTL registration, with a connect timeout far longer than its cleanup may take.
     let mut ttl = registrant(
         &proxy,
-        &[&format!("{dir}/ttl"), "y", "--ttl", "3s", "--connect-timeout", "60s", "--", "sh", "-c", cmd],
+        &[
+            &format!("{dir}/ttl"),
+            "--data",
+            "y",
+            "--ttl",
+            "3s",
+            "--connect-timeout",
+            "60s",
+            "--",
+            "sh",
+            "-c",
+            cmd,
+        ],
     );
     assert_eq!(plain.line("the command starts").await, "up");
     assert_eq!(ttl.line("the command starts").await, "up");
@@ -327,9 +342,9 @@ async fn sigterm_while_zookeeper_is_out_of_reach_stops_the_command_and_ends_wazo
     let dir = unique("register-sigterm");
     let proxy = Proxy::start(&zk().address()).await;
     let (with_cmd, without_cmd) = (format!("{dir}/cmd"), format!("{dir}/none"));
-    let mut running = registrant(&proxy, &[&with_cmd, "x", "--", "sh", "-c", &procs::forks()]);
+    let mut running = registrant(&proxy, &[&with_cmd, "--data", "x", "--", "sh", "-c", &procs::forks()]);
     let cmd = running.pids().await;
-    let mut alone = registrant(&proxy, &[&without_cmd, "y"]);
+    let mut alone = registrant(&proxy, &[&without_cmd, "--data", "y"]);
     assert_eq!(alone.line("registered").await, format!("registered {without_cmd}"));
     let (mut running_said, mut alone_said) = (Said::of(&mut running), Said::of(&mut alone));
 
@@ -363,7 +378,8 @@ async fn a_persistent_node_at_the_path_is_refused_as_no_registration() {
     checker.create("/t", b"", &mode).await.ok();
     checker.create(&dir, b"", &mode).await.unwrap();
     checker.create(&node, b"plain", &mode).await.unwrap();
-    let (code, stdout, stderr) = output(cli().args(["register", &node, "mine", "--", "echo", "ran"])).await;
+    let (code, stdout, stderr) =
+        output(cli().args(["register", &node, "--data", "mine", "--", "echo", "ran"])).await;
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(
         stderr,
@@ -382,7 +398,7 @@ async fn a_ttl_under_a_second_is_a_usage_error() {
     let node = format!("{}/a", unique("register-short-ttl"));
     for ttl in ["1ms", "999ms"] {
         let (code, stdout, stderr) =
-            output(cli().args(["register", &node, "x", "--ttl", ttl, "--", "echo", "ran"])).await;
+            output(cli().args(["register", &node, "--data", "x", "--ttl", ttl, "--", "echo", "ran"])).await;
         assert_eq!((code, stdout.as_str()), (2, ""), "--ttl {ttl}: {stderr}");
         assert_eq!(stderr, format!("wazoo: --ttl {ttl}: a TTL is at least 1s\n"), "--ttl {ttl}");
         assert!(checker.check_stat(&node).await.unwrap().is_none(), "--ttl {ttl}: registered");
@@ -398,11 +414,14 @@ async fn two_clients_of_one_daemon_never_share_a_registration() {
     let checker = client(&zk().address()).await;
     let node = format!("{}/svc", unique("register-daemon"));
     let mut first = Running::start(
-        daemon.wazoo().args(["register", &node, "first", "--", "sh", "-c"]).arg("echo up; exec sleep 30"),
+        daemon
+            .wazoo()
+            .args(["register", &node, "--data", "first", "--", "sh", "-c"])
+            .arg("echo up; exec sleep 30"),
     );
     assert_eq!(first.line("the first registers").await, "up");
     let (code, stdout, stderr) =
-        output(daemon.wazoo().args(["register", &node, "second", "--", "echo", "ran"])).await;
+        output(daemon.wazoo().args(["register", &node, "--data", "second", "--", "echo", "ran"])).await;
     assert_eq!((code, stdout.as_str()), (3, ""), "{stderr}");
     assert!(stderr.contains("another session's registration"), "{stderr}");
     let (data, stat) = checker.get_data(&node).await.unwrap();

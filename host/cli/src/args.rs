@@ -91,6 +91,21 @@ pub(crate) fn node_name(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// A value given on the command line, or with `-` read from stdin as it is (etcdctl's and
+/// kubectl's `-`).
+pub(crate) fn value_or_stdin(text: String) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read as _;
+    if text != "-" {
+        return Ok(text.into_bytes());
+    }
+    let mut data = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut data)
+        .map_err(|e| exit::usage(format!("reading the value from stdin: {e}")))?;
+    Ok(data)
+}
+
 fn too_long(text: &str, longest: Duration) -> String {
     format!("{text:?} is too long: at most {} days", longest.as_secs() / 86400)
 }
@@ -132,6 +147,10 @@ pub(crate) struct WaitArgs {
     /// Exit status when another client revoked it and CMD was stopped (instead of 5)
     #[arg(long, value_name = "N", default_value_t = exit::REVOKED)]
     pub(crate) revoked_exit_code: u8,
+    /// Say nothing while waiting (else, after a second of waiting, a line on stderr names who
+    /// holds it)
+    #[arg(short = 'q', long)]
+    pub(crate) quiet: bool,
 }
 
 impl WaitArgs {

@@ -154,7 +154,9 @@ async fn term(
         Err(caught) => return Ok(Term::Interrupted(interrupted(caught, &what))),
     };
     let timeout = run.wait.and_then(WaitArgs::wait);
-    let granted = match signals.interrupt(contender.acquire(asked.path, timeout)).await {
+    let acquiring = contender.acquire(asked.path, timeout);
+    let noted = noting_the_wait(backend, asked.path, &asked.want, &what, run.wait, acquiring);
+    let granted = match signals.interrupt(noted).await {
         Ok(Ok(granted)) => granted,
         Ok(Err(failure)) => {
             contender.close().await;
@@ -194,6 +196,63 @@ async fn term(
     let before = signals.caught();
     let status = hold(held, under, signals).await?;
     Ok(if signals.caught() != before { Term::Interrupted(status) } else { Term::Ended(status) })
+}
+
+/// How long a claim command waits before it says on stderr who holds what it waits for.
+const WAIT_NOTICE: Duration = Duration::from_secs(1);
+
+/// `acquiring`, and once it has waited [`WAIT_NOTICE`] (unless `--quiet` or `--no-wait`), a
+/// line on stderr naming who holds `what` at `path` (`wazoo holders` tells more): `waiting for
+/// the lock at /x held by session 0x… (token T)`, a leader's id before it.
+async fn noting_the_wait<T>(
+    backend: &impl Backend,
+    path: &str,
+    want: &Want,
+    what: &str,
+    wait: Option<&WaitArgs>,
+    acquiring: impl std::future::Future<Output = T>,
+) -> T {
+    if wait.is_none_or(|w| w.quiet || w.no_wait) {
+        return acquiring.await;
+    }
+    tokio::pin!(acquiring);
+    tokio::select! {
+        done = &mut acquiring => return done,
+        () = tokio::time::sleep(WAIT_NOTICE) => {}
+    }
+    let leases = match want {
+        Want::Lease { max_leases } => Some(*max_leases),
+        _ => None,
+    };
+    let say = async {
+        let Ok(found) = backend.holders(path, None, leases).await else { return };
+        let holders: Vec<String> = found
+            .contenders
+            .iter()
+            .filter(|c| c.state == wazoo_runtime::holders::State::Holds)
+            .map(|c| {
+                // A leader's data is its id; a lock's is the recipe's own stamp, no one's name.
+                let data = String::from_utf8_lossy(&c.data);
+                let named = matches!(want, Want::Leadership { .. })
+                    && !data.is_empty()
+                    && data.len() <= 80
+                    && !data.chars().any(char::is_control);
+                match named {
+                    true => format!("{data} (session 0x{:x}, token {})", c.session, c.token),
+                    false => format!("session 0x{:x} (token {})", c.session, c.token),
+                }
+            })
+            .collect();
+        match holders.is_empty() {
+            true => eprintln!("wazoo: waiting for the {what}"),
+            false => eprintln!("wazoo: waiting for the {what} held by {}", holders.join(", ")),
+        }
+    };
+    tokio::select! {
+        done = &mut acquiring => return done,
+        () = say => {}
+    }
+    acquiring.await
 }
 
 /// How `wazoo elect --requeue` campaigns again.
@@ -303,8 +362,10 @@ pub(crate) async fn claim_all(
         };
         // The time left of the whole wait (none left: a look, as --no-wait).
         let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+        let acquiring = contender.acquire(path, left);
+        let noted = noting_the_wait(backend, path, &Want::Lock, &what, run.wait, acquiring);
         let taken = tokio::select! {
-            taken = signals.interrupt(contender.acquire(path, left)) => taken,
+            taken = signals.interrupt(noted) => taken,
             ending = all.first_lost() => {
                 contender.close().await;
                 eprintln!("wazoo: {} ({}) while waiting for the {what}", ending.why, if ending.revoked { "revoked" } else { "lost" });

@@ -11,6 +11,10 @@ use wazoo_runtime::{Ballot, CounterFormat, Mode, TxMode, World};
 use crate::args::{self, HoldArgs, WaitArgs};
 use crate::scaffold;
 
+/// The heading under which `--help` lists the options every subcommand takes, after the
+/// command's own.
+pub(crate) const GLOBAL: &str = "Global options";
+
 #[derive(Parser)]
 #[command(
     name = "wazoo",
@@ -19,59 +23,59 @@ use crate::scaffold;
 )]
 pub(crate) struct Cli {
     /// ZooKeeper to use: host:port[,host:port…][/chroot]
-    #[arg(long, global = true, env = "WAZOO_ZOOKEEPER", default_value = "127.0.0.1:2181")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_ZOOKEEPER", default_value = "127.0.0.1:2181")]
     pub(crate) zookeeper: String,
     /// Directory holding the recipe components (<name>.wasm)
-    #[arg(long, global = true, env = "WAZOO_PLUGINS", default_value = "plugins")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_PLUGINS", default_value = "plugins")]
     pub(crate) plugins: PathBuf,
     /// ZooKeeper session timeout (e.g. 500ms, 10s, 1m); with --server, the client session's TTL
-    #[arg(long, global = true, env = "WAZOO_SESSION_TIMEOUT", default_value = "10s", value_parser = args::session_timeout)]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_SESSION_TIMEOUT", default_value = "10s", value_parser = args::session_timeout)]
     pub(crate) session_timeout: Duration,
     /// How long to try to reach ZooKeeper (with --server, the daemon) before giving up
-    #[arg(long, global = true, env = "WAZOO_CONNECT_TIMEOUT", default_value = "10s", value_parser = args::positive_duration)]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_CONNECT_TIMEOUT", default_value = "10s", value_parser = args::positive_duration)]
     pub(crate) connect_timeout: Duration,
     /// Go through the `wazoo serve` daemon at ADDR (host:port) instead of opening a ZooKeeper
     /// session; several members of a daemon group as ADDR,ADDR,… (the first that answers is
     /// used, the others take the session up if it stops answering); --zookeeper, --plugins and
     /// --cache are then the daemon's business, and refused if typed (their WAZOO_* variables
     /// are let be)
-    #[arg(long, global = true, env = "WAZOO_SERVER", value_name = "ADDR")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_SERVER", value_name = "ADDR")]
     pub(crate) server: Option<String>,
     /// With --server: the tenant's API token, sent as `authorization: Bearer TOKEN` (a daemon
     /// serving --tenants refuses calls without a known one); visible ASCII, no spaces
-    #[arg(long, global = true, env = "WAZOO_TOKEN", hide_env_values = true)]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
     /// With --server: the CA (PEM) the daemon's certificate is checked against; the connection
     /// is then TLS (`--server https://HOST:PORT`)
-    #[arg(long, global = true, env = "WAZOO_TLS_CA", value_name = "FILE")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_TLS_CA", value_name = "FILE")]
     pub(crate) tls_ca: Option<PathBuf>,
     /// Certificate chain (PEM): with `serve`, the daemon's (serves TLS); with --server, this
     /// client's, for a daemon that asks for one (--tls-client-ca)
-    #[arg(long, global = true, env = "WAZOO_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_TLS_CERT", value_name = "FILE", requires = "tls_key")]
     pub(crate) tls_cert: Option<PathBuf>,
     /// The private key (PEM) of --tls-cert
-    #[arg(long, global = true, env = "WAZOO_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
     pub(crate) tls_key: Option<PathBuf>,
     /// How log lines are written to stderr: `text`, or `json` (one object a line, with the
     /// span of the call it belongs to)
-    #[arg(long, global = true, env = "WAZOO_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub(crate) log_format: String,
     /// A file whose first line is a ZooKeeper digest identity `USER:PASSWORD` for this host's
     /// own session; the nodes the host creates are then that identity's alone (CREATOR_ALL)
-    #[arg(long, global = true, env = "WAZOO_ZOOKEEPER_DIGEST_FILE", value_name = "FILE")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_ZOOKEEPER_DIGEST_FILE", value_name = "FILE")]
     pub(crate) zookeeper_digest_file: Option<PathBuf>,
     /// The CA (PEM) of the ZooKeeper servers' certificates: the host's session is then TLS, to
     /// the servers' `secureClientPort` (hostnames are checked against the certificates)
-    #[arg(long, global = true, env = "WAZOO_ZOOKEEPER_TLS_CA", value_name = "FILE")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_ZOOKEEPER_TLS_CA", value_name = "FILE")]
     pub(crate) zookeeper_tls_ca: Option<PathBuf>,
     /// This host's certificate chain (PEM) for ZooKeeper servers that ask for one
     /// (`ssl.clientAuth`); needs --zookeeper-tls-ca and --zookeeper-tls-key
-    #[arg(long, global = true, env = "WAZOO_ZOOKEEPER_TLS_CERT", value_name = "FILE", requires_all = ["zookeeper_tls_key", "zookeeper_tls_ca"])]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_ZOOKEEPER_TLS_CERT", value_name = "FILE", requires_all = ["zookeeper_tls_key", "zookeeper_tls_ca"])]
     pub(crate) zookeeper_tls_cert: Option<PathBuf>,
     /// The private key (PEM) of --zookeeper-tls-cert
     #[arg(
         long,
-        global = true,
+        global = true, help_heading = GLOBAL,
         env = "WAZOO_ZOOKEEPER_TLS_KEY",
         value_name = "FILE",
         requires = "zookeeper_tls_cert"
@@ -79,7 +83,7 @@ pub(crate) struct Cli {
     pub(crate) zookeeper_tls_key: Option<PathBuf>,
     /// Private directory for compiled components [default: $XDG_CACHE_HOME/wazoo/components,
     /// else ~/.cache/wazoo/components]; `none` compiles on every start
-    #[arg(long, global = true, env = "WAZOO_CACHE")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_CACHE")]
     pub(crate) cache: Option<PathBuf>,
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -106,13 +110,18 @@ impl ElectionFormat {
 
 #[derive(Subcommand)]
 pub(crate) enum Command {
-    /// Run CMD while holding the lock at PATH (Curator-compatible), or every lock named (taken
-    /// in path order, all or none); stop it if a lock is lost. Without CMD: print `held NODE
-    /// token TOKEN` and hold until SIGINT, SIGTERM or SIGHUP
+    /// Run CMD while holding the lock at PATH (Curator-compatible), as flock and etcdctl lock
+    /// do: every argument after PATH is CMD and its arguments (`--` before CMD is allowed, not
+    /// needed). More locks with --also (taken in path order, all or none); CMD is stopped if a
+    /// lock is lost. Without CMD: print `held NODE token TOKEN` and hold until SIGINT, SIGTERM
+    /// or SIGHUP
     Lock {
-        /// Lock path, e.g. /app/locks/deploy; several for all of them at once
-        #[arg(value_name = "PATH", required = true)]
-        paths: Vec<String>,
+        /// Lock path, e.g. /app/locks/deploy
+        #[arg(value_name = "PATH")]
+        path: String,
+        /// Also hold the lock at PATH (repeat for more): every lock or none, taken in path order
+        #[arg(long, short = 'p', value_name = "PATH")]
+        also: Vec<String>,
         #[command(flatten)]
         wait: WaitArgs,
         #[command(flatten)]
@@ -123,8 +132,8 @@ pub(crate) enum Command {
         /// Lock recipe component: a name in the plugins directory or a .wasm path
         #[arg(long, default_value = World::Lock.default_recipe())]
         recipe: String,
-        /// The command and its arguments, after `--`
-        #[arg(last = true, value_name = "CMD")]
+        /// The command to run and its arguments: everything after the path (or after `--`)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<String>,
     },
     /// Run CMD while holding the read or write lock at PATH (Curator InterProcessReadWriteLock);
@@ -145,8 +154,8 @@ pub(crate) enum Command {
         /// Read/write lock recipe component
         #[arg(long, default_value = World::RwLock.default_recipe())]
         recipe: String,
-        /// The command and its arguments, after `--`
-        #[arg(last = true, value_name = "CMD")]
+        /// The command to run and its arguments: everything after the path (or after `--`)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<String>,
     },
     /// Run CMD while holding one of N leases at PATH (Curator InterProcessSemaphoreV2); without
@@ -167,8 +176,8 @@ pub(crate) enum Command {
         /// Semaphore recipe component
         #[arg(long, default_value = World::Semaphore.default_recipe())]
         recipe: String,
-        /// The command and its arguments, after `--`
-        #[arg(last = true, value_name = "CMD")]
+        /// The command to run and its arguments: everything after the path (or after `--`)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<String>,
     },
     /// Run CMD while this process leads the election at PATH (Curator LeaderLatch); stop it on
@@ -206,8 +215,8 @@ pub(crate) enum Command {
         /// Without CMD: the `held` line as JSON, {"path","node","token","id"}
         #[arg(long)]
         json: bool,
-        /// The command and its arguments, after `--`
-        #[arg(last = true, value_name = "CMD")]
+        /// The command to run and its arguments: everything after the path (or after `--`)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<String>,
     },
     /// Share out the items among the members of PATH (kazoo SetPartitioner) and run CMD on this
@@ -228,8 +237,8 @@ pub(crate) enum Command {
         items_file: Option<PathBuf>,
         #[command(flatten)]
         hold: HoldArgs,
-        /// The command and its arguments, after `--`
-        #[arg(last = true, value_name = "CMD")]
+        /// The command to run and its arguments: everything after the path (or after `--`)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<String>,
     },
     /// Keep the node PATH holding DATA present while CMD runs (Curator PersistentNode, service
@@ -238,8 +247,8 @@ pub(crate) enum Command {
     Register {
         /// The registration's node, e.g. /services/api/host1:8080
         path: String,
-        /// Its data, e.g. a JSON description of the instance
-        #[arg(default_value = "")]
+        /// Its data, e.g. a JSON description of the instance (`-`: read from stdin)
+        #[arg(long, default_value = "", allow_hyphen_values = true)]
         data: String,
         /// A persistent node with this TTL (at least 1s) instead of an ephemeral one (tended at
         /// least three times per TTL; the servers must enable TTL nodes)
@@ -253,8 +262,8 @@ pub(crate) enum Command {
         json: bool,
         #[command(flatten)]
         hold: HoldArgs,
-        /// The command and its arguments, after `--`
-        #[arg(last = true, value_name = "CMD")]
+        /// The command to run and its arguments: everything after the path (or after `--`)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<String>,
     },
     /// List the instances registered under PATH, one `NAME DATA` line each (exit status 1 if
@@ -346,7 +355,8 @@ pub(crate) enum Command {
         /// Barrier recipe component (e.g. barrier-c, the one in C)
         #[arg(long, default_value = World::Barrier.default_recipe())]
         recipe: String,
-        #[arg(last = true, required = true, value_name = "CMD")]
+        /// The command to run and its arguments: everything after the path (or after `--`)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "CMD")]
         command: Vec<String>,
     },
     /// Two-phase commit: coordinate a transaction, vote in one as a site, or clean a finished one
@@ -455,9 +465,9 @@ pub(crate) enum Command {
         /// a change event was missed
         #[arg(long, default_value = "5s", value_parser = args::watch_every)]
         watch_every: Duration,
-        /// Serve these tenants (a JSON file: see README, "Tenants"), each with its own token,
-        /// ZooKeeper session and identity, namespace, recipes and limits, instead of one host
-        /// open to every client
+        /// Serve these tenants (a JSON or TOML file: see docs/src/reference/tenants.md), each with
+        /// its own token, ZooKeeper session and identity, namespace, recipes and limits, instead
+        /// of one host open to every client
         #[arg(long)]
         tenants: Option<PathBuf>,
         /// With --tls-cert: ask every client for a certificate signed by this CA (PEM), which
@@ -491,7 +501,7 @@ pub(crate) enum Command {
         max_ttl: Duration,
         /// Serve as a member of the daemon group NAME on this ensemble: client sessions and
         /// claims outlive this daemon (another member adopts them when it dies or stops), and
-        /// SIGTERM hands them over instead of closing them (README, "Daemon groups")
+        /// SIGTERM hands them over instead of closing them (docs/src/daemon/groups.md)
         #[arg(long, value_name = "NAME", requires = "group_secret_file")]
         group: Option<String>,
         /// The group's secret (its first line, at least 16 visible ASCII characters): the
@@ -512,8 +522,8 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
         rounds: u32,
     },
-    /// Browse ZooKeeper read-only: list a node's children, print its data or stat, or show the
-    /// subtree below it (exit status 1 if PATH does not exist)
+    /// Browse ZooKeeper: list a node's children, print its data or stat, show the subtree below
+    /// it, or delete a node (exit status 1 if PATH does not exist)
     Zk {
         #[command(subcommand)]
         command: ZkCommand,
@@ -532,6 +542,25 @@ pub(crate) enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+}
+
+impl Command {
+    /// The command a claim command (or `partition`, `register`, `double-barrier`) runs: CMD and
+    /// its arguments, when given.
+    pub(crate) fn cmd(&self) -> Option<&[String]> {
+        let command = match self {
+            Command::Lock { command, .. }
+            | Command::Rwlock { command, .. }
+            | Command::Semaphore { command, .. }
+            | Command::Elect { command, .. }
+            | Command::Partition { command, .. }
+            | Command::Register { command, .. }
+            | Command::DoubleBarrier { command, .. }
+            | Command::Group { command: GroupCommand::Join { command, .. } } => command,
+            _ => return None,
+        };
+        (!command.is_empty()).then_some(command.as_slice())
+    }
 }
 
 /// A shell `wazoo completions` writes a script for.
@@ -590,6 +619,22 @@ pub(crate) enum ZkCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Delete the node PATH (it must have no children). A claim's node, or any other ephemeral
+    /// node, is someone's claim, registration or membership: refused unless it is the one this
+    /// process runs under (WAZOO_LOCK_NODE, WAZOO_LEASE_NODE, WAZOO_LEADER_NODE) or --force is
+    /// given (`wazoo revoke` asks a holder to let go instead)
+    Rm {
+        path: String,
+        /// Only if the node is still at this version (0 or more)
+        #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+        version: Option<i32>,
+        /// Delete another's ephemeral node too
+        #[arg(long, short = 'f')]
+        force: bool,
+        /// As JSON: {"path","deleted"}
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 impl ZkCommand {
@@ -598,6 +643,7 @@ impl ZkCommand {
             ZkCommand::Ls { path, .. }
             | ZkCommand::Get { path, .. }
             | ZkCommand::Stat { path, .. }
+            | ZkCommand::Rm { path, .. }
             | ZkCommand::Tree { path, .. } => path,
         }
     }
@@ -608,6 +654,8 @@ pub(crate) enum QueueCommand {
     /// Append DATA (prints the item's node)
     Put {
         path: String,
+        /// The item's data (`-`: read from stdin)
+        #[arg(allow_hyphen_values = true)]
         data: String,
         /// 0–99, lower first (priority queue)
         #[arg(long, value_parser = clap::value_parser!(u8).range(0..=99))]
@@ -654,15 +702,16 @@ pub(crate) enum GroupCommand {
     Join {
         path: String,
         name: String,
-        /// The member's data, shown to others
-        #[arg(long, default_value = "")]
+        /// The member's data, shown to others (`-`: read from stdin)
+        #[arg(long, default_value = "", allow_hyphen_values = true)]
         data: String,
         #[command(flatten)]
         hold: HoldArgs,
         /// Without CMD: the `held` line as JSON, {"path","node","token","member"} (token null)
         #[arg(long)]
         json: bool,
-        #[arg(last = true, value_name = "CMD")]
+        /// The command to run and its arguments: everything after NAME (or after `--`)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<String>,
     },
     /// Print the members, one `NAME DATA` line each (exit status 1 if none)
@@ -683,16 +732,23 @@ pub(crate) enum GroupCommand {
 
 #[derive(Subcommand)]
 pub(crate) enum ConfigCommand {
-    /// Print the value (exit status 1 if there is none)
+    /// Print the value (exit status 1 if there is none); with --prefix, every value at PATH and
+    /// below it, a `PATH VALUE` line each
     Get {
         path: String,
-        /// One JSON object per line
+        /// Every value at PATH and below it (nodes with children and no data are left out)
+        #[arg(long)]
+        prefix: bool,
+        /// One JSON object per line: {"value","version"} (with --prefix, also "path")
         #[arg(long)]
         json: bool,
     },
     /// Write VALUE and print the new version; with --version, only if still at that version
     Set {
         path: String,
+        /// The value; `-` reads it from stdin (as it is, a final newline included). A value
+        /// that starts with `-` is taken as it is (`config set /n -5`)
+        #[arg(allow_hyphen_values = true)]
         value: String,
         /// Only if the value is still at this version (0 or more)
         #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
@@ -701,10 +757,22 @@ pub(crate) enum ConfigCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Print the value and version on every change, until interrupted
+    /// Delete the value (exit status 1 if there is none, or not at --version); on this
+    /// process's own ZooKeeper session, not through --server
+    Delete {
+        path: String,
+        /// Only if the value is still at this version (0 or more)
+        #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+        version: Option<i32>,
+        /// As JSON: {"path","deleted"}
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the value now and on every change, until interrupted, as `wazoo watch` prints
+    /// changes: `created|changed PATH VERSION VALUE` or `deleted PATH`
     Watch {
         path: String,
-        /// One JSON object per line
+        /// One JSON object per line: {"event","path","version","data"}
         #[arg(long)]
         json: bool,
     },
@@ -715,6 +783,7 @@ impl ConfigCommand {
         match self {
             ConfigCommand::Get { path, .. }
             | ConfigCommand::Set { path, .. }
+            | ConfigCommand::Delete { path, .. }
             | ConfigCommand::Watch { path, .. } => path,
         }
     }
@@ -841,7 +910,8 @@ pub(crate) enum FenceCommand {
         token: i64,
         /// The protected node; its data becomes `TOKEN`, a newline, then VALUE
         path: String,
-        /// The value to write
+        /// The value to write (`-`: read from stdin)
+        #[arg(allow_hyphen_values = true)]
         value: String,
         /// As JSON, also when refused: {"path","node","token","written","version","previous",
         /// "reason","found"} (reason null, `gone`, `other-token` or `superseded`; found: the

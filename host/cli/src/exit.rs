@@ -1,4 +1,6 @@
-//! `wazoo`'s exit statuses, one table for every subcommand (the README has the same table), and
+//! `wazoo`'s exit statuses, one table for every subcommand (the book's
+//! docs/src/reference/exit-statuses.md has the same table, and `--help` and the manual pages print
+//! it from `manual::EXIT_STATUSES`), and
 //! how an error becomes one.
 //!
 //! A script tells "nothing there" (1) from "could not find out" (69, 70): `config get` with no
@@ -23,6 +25,12 @@ pub(crate) const LOST: u8 = 4;
 pub(crate) const REVOKED: u8 = 5;
 /// A two-phase commit transaction aborted.
 pub(crate) const ABORTED: u8 = 6;
+/// CMD was found but cannot be run (not executable, a directory), said before any claim is
+/// taken for it: the shell's status for it.
+pub(crate) const CANNOT_RUN: u8 = 126;
+/// CMD was not found (on `PATH`, or at the path given), said before any claim is taken for it:
+/// the shell's status for it.
+pub(crate) const NOT_FOUND: u8 = 127;
 /// ZooKeeper or the `wazoo serve` daemon could not be reached, or the connection to it was lost
 /// before the outcome was known (`EX_UNAVAILABLE`).
 pub(crate) const UNAVAILABLE: u8 = 69;

@@ -24,6 +24,7 @@ mod commands;
 mod componentize;
 mod exit;
 mod local;
+mod manual;
 mod partition;
 mod remote;
 mod scaffold;
@@ -44,14 +45,29 @@ fn main() -> ExitCode {
     if let Some(code) = supervise::guard_mode() {
         return code;
     }
-    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let matches = match manual::command().try_get_matches() {
+        Ok(matches) => matches,
+        Err(e) => {
+            let hint = e.use_stderr().then(serve_or_server).flatten();
+            let _ = e.print();
+            if let Some(hint) = hint {
+                eprintln!("\n{hint}");
+            }
+            std::process::exit(e.exit_code());
+        }
+    };
     let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
         Ok(cli) => cli,
-        Err(e) => e.format(&mut <Cli as clap::CommandFactory>::command()).exit(),
+        Err(e) => e.format(&mut manual::command()).exit(),
     };
     let typed = Typed::of(&matches);
+    let hint =
+        matches!(cli.command, Command::Serve { .. } | Command::Server { .. }).then(serve_or_server).flatten();
     let filter = tracing_subscriber::EnvFilter::try_from_env("WAZOO_LOG").unwrap_or_else(|_| "warn".into());
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(colour_on_stderr());
     match cli.log_format.as_str() {
         "json" => logs.json().with_current_span(true).with_span_list(false).init(),
         _ => logs.init(),
@@ -67,9 +83,35 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("wazoo: {e:#}");
-            ExitCode::from(exit::code_of(&e))
+            let code = exit::code_of(&e);
+            // `serve` that cannot reach ZooKeeper, or `server` refused: maybe the other was meant.
+            if let Some(hint) = hint.filter(|_| code != 0) {
+                eprintln!("{hint}");
+            }
+            ExitCode::from(code)
         }
     }
+}
+
+/// Whether log lines on stderr carry colour: only on a terminal, and not with `NO_COLOR` set
+/// to anything but the empty string (no-color.org).
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal as _;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && std::io::stderr().is_terminal()
+}
+
+/// The hint for someone who typed `serve` (the daemon) meaning `server` (a throwaway
+/// ZooKeeper), or the reverse, one letter apart: given when the command line names either and
+/// the command is refused or fails.
+fn serve_or_server() -> Option<&'static str> {
+    // The subcommand: the first argument that is not an option or an option's value is near
+    // enough; both words are subcommands only.
+    let named = std::env::args().skip(1).find(|a| a == "serve" || a == "server")?;
+    Some(match named.as_str() {
+        "serve" => "hint: `wazoo serve` runs the wazoo daemon; a throwaway ZooKeeper for trying wazoo out is `wazoo server`",
+        _ => "hint: `wazoo server` runs a throwaway ZooKeeper; the wazoo daemon is `wazoo serve`",
+    })
 }
 
 /// What was typed on the command line, as against taken from the environment or a default:
@@ -306,6 +348,9 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
         }
         // Browsing ZooKeeper needs a session of this process's own (through --server, refused).
         (Command::Zk { command }, None) => commands::zk::zk(&local::Local::new(config), command).await,
+        (Command::Config { command: cli::ConfigCommand::Delete { path, version, json } }, None) => {
+            commands::zk::config_delete(&local::Local::new(config), &path, version, json).await
+        }
         (command, None) if stop_in_jeopardy(&command)? => Err(exit::usage(
             "--stop-in-jeopardy is for a claim held through a daemon group (--server A,B): a local claim is lost, not in jeopardy, when ZooKeeper goes out of reach",
         )),
@@ -325,8 +370,7 @@ pub(crate) fn completions(shell: cli::CompletionShell) -> anyhow::Result<u8> {
 /// `wazoo man [--dir DIR]`: wazoo(1) on stdout, or with `dir` every page written into it
 /// (`wazoo.1`, and `wazoo-lock.1`, `wazoo-queue-put.1`, … for the subcommands), saying how many.
 pub(crate) fn man(dir: Option<&std::path::Path>) -> anyhow::Result<u8> {
-    use clap::CommandFactory as _;
-    let mut command = Cli::command().disable_help_subcommand(true);
+    let mut command = manual::command().disable_help_subcommand(true);
     command.build();
     let Some(dir) = dir else {
         write_stdout(&man_page(command)?)?;
@@ -352,9 +396,28 @@ pub(crate) fn man(dir: Option<&std::path::Path>) -> anyhow::Result<u8> {
 /// `.TH` title line first (as file(1) and man-db look for it), then the definitions
 /// clap_mangen puts before it.
 fn man_page(command: clap::Command) -> anyhow::Result<Vec<u8>> {
+    let sections = manual::sections(&command);
+    let has_options = command.get_arguments().any(|a| !a.is_hide_set());
+    let has_subcommands = command.get_subcommands().any(|s| !s.is_hide_set());
+    let has_version = command.get_version().is_some() || command.get_long_version().is_some();
     let page = clap_mangen::Man::new(command).source(format!("wazoo {}", env!("CARGO_PKG_VERSION")));
+    // clap_mangen's own sections, then ours (its EXTRA section, the long help's text after the
+    // options, is the same text as ours, so it is left out).
     let mut roff = Vec::new();
-    page.render(&mut roff)?;
+    page.render_title(&mut roff)?;
+    page.render_name_section(&mut roff)?;
+    page.render_synopsis_section(&mut roff)?;
+    page.render_description_section(&mut roff)?;
+    if has_options {
+        page.render_options_section(&mut roff)?;
+    }
+    if has_subcommands {
+        page.render_subcommands_section(&mut roff)?;
+    }
+    sections.to_writer(&mut roff)?;
+    if has_version {
+        page.render_version_section(&mut roff)?;
+    }
     let text = String::from_utf8(roff).context("a manual page that is not UTF-8")?;
     let (before, title) = match text.find("\n.TH ") {
         Some(at) => text.split_at(at + 1),

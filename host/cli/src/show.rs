@@ -80,19 +80,9 @@ pub(crate) fn value(json: bool, version: i32, data: &[u8]) {
     }
 }
 
-/// `config watch`: `VERSION VALUE` or `(none)`; JSON `{"value","version"}`, both null for none.
-pub(crate) fn entry(json: bool, entry: Option<(i32, &[u8])>) {
-    match (json, entry) {
-        (false, Some((version, data))) => emit(&format!("{version} {}", text(data))),
-        (false, None) => emit("(none)"),
-        (true, Some((version, data))) => line(json!({"value": text(data), "version": version})),
-        (true, None) => line(json!({"value": null, "version": null})),
-    }
-}
-
-/// `watch`: `created|changed PATH VERSION DATA` or `deleted PATH`, the data on one line
-/// ([`one_line`]); JSON `{"event","path","version","data"}`, a deleted node's last version and
-/// data. Nothing for `initialized`.
+/// `watch` and `config watch`: `created|changed PATH VERSION DATA` or `deleted PATH`, the data on
+/// one line ([`one_line`]); JSON `{"event","path","version","data"}`, a deleted node's last
+/// version and data (null when not known). Nothing for `initialized`.
 pub(crate) fn change(json: bool, change: &wazoo_runtime::CacheChange) {
     use wazoo_runtime::CacheChange as C;
     let (event, node) = match change {
@@ -101,22 +91,28 @@ pub(crate) fn change(json: bool, change: &wazoo_runtime::CacheChange) {
         C::Deleted(node) => ("deleted", node),
         C::Initialized => return,
     };
-    match (json, change) {
-        (true, _) => line(json!({
+    self::event(json, event, &node.path, Some((node.stat.version, &node.data)));
+}
+
+/// One line of a watch ([`change`]): `event` at `path`, with the version and data when known.
+pub(crate) fn event(json: bool, event: &str, path: &str, now: Option<(i32, &[u8])>) {
+    match (json, now) {
+        (true, now) => line(json!({
             "event": event,
-            "path": node.path,
-            "version": node.stat.version,
-            "data": text(&node.data),
+            "path": path,
+            "version": now.map(|(v, _)| v),
+            "data": now.map(|(_, d)| text(d)),
         })),
-        (false, C::Deleted(_)) => emit(&format!("deleted {}", node.path)),
-        (false, _) if node.data.is_empty() => emit(&format!("{event} {} {}", node.path, node.stat.version)),
-        (false, _) => emit(&format!("{event} {} {} {}", node.path, node.stat.version, one_line(&node.data))),
+        (false, _) if event == "deleted" => emit(&format!("deleted {path}")),
+        (false, None) => emit(&format!("{event} {path}")),
+        (false, Some((version, data))) if data.is_empty() => emit(&format!("{event} {path} {version}")),
+        (false, Some((version, data))) => emit(&format!("{event} {path} {version} {}", one_line(data))),
     }
 }
 
 /// `data` as text on one line: invalid UTF-8 replaced, a backslash doubled, newline, return and
 /// tab as `\n`, `\r`, `\t`, other control characters as `\u{1b}`.
-fn one_line(data: &[u8]) -> String {
+pub(crate) fn one_line(data: &[u8]) -> String {
     let mut out = String::with_capacity(data.len());
     for c in String::from_utf8_lossy(data).chars() {
         match c {

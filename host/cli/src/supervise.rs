@@ -117,6 +117,57 @@ impl Signals {
     }
 }
 
+/// Looks CMD's program up as exec(3) will (a name with a `/` as it is, any other on `PATH`)
+/// before a claim is taken for it: not found is exit status 127, found but not runnable 126,
+/// each with a line that says so. A program named by an absolute path that does not exist is
+/// most likely a second lock path where the old syntax took several: the message says how
+/// several locks are named now.
+pub(crate) fn check_command(command: &[String]) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(program) = command.first() else { return Ok(()) };
+    // Some(true): runnable; Some(false): there, but not a runnable file; None: not there.
+    let runnable = |path: &std::path::Path| {
+        std::fs::metadata(path).ok().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if program.contains('/') {
+        runnable(std::path::Path::new(program))
+    } else {
+        let dirs = std::env::var_os("PATH").unwrap_or_default();
+        let mut found = None;
+        for dir in std::env::split_paths(&dirs) {
+            match runnable(&dir.join(program)) {
+                Some(true) => {
+                    found = Some(true);
+                    break;
+                }
+                Some(false) => found = Some(false),
+                None => {}
+            }
+        }
+        found
+    };
+    match found {
+        Some(true) => Ok(()),
+        Some(false) => Err(crate::exit::Exit {
+            code: crate::exit::CANNOT_RUN,
+            message: format!("CMD {program}: not a program that can be run"),
+        }
+        .into()),
+        None => {
+            let hint = if program.starts_with('/') {
+                " (every argument after the path is CMD; name more locks with --also PATH)"
+            } else {
+                ""
+            };
+            Err(crate::exit::Exit {
+                code: crate::exit::NOT_FOUND,
+                message: format!("CMD {program}: not found{hint}"),
+            }
+            .into())
+        }
+    }
+}
+
 /// A running CMD: its process group, its cgroup if it has one, and its guard.
 pub(crate) struct Supervised {
     child: tokio::process::Child,

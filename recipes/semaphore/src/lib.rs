@@ -35,6 +35,17 @@ impl Guest for Semaphore {
             return Err(ZkError::InvalidArgument("this handle already holds a lease".into()));
         }
         zk::check_path(&path)?;
+        #[cfg(not(feature = "kazoo"))]
+        if timeout_ms == Some(0) {
+            // A try: "taken" only when every lease is held, not when another arrived first.
+            return match try_lease(&path, max_leases)? {
+                Some(lease) => {
+                    LEASE.with(|l| *l.borrow_mut() = Some(lease.clone()));
+                    Ok(lease)
+                }
+                None => Err(ZkError::Timeout),
+            };
+        }
         let deadline = Deadline::after_ms(timeout_ms);
         // 1. Take the semaphore's mutex: waiters queue here, each watching its predecessor.
         let mutex = take_mutex(&path, max_leases, deadline)?;
@@ -68,6 +79,83 @@ impl Guest for Semaphore {
 fn take_mutex(path: &str, _max_leases: u32, deadline: Deadline) -> Result<Created, ZkError> {
     let locks = zk::join(path, "locks");
     zk::contend(&locks, LOCK_NAME, &[], &[LOCK_NAME], deadline, zk::exclusive)
+}
+
+/// The longest a try waits for the mutex while the leases are not all held: the mutex is
+/// then held only for a few requests (a try's, or a waiter's between its create and its
+/// count), so a longer wait means a holder of the mutex that stopped between two steps.
+#[cfg(not(feature = "kazoo"))]
+const TRY_MUTEX_MS: u64 = 5_000;
+
+/// A try (`acquire` with no time to wait, `try-acquire`): a lease if one is free, none only when
+/// every lease is held.
+///
+/// The leases are counted under the mutex, as a waiter counts them: the mutex holder's lease is
+/// the only one that may be pending, every other lease node is held. Taking the mutex at once or
+/// not at all would refuse a try whenever another contender arrived a moment before, with leases
+/// free. So the try queues for the mutex and waits for it, watching the semaphore's whole tree
+/// meanwhile (one persistent watch: the mutex queue and the leases), and gives up only when
+/// there are more lease nodes than leases: then `max_leases` are held, and the mutex holder is a
+/// waiter that waits for one of them.
+#[cfg(not(feature = "kazoo"))]
+fn try_lease(path: &str, max_leases: u32) -> Result<Option<Lease>, ZkError> {
+    let locks = zk::join(path, "locks");
+    let leases = zk::join(path, "leases");
+    let (mutex, mut listed) =
+        zk::create_and_list(&locks, LOCK_NAME, &[], zk::CreateMode::EphemeralSequential)?;
+    let name = zk::node_name(&mutex.path).to_string();
+    let deadline = Deadline::after_ms(Some(TRY_MUTEX_MS));
+    let mut watcher: Option<zk::PersistentWatcher> = None;
+    let queued = (|| loop {
+        let children = match listed.take() {
+            Some(children) => children,
+            None => zk::get_children(&locks)?.0,
+        };
+        let sorted = zk::sorted(children, &[LOCK_NAME]);
+        match sorted.iter().position(|c| *c == name) {
+            None => return Err(ZkError::NoNode),
+            Some(0) => return Ok(true),
+            Some(_) => {}
+        }
+        let Some(watching) = watcher.as_ref() else {
+            // Armed once, then both listings made again: nothing between them is missed.
+            watcher = Some(zk::add_watch(path, true)?);
+            continue;
+        };
+        let counted = match zk::get_children(&leases) {
+            Ok((children, _)) => children.len(),
+            Err(ZkError::NoNode) => 0,
+            Err(e) => return Err(e),
+        };
+        if counted > max_leases as usize {
+            return Ok(false);
+        }
+        if deadline.expired() {
+            return Ok(false);
+        }
+        match watching.next(deadline.remaining_ms()) {
+            Ok(_) | Err(ZkError::Timeout) => {}
+            Err(e) => return Err(e),
+        }
+    })();
+    drop(watcher);
+    let outcome = match queued {
+        Ok(true) => {
+            take_lease(path, max_leases, Deadline::after_ms(Some(0))).map(Some).or_else(|e| match e {
+                ZkError::Timeout => Ok(None),
+                e => Err(e),
+            })
+        }
+        Ok(false) => Ok(None),
+        Err(e) => Err(e),
+    };
+    let released = match zk::retrying(|| zk::delete(&mutex.path, None)) {
+        Ok(()) | Err(ZkError::NoNode) => Ok(()),
+        Err(e) => Err(e),
+    };
+    let lease = outcome?;
+    released?;
+    Ok(lease)
 }
 
 /// Step 1 in kazoo's layout: the semaphore node holds our max-leases (or is made to), then the

@@ -26,9 +26,15 @@ use crate::exit;
 /// on no backend (main runs them itself, before any): here they are refused, as through
 /// `--server`. `completions` and `man` ask nothing of anyone and run the same anywhere.
 pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Result<u8> {
+    // CMD is looked up before any claim is taken for it: a path meant as a lock, or a typo, is
+    // said at once (exit status 127 or 126) rather than after the wait.
+    if let Some(cmd) = command.cmd() {
+        crate::supervise::check_command(cmd)?;
+    }
     match command {
-        Command::Lock { paths, wait, hold, json, recipe, command } => {
+        Command::Lock { path, also, wait, hold, json, recipe, command } => {
             let run = Run { wait: Some(&wait), hold: &hold, command: &command, json };
+            let paths: Vec<String> = std::iter::once(path).chain(also).collect();
             claims::claim_all(backend, &paths, &recipe, run).await
         }
         Command::Rwlock { mode, path, wait, hold, json, recipe, command } => {
@@ -78,6 +84,8 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
             crate::partition::partition(backend, asked).await
         }
         Command::Register { path, data, ttl, recipe, json, hold, command } => {
+            let data = String::from_utf8(args::value_or_stdin(data)?)
+                .map_err(|_| exit::usage("register --data: the data is UTF-8 text"))?;
             let asked = register::Asked {
                 path: &path,
                 data: &data,
@@ -96,7 +104,7 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
         Command::Group { command: GroupCommand::Join { path, name, data, hold, json, command } } => {
             // A malformed name is bad usage, refused before ZooKeeper or a daemon is asked.
             let name = args::node_name(&name).map_err(|why| exit::usage(format!("member name {why}")))?;
-            let want = Want::Membership { name, data: data.into_bytes() };
+            let want = Want::Membership { name, data: args::value_or_stdin(data)? };
             let asked = Asked { want, path: &path, recipe: World::Group.default_recipe() };
             claims::claim(backend, asked, Run { wait: None, hold: &hold, command: &command, json }).await
         }

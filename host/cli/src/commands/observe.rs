@@ -134,8 +134,9 @@ pub(crate) async fn fence(backend: &impl Backend, command: FenceCommand) -> anyh
             Ok(fence_checked(&node, token, holder, json))
         }
         FenceCommand::Write { node, token, path, value, json } => {
+            let value = crate::args::value_or_stdin(value)?;
             let written = backend
-                .fence_write(&node, token, &path, value.as_bytes())
+                .fence_write(&node, token, &path, &value)
                 .await
                 .map_err(|f| f.into_error(format!("fence {path}")))?;
             if json {

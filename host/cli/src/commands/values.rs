@@ -17,7 +17,8 @@ pub(crate) async fn queue(backend: &impl Backend, command: QueueCommand) -> anyh
             if ephemeral {
                 eprintln!("wazoo: note: an ephemeral item lives only as long as this command");
             }
-            let put = backend.queue_put(&path, data.into_bytes(), priority, ephemeral).await;
+            let data = crate::args::value_or_stdin(data)?;
+            let put = backend.queue_put(&path, data, priority, ephemeral).await;
             let shown = put.map_err(failed).map(|node| match json {
                 false => out!("{node}"),
                 true => show::line(serde_json::json!({ "node": node })),
@@ -53,24 +54,88 @@ pub(crate) async fn config(backend: &impl Backend, command: ConfigCommand) -> an
     check_path("config", &path)?;
     let failed = |f: Failure| f.into_error(format!("config {path}"));
     match command {
+        ConfigCommand::Get { prefix: true, json, .. } => return config_prefix(backend, &path, json).await,
         ConfigCommand::Get { json, .. } => match backend.config_get(&path).await.map_err(failed)? {
             Some(entry) => show::value(json, entry.version, &entry.data),
             None => return Ok(no_value(&path)),
         },
         ConfigCommand::Set { value, version, json, .. } => {
-            match backend.config_set(&path, value.into_bytes(), version).await {
+            let value = crate::args::value_or_stdin(value)?;
+            match backend.config_set(&path, value, version).await {
                 Ok(version) if json => show::line(serde_json::json!({ "version": version })),
                 Ok(version) => out!("{version}"),
                 Err(Failure::Stale(_)) => return Ok(stale_version(&path, version)),
                 Err(f) => return Err(failed(f)),
             }
         }
+        // Main deletes on this process's own session, before any backend.
+        ConfigCommand::Delete { .. } => return Ok(super::local_only("config delete")),
         ConfigCommand::Watch { json, .. } => {
-            let mut show = |now: Option<&Entry>| show::entry(json, now.map(|e| (e.version, &e.data[..])));
+            // One format with `wazoo watch`: the value there now as `created`, then each change.
+            let mut last: Option<Entry> = None;
+            let mut first = true;
+            let mut show = |now: Option<&Entry>| {
+                let event = match (&last, now) {
+                    (None, Some(_)) => "created",
+                    (Some(_), Some(_)) => "changed",
+                    (Some(_), None) => "deleted",
+                    (None, None) => "",
+                };
+                if first {
+                    first = false;
+                    let there = if now.is_some() { "a value" } else { "no value" };
+                    eprintln!("wazoo: watching {path} ({there} there)");
+                }
+                let shown = match event {
+                    "deleted" => last.as_ref(),
+                    _ => now,
+                };
+                if !event.is_empty() {
+                    show::event(json, event, &path, shown.map(|e| (e.version, &e.data[..])));
+                }
+                last = now.cloned();
+            };
             backend.config_watch(&path, &mut show).await.map_err(failed)?;
         }
     }
     Ok(0)
+}
+
+/// `config get --prefix`: every value at `path` and below it, parents first, siblings by name:
+/// `PATH VALUE` lines, the value on one line as `watch` prints data (JSON `{"path","value","version"}`), read from one consistent look of the
+/// tree (the cache recipe's first reading). A node with children and no data is a directory,
+/// not a value, and is left out. Exit status 1 if there is none.
+async fn config_prefix(backend: &impl Backend, path: &str, json: bool) -> anyhow::Result<u8> {
+    let mut found: Vec<wazoo_runtime::CachedNode> = Vec::new();
+    let (done, read) = tokio::sync::oneshot::channel::<()>();
+    let mut done = Some(done);
+    let mut each = |change: &CacheChange| match change {
+        CacheChange::Created(node) if done.is_some() => found.push(node.clone()),
+        CacheChange::Initialized => {
+            if let Some(done) = done.take() {
+                let _ = done.send(());
+            }
+        }
+        _ => {}
+    };
+    let watching = backend.watch(path, true, wazoo_runtime::World::Cache.default_recipe(), &mut each);
+    tokio::select! {
+        ended = watching => {
+            ended.map_err(|f| f.into_error(format!("config {path}")))?;
+        }
+        _ = read => {}
+    }
+    found.retain(|node| !(node.data.is_empty() && node.stat.num_children > 0));
+    found.sort_by(|a, b| a.path.split('/').cmp(b.path.split('/')));
+    for node in &found {
+        match json {
+            true => show::line(serde_json::json!({
+                "path": node.path, "value": show::text(&node.data), "version": node.stat.version,
+            })),
+            false => out!("{} {}", node.path, show::one_line(&node.data)),
+        }
+    }
+    Ok(if found.is_empty() { no_value(path) } else { 0 })
 }
 
 /// `config get` found nothing: exit status 1.

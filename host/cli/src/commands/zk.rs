@@ -1,5 +1,6 @@
-//! `wazoo zk ls|get|stat|tree PATH`: ZooKeeper browsed read-only, on a session of this
-//! process's own, so that what a recipe left can be seen without zkCli. The host's path rules
+//! `wazoo zk ls|get|stat|tree|rm PATH` and `wazoo config delete`: ZooKeeper browsed (and a node
+//! deleted) on a session of this process's own, so that what a recipe left can be seen without
+//! zkCli. The host's path rules
 //! come first (a bad path is exit status 2); a missing node is exit status 1. ZooKeeper's own
 //! `/zookeeper` is left out of listings, as the path rules leave it out of everything else.
 
@@ -50,8 +51,87 @@ pub(crate) async fn zk(local: &Local, command: ZkCommand) -> anyhow::Result<u8> 
             }
         }
         ZkCommand::Tree { depth, json, .. } => tree(client, &path, depth, json).await?,
+        ZkCommand::Rm { version, force, json, .. } => {
+            if !force {
+                refuse_claim_node(client, &path).await?;
+            }
+            return delete(client, &path, version, json, "node").await;
+        }
     }
     Ok(0)
+}
+
+/// `wazoo config delete`: the value at `path` deleted on `local`'s session.
+pub(crate) async fn config_delete(
+    local: &Local,
+    path: &str,
+    version: Option<i32>,
+    json: bool,
+) -> anyhow::Result<u8> {
+    crate::commands::check_path("config", path)?;
+    let live = local.live().await?;
+    delete(&live.client, path, version, json, "value").await
+}
+
+/// The variables that name the claim node a command runs under (`zk rm` may delete it).
+const OWN_NODES: [&str; 3] = ["WAZOO_LOCK_NODE", "WAZOO_LEASE_NODE", "WAZOO_LEADER_NODE"];
+
+/// `zk rm` of an ephemeral node (a claim's, a registration's, a member's: someone's session
+/// keeps it) other than the one this process runs under: a usage error (exit status 2) saying
+/// whose it is and what to do instead.
+async fn refuse_claim_node(client: &Client, path: &str) -> anyhow::Result<()> {
+    let stat = client.check_stat(path).await.map_err(|e| failed(path, e))?;
+    let Some(stat) = stat else { return Ok(()) };
+    if stat.ephemeral_owner == 0 {
+        return Ok(());
+    }
+    let own = OWN_NODES.iter().any(|var| std::env::var(var).is_ok_and(|node| node == path));
+    if own {
+        return Ok(());
+    }
+    Err(exit::usage(format!(
+        "{path} is an ephemeral node of session 0x{:x}: someone's claim, registration or membership \
+         (`wazoo revoke {path}` asks a holder to let go; --force deletes it anyway)",
+        stat.ephemeral_owner
+    )))
+}
+
+/// Deletes `path` (only at `version`, when given): `deleted PATH` (JSON `{"path","deleted"}`).
+/// Absent, not at that version, or with children: exit status 1, saying which.
+async fn delete(
+    client: &Client,
+    path: &str,
+    version: Option<i32>,
+    json: bool,
+    what: &str,
+) -> anyhow::Result<u8> {
+    use zookeeper_client::Error as E;
+    if path == "/" {
+        return Err(exit::usage("the root node cannot be deleted"));
+    }
+    let refused = |why: String| -> anyhow::Result<u8> {
+        if json {
+            show::line(json!({"path": path, "deleted": false}));
+        }
+        eprintln!("wazoo: {why}");
+        Ok(exit::NOTHING)
+    };
+    match client.delete(path, version).await {
+        Ok(()) => {
+            match json {
+                false => show::emit(&format!("deleted {path}")),
+                true => show::line(json!({"path": path, "deleted": true})),
+            }
+            Ok(0)
+        }
+        Err(E::NoNode) => refused(format!("no {what} at {path}")),
+        Err(E::BadVersion) => refused(format!("{path} is no longer at version {}", version.unwrap_or(-1))),
+        Err(E::NotEmpty) => refused(format!("{path} has children: delete them first")),
+        Err(E::ConnectionLoss | E::SessionExpired | E::ClientClosed | E::Timeout) => {
+            Err(exit::unavailable(format!("deleting {path}: connection lost before the outcome was known")))
+        }
+        Err(e) => Err(anyhow::anyhow!("deleting {path}: {e}")),
+    }
 }
 
 /// The error of a read at `path`: a missing node is exit status 1 (`PATH does not exist`), a

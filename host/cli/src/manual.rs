@@ -1,0 +1,318 @@
+//! What `--help` says after the options and what the manual pages say after theirs, written
+//! once: the exit statuses, the environment, and examples. [`command`] is wazoo's clap command
+//! with them added to every subcommand's long help (`--help`, not `-h`), and [`sections`] writes
+//! the same text as the EXIT STATUS, ENVIRONMENT and EXAMPLES sections of a manual page.
+
+use clap::CommandFactory as _;
+use clap_mangen::roff::{bold, roman, Roff};
+
+use crate::cli::Cli;
+use crate::exit;
+
+/// The exit statuses every command ends with (the table of [`crate::exit`]).
+pub(crate) const EXIT_STATUSES: &[(u8, &str)] = &[
+    (0, "Done; under a claim, CMD's own status when it ran and ended by itself."),
+    (
+        exit::NOTHING,
+        "Nothing there, or a definite no: no value, no leader, no holders, a stale version, a fenced \
+         write refused, a transaction still running, a name taken, a recipe's err answer.",
+    ),
+    (exit::USAGE, "Bad usage: an unknown option, a value out of range, an invalid path."),
+    (exit::CONFLICT, "Not held: --timeout passed, or --no-wait found it taken (--conflict-exit-code)."),
+    (
+        exit::LOST,
+        "The claim was lost while CMD ran: session expired or cut off, node deleted (--lost-exit-code).",
+    ),
+    (
+        exit::REVOKED,
+        "Another client revoked the claim; CMD was stopped and the claim released (--revoked-exit-code).",
+    ),
+    (exit::ABORTED, "A two-phase commit transaction aborted."),
+    (
+        exit::UNAVAILABLE,
+        "ZooKeeper or the daemon could not be reached, or the connection was lost before the outcome \
+         was known.",
+    ),
+    (
+        exit::FAILED,
+        "Anything else that failed: ZooKeeper or the daemon refused, a recipe trapped or is missing, \
+         a local I/O error.",
+    ),
+    (exit::CANNOT_RUN, "CMD was found but cannot be run; said before any claim is taken."),
+    (exit::NOT_FOUND, "CMD was not found; said before any claim is taken."),
+    (141, "stdout was closed by its reader (as SIGPIPE ends a shell tool)."),
+    (128, "128 + N: signal N came before the claim was held, or while waiting for it."),
+];
+
+/// The variables read besides the options' own (which `--help` shows beside each option).
+const ENVIRONMENT: &[(&str, &str)] = &[
+    ("WAZOO_LOG", "What is logged to stderr, as a tracing filter (e.g. wazoo=info, debug) [default: warn]."),
+    ("NO_COLOR", "When set and not empty, log lines carry no colour; they carry none anyway unless stderr is a terminal."),
+];
+
+/// What CMD finds in its environment under each claim command.
+const CMD_ENVIRONMENT: &[(&str, &[(&str, &str)])] = &[
+    (
+        "lock",
+        &[
+            ("WAZOO_LOCK_PATH", "The lock's path."),
+            ("WAZOO_LOCK_NODE", "The lock's node: `wazoo fence` and `wazoo zk rm` know it as this command's own."),
+            ("WAZOO_FENCING_TOKEN", "The fencing token (the node's czxid): higher for every later holder."),
+            ("WAZOO_LOCK_COUNT", "With --also: how many locks are held; WAZOO_LOCK_PATH_1, WAZOO_LOCK_NODE_1, WAZOO_FENCING_TOKEN_1, … name each."),
+        ],
+    ),
+    (
+        "rwlock",
+        &[
+            ("WAZOO_LOCK_PATH", "The lock's path."),
+            ("WAZOO_LOCK_MODE", "read or write."),
+            ("WAZOO_LOCK_NODE", "The lock's node."),
+            ("WAZOO_FENCING_TOKEN", "The fencing token (the node's czxid)."),
+        ],
+    ),
+    (
+        "semaphore",
+        &[
+            ("WAZOO_SEMAPHORE_PATH", "The semaphore's path."),
+            ("WAZOO_LEASE_NODE", "The lease's node."),
+            ("WAZOO_FENCING_TOKEN", "The lease node's czxid."),
+        ],
+    ),
+    (
+        "elect",
+        &[
+            ("WAZOO_ELECTION_PATH", "The election's path."),
+            ("WAZOO_LEADER_ID", "This participant's id."),
+            ("WAZOO_LEADER_NODE", "The leader's node."),
+            ("WAZOO_FENCING_TOKEN", "The leader node's czxid."),
+            ("WAZOO_TERM", "With --requeue: the term, from 1."),
+        ],
+    ),
+    ("group join", &[("WAZOO_GROUP_PATH", "The group's path."), ("WAZOO_MEMBER", "This member's name.")]),
+    ("partition", &[("WAZOO_PARTITION", "A file naming this member's items, one a line.")]),
+];
+
+/// Examples, by subcommand (as typed after `wazoo`): the command line, and what it does.
+const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
+    (
+        "",
+        &[
+            ("wazoo server", "Run a throwaway ZooKeeper on 127.0.0.1:2181 (for trying wazoo out)."),
+            ("wazoo lock /app/locks/deploy ./deploy.sh", "Run ./deploy.sh under a lock."),
+            ("wazoo serve", "Run the daemon; then `wazoo --server 127.0.0.1:7181 lock …` goes through it."),
+            ("wazoo man --dir /usr/local/share/man/man1", "Install the manual pages."),
+        ],
+    ),
+    (
+        "lock",
+        &[
+            (
+                "wazoo lock /app/locks/deploy ./deploy.sh --prod",
+                "Run ./deploy.sh --prod under the lock, waiting for it as long as it takes.",
+            ),
+            (
+                "wazoo lock /app/locks/deploy --timeout 30s -- ./deploy.sh",
+                "Give up after 30 s (exit status 3); `--` before CMD is allowed.",
+            ),
+            (
+                "wazoo lock -n --conflict-exit-code 75 /app/locks/deploy ./deploy.sh",
+                "Do not wait: exit 75 if another holds it.",
+            ),
+            (
+                "wazoo lock /db/orders --also /db/invoices ./migrate.sh",
+                "Both locks or neither, taken in path order.",
+            ),
+            ("wazoo lock /app/locks/maintenance", "Print `held NODE token T` and hold until Ctrl-C."),
+        ],
+    ),
+    (
+        "rwlock",
+        &[(
+            "wazoo rwlock read /app/locks/config cat /etc/app.conf",
+            "Run CMD under the shared side; writers wait.",
+        )],
+    ),
+    (
+        "semaphore",
+        &[
+            (
+                "wazoo semaphore /app/slots --leases 3 ./job.sh",
+                "At most three ./job.sh at once, over every machine.",
+            ),
+            ("wazoo semaphore -n /app/slots --leases 3 ./job.sh", "Run now if a lease is free, else exit 3."),
+        ],
+    ),
+    (
+        "elect",
+        &[
+            ("wazoo elect /app/leader --id $(hostname) ./primary.sh", "Run ./primary.sh while leading."),
+            ("wazoo elect --requeue /app/leader ./primary.sh", "Campaign again each time ./primary.sh ends."),
+        ],
+    ),
+    (
+        "group join",
+        &[(
+            "wazoo group join /app/workers $(hostname) --data - ./work.sh < info.json",
+            "Be a member (with data from stdin) while ./work.sh runs.",
+        )],
+    ),
+    (
+        "config set",
+        &[
+            ("wazoo config set /app/config/replicas -5", "A value may start with `-`."),
+            ("wazoo config set /app/config/motd - < motd.txt", "The value from stdin."),
+            (
+                "wazoo config set /app/config/replicas 5 --version 3",
+                "Only if still at version 3 (exit status 1 if not).",
+            ),
+        ],
+    ),
+    (
+        "config get",
+        &[(
+            "wazoo config get --prefix /app/config",
+            "Every value at /app/config and below, `PATH VALUE` a line.",
+        )],
+    ),
+    (
+        "config delete",
+        &[(
+            "wazoo config delete /app/config/replicas",
+            "Delete the value (exit status 1 if there was none).",
+        )],
+    ),
+    (
+        "config watch",
+        &[(
+            "wazoo config watch /app/config/replicas",
+            "`created|changed PATH VERSION VALUE` or `deleted PATH`, as `wazoo watch` prints them.",
+        )],
+    ),
+    ("watch", &[("wazoo watch -r --initial /services", "Every node below /services, then every change.")]),
+    ("zk rm", &[("wazoo zk rm /app/config/old", "Delete a node; another's claim node only with --force.")]),
+    ("holders", &[("wazoo holders /app/locks/deploy", "Who holds the lock and who waits, in queue order.")]),
+    ("counter add", &[("wazoo counter add /app/visits -1", "Subtract one.")]),
+    (
+        "serve",
+        &[(
+            "wazoo serve --listen 127.0.0.1:7181",
+            "Serve on loopback; `wazoo server` is a throwaway ZooKeeper, not this.",
+        )],
+    ),
+    (
+        "server",
+        &[("wazoo server --port 2181", "A throwaway ZooKeeper; `wazoo serve` is the daemon, not this.")],
+    ),
+];
+
+/// wazoo's clap command: every subcommand's long help ends with its exit statuses, environment
+/// and examples, and `--version` names the WIT packages and the commit.
+pub(crate) fn command() -> clap::Command {
+    let root = Cli::command().long_version(LONG_VERSION);
+    decorate(root, "")
+}
+
+/// `wazoo --version`: the version, the commit, and the WIT packages served.
+const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("WAZOO_COMMIT"),
+    ")\nWIT packages: ",
+    env!("WAZOO_WIT_PACKAGES")
+);
+
+fn decorate(command: clap::Command, path: &str) -> clap::Command {
+    let names: Vec<String> = command.get_subcommands().map(|s| s.get_name().to_string()).collect();
+    let mut command = command.after_long_help(help_text(path));
+    for name in names {
+        let sub_path = if path.is_empty() { name.clone() } else { format!("{path} {name}") };
+        command = command.mut_subcommand(&name, |sub| decorate(sub, &sub_path));
+    }
+    command
+}
+
+/// The subcommand path (`lock`, `config set`) of a command as clap names it (`wazoo-config-set`).
+fn path_of(command: &clap::Command) -> String {
+    let name = command.get_display_name().unwrap_or(command.get_name());
+    name.strip_prefix("wazoo").unwrap_or(name).trim_start_matches('-').replace('-', " ")
+}
+
+fn examples(path: &str) -> &'static [(&'static str, &'static str)] {
+    EXAMPLES.iter().find(|(p, _)| *p == path).map_or(&[], |(_, e)| e)
+}
+
+fn cmd_environment(path: &str) -> &'static [(&'static str, &'static str)] {
+    CMD_ENVIRONMENT.iter().find(|(p, _)| *p == path).map_or(&[], |(_, e)| e)
+}
+
+/// The variables of the global options, with their help's first sentence.
+fn option_environment() -> Vec<(String, String)> {
+    Cli::command()
+        .get_arguments()
+        .filter_map(|arg| {
+            let var = arg.get_env()?.to_string_lossy().into_owned();
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            let flag = arg.get_long().map(|l| format!("--{l}: ")).unwrap_or_default();
+            Some((var, format!("{flag}{}", first_sentence(&help))))
+        })
+        .collect()
+}
+
+fn first_sentence(help: &str) -> String {
+    let line = help.lines().next().unwrap_or_default();
+    let end = line.find("; ").unwrap_or(line.len());
+    line[..end].to_string()
+}
+
+/// The whole environment of a command: CMD's, the options', and the rest.
+fn environment(path: &str) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = cmd_environment(path)
+        .iter()
+        .map(|(var, text)| (var.to_string(), format!("(set for CMD) {text}")))
+        .collect();
+    all.extend(option_environment());
+    all.extend(ENVIRONMENT.iter().map(|(var, text)| (var.to_string(), text.to_string())));
+    all
+}
+
+/// The text after the options in `--help`.
+fn help_text(path: &str) -> String {
+    let mut text = String::from("Exit status:\n");
+    for (code, meaning) in EXIT_STATUSES {
+        text.push_str(&format!("  {code:<4} {meaning}\n"));
+    }
+    text.push_str("\nEnvironment:\n");
+    for (var, meaning) in environment(path) {
+        text.push_str(&format!("  {var}\n          {meaning}\n"));
+    }
+    let examples = examples(path);
+    if !examples.is_empty() {
+        text.push_str("\nExamples:\n");
+        for (line, meaning) in examples {
+            text.push_str(&format!("  {line}\n          {meaning}\n"));
+        }
+    }
+    text
+}
+
+/// The EXIT STATUS, ENVIRONMENT and EXAMPLES sections of `command`'s manual page.
+pub(crate) fn sections(command: &clap::Command) -> Roff {
+    let path = path_of(command);
+    let mut roff = Roff::default();
+    roff.control("SH", ["EXIT STATUS"]);
+    for (code, meaning) in EXIT_STATUSES {
+        roff.control("TP", []).text([bold(code.to_string())]).text([roman(*meaning)]);
+    }
+    roff.control("SH", ["ENVIRONMENT"]);
+    for (var, meaning) in environment(&path) {
+        roff.control("TP", []).text([bold(var)]).text([roman(meaning)]);
+    }
+    let examples = examples(&path);
+    if !examples.is_empty() {
+        roff.control("SH", ["EXAMPLES"]);
+        for (line, meaning) in examples {
+            roff.control("TP", []).text([bold(*line)]).text([roman(*meaning)]);
+        }
+    }
+    roff
+}
