@@ -1,4 +1,4 @@
-# The two commands of the README:
+# The two commands of README.md and docs/src/building.md:
 #   make demo   sets up what is missing, builds the recipes into plugins/, starts a local
 #               ZooKeeper and shows two contenders taking turns on a lock
 #   make test   sets up what is missing and runs every test against real ZooKeeper
@@ -14,7 +14,7 @@ RECIPES := $(filter-out guest,$(notdir $(patsubst %/Cargo.toml,%,$(wildcard reci
 KAZOO_RECIPES := lock rwlock semaphore
 KAZOO_GUEST_DIR := target/guests-kazoo/$(GUEST_TARGET)/release
 
-.PHONY: setup recipes build demo test bench soak clean
+.PHONY: setup recipes build demo test bench soak docs clean
 
 setup:
 	bash .ci/setup
@@ -64,6 +64,12 @@ bench: build
 SOAK ?= --minutes 10
 soak: build
 	$(CARGO) run --release -p wazoo-tests --bin chaos-soak -- $(SOAK)
+
+# The book under docs/ (mdBook), into target/book; `make test` builds it again and checks its
+# links (tests/tests/docs.rs). Only mdBook is needed: `.ci/setup docs` installs it alone.
+docs:
+	bash .ci/setup docs
+	mdbook build docs -d $(CURDIR)/target/book
 
 clean:
 	rm -rf target plugins/*.wasm

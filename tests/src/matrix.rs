@@ -112,7 +112,7 @@ pub struct Case {
     /// faulted host means it now waits, and what the other participant then does.
     pub trigger: Option<(fn(&Ctx, &Request) -> bool, for<'a> fn(&'a Ctx) -> Fut<'a, ()>)>,
     /// A lost reply must not make the call fail (it can find out what happened). False only
-    /// where the README documents `connection-loss` as "outcome unknown".
+    /// where docs/src/reference/wit.md documents `connection-loss` as "outcome unknown".
     pub survives_lost_reply: bool,
     /// The promise, checked once the call ended, with the faulted handle still open.
     pub check: for<'a> fn(&'a Ctx, &'a Verdict) -> Fut<'a, ()>,
@@ -276,7 +276,7 @@ pub fn ok(v: &Value) -> Option<&Value> {
     v.get("ok")
 }
 
-/// What the matrix found: the figure the README quotes.
+/// What the matrix found: the figure docs/src/testing/faults.md quotes.
 #[derive(Default, Debug)]
 pub struct Figure {
     pub rows: Vec<Row>,

@@ -2,7 +2,7 @@
 //! every export of every recipe, in Rust, Python and JavaScript, faulted at every ZooKeeper
 //! request it makes (reply lost, session expired, participant killed), with each recipe's
 //! promise checked after every run. Two workers, each with a ZooKeeper of its own, share the
-//! cases. It prints the figure the README quotes and fails on any violation.
+//! cases. It prints the figure docs/src/testing/faults.md quotes and fails on any violation.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

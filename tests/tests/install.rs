@@ -9,7 +9,7 @@ use std::process::Command;
 use wazoo_tests::daemon::output;
 use wazoo_tests::*;
 
-/// The README's promise for the shipped binary's size.
+/// The promise of README.md and docs/src/quick-start.md for the shipped binary's size.
 const MAX_BYTES: u64 = 40 << 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
