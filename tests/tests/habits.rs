@@ -250,9 +250,39 @@ async fn zk_rm_refuses_anothers_claim_node_unless_forced_or_its_own() {
     assert_eq!(code, 4, "deleting its own node loses the lock: {stdout}{stderr}");
     // (`deleted NODE` may not be printed: the loss stops the command's group at once.)
     assert!(stderr.contains("lock node was deleted"), "{stdout}{stderr}");
+    // `config delete` refuses it as `zk rm` does: a config value is never someone's claim.
+    let (code, _, stderr) = output(cli().args(["config", "delete", &node])).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("ephemeral"), "{stderr}");
     let (code, _, stderr) = output(cli().args(["zk", "rm", "--force", &node])).await;
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(holder.exit().await.0, 4, "the holder lost its lock");
+}
+
+/// A first word after PATH that starts with `-` and is no option of wazoo's is a usage error,
+/// not a CMD (a typo, or flock's `-w`), and nothing is claimed; after `--` it is CMD. A script
+/// whose interpreter is missing exits 127, as a shell says it, and leaves no node.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_option_after_the_path_is_bad_usage_not_a_command() {
+    let checker = client(&zk().address()).await;
+    let path = unique("habits-unknown");
+    for typo in [["--tmeout", "5s"], ["-w", "5"]] {
+        let (code, _, stderr) = output(cli().args(["lock", &path]).args(typo).args(["true"])).await;
+        assert_eq!(code, 2, "{typo:?}: {stderr}");
+        assert!(stderr.contains("unknown option") && stderr.contains("--"), "{stderr}");
+    }
+    assert_eq!(checker.check_stat(&path).await.unwrap(), None, "nothing claimed");
+    // After `--`, a program named `-x` is CMD (and not found).
+    let (code, _, stderr) = output(cli().args(["lock", &path, "--", "-x"])).await;
+    assert_eq!(code, 127, "{stderr}");
+    let script = std::env::temp_dir().join(format!("wazoo-habits-interp-{}", std::process::id()));
+    std::fs::write(&script, "#!/nonexistent/interpreter\ntrue\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (code, _, stderr) = output(cli().args(["lock", &path]).arg(&script)).await;
+    assert_eq!(code, 127, "{stderr}");
+    assert!(stderr.contains("interpreter"), "{stderr}");
+    wait_children(&checker, &path, 0).await;
+    let _ = std::fs::remove_file(&script);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -284,6 +314,14 @@ async fn a_wait_is_said_after_a_second_unless_quiet() {
     let mut said = BufReader::new(noisy.child.stderr.take().unwrap()).lines();
     let line = within(LIMIT, "the wait is said", said.next_line()).await.unwrap().unwrap();
     assert!(line.starts_with(&format!("wazoo: waiting for the lock at {path} held by session 0x")), "{line}");
+    // Giving up is said too, unless -q (the exit status says it, as flock's does).
+    let (code, _, stderr) = output(cli().args(["lock", "-n", &path, "true"])).await;
+    assert_eq!(code, 3);
+    assert!(stderr.contains("held by another"), "{stderr}");
+    let (code, _, stderr) = output(cli().args(["lock", "-n", "-q", &path, "true"])).await;
+    assert_eq!((code, stderr.as_str()), (3, ""), "-q -n says nothing");
+    let (code, _, stderr) = output(cli().args(["lock", "--timeout", "100ms", "-q", &path, "true"])).await;
+    assert_eq!((code, stderr.as_str()), (3, ""), "-q --timeout says nothing");
     holder.signal(libc::SIGTERM);
     assert_eq!(holder.exit().await.0, 0);
     let (code, quiet_said) = quiet.exit().await;

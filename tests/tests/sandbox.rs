@@ -172,3 +172,37 @@ async fn unknown_commands_get_the_usage_line() {
     }
     assert!(!handle.is_retired() && !handle.tracks_nodes());
 }
+
+/// What a recipe prints goes to the log, tagged with the recipe, its instance and the stream,
+/// shown by `wazoo -v` and not without it; an instance that prints a flood has at most 20 lines
+/// a second logged, and the rest counted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_recipes_output_is_logged_tagged_and_rate_limited() {
+    let call = |verbose: bool| {
+        let mut command = wazoo_tests::daemon::cli();
+        if verbose {
+            command.arg("-v");
+        }
+        command.args(["call", "misbehave", "run", r#"[["print", "50"]]"#]);
+        command
+    };
+    let (code, stdout, stderr) = wazoo_tests::daemon::output(&mut call(true)).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("printed 50"), "{stdout}");
+    let tagged: Vec<&str> = stderr.lines().filter(|l| l.contains("wazoo::guest")).collect();
+    assert!(
+        tagged.iter().any(|l| l.contains("recipe=\"misbehave\"")
+            && l.contains("stream=\"stderr\"")
+            && l.contains("to stderr")),
+        "the stderr line, tagged: {stderr}"
+    );
+    let lines = tagged.iter().filter(|l| l.contains("stream=\"stdout\"") && l.contains(" line ")).count();
+    assert!((1..=19).contains(&lines), "at most 20 lines a second in all: {lines} of stdout: {stderr}");
+    assert!(
+        tagged.iter().any(|l| l.contains(&format!("{} lines of output left out", 50 - lines))),
+        "the rest counted: {stderr}"
+    );
+    let (code, _, quiet) = wazoo_tests::daemon::output(&mut call(false)).await;
+    assert_eq!(code, 0, "{quiet}");
+    assert!(!quiet.contains("wazoo::guest") && !quiet.contains("to stderr"), "shown with -v only: {quiet}");
+}

@@ -147,8 +147,8 @@ pub(crate) struct WaitArgs {
     /// Exit status when another client revoked it and CMD was stopped (instead of 5)
     #[arg(long, value_name = "N", default_value_t = exit::REVOKED)]
     pub(crate) revoked_exit_code: u8,
-    /// Say nothing while waiting (else, after a second of waiting, a line on stderr names who
-    /// holds it)
+    /// Say nothing about the wait, as flock: no line after a second of waiting (else it names
+    /// who holds it), and none when --no-wait or --timeout gives up (the exit status says it)
     #[arg(short = 'q', long)]
     pub(crate) quiet: bool,
 }

@@ -56,6 +56,12 @@ pub(crate) struct Cli {
     /// The private key (PEM) of --tls-cert
     #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
     pub(crate) tls_key: Option<PathBuf>,
+    /// Show on stderr what wazoo does (its info log) and what recipes write to their stdout and
+    /// stderr (tagged with the recipe and its instance, at most 20 lines a second each);
+    /// WAZOO_LOG, when set, decides instead. Through --server, recipes' output is in the
+    /// daemon's log
+    #[arg(short = 'v', long, global = true, help_heading = GLOBAL)]
+    pub(crate) verbose: bool,
     /// How log lines are written to stderr: `text`, or `json` (one object a line, with the
     /// span of the call it belongs to)
     #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
@@ -111,8 +117,8 @@ impl ElectionFormat {
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Run CMD while holding the lock at PATH (Curator-compatible), as flock and etcdctl lock
-    /// do: every argument after PATH is CMD and its arguments (`--` before CMD is allowed, not
-    /// needed). More locks with --also (taken in path order, all or none); CMD is stopped if a
+    /// do: wazoo's own options come first, and CMD with its arguments is the rest (`--` before
+    /// CMD is allowed, and needed for a CMD that starts with `-`). More locks with --also (taken in path order, all or none); CMD is stopped if a
     /// lock is lost. Without CMD: print `held NODE token TOKEN` and hold until SIGINT, SIGTERM
     /// or SIGHUP
     Lock {

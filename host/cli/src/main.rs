@@ -63,7 +63,12 @@ fn main() -> ExitCode {
     let typed = Typed::of(&matches);
     let hint =
         matches!(cli.command, Command::Serve { .. } | Command::Server { .. }).then(serve_or_server).flatten();
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WAZOO_LOG").unwrap_or_else(|_| "warn".into());
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("WAZOO_LOG").unwrap_or_else(|_| match cli.verbose {
+            // wazoo's own crates, recipes' output (`wazoo::guest`) among them.
+            true => "warn,wazoo=info,wazoo_runtime=info,wazoo_client=info".into(),
+            false => "warn".into(),
+        });
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -84,8 +89,11 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("wazoo: {e:#}");
             let code = exit::code_of(&e);
-            // `serve` that cannot reach ZooKeeper, or `server` refused: maybe the other was meant.
-            if let Some(hint) = hint.filter(|_| code != 0) {
+            // `serve` that cannot reach ZooKeeper, or `server` that cannot start one: maybe the
+            // other was meant. (Bad settings, a refused TLS file, are just that.)
+            let mixed_up = code == exit::UNAVAILABLE
+                || (code == exit::FAILED && hint.is_some_and(|h| h.starts_with("hint: `wazoo server`")));
+            if let Some(hint) = hint.filter(|_| mixed_up) {
                 eprintln!("{hint}");
             }
             ExitCode::from(code)

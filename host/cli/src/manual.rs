@@ -46,7 +46,7 @@ pub(crate) const EXIT_STATUSES: &[(u8, &str)] = &[
 
 /// The variables read besides the options' own (which `--help` shows beside each option).
 const ENVIRONMENT: &[(&str, &str)] = &[
-    ("WAZOO_LOG", "What is logged to stderr, as a tracing filter (e.g. wazoo=info, debug) [default: warn]."),
+    ("WAZOO_LOG", "What is logged to stderr, as a tracing filter (e.g. wazoo=info, debug) [default: warn; with -v, wazoo's info log and recipes' output]."),
     ("NO_COLOR", "When set and not empty, log lines carry no colour; they carry none anyway unless stderr is a terminal."),
 ];
 

@@ -117,22 +117,32 @@ impl Signals {
     }
 }
 
-/// Looks CMD's program up as exec(3) will (a name with a `/` as it is, any other on `PATH`)
-/// before a claim is taken for it: not found is exit status 127, found but not runnable 126,
-/// each with a line that says so. A program named by an absolute path that does not exist is
-/// most likely a second lock path where the old syntax took several: the message says how
-/// several locks are named now.
+/// Looks CMD's program up as execvp(3) will (a name with a `/` as it is, any other on `PATH`, or
+/// on `/bin:/usr/bin` without one) before a claim is taken for it: not found is exit status 127,
+/// found but not runnable by this user 126, each with a line that says so. A program named by
+/// an absolute path that does not exist is most likely a second lock path where the old syntax
+/// took several: the message says how several locks are named now. A first word that starts
+/// with `-` not after `--` is an option wazoo does not know (a typo, or another tool's habit):
+/// a usage error, saying that such a CMD goes after `--`.
 pub(crate) fn check_command(command: &[String]) -> anyhow::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
     let Some(program) = command.first() else { return Ok(()) };
+    if program.is_empty() {
+        return Err(crate::exit::usage("CMD: an empty program name"));
+    }
+    if program.starts_with('-') && program != "-" && !after_separator(command) {
+        return Err(crate::exit::usage(format!(
+            "unknown option {program} (a CMD that starts with `-` goes after `--`)"
+        )));
+    }
     // Some(true): runnable; Some(false): there, but not a runnable file; None: not there.
     let runnable = |path: &std::path::Path| {
-        std::fs::metadata(path).ok().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        let meta = std::fs::metadata(path).ok()?;
+        Some(meta.is_file() && nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok())
     };
     let found = if program.contains('/') {
         runnable(std::path::Path::new(program))
     } else {
-        let dirs = std::env::var_os("PATH").unwrap_or_default();
+        let dirs = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
         let mut found = None;
         for dir in std::env::split_paths(&dirs) {
             match runnable(&dir.join(program)) {
@@ -166,6 +176,15 @@ pub(crate) fn check_command(command: &[String]) -> anyhow::Result<()> {
             .into())
         }
     }
+}
+
+/// Whether `command` came after a `--` on this process's command line (its words are the
+/// line's last ones, right after a `--`).
+fn after_separator(command: &[String]) -> bool {
+    let line: Vec<String> = std::env::args().collect();
+    line.len() > command.len()
+        && line[line.len() - command.len()..] == *command
+        && line[line.len() - command.len() - 1] == "--"
 }
 
 /// A running CMD: its process group, its cgroup if it has one, and its guard.
@@ -239,7 +258,19 @@ impl Supervised {
             Ok(child) => child,
             Err(e) => {
                 let _ = nix::unistd::write(&guard_pipe, DONE.as_bytes());
-                return Err(anyhow::anyhow!("cannot run {:?}: {e}", command[0]));
+                // As a shell says it: not found 127 (a script whose interpreter is missing
+                // too), any other failure to start it 126.
+                let code = match e.kind() {
+                    std::io::ErrorKind::NotFound => crate::exit::NOT_FOUND,
+                    _ => crate::exit::CANNOT_RUN,
+                };
+                let message = match e.kind() {
+                    std::io::ErrorKind::NotFound => {
+                        format!("cannot run {:?}: {e} (a script's interpreter may be missing)", command[0])
+                    }
+                    _ => format!("cannot run {:?}: {e}", command[0]),
+                };
+                return Err(crate::exit::Exit { code, message }.into());
             }
         };
         let pid = child.id().expect("a command just started has a PID") as i32;

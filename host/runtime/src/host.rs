@@ -69,7 +69,7 @@ macro_rules! instantiate {
     ($self:ident, $recipe:expr, $world:expr, $pre:ident, $handle:ident) => {{
         let version = $self.version($recipe, $world).await?;
         let pre = $pre::new(version.pre.clone())?;
-        let mut sandbox = $self.sandbox().await?;
+        let mut sandbox = $self.sandbox(&version.name).await?;
         let bindings = pre
             .instantiate_async(&mut sandbox.store)
             .await
@@ -236,7 +236,7 @@ impl Host {
     /// serves too; its counter has only the kazoo format.
     pub async fn config(&self, recipe: &str) -> anyhow::Result<ConfigHandle> {
         let version = self.version(recipe, World::Config).await?;
-        let mut sandbox = self.sandbox().await?;
+        let mut sandbox = self.sandbox(&version.name).await?;
         let bindings = ConfigBindings::instantiate(&version.pre, &mut sandbox.store)
             .await
             .map_err(|e| crate::error::instantiation(&version.path, e))?;
@@ -258,7 +258,7 @@ impl Host {
     /// with JSON arguments.
     pub async fn dynamic(&self, recipe: &str) -> anyhow::Result<DynamicHandle> {
         let version = self.serving(recipe).await?;
-        let mut sandbox = self.sandbox().await?;
+        let mut sandbox = self.sandbox(&version.name).await?;
         let instance = version
             .pre
             .instantiate_async(&mut sandbox.store)
@@ -375,16 +375,18 @@ impl Host {
     /// Instantiates `version` once in a sandbox of its own: a component that traps while it
     /// starts never serves.
     async fn trial(&self, version: &Version) -> anyhow::Result<()> {
-        let mut sandbox = self.sandbox().await?;
+        let mut sandbox = self.sandbox(&version.name).await?;
         let outcome = version.pre.instantiate_async(&mut sandbox.store).await;
         sandbox.clean().await;
         outcome.map(drop).map_err(|e| anyhow!("it fails when instantiated: {e:#}"))
     }
 
-    async fn sandbox(&self) -> anyhow::Result<Sandbox> {
+    /// A fresh sandbox for an instance of `recipe` (whose output the log tags with its name).
+    async fn sandbox(&self, recipe: &str) -> anyhow::Result<Sandbox> {
         let live = self.inner.keeper.live().await?;
         let ledger = Arc::new(Ledger::default());
-        let state = HostState::new(live.clone(), ledger.clone(), self.inner.shared.clone());
+        let output = crate::output::GuestOutput::new(recipe);
+        let state = HostState::new(live.clone(), ledger.clone(), self.inner.shared.clone(), output);
         let store = sandbox::store(&self.inner.engine, state);
         Ok(Sandbox::new(store, live, ledger, self.inner.shared.clone()))
     }

@@ -18,6 +18,7 @@ mod host;
 pub mod keeper;
 pub mod ledger;
 mod nodelay;
+mod output;
 pub mod paths;
 mod persistent;
 pub mod registry;

@@ -299,6 +299,7 @@ impl Registry {
                 component
             }
             None if self.worker.lock().unwrap().is_some() => {
+                say_slow_compile(path, bytes.len(), cached.is_some());
                 let started = Instant::now();
                 let component = self.compile_in_worker(path, cached.as_deref())?;
                 compile_time = started.elapsed();
@@ -306,6 +307,7 @@ impl Registry {
                 component
             }
             None => {
+                say_slow_compile(path, bytes.len(), cached.is_some());
                 let started = Instant::now();
                 let component = self.compile(path, bytes)?;
                 compile_time = started.elapsed();
@@ -645,4 +647,25 @@ pub fn default_cache_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
     Some(base.join("wazoo").join("components"))
+}
+
+/// Components at least this big (the Python and JavaScript ones: 12 to 18 MiB) take seconds to
+/// compile, so their first use says so rather than sit silent.
+const SLOW_COMPILE_BYTES: usize = 4 << 20;
+
+/// Says on the log (a warning, so a command's stderr shows it) that `path` is being compiled and
+/// that this takes a while, when it is big enough to.
+fn say_slow_compile(path: &Path, bytes: usize, cached_later: bool) {
+    if bytes < SLOW_COMPILE_BYTES {
+        return;
+    }
+    let later = match cached_later {
+        true => "once: later runs take it from the compile cache",
+        false => "on every run without a compile cache (--cache)",
+    };
+    tracing::warn!(
+        "compiling {} ({} MiB) for this machine: this takes seconds, {later}",
+        path.display(),
+        bytes >> 20
+    );
 }

@@ -115,13 +115,20 @@ impl ClaimTag {
 }
 
 impl HostState {
-    pub(crate) fn new(live: Arc<Live>, ledger: Arc<Ledger>, shared: Arc<Shared>) -> HostState {
+    pub(crate) fn new(
+        live: Arc<Live>,
+        ledger: Arc<Ledger>,
+        shared: Arc<Shared>,
+        output: crate::output::GuestOutput,
+    ) -> HostState {
         let store_limits = shared.limits.store_limits();
         let clock = CallClock::new(shared.limits.cpu_per_call);
+        // No preopens, no environment, no stdin: the guest reaches nothing but the clock,
+        // randomness and wazoo:zk. What it writes to stdout and stderr goes to the host's log.
+        let mut wasi = WasiCtx::builder();
+        wasi.stdout(output.stream("stdout")).stderr(output.stream("stderr"));
         HostState {
-            // No preopens, no environment, no inherited stdio: the guest reaches nothing but
-            // the clock, randomness and wazoo:zk.
-            wasi: WasiCtx::builder().build(),
+            wasi: wasi.build(),
             table: ResourceTable::new(),
             store_limits,
             live,

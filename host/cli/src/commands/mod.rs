@@ -204,8 +204,11 @@ pub(crate) fn timed_out(waited: Waited, path: &str, timeout: Option<Duration>) -
 }
 
 /// A claim was not had: `--no-wait` found it taken, or `--timeout` passed. Exit status 3, or
-/// `--conflict-exit-code`.
+/// `--conflict-exit-code`; said on stderr unless `--quiet` (as flock says nothing then).
 pub(crate) fn not_held(waited: Waited, path: &str, wait: &WaitArgs) -> u8 {
+    if wait.quiet {
+        return wait.conflict_exit_code;
+    }
     if wait.no_wait {
         match waited {
             Waited::Lease => eprintln!("wazoo: no lease of {path} free (--no-wait)"),

@@ -70,6 +70,9 @@ pub(crate) async fn config_delete(
 ) -> anyhow::Result<u8> {
     crate::commands::check_path("config", path)?;
     let live = local.live().await?;
+    // A config value is never an ephemeral node: one is someone's claim, refused as `zk rm`
+    // refuses it (which alone can force it).
+    refuse_claim_node(&live.client, path).await?;
     delete(&live.client, path, version, json, "value").await
 }
 

@@ -30,6 +30,11 @@
 //! - `changed PATH MS`: `watch.exists-watch` on PATH, then `watcher.changed`; returns the event;
 //! - `owns PATH [DATA]`: `session.owns`; returns `true` or `false`.
 //!
+//! And for the host's log of a recipe's output (tests/tests/sandbox.rs):
+//!
+//! - `print N`: writes `to stderr` to stderr, then `line 1` to `line N` to stdout; returns
+//!   `printed N`.
+//!
 //! Not a standard recipe: it lives outside `recipes/`, so `make recipes` never installs it.
 
 // This crate sits a level deeper than `recipes/NAME`.
@@ -71,6 +76,14 @@ impl Guest for Misbehave {
             ["owns", path] => return zk::owns(path, None).map(|o| o.to_string()).map_err(describe),
             ["owns", path, data] => {
                 return zk::owns(path, Some(data.as_bytes())).map(|o| o.to_string()).map_err(describe)
+            }
+            ["print", n] => {
+                let n: u32 = n.parse().map_err(|_| USAGE)?;
+                eprintln!("to stderr");
+                for i in 1..=n {
+                    println!("line {i}");
+                }
+                return Ok(format!("printed {n}"));
             }
             _ => {}
         }
