@@ -41,7 +41,7 @@ from ._proto import wazoo_pb2_grpc as rpc
 from .client import (
     _HANDLE_GONE, _SETTLE, CALL_TIMEOUT, CUT_OFF, PING_EVERY, PING_TIMEOUT, Addresses, Contender, Data,
     NodeStat, Pem, WatchEvent, _addresses, _bytes, _contender, _format, _holders_request, _millis, _pem,
-    _watch_event, check_token, loss_reason,
+    _watch_event, check_settings, loss_reason,
 )
 from .errors import LockLost, Timeout, Unavailable, WazooError, from_rpc
 
@@ -232,11 +232,7 @@ class Client:
         name: str = "",
         call_timeout: float = CALL_TIMEOUT,
     ):
-        if (tls_cert is None) != (tls_key is None):
-            raise ValueError("tls_cert and tls_key go together: give both or neither")
-        check_token(token)
-        if not call_timeout > 0:
-            raise ValueError(f"call_timeout is a number of seconds above 0, not {call_timeout}")
+        check_settings(token, tls_cert, tls_key, call_timeout)
         self.addresses: List[str] = _addresses(address)
         self.address: str = self.addresses[0]
         self.call_timeout = call_timeout

@@ -427,6 +427,15 @@ def loss_reason(event: Any) -> str:
     return name[len("LOSS_REASON_"):].lower().replace("_", "-") or event.reason or "unknown"
 
 
+def check_settings(token: Optional[str], tls_cert: Pem, tls_key: Pem, call_timeout: float) -> None:
+    """Refuses a client's settings that cannot work (both clients check them alike)."""
+    if (tls_cert is None) != (tls_key is None):
+        raise ValueError("tls_cert and tls_key go together: give both or neither")
+    check_token(token)
+    if not call_timeout > 0:
+        raise ValueError(f"call_timeout is a number of seconds above 0, not {call_timeout}")
+
+
 def check_token(token: Optional[str]) -> None:
     """Raises `ValueError` unless `token` is None (no token) or a token the daemon can be sent:
     one or more visible ASCII characters (0x21 to 0x7E), no spaces. The Rust client, the `wazoo`
@@ -681,11 +690,7 @@ class Client:
         name: str = "",
         call_timeout: float = CALL_TIMEOUT,
     ):
-        if (tls_cert is None) != (tls_key is None):
-            raise ValueError("tls_cert and tls_key go together: give both or neither")
-        check_token(token)
-        if not call_timeout > 0:
-            raise ValueError(f"call_timeout is a number of seconds above 0, not {call_timeout}")
+        check_settings(token, tls_cert, tls_key, call_timeout)
         #: Every address given, in order: where the session is opened (the first that answers)
         #: and taken up again.
         self.addresses: List[str] = _addresses(address)
