@@ -326,6 +326,74 @@ async fn a_group_membership_is_kept_through_a_killed_daemon() {
     kind_held_through_a_kill("members", &["group", "join", &path, "m1"], "held", &path, &contender, 1).await;
 }
 
+/// A registration's node stays through its daemon's death: the instance that tended it stayed
+/// behind, and a fresh one in the session the surviving member took up takes the same node
+/// (czxid and owner unchanged: a watcher sees no blink), tends it, and deletes it at the end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registration_is_kept_through_a_killed_daemon() {
+    let path = unique("registered");
+    let contender = ["register", &path, "--data", "another", "--", "true"];
+    let seen = kind_held_through_a_kill(
+        "registered",
+        &["register", &path, "--data", "mine"],
+        "registered",
+        &path,
+        &contender,
+        3,
+    )
+    .await;
+    assert!(
+        seen.iter().any(|l| l.contains("taken up, the same node")),
+        "taken up, not made again: {seen:#?}"
+    );
+    let checker = client(&zk().address()).await;
+    wait_gone(&checker, &path).await;
+}
+
+/// Through the Rust client (`wazoo-client`, two addresses): a lock held and a waiter queued
+/// behind it, both through A. A is killed; both sessions are taken up by B with their nodes as
+/// they were, the holder is not told it lost anything, its release goes through B, and the
+/// waiter gets the lock with the very node it queued with.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rust_clients_lock_and_waiter_go_on_through_another_daemon() {
+    let (a, b) = group("rust-client").await;
+    let checker = client(&zk().address()).await;
+    let servers = format!("{},{}", a.grpc, b.grpc);
+    let rust = wazoo_client::Client::connect(&servers, None, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(rust.addr(), a.grpc, "the first address answers");
+    let path = unique("rust-client");
+    let held = rust.lock(&path, wazoo_client::LockOptions::default()).await.unwrap();
+    let waiting = tokio::spawn({
+        let (rust, path) = (rust.clone(), path.clone());
+        async move { rust.lock(&path, wazoo_client::LockOptions::default()).await }
+    });
+    wait_children(&checker, &path, 2).await;
+    let before = tree(&checker, &path).await;
+    let queued =
+        before.iter().map(|(n, _, _)| n).find(|n| *n != &path && n.as_str() != held.node()).unwrap().clone();
+    let lost = held.lost();
+
+    signal(a.pid(), "-KILL");
+    let moved = within(LIMIT, "the holder's session is taken up", held.session().taken_up_after(0)).await;
+    assert_eq!(moved.expect("taken up, not ended").addr(), b.grpc);
+    assert_eq!(tree(&checker, &path).await, before, "the same nodes after the fail-over");
+    assert!(tokio::time::timeout(Duration::from_millis(500), lost).await.is_err(), "nothing lost");
+
+    let token = held.token();
+    held.release().await.unwrap();
+    let second = within(LIMIT, "the waiter gets the lock", waiting).await.unwrap().unwrap();
+    assert_eq!(second.node(), queued, "the waiter kept its place: the node it queued with");
+    assert!(second.token() > token, "{} > {token}", second.token());
+    second.release().await.unwrap();
+    within(LIMIT, "nothing is left", async {
+        while tree(&checker, &path).await.len() > 1 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    drop(b);
+}
+
 /// With `--stop-in-jeopardy`, a daemon that goes silent stops CMD at once (exit status 4), as a
 /// lost claim would, rather than letting it run while another member takes the claim up; the
 /// claim is then let go through the member that took its session up.

@@ -186,6 +186,12 @@ pub(crate) trait Participant: Sized {
 pub(crate) trait Instance: Sized {
     /// Calls export `function` (`interface.function`) with `args` (a JSON array or object).
     async fn call(&mut self, function: &str, args: &serde_json::Value) -> Result<serde_json::Value, Failure>;
+    /// After a failed call, whether it starts again as a fresh instance in the same session
+    /// because the instance stayed behind on a daemon that went while the session was taken up
+    /// by another of its group: the ephemeral nodes at `take_up` the lost instance made are then
+    /// the fresh one's once it makes them again (the same nodes, not new ones). False when the
+    /// instance itself failed, or its session ended: close it.
+    async fn renew(&mut self, take_up: &[&str]) -> bool;
     /// Ends it, deleting the ephemeral nodes it made.
     async fn close(self);
 }

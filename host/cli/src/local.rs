@@ -456,6 +456,11 @@ impl Instance for DynamicHandle {
         Ok(DynamicHandle::call(self, function, args).await?)
     }
 
+    /// An instance of this process's own never stays behind anywhere.
+    async fn renew(&mut self, _: &[&str]) -> bool {
+        false
+    }
+
     async fn close(self) {
         DynamicHandle::close(self).await
     }

@@ -538,7 +538,14 @@ impl Backend for Remote {
 
     async fn instance(&self, recipe: &str, label: &str) -> anyhow::Result<RemoteInstance> {
         let session = self.session(self.ttl, format!("wazoo {label}")).await?;
-        Ok(RemoteInstance { remote: self.clone(), session, recipe: recipe.to_string(), handle: 0 })
+        Ok(RemoteInstance {
+            remote: self.clone(),
+            session,
+            recipe: recipe.to_string(),
+            handle: 0,
+            generation: 0,
+            take_up: Vec::new(),
+        })
     }
 
     async fn run(&self, component: &str, args: &[String]) -> Result<Result<String, String>, Failure> {
@@ -773,7 +780,16 @@ pub(crate) struct RemoteInstance {
     recipe: String,
     /// The daemon's handle, once the first call made it.
     handle: u64,
+    /// The session's link generation when the handle was made: a daemon that took the session
+    /// up since has no such instance.
+    generation: u64,
+    /// What the next fresh instance takes up ([`Instance::renew`]).
+    take_up: Vec<String>,
 }
+
+/// How long a call that failed waits for its session to be found in jeopardy (its daemon
+/// gone) before the failure is taken for the instance's own.
+const JEOPARDY_GRACE: Duration = Duration::from_secs(1);
 
 impl Instance for RemoteInstance {
     async fn call(&mut self, function: &str, args: &serde_json::Value) -> Result<serde_json::Value, Failure> {
@@ -784,14 +800,44 @@ impl Instance for RemoteInstance {
             session: self.session.id(),
             handle: self.handle,
             keep: self.handle == 0,
+            take_up: if self.handle == 0 { std::mem::take(&mut self.take_up) } else { Vec::new() },
         };
-        let mut recipes = self.remote.recipes().await?;
+        // The daemon that keeps the session now; a call on a handle is abandoned once another
+        // daemon takes the session up (the instance stayed behind).
+        let generation = if self.handle == 0 { self.session.generation() } else { self.generation };
+        let mut recipes = self.session.client().recipes();
         let reply = tokio::select! {
             reply = recipes.invoke(request) => self.remote.answer(reply)?,
             why = self.session.ended() => return Err(self.remote.ended(why)),
+            Some(client) = self.session.taken_up_after(generation), if self.handle != 0 => {
+                let text = format!("the instance stayed behind: the daemon at {} took the session up", client.addr());
+                return Err(Failure::Error { code: exit::UNAVAILABLE, text, after_context: false });
+            }
         };
+        if self.handle == 0 {
+            self.generation = generation;
+        }
         self.handle = reply.handle;
         self.remote.json(reply)
+    }
+
+    async fn renew(&mut self, take_up: &[&str]) -> bool {
+        if self.handle == 0 || !self.session.in_group() {
+            return false;
+        }
+        if self.session.generation() == self.generation {
+            // Not taken up (yet): only a daemon that went is waited for.
+            let jeopardy = tokio::time::timeout(JEOPARDY_GRACE, self.session.jeopardy()).await.is_ok();
+            if !jeopardy && self.session.generation() == self.generation {
+                return false;
+            }
+            if self.session.taken_up_after(self.generation).await.is_none() {
+                return false;
+            }
+        }
+        self.handle = 0;
+        self.take_up = take_up.iter().map(|p| p.to_string()).collect();
+        true
     }
 
     async fn close(self) {

@@ -82,6 +82,10 @@ pub struct HostState {
     pub(crate) clock: CallClock,
     /// The claim the handle's current acquire makes, when its client named it.
     pub(crate) claim: Option<ClaimTag>,
+    /// Paths whose ephemeral node of this session the handle takes as its own when its create
+    /// finds it there ([`crate::DynamicHandle::take_up`]): the node an instance of the same
+    /// client made through a daemon that is gone. Each is taken up once.
+    pub(crate) take_up: Vec<String>,
 }
 
 /// A claim named by its client ([`crate::Contender::name_claim`]): every protected node the
@@ -136,6 +140,7 @@ impl HostState {
             shared,
             clock,
             claim: None,
+            take_up: Vec::new(),
         }
     }
 }

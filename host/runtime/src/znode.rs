@@ -170,7 +170,27 @@ impl HostState {
         let create = self.prepare_create(path, data, mode)?;
         let live = self.live.clone();
         let result = live.client.create(&create.path, &create.data, &create.options).await;
-        self.finish_create(&create, result)
+        match self.finish_create(&create, result) {
+            Err(ZkError::NodeExists) if is_ephemeral(&create.mode) && self.take_up.contains(&create.path) => {
+                self.taken_up(&create.path).await
+            }
+            result => result,
+        }
+    }
+
+    /// The ephemeral node at `path` the handle was told to take up, found by its create: its
+    /// own from now on (deleted with the handle) if it is this session's, else `node-exists`.
+    async fn taken_up(&mut self, path: &str) -> Result<Created, ZkError> {
+        self.take_up.retain(|p| p != path);
+        let live = self.live.clone();
+        match live.client.check_stat(path).await.map_err(from_client)? {
+            Some(st) if st.ephemeral_owner == live.session_id() => {
+                self.ledger.created(path, st.czxid);
+                tracing::info!(path, czxid = st.czxid, "an ephemeral node taken up by a new instance");
+                Ok(Created { path: path.to_string(), stat: stat(st) })
+            }
+            _ => Err(ZkError::NodeExists),
+        }
     }
 
     /// Checks a create, counts it and records an ephemeral one as uncertain before it is sent

@@ -1,4 +1,4 @@
-//! `wazoo register PATH DATA [--ttl DUR] [-- CMD]`: a registration kept present while CMD runs
+//! `wazoo register PATH [--data DATA] [--ttl DUR] [CMD]`: a registration kept present while CMD runs
 //! (Curator's `PersistentNode`, service discovery), through the `registration` recipe's exports
 //! by name (`Backend::instance`), so it runs locally and through a daemon alike.
 
@@ -105,8 +105,16 @@ async fn register<B: Backend>(
     asked: &Asked<'_>,
 ) -> Result<Registered<B::Instance>, NotRegistered> {
     let label = format!("register {}", asked.path);
-    let mut instance =
+    let instance =
         backend.instance(asked.recipe, &label).await.map_err(|e| NotRegistered::Failed(format!("{e:#}")))?;
+    register_on(instance, asked).await
+}
+
+/// Registers `asked` on `instance` (closed if that fails): the registration, or why not.
+async fn register_on<I: Instance>(
+    mut instance: I,
+    asked: &Asked<'_>,
+) -> Result<Registered<I>, NotRegistered> {
     let ttl_ms = asked.ttl.map(|t| t.as_millis() as u64);
     let args = json!([asked.path, asked.data, ttl_ms]);
     match instance.call("registration.register", &args).await {
@@ -232,6 +240,13 @@ pub(crate) async fn register_command(backend: &impl Backend, asked: Asked<'_>) -
                 registered = again;
                 eprintln!("wazoo: {} registered again", asked.path);
             }
+            Again::TakenUp(again) => {
+                registered = again;
+                eprintln!(
+                    "wazoo: {} taken up, the same node, through another daemon of the group",
+                    asked.path
+                );
+            }
             Again::Lost(not) => {
                 return Ok(lose(&mut cmd, &not.lost(asked.path), grace, asked.hold.lost_exit_code).await);
             }
@@ -269,6 +284,9 @@ enum Step<T> {
 enum Again<I> {
     /// Registered, on a fresh instance.
     Registered(Registered<I>),
+    /// The registration's node taken up by a fresh instance in the same session, after the
+    /// old instance stayed behind on a daemon that went ([`Instance::renew`]).
+    TakenUp(Registered<I>),
     /// The path is someone else's now, or no registration at all.
     Lost(NotRegistered),
     /// CMD ended meanwhile: how.
@@ -277,10 +295,13 @@ enum Again<I> {
     Signalled(Caught),
 }
 
-/// Registers `asked` again after tending `old` failed: `old` closed, then a fresh instance
-/// tried once every [`RETRY`] for as long as that fails (ZooKeeper out of reach, a session
-/// being made). Meanwhile CMD's end ends it, and signals go to CMD (without CMD, one ends it).
-/// Another session's registration, or a persistent node, at the path ends it too: lost.
+/// Registers `asked` again after tending `old` failed. If `old` stayed behind on a daemon that
+/// went, its session taken up by another member of the group, a fresh instance in that session
+/// takes the node up (the same node: watchers see no blink). Otherwise `old` is closed, then a
+/// fresh instance tried once every [`RETRY`] for as long as that fails (ZooKeeper out of reach,
+/// a session being made). Meanwhile CMD's end ends it, and signals go to CMD (without CMD, one
+/// ends it). Another session's registration, or a persistent node, at the path ends it too:
+/// lost.
 async fn register_again<B: Backend>(
     backend: &B,
     asked: &Asked<'_>,
@@ -289,7 +310,16 @@ async fn register_again<B: Backend>(
     signals: &mut Signals,
 ) -> Again<B::Instance> {
     let attempts = async {
-        bounded_close(old.instance, asked.path).await;
+        let mut instance = old.instance;
+        if instance.renew(&[asked.path]).await {
+            match register_on(instance, asked).await {
+                Ok(registered) => return Again::TakenUp(registered),
+                Err(NotRegistered::Failed(why)) => eprintln!("wazoo: {why}; trying again"),
+                Err(not) => return Again::Lost(not),
+            }
+        } else {
+            bounded_close(instance, asked.path).await;
+        }
         loop {
             match register(backend, asked).await {
                 Ok(registered) => return Again::Registered(registered),

@@ -253,7 +253,9 @@ impl Recipes for Api {
             };
             let session = if req.ephemeral { Some(self.session(req.session)?) } else { None };
             let _reserved = session.as_ref().map(|s| self.room_for_handle(s)).transpose()?;
-            let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
+            // An ephemeral item is its client session's: on that session's ZooKeeper session.
+            let host = session.as_ref().map_or(&self.host, |s| &s.host);
+            let mut h = host.queue(&recipe).await.map_err(no_handle)?;
             let outcome = h.put(&req.path, &req.data, priority, req.ephemeral).await;
             let node = match (outcome, session) {
                 (Ok(node), Some(session)) => {
@@ -413,7 +415,7 @@ impl Recipes for Api {
         self.measured("QueueClaim", &recipe, async {
             let session = self.session(req.session)?;
             let _reserved = self.room_for_handle(&session)?;
-            let mut h = self.host.queue(&recipe).await.map_err(no_handle)?;
+            let mut h = session.host.queue(&recipe).await.map_err(no_handle)?;
             let claimed = session.while_open(h.claim(&req.path, millis(req.timeout_ms))).await;
             let claimed = match claimed {
                 Ok(claimed) => claimed,
@@ -539,7 +541,7 @@ impl Recipes for Api {
         self.measured("DoubleBarrierEnter", &recipe, async {
             let session = self.session(req.session)?;
             let _reserved = self.room_for_handle(&session)?;
-            let mut h = self.host.barrier(&recipe).await.map_err(no_handle)?;
+            let mut h = session.host.barrier(&recipe).await.map_err(no_handle)?;
             let entered = session.while_open(h.enter(&req.path, req.count, millis(req.timeout_ms))).await;
             let entered = match entered {
                 Ok(entered) => entered,
@@ -779,9 +781,20 @@ impl Recipes for Api {
                 };
                 return Ok(pb::InvokeReply { result_json: result.to_string(), handle: 0 });
             }
+            if !req.take_up.is_empty() && !req.keep {
+                return Err(wire::invalid_argument("take_up: only a kept instance takes nodes up"));
+            }
+            for path in &req.take_up {
+                wazoo_runtime::paths::check_node(path)
+                    .map_err(|why| wire::invalid_argument(format!("take_up: {why}")))?;
+            }
             let session = if req.keep { Some(self.session(req.session)?) } else { None };
             let _reserved = session.as_ref().map(|s| self.room_for_handle(s)).transpose()?;
-            let mut h = self.host.dynamic(&recipe).await.map_err(no_handle)?;
+            // A kept instance runs on its client session's ZooKeeper session (one taken up from
+            // another member, for a client that moved here).
+            let host = session.as_ref().map_or(&self.host, |s| &s.host);
+            let mut h = host.dynamic(&recipe).await.map_err(no_handle)?;
+            h.take_up(req.take_up);
             let called = match &session {
                 Some(session) => session.while_open(h.call(&req.function, &args)).await,
                 None => Ok(h.call(&req.function, &args).await),

@@ -46,6 +46,15 @@ impl HasBindings for DynamicHandle {
 handle_basics!(DynamicHandle);
 
 impl DynamicHandle {
+    /// Takes up the ephemeral nodes of this session at `paths` that an instance of the same
+    /// client made before (through a daemon of the group that is gone): the first create of
+    /// one of these paths that finds this session's node there returns that node as if it had
+    /// made it, and the node is this handle's from then on (a registration keeps its node, and
+    /// its czxid, across the move). A node of another session is still `node-exists`.
+    pub fn take_up(&mut self, paths: Vec<String>) {
+        self.sandbox.store.data_mut().take_up = paths;
+    }
+
     /// Every function the component exports.
     pub fn exports(&self) -> Vec<crate::dynamic::Export> {
         match &self.sandbox.version {
