@@ -285,6 +285,60 @@ async fn an_unknown_option_after_the_path_is_bad_usage_not_a_command() {
     let _ = std::fs::remove_file(&script);
 }
 
+/// Lines that could be misread are refused before anything is tried: a malformed address
+/// (given as an option or in WAZOO_*, empty included), a `--` with nothing after it, and the
+/// old `register PATH DATA` form, which gets a hint where DATA goes now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_addresses_an_empty_cmd_after_dashes_and_the_old_register_form_are_refused() {
+    let checker = client(&zk().address()).await;
+    let path = unique("habits-refused");
+    let lock = ["lock", path.as_str(), "--", "true"];
+    for (option, value) in [
+        ("--zookeeper", "host:notaport"),
+        ("--zookeeper", ""),
+        ("--zookeeper", "a:2181,,b:2181"),
+        ("--server", ""),
+        ("--server", "127.0.0.1"),
+        ("--server", "a:7181,"),
+    ] {
+        let (code, _, stderr) = output(cli().args([option, value]).args(lock)).await;
+        assert_eq!(code, 2, "{option} {value:?}: {stderr}");
+        assert!(stderr.starts_with(&format!("error: invalid value '{value}' for '{option}")), "{stderr}");
+    }
+    for (variable, value) in [("WAZOO_ZOOKEEPER", ""), ("WAZOO_SERVER", ""), ("WAZOO_SERVER", "x:y")] {
+        let (code, _, stderr) = output(cli().env(variable, value).args(lock)).await;
+        assert_eq!(code, 2, "{variable}={value:?}: {stderr}");
+        assert!(stderr.contains(variable), "the variable is named: {stderr}");
+    }
+    let (code, _, stderr) = output(cli().args(["lock", &path, "--"])).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("nothing after `--`"), "{stderr}");
+    let (code, _, stderr) = output(cli().args(["register", &path, "some-data"])).await;
+    assert_eq!(code, 127, "{stderr}");
+    assert!(stderr.contains("--data some-data"), "{stderr}");
+    assert_eq!(checker.check_stat(&path).await.unwrap(), None, "nothing claimed or registered");
+}
+
+/// `services` and `group list` print a member's data on its one line: a trailing newline (from
+/// `echo … | --data -`) is `\n`, not a blank line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listed_data_stays_on_its_line() {
+    let checker = client(&zk().address()).await;
+    let dir = unique("habits-listed");
+    let mut registrant = cli()
+        .args(["register", &format!("{dir}/host1"), "--data", "-", "--", "sleep", "30"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = registrant.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, b"{\"port\":1}\n").await.unwrap();
+    drop(stdin);
+    wait_children(&checker, &dir, 1).await;
+    let (code, stdout, stderr) = output(cli().args(["services", &dir])).await;
+    assert_eq!((code, stdout.as_str()), (0, "host1 {\"port\":1}\\n\n"), "{stderr}");
+    registrant.kill().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_watch_prints_what_watch_prints() {
     let path = unique("habits-watch");

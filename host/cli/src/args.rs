@@ -91,6 +91,74 @@ pub(crate) fn node_name(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// `HOST[:PORT]` (IPv6 in brackets), the port a number from 1 to 65535; `default_port` says
+/// whether it may be left out. Which part is wrong, in words.
+fn host_port(one: &str, default_port: bool) -> Result<(), String> {
+    let (host, port) = match one.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((host, "")) => (host, None),
+            Some((host, port)) => {
+                (host, Some(port.strip_prefix(':').ok_or(format!("{one:?}: not HOST:PORT"))?))
+            }
+            None => return Err(format!("{one:?}: an IPv6 address has no closing ']'")),
+        },
+        None => match one.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (one, None),
+        },
+    };
+    if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control() || c == '/') {
+        return Err(format!("{one:?}: no host (expected HOST:PORT)"));
+    }
+    match port {
+        None if default_port => Ok(()),
+        None => Err(format!("{one:?}: no port (expected HOST:PORT)")),
+        Some(port) => match port.parse::<u16>() {
+            Ok(p) if p > 0 => Ok(()),
+            _ => Err(format!("{one:?}: the port must be a number from 1 to 65535")),
+        },
+    }
+}
+
+/// `--zookeeper`: `HOST[:PORT][,HOST[:PORT]…][/CHROOT]` as ZooKeeper's clients take it (the port
+/// 2181 when left out), the chroot a valid path. TLS is `--zookeeper-tls-ca`'s business.
+pub(crate) fn zookeeper_address(text: &str) -> Result<String, String> {
+    let (hosts, chroot) = wazoo_runtime::keeper::split_chroot(text);
+    zookeeper_hosts(text, hosts, chroot).map_err(|why| format!("{why} (--zookeeper, or WAZOO_ZOOKEEPER)"))?;
+    Ok(text.to_string())
+}
+
+/// What is wrong with the hosts and chroot of ZooKeeper address `text`, if anything.
+fn zookeeper_hosts(text: &str, hosts: &str, chroot: Option<&str>) -> Result<(), String> {
+    if hosts.is_empty() {
+        return Err("no ZooKeeper address (expected HOST:PORT[,HOST:PORT…][/CHROOT])".into());
+    }
+    for one in hosts.split(',') {
+        if one.is_empty() {
+            return Err(format!("an empty address in {text:?} (expected HOST:PORT[,HOST:PORT…][/CHROOT])"));
+        }
+        host_port(one, true)?;
+    }
+    if let Some(root) = chroot {
+        wazoo_runtime::paths::check_node(root).map_err(|why| format!("chroot {root:?}: {why}"))?;
+    }
+    Ok(())
+}
+
+/// `--server`: the daemon's `HOST:PORT` (or `http://`, `https://` before it), several members
+/// of a group comma-separated.
+pub(crate) fn daemon_addresses(text: &str) -> Result<String, String> {
+    let checked: Result<(), String> = text.split(',').map(str::trim).try_for_each(|one| {
+        let bare = one.strip_prefix("https://").or_else(|| one.strip_prefix("http://")).unwrap_or(one);
+        if bare.is_empty() {
+            return Err(format!("an empty address in {text:?} (expected HOST:PORT[,HOST:PORT…])"));
+        }
+        host_port(bare, false)
+    });
+    checked.map_err(|why| format!("{why} (--server, or WAZOO_SERVER)"))?;
+    Ok(text.to_string())
+}
+
 /// A value given on the command line, or with `-` read from stdin as it is (etcdctl's and
 /// kubectl's `-`).
 pub(crate) fn value_or_stdin(text: String) -> anyhow::Result<Vec<u8>> {
@@ -180,6 +248,22 @@ impl Statuses {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_are_checked_before_anything_is_tried() {
+        for good in ["127.0.0.1:2181", "zk1:2181,zk2:2181/app", "zk1", "[::1]:2181"] {
+            assert_eq!(zookeeper_address(good).as_deref(), Ok(good), "{good}");
+        }
+        for bad in ["", "host:notaport", "host:0", "host:70000", ":2181", "a:1,,b:2", "a:1/x/", "[::1"] {
+            assert!(zookeeper_address(bad).is_err(), "{bad:?}");
+        }
+        for good in ["127.0.0.1:7181", "a:7181, b:7181", "https://d.example:443", "[::1]:7181"] {
+            assert!(daemon_addresses(good).is_ok(), "{good}");
+        }
+        for bad in ["", " ", "a:7181,", "a", "a:x", "http://", "a b:1"] {
+            assert!(daemon_addresses(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn durations_read_as_users_write_them() {

@@ -23,7 +23,7 @@ pub(crate) const GLOBAL: &str = "Global options";
 )]
 pub(crate) struct Cli {
     /// ZooKeeper to use: host:port[,host:port…][/chroot]
-    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_ZOOKEEPER", default_value = "127.0.0.1:2181")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_ZOOKEEPER", default_value = "127.0.0.1:2181", value_parser = args::zookeeper_address)]
     pub(crate) zookeeper: String,
     /// Directory holding the recipe components (<name>.wasm)
     #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_PLUGINS", default_value = "plugins")]
@@ -39,7 +39,7 @@ pub(crate) struct Cli {
     /// used, the others take the session up if it stops answering); --zookeeper, --plugins and
     /// --cache are then the daemon's business, and refused if typed (their WAZOO_* variables
     /// are let be)
-    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_SERVER", value_name = "ADDR")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_SERVER", value_name = "ADDR", value_parser = args::daemon_addresses)]
     pub(crate) server: Option<String>,
     /// With --server: the tenant's API token, sent as `authorization: Bearer TOKEN` (a daemon
     /// serving --tenants refuses calls without a known one); visible ASCII, no spaces
@@ -553,6 +553,8 @@ pub(crate) enum Command {
 impl Command {
     /// The command a claim command (or `partition`, `register`, `double-barrier`) runs: CMD and
     /// its arguments, when given.
+    /// The CMD of a command that runs one (empty when none was given), or `None` for a command
+    /// that runs none.
     pub(crate) fn cmd(&self) -> Option<&[String]> {
         let command = match self {
             Command::Lock { command, .. }
@@ -565,7 +567,7 @@ impl Command {
             | Command::Group { command: GroupCommand::Join { command, .. } } => command,
             _ => return None,
         };
-        (!command.is_empty()).then_some(command.as_slice())
+        Some(command.as_slice())
     }
 }
 

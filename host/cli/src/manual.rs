@@ -17,7 +17,7 @@ pub(crate) const EXIT_STATUSES: &[(u8, &str)] = &[
         "Nothing there, or a definite no: no value, no leader, no holders, a stale version, a fenced \
          write refused, a transaction still running, a name taken, a recipe's err answer.",
     ),
-    (exit::USAGE, "Bad usage: an unknown option, a value out of range, an invalid path."),
+    (exit::USAGE, "Bad usage: an unknown option, a value out of range or malformed (an address too), `--` with no CMD, an invalid path."),
     (exit::CONFLICT, "Not held: --timeout passed, or --no-wait found it taken (--conflict-exit-code)."),
     (
         exit::LOST,

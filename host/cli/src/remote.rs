@@ -126,7 +126,7 @@ impl Remote {
                 Err(ConnectError::BadToken) => Err(exit::usage(
                     "--token: the token must be one or more visible ASCII characters (no spaces)",
                 )),
-                Err(ConnectError::BadAddress(why)) => bail!("--server: {why}"),
+                Err(ConnectError::BadAddress(why)) => Err(exit::usage(format!("--server: {why}"))),
                 Err(ConnectError::Unreachable(why)) => Err(exit::unavailable(why)),
             }
         };

@@ -50,11 +50,14 @@ pub(crate) fn leader(json: bool, leader: Option<Leader<'_>>) {
     }
 }
 
-/// `group list`: a `NAME DATA` line (JSON `{"name","data"}`) per member.
+/// `group list` and `services`: a `NAME DATA` line (JSON `{"name","data"}`) per member, the
+/// data on one line ([`one_line`]: a trailing newline from `echo … | --data -` is `\n`, not a
+/// blank line).
 pub(crate) fn members<'a>(json: bool, members: impl IntoIterator<Item = (&'a str, &'a [u8])>) {
     for (name, data) in members {
         match json {
-            false => emit(&format!("{name} {}", text(data))),
+            false if data.is_empty() => emit(name),
+            false => emit(&format!("{name} {}", one_line(data))),
             true => line(json!({"name": name, "data": text(data)})),
         }
     }

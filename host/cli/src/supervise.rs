@@ -123,9 +123,17 @@ impl Signals {
 /// an absolute path that does not exist is most likely a second lock path where the old syntax
 /// took several: the message says how several locks are named now. A first word that starts
 /// with `-` not after `--` is an option wazoo does not know (a typo, or another tool's habit):
-/// a usage error, saying that such a CMD goes after `--`.
+/// a usage error, saying that such a CMD goes after `--`; so is a `--` with nothing after it.
 pub(crate) fn check_command(command: &[String]) -> anyhow::Result<()> {
-    let Some(program) = command.first() else { return Ok(()) };
+    let Some(program) = command.first() else {
+        // `--` with nothing after it: a CMD left out by mistake, not a hold until a signal.
+        if std::env::args().last().as_deref() == Some("--") {
+            return Err(crate::exit::usage(
+                "nothing after `--`: give the command to run, or leave `--` out to hold until a signal",
+            ));
+        }
+        return Ok(());
+    };
     if program.is_empty() {
         return Err(crate::exit::usage("CMD: an empty program name"));
     }

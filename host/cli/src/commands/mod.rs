@@ -29,7 +29,19 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
     // CMD is looked up before any claim is taken for it: a path meant as a lock, or a typo, is
     // said at once (exit status 127 or 126) rather than after the wait.
     if let Some(cmd) = command.cmd() {
-        crate::supervise::check_command(cmd)?;
+        let checked = crate::supervise::check_command(cmd);
+        if let (Err(e), Command::Register { data, .. }) = (&checked, &command) {
+            // `register PATH DATA`, the form before CMD followed the path: say where DATA goes.
+            let not_found = e.downcast_ref::<exit::Exit>().is_some_and(|x| x.code == exit::NOT_FOUND);
+            if not_found && data.is_empty() && cmd.len() == 1 {
+                return Err(exit::Exit {
+                    code: exit::NOT_FOUND,
+                    message: format!("{e} (a registration's data goes in --data {})", cmd[0]),
+                }
+                .into());
+            }
+        }
+        checked?;
     }
     match command {
         Command::Lock { path, also, wait, hold, json, recipe, command } => {
