@@ -1,5 +1,6 @@
-//! Compiles the gRPC contract (wazoo.proto) with protox, so no `protoc` is needed; and the two
-//! messages of the standard rich error model its error statuses carry (google/rpc).
+//! Compiles the gRPC contract (wazoo.proto) with protox, so no `protoc` is needed. The two
+//! messages of the standard rich error model its error statuses carry (google/rpc) go into the
+//! descriptor set for reflection; their code is tonic-types'.
 
 fn main() {
     println!("cargo:rerun-if-changed=wazoo.proto");
@@ -12,5 +13,9 @@ fn main() {
     let out = std::env::var("OUT_DIR").expect("OUT_DIR");
     std::fs::write(format!("{out}/wazoo_descriptor.bin"), prost::Message::encode_to_vec(&files))
         .expect("writing the descriptor set");
-    tonic_prost_build::configure().compile_fds(files).expect("generating the gRPC code");
+    // Code for wazoo.proto alone: the google.rpc messages are tonic-types' (read and written
+    // with it), here only so that reflection can describe the error details.
+    let mut ours = files;
+    ours.file.retain(|f| f.name() == "wazoo.proto");
+    tonic_prost_build::configure().compile_fds(ours).expect("generating the gRPC code");
 }

@@ -7,30 +7,19 @@
 //!
 //! Errors are typed: every error status the daemon returns carries an [`ErrorKind`], as the
 //! `reason` of a `google.rpc.ErrorInfo` of domain [`ERROR_DOMAIN`] in the status details (the
-//! standard rich error model, [`google::rpc`]). [`ErrorKind::status`] makes such a status and
-//! [`ErrorKind::of`] reads the kind back, so no side parses a message.
+//! standard rich error model, written and read with `tonic-types`). [`ErrorKind::status`] makes
+//! such a status and [`ErrorKind::of`] reads the kind back, so no side parses a message.
 
-use prost::Message as _;
+use tonic_types::{ErrorDetail, ErrorDetails, StatusExt as _};
 
 tonic::include_proto!("wazoo.v1");
 
-/// The two messages of the standard rich error model that carry the daemon's [`ErrorKind`]
-/// (wire-identical copies of googleapis' `google.rpc.Status` and `google.rpc.ErrorInfo`).
-pub mod google {
-    pub mod rpc {
-        tonic::include_proto!("google.rpc");
-    }
-}
-
-/// The encoded `FileDescriptorSet` of the API (wazoo.proto and the google.rpc messages), for
-/// gRPC reflection.
+/// The encoded `FileDescriptorSet` of the API (wazoo.proto, and the google.rpc messages its
+/// error details carry), for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/wazoo_descriptor.bin"));
 
 /// The `domain` of the `google.rpc.ErrorInfo` the daemon's errors carry.
 pub const ERROR_DOMAIN: &str = "wazoo.v1";
-
-/// The type URL of a `google.rpc.ErrorInfo` packed in a `google.protobuf.Any`.
-const ERROR_INFO_TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
 
 impl ErrorKind {
     /// A status of `code` and `message` that carries this kind: its details are a
@@ -38,34 +27,22 @@ impl ErrorKind {
     /// with `reason` this kind's name (e.g. `ERROR_KIND_BAD_VERSION`) and `domain`
     /// [`ERROR_DOMAIN`].
     pub fn status(self, code: tonic::Code, message: impl Into<String>) -> tonic::Status {
-        let message = message.into();
-        let info = google::rpc::ErrorInfo {
-            reason: self.as_str_name().to_string(),
-            domain: ERROR_DOMAIN.to_string(),
-            metadata: Default::default(),
-        };
-        let details = google::rpc::Status {
-            code: code as i32,
-            message: message.clone(),
-            details: vec![prost_types::Any {
-                type_url: ERROR_INFO_TYPE.to_string(),
-                value: info.encode_to_vec(),
-            }],
-        };
-        tonic::Status::with_details(code, message, details.encode_to_vec().into())
+        let details =
+            ErrorDetails::with_error_info(self.as_str_name(), ERROR_DOMAIN, std::collections::HashMap::new());
+        tonic::Status::with_error_details(code, message, details)
     }
 
     /// The kind `status` carries, read from its details (never from its message). `None` if it
     /// carries none: it did not come from the daemon's services (a broken connection, an
     /// unknown method, a daemon older than the kinds), or its kind is newer than this crate.
     pub fn of(status: &tonic::Status) -> Option<ErrorKind> {
-        let details = google::rpc::Status::decode(status.details()).ok()?;
-        details
-            .details
-            .iter()
-            .filter(|any| any.type_url.rsplit('/').next() == Some("google.rpc.ErrorInfo"))
-            .filter_map(|any| google::rpc::ErrorInfo::decode(any.value.as_slice()).ok())
-            .find(|info| info.domain == ERROR_DOMAIN)
+        status
+            .get_error_details_vec()
+            .into_iter()
+            .find_map(|detail| match detail {
+                ErrorDetail::ErrorInfo(info) if info.domain == ERROR_DOMAIN => Some(info),
+                _ => None,
+            })
             .and_then(|info| ErrorKind::from_str_name(&info.reason))
             .filter(|kind| *kind != ErrorKind::Unspecified)
     }
@@ -74,6 +51,7 @@ impl ErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message as _;
     use tonic::Code;
 
     #[test]
@@ -90,20 +68,26 @@ mod tests {
     #[test]
     fn a_status_without_an_error_info_of_the_domain_has_no_kind() {
         assert_eq!(ErrorKind::of(&tonic::Status::not_found("bad-version: in the message only")), None);
-        let info = google::rpc::ErrorInfo {
-            reason: "ERROR_KIND_BAD_VERSION".into(),
-            domain: "example.com".into(),
-            metadata: Default::default(),
-        };
-        let details = google::rpc::Status {
-            code: Code::FailedPrecondition as i32,
-            message: String::new(),
-            details: vec![prost_types::Any { type_url: ERROR_INFO_TYPE.into(), value: info.encode_to_vec() }],
-        };
-        let foreign =
-            tonic::Status::with_details(Code::FailedPrecondition, "", details.encode_to_vec().into());
+        let details = ErrorDetails::with_error_info(
+            "ERROR_KIND_BAD_VERSION",
+            "example.com",
+            std::collections::HashMap::new(),
+        );
+        let foreign = tonic::Status::with_error_details(Code::FailedPrecondition, "", details);
         assert_eq!(ErrorKind::of(&foreign), None);
         let garbage = tonic::Status::with_details(Code::Internal, "", vec![0xff, 0xff, 0xff].into());
         assert_eq!(ErrorKind::of(&garbage), None);
+    }
+
+    /// The wire format is googleapis': a client with its own copy of `google.rpc.Status` and
+    /// `google.rpc.ErrorInfo` (grpcio-status, any gRPC library) reads the kind.
+    #[test]
+    fn the_details_are_a_google_rpc_status_with_an_error_info() {
+        let sent = ErrorKind::UnknownHandle.status(Code::NotFound, "handle: 7 is not open");
+        let status = tonic_types::pb::Status::decode(sent.details()).unwrap();
+        assert_eq!((status.code, status.message.as_str()), (Code::NotFound as i32, "handle: 7 is not open"));
+        assert_eq!(status.details[0].type_url, "type.googleapis.com/google.rpc.ErrorInfo");
+        let info = tonic_types::pb::ErrorInfo::decode(status.details[0].value.as_slice()).unwrap();
+        assert_eq!((info.reason.as_str(), info.domain.as_str()), ("ERROR_KIND_UNKNOWN_HANDLE", ERROR_DOMAIN));
     }
 }
