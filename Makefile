@@ -14,7 +14,7 @@ RECIPES := $(filter-out guest,$(notdir $(patsubst %/Cargo.toml,%,$(wildcard reci
 KAZOO_RECIPES := lock rwlock semaphore
 KAZOO_GUEST_DIR := target/guests-kazoo/$(GUEST_TARGET)/release
 
-.PHONY: setup recipes build demo test bench soak docs clean
+.PHONY: publish-check setup recipes build demo test bench soak docs clean
 
 setup:
 	bash .ci/setup
@@ -48,6 +48,12 @@ demo: build
 test: build
 	$(CARGO) test --release --no-fail-fast --workspace --exclude wazoo-guest --exclude wazoo-misbehave $(foreach r,$(RECIPES),--exclude wazoo-$(r))
 	$(CARGO) test --target x86_64-unknown-linux-gnu -p wazoo-guest -p wazoo-cache
+	$(MAKE) publish-check
+
+# The crates meant for crates.io (the daemon's contract and its Rust client) package and build
+# as published; the others say why not (`publish = false` in their Cargo.toml).
+publish-check:
+	$(CARGO) publish --dry-run --allow-dirty -p wazoo-proto -p wazoo-client
 
 bench: build
 	bash .ci/setup-bench
