@@ -4,7 +4,8 @@
 //!   are named with `--also PATH`, and every claim command reads its CMD the same way;
 //! - `semaphore -n` refuses only when every lease is held, also when the contenders arrive
 //!   together;
-//! - `config delete`, `zk rm` (another's claim node only with `--force`), `config get --prefix`,
+//! - `config delete` (locally and through a daemon), `zk rm` (another's claim node only with
+//!   `--force`), `config get --prefix`,
 //!   values from stdin (`-`) and values that start with `-`, one watch format;
 //! - a line on stderr after a second of waiting (none with `-q`), log lines without colour
 //!   unless stderr is a terminal (and `NO_COLOR` unset), a hint between `serve` and `server`;
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use wazoo_tests::daemon::{cli, output};
-use wazoo_tests::procs::Running;
+use wazoo_tests::procs::{through, Running};
 use wazoo_tests::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -220,6 +221,43 @@ async fn config_and_zk_fit_etcdctl_habits() {
     assert_eq!(code, 1, "not at version 7");
     let (code, _, _) = output(cli().args(["zk", "rm", &format!("{dir}/k")])).await;
     assert_eq!(code, 0, "a persistent node is deleted");
+}
+
+/// `config delete` through a daemon answers as it does locally: deleted once, then nothing
+/// there (1); another version (1); children (1); someone's claim node refused (2), kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_delete_through_a_daemon_answers_as_locally() {
+    let daemon = wazoo_tests::daemon::Daemon::start(&plugins(), &wazoo_tests::daemon::cache()).await;
+    let checker = client(&zk().address()).await;
+    let dir = unique("habits-remote-delete");
+    let value = format!("{dir}/v");
+    assert_eq!(output(through(&daemon).args(["config", "set", &value, "1"])).await.0, 0);
+    let (code, _, stderr) =
+        output(through(&daemon).args(["config", "delete", &value, "--version", "3"])).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("no longer at version 3"), "{stderr}");
+    let (code, stdout, stderr) = output(through(&daemon).args(["config", "delete", &value, "--json"])).await;
+    assert_eq!(
+        (code, stdout.as_str()),
+        (0, format!("{{\"deleted\":true,\"path\":\"{value}\"}}\n").as_str()),
+        "{stderr}"
+    );
+    assert_eq!(checker.check_stat(&value).await.unwrap(), None, "deleted in ZooKeeper");
+    let (code, _, stderr) = output(through(&daemon).args(["config", "delete", &value])).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("no value at"), "{stderr}");
+    assert_eq!(output(through(&daemon).args(["config", "set", &format!("{dir}/sub/w"), "2"])).await.0, 0);
+    let (code, _, stderr) = output(through(&daemon).args(["config", "delete", &format!("{dir}/sub")])).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("has children"), "{stderr}");
+    let mut holder = Running::start(cli().args(["lock", &format!("{dir}/lock")]));
+    let node = holder.line("the lock is held").await.split_whitespace().nth(1).unwrap().to_string();
+    let (code, _, stderr) = output(through(&daemon).args(["config", "delete", &node])).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("ephemeral"), "{stderr}");
+    assert!(checker.check_stat(&node).await.unwrap().is_some(), "the claim node is kept");
+    holder.signal(libc::SIGTERM);
+    assert_eq!(holder.exit().await.0, 0, "the holder let go as asked");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -41,6 +41,9 @@ pub(crate) trait Backend {
     async fn config_get(&self, path: &str) -> Result<Option<Entry>, Failure>;
     /// Sets the value (only at `version`, when given): its new version.
     async fn config_set(&self, path: &str, data: Vec<u8>, version: Option<i32>) -> Result<i32, Failure>;
+    /// Deletes the value (only at `version`, when given), or says why not. An ephemeral node
+    /// there (someone's claim) is refused, exit status 2.
+    async fn config_delete(&self, path: &str, version: Option<i32>) -> Result<Deleted, Failure>;
     /// Calls `each` with the value now and after every change, until `each` or the watch fails.
     async fn config_watch(&self, path: &str, each: &mut dyn FnMut(Option<&Entry>)) -> Result<(), Failure>;
 
@@ -145,6 +148,18 @@ pub(crate) trait Backend {
 
     /// Ends what the commands left open (an ephemeral item's handle or session), deleting it.
     async fn end(&self);
+}
+
+/// How a delete of a node ended: deleted, or the definite no it met (exit status 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Deleted {
+    Yes,
+    /// Nothing there.
+    Absent,
+    /// Not at the version asked for.
+    OtherVersion,
+    /// It has children.
+    HasChildren,
 }
 
 /// The recipe components a backend has (`wazoo recipes list`).

@@ -765,8 +765,8 @@ pub(crate) enum ConfigCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Delete the value (exit status 1 if there is none, or not at --version); on this
-    /// process's own ZooKeeper session, not through --server
+    /// Delete the value (exit status 1 if there is none, or not at --version); someone's
+    /// ephemeral node is refused (exit status 2)
     Delete {
         path: String,
         /// Only if the value is still at this version (0 or more)

@@ -17,8 +17,8 @@ use wazoo_runtime::{
 };
 
 use crate::backend::{
-    Backend, Contender, Ending, Failure, Granted, Holding, Instance, Participant, RecipeRow, Recipes,
-    Revocation,
+    Backend, Contender, Deleted, Ending, Failure, Granted, Holding, Instance, Participant, RecipeRow,
+    Recipes, Revocation,
 };
 
 /// How long one `observe` call blocks before `leader --watch` goes on with another (each call's
@@ -119,6 +119,11 @@ impl Backend for Local {
         let got = h.get(path).await;
         h.close().await;
         Ok(got?)
+    }
+
+    async fn config_delete(&self, path: &str, version: Option<i32>) -> Result<Deleted, Failure> {
+        let live = self.live().await?;
+        Ok(crate::commands::zk::config_delete(&live.client, path, version).await?)
     }
 
     async fn config_set(&self, path: &str, data: Vec<u8>, version: Option<i32>) -> Result<i32, Failure> {

@@ -356,9 +356,6 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
         }
         // Browsing ZooKeeper needs a session of this process's own (through --server, refused).
         (Command::Zk { command }, None) => commands::zk::zk(&local::Local::new(config), command).await,
-        (Command::Config { command: cli::ConfigCommand::Delete { path, version, json } }, None) => {
-            commands::zk::config_delete(&local::Local::new(config), &path, version, json).await
-        }
         (command, None) if stop_in_jeopardy(&command)? => Err(exit::usage(
             "--stop-in-jeopardy is for a claim held through a daemon group (--server A,B): a local claim is lost, not in jeopardy, when ZooKeeper goes out of reach",
         )),

@@ -28,7 +28,8 @@ use wazoo_runtime::{
 };
 
 use crate::backend::{
-    Backend, Contender, Ending, Failure, Granted, Holding, Instance, Participant, Recipes, Revocation,
+    Backend, Contender, Deleted, Ending, Failure, Granted, Holding, Instance, Participant, Recipes,
+    Revocation,
 };
 use crate::exit;
 use convert::{by_path, millis};
@@ -332,6 +333,28 @@ impl Backend for Remote {
 
     async fn config_get(&self, path: &str) -> Result<Option<Entry>, Failure> {
         Ok(convert::entry(self.answer(self.recipes().await?.config_get(bounded(by_path(path))).await)?))
+    }
+
+    async fn config_delete(&self, path: &str, version: Option<i32>) -> Result<Deleted, Failure> {
+        let request = pb::ConfigDeleteRequest { path: path.to_string(), version };
+        match self.recipes().await?.config_delete(bounded(request)).await {
+            Ok(_) => Ok(Deleted::Yes),
+            Err(status) => {
+                let error = Error::from(status);
+                match error.kind {
+                    Some(ErrorKind::NoNode) => Ok(Deleted::Absent),
+                    Some(ErrorKind::BadVersion) => Ok(Deleted::OtherVersion),
+                    Some(ErrorKind::NotEmpty) => Ok(Deleted::HasChildren),
+                    // Someone's claim: bad usage, as on the local path.
+                    Some(ErrorKind::InvalidArgument) => Err(Failure::Error {
+                        code: exit::USAGE,
+                        text: self.describe(&error).0,
+                        after_context: false,
+                    }),
+                    _ => Err(self.failure(&error)),
+                }
+            }
+        }
     }
 
     async fn config_set(&self, path: &str, data: Vec<u8>, version: Option<i32>) -> Result<i32, Failure> {

@@ -366,6 +366,11 @@ class RecipesStub(object):
                 request_serializer=wazoo__pb2.ConfigSetRequest.SerializeToString,
                 response_deserializer=wazoo__pb2.ConfigEntry.FromString,
                 _registered_method=True)
+        self.ConfigDelete = channel.unary_unary(
+                '/wazoo.v1.Recipes/ConfigDelete',
+                request_serializer=wazoo__pb2.ConfigDeleteRequest.SerializeToString,
+                response_deserializer=wazoo__pb2.Empty.FromString,
+                _registered_method=True)
         self.ConfigWatch = channel.unary_stream(
                 '/wazoo.v1.Recipes/ConfigWatch',
                 request_serializer=wazoo__pb2.PathRequest.SerializeToString,
@@ -573,6 +578,16 @@ class RecipesServicer(object):
 
     def ConfigSet(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConfigDelete(self, request, context):
+        """Deletes the value at `path` (only at `version`, when given) on the daemon's ZooKeeper
+        session: NOT_FOUND (`no-node`) if there is none, FAILED_PRECONDITION (`bad-version`) at
+        another version, (`not-empty`) with children. An ephemeral node is someone's claim,
+        registration or membership, never a value: INVALID_ARGUMENT, nothing deleted.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -825,6 +840,11 @@ def add_RecipesServicer_to_server(servicer, server):
                     servicer.ConfigSet,
                     request_deserializer=wazoo__pb2.ConfigSetRequest.FromString,
                     response_serializer=wazoo__pb2.ConfigEntry.SerializeToString,
+            ),
+            'ConfigDelete': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConfigDelete,
+                    request_deserializer=wazoo__pb2.ConfigDeleteRequest.FromString,
+                    response_serializer=wazoo__pb2.Empty.SerializeToString,
             ),
             'ConfigWatch': grpc.unary_stream_rpc_method_handler(
                     servicer.ConfigWatch,
@@ -1306,6 +1326,33 @@ class Recipes(object):
             '/wazoo.v1.Recipes/ConfigSet',
             wazoo__pb2.ConfigSetRequest.SerializeToString,
             wazoo__pb2.ConfigEntry.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConfigDelete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wazoo.v1.Recipes/ConfigDelete',
+            wazoo__pb2.ConfigDeleteRequest.SerializeToString,
+            wazoo__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

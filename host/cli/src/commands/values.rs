@@ -68,8 +68,10 @@ pub(crate) async fn config(backend: &impl Backend, command: ConfigCommand) -> an
                 Err(f) => return Err(failed(f)),
             }
         }
-        // Main deletes on this process's own session, before any backend.
-        ConfigCommand::Delete { .. } => return Ok(super::local_only("config delete")),
+        ConfigCommand::Delete { version, json, .. } => {
+            let deleted = backend.config_delete(&path, version).await.map_err(failed)?;
+            return Ok(super::zk::show_deleted(&path, deleted, version, json, "value"));
+        }
         ConfigCommand::Watch { json, .. } => {
             // One format with `wazoo watch`: the value there now as `created`, then each change.
             let mut last: Option<Entry> = None;

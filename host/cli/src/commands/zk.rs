@@ -1,5 +1,5 @@
-//! `wazoo zk ls|get|stat|tree|rm PATH` and `wazoo config delete`: ZooKeeper browsed (and a node
-//! deleted) on a session of this process's own, so that what a recipe left can be seen without
+//! `wazoo zk ls|get|stat|tree|rm PATH`, and `config delete` on the local path: ZooKeeper browsed
+//! (and a node deleted) on a session of this process's own, so that what a recipe left can be seen without
 //! zkCli. The host's path rules
 //! come first (a bad path is exit status 2); a missing node is exit status 1. ZooKeeper's own
 //! `/zookeeper` is left out of listings, as the path rules leave it out of everything else.
@@ -9,6 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde_json::{json, Value};
 use zookeeper_client::{Client, Stat};
 
+use crate::backend::Deleted;
 use crate::cli::ZkCommand;
 use crate::exit::{self, Exit};
 use crate::local::Local;
@@ -55,25 +56,22 @@ pub(crate) async fn zk(local: &Local, command: ZkCommand) -> anyhow::Result<u8> 
             if !force {
                 refuse_claim_node(client, &path).await?;
             }
-            return delete(client, &path, version, json, "node").await;
+            let deleted = delete_node(client, &path, version).await?;
+            return Ok(show_deleted(&path, deleted, version, json, "node"));
         }
     }
     Ok(0)
 }
 
-/// `wazoo config delete`: the value at `path` deleted on `local`'s session.
+/// `config delete` on `client` (this process's own session): an ephemeral node there is
+/// someone's claim, refused as `zk rm` refuses it (which alone can force it).
 pub(crate) async fn config_delete(
-    local: &Local,
+    client: &Client,
     path: &str,
     version: Option<i32>,
-    json: bool,
-) -> anyhow::Result<u8> {
-    crate::commands::check_path("config", path)?;
-    let live = local.live().await?;
-    // A config value is never an ephemeral node: one is someone's claim, refused as `zk rm`
-    // refuses it (which alone can force it).
-    refuse_claim_node(&live.client, path).await?;
-    delete(&live.client, path, version, json, "value").await
+) -> anyhow::Result<Deleted> {
+    refuse_claim_node(client, path).await?;
+    delete_node(client, path, version).await
 }
 
 /// The variables that name the claim node a command runs under (`zk rm` may delete it).
@@ -99,42 +97,44 @@ async fn refuse_claim_node(client: &Client, path: &str) -> anyhow::Result<()> {
     )))
 }
 
-/// Deletes `path` (only at `version`, when given): `deleted PATH` (JSON `{"path","deleted"}`).
-/// Absent, not at that version, or with children: exit status 1, saying which.
-async fn delete(
-    client: &Client,
-    path: &str,
-    version: Option<i32>,
-    json: bool,
-    what: &str,
-) -> anyhow::Result<u8> {
+/// Deletes `path` (only at `version`, when given), or says why not.
+async fn delete_node(client: &Client, path: &str, version: Option<i32>) -> anyhow::Result<Deleted> {
     use zookeeper_client::Error as E;
     if path == "/" {
         return Err(exit::usage("the root node cannot be deleted"));
     }
-    let refused = |why: String| -> anyhow::Result<u8> {
-        if json {
-            show::line(json!({"path": path, "deleted": false}));
-        }
-        eprintln!("wazoo: {why}");
-        Ok(exit::NOTHING)
-    };
     match client.delete(path, version).await {
-        Ok(()) => {
-            match json {
-                false => show::emit(&format!("deleted {path}")),
-                true => show::line(json!({"path": path, "deleted": true})),
-            }
-            Ok(0)
-        }
-        Err(E::NoNode) => refused(format!("no {what} at {path}")),
-        Err(E::BadVersion) => refused(format!("{path} is no longer at version {}", version.unwrap_or(-1))),
-        Err(E::NotEmpty) => refused(format!("{path} has children: delete them first")),
+        Ok(()) => Ok(Deleted::Yes),
+        Err(E::NoNode) => Ok(Deleted::Absent),
+        Err(E::BadVersion) => Ok(Deleted::OtherVersion),
+        Err(E::NotEmpty) => Ok(Deleted::HasChildren),
         Err(E::ConnectionLoss | E::SessionExpired | E::ClientClosed | E::Timeout) => {
             Err(exit::unavailable(format!("deleting {path}: connection lost before the outcome was known")))
         }
         Err(e) => Err(anyhow::anyhow!("deleting {path}: {e}")),
     }
+}
+
+/// What a delete of `path` (of a `what`: node, value) says: `deleted PATH` (JSON
+/// `{"path","deleted"}`) and exit status 0; absent, not at `version`, or with children: exit
+/// status 1, saying which.
+pub(crate) fn show_deleted(path: &str, deleted: Deleted, version: Option<i32>, json: bool, what: &str) -> u8 {
+    if json {
+        show::line(json!({"path": path, "deleted": deleted == Deleted::Yes}));
+    }
+    let why = match deleted {
+        Deleted::Yes => {
+            if !json {
+                show::emit(&format!("deleted {path}"));
+            }
+            return 0;
+        }
+        Deleted::Absent => format!("no {what} at {path}"),
+        Deleted::OtherVersion => format!("{path} is no longer at version {}", version.unwrap_or(-1)),
+        Deleted::HasChildren => format!("{path} has children: delete them first"),
+    };
+    eprintln!("wazoo: {why}");
+    exit::NOTHING
 }
 
 /// The error of a read at `path`: a missing node is exit status 1 (`PATH does not exist`), a

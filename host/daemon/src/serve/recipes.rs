@@ -314,6 +314,36 @@ impl Recipes for Api {
         )
     }
 
+    async fn config_delete(
+        &self,
+        request: Request<pb::ConfigDeleteRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let req = request.into_inner();
+        self.measured("ConfigDelete", "config", async {
+            wazoo_runtime::paths::check_node(&req.path)
+                .map_err(|why| status(RecipeError::Zk(ZkError::InvalidPath(why))))?;
+            let live = self.live().await?;
+            let zk = |e: zookeeper_client::Error| match e {
+                zookeeper_client::Error::NoNode => status(RecipeError::Zk(ZkError::NoNode)),
+                zookeeper_client::Error::BadVersion => status(RecipeError::Zk(ZkError::BadVersion)),
+                zookeeper_client::Error::NotEmpty => status(RecipeError::Zk(ZkError::NotEmpty)),
+                e => wire::no_zookeeper(anyhow::anyhow!("deleting {}: {e}", req.path)),
+            };
+            // The WIT config interface has no delete: done here, on this tenant's own session.
+            let stat = live.client.check_stat(&req.path).await.map_err(zk)?;
+            if let Some(owner) = stat.map(|s| s.ephemeral_owner).filter(|o| *o != 0) {
+                return Err(wire::invalid_argument(format!(
+                    "invalid-argument: {} is an ephemeral node of session 0x{owner:x}: someone's claim, \
+                     registration or membership, not a value",
+                    req.path
+                )));
+            }
+            live.client.delete(&req.path, req.version).await.map_err(zk)?;
+            Ok(pb::Empty {})
+        })
+        .await
+    }
+
     type ConfigWatchStream = Events<pb::ConfigEntry>;
 
     async fn config_watch(
