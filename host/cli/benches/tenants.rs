@@ -5,6 +5,8 @@
 //!    each attack of the test-only `misbehave` component in a loop: p50/p99 and the ratio to
 //!    alone, same run.
 //! 2. Live lock instances per GiB: resident memory of many idle handles (pooling allocator).
+//! 3. A tenant's allowed-recipe list of 100,000 patterns: the host's start, its memory, and a
+//!    refused check.
 //!
 //! Run with `make bench` (or build `wazoo-misbehave` for wasm32-wasip2 into target/guests and
 //! `cargo bench -p wazoo-cli --bench tenants`). `WAZOO_BENCH_OPS` sets alice's operations per phase
@@ -159,6 +161,60 @@ async fn run(address: String, plugins: PathBuf, ops: usize) -> anyhow::Result<()
         (1u64 << 30) as f64 / per
     );
     drop(handles);
+    drop(dense);
+
+    allowed_lists(&address, &plugins).await
+}
+
+/// A tenant's list of allowed recipes, compiled when its host starts: 100,000 patterns of
+/// which a quarter are `?` and `[…]` globs (the rest plain names, `PREFIX*` and `*SUFFIX`),
+/// then 100,000 such globs. The host's start beside one with no list, the memory it keeps, and
+/// a refused check (a name no pattern matches, the slowest answer).
+async fn allowed_lists(address: &str, plugins: &PathBuf) -> anyhow::Result<()> {
+    const PATTERNS: usize = 100_000;
+    const CHECKS: u32 = 10_000;
+    let glob = |i: usize| if i % 2 == 0 { format!("svc{i}-?") } else { format!("app{i}-[ab]") };
+    let mixed: Vec<String> = (0..PATTERNS)
+        .map(|i| match i % 4 {
+            0 => format!("tenant-{i}"),
+            1 => format!("team{i}-*"),
+            2 => format!("*-{i}"),
+            _ => glob(i),
+        })
+        .collect();
+    let globs: Vec<String> = (0..PATTERNS).map(glob).collect();
+    let started = Instant::now();
+    drop(Host::start(tenant(address, plugins, "listless", SandboxLimits::default())).await?);
+    let bare = started.elapsed();
+    println!();
+    println!(
+        "| allowed recipes ({PATTERNS} patterns) | host start | beside no list | resident | refused check |"
+    );
+    println!("|---|---:|---:|---:|---:|");
+    for (what, patterns) in [("a quarter ? and […] globs", mixed), ("all ? and […] globs", globs)] {
+        let before = rss_bytes()?;
+        let started = Instant::now();
+        let config = HostConfig {
+            allowed: Some(patterns),
+            ..tenant(address, plugins, "listed", SandboxLimits::default())
+        };
+        let host = Host::start(config).await?;
+        let start = started.elapsed();
+        let kept = rss_bytes()?.saturating_sub(before) as f64;
+        let started = Instant::now();
+        for _ in 0..CHECKS {
+            anyhow::ensure!(host.serving("no-such-recipe").await.is_err(), "an unlisted recipe was allowed");
+        }
+        let check = started.elapsed() / CHECKS;
+        println!(
+            "| {what} | {} | +{} | {:.0} MiB | {:.1} µs |",
+            ms(start),
+            ms(start.saturating_sub(bare)),
+            kept / (1 << 20) as f64,
+            check.as_secs_f64() * 1e6
+        );
+        drop(host);
+    }
     Ok(())
 }
 
