@@ -15,16 +15,19 @@
 //! - no node left behind once every client has closed: no ephemeral node under the scenario's
 //!   paths, and no client record in the group's state;
 //! - a member told to stop hands over and exits 0; a frozen member that exits once woken
-//!   (it was adopted meanwhile) exits 75.
+//!   (it was adopted meanwhile) exits 75;
+//! - registrations (`wazoo register`, three, kept through the whole run) never blink: no
+//!   deletion of their nodes is seen, each is the node it was made as (same czxid) at the end,
+//!   and it goes once its registrant ends.
 //!
 //! The report's figures: the faults, the client sessions that the faulted member served at each
 //! fault (holding or waiting: the claims that went through a fault), the claims lost, the
-//! overlaps. `chaos-soak` runs it on its 3-member ensemble (`make soak`); `tests/tests/chaos.rs`
+//! overlaps, the registrations and their blinks. `chaos-soak` runs it on its 3-member ensemble (`make soak`); `tests/tests/chaos.rs`
 //! runs a short version in CI.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,6 +37,8 @@ use crate::{children, plugins, wait_children, wait_gone};
 
 /// The semaphore's leases.
 const LEASES: usize = 2;
+/// Registrations kept present through the whole run (`wazoo register`), one per member at first.
+const REGISTRANTS: usize = 3;
 /// How long a client (its wait and its command) may take before it counts as hung.
 const CLIENT_LIMIT: Duration = Duration::from_secs(90);
 /// How long the clean-up (nodes, client records) may take once every client has exited: the
@@ -160,6 +165,51 @@ pub async fn daemons_faulted(lab: &Lab, faults: usize, seed: u64) -> Report {
         }
     }
 
+    // Registrations kept present through the whole run, each watched for a blink: a deletion
+    // seen, or a node with another czxid at the end.
+    let checker = lab.checker().await;
+    let stop_file = scratch.join("stop-registrants");
+    let mut registrants = Vec::new();
+    for i in 0..REGISTRANTS {
+        let path = lab.path("registered");
+        let mut servers = addresses.lock().unwrap().clone();
+        let turn = i % servers.len();
+        servers.rotate_left(turn);
+        let wait = format!("while [ ! -e '{}' ]; do sleep 0.2; done", stop_file.display());
+        let child = wazoo_at(&servers.join(","))
+            .env("WAZOO_LOG", "wazoo=info")
+            .args(["register", &path, "--data", &format!("registrant {i}"), "--", "sh", "-c", &wait])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let czxid = loop {
+            let (stat, watcher) = checker.check_and_watch_stat(&path).await.unwrap();
+            match stat {
+                Some(stat) => break stat.czxid,
+                None => watcher.changed().await,
+            };
+        };
+        let blinks = Arc::new(AtomicU64::new(0));
+        let watching = tokio::spawn({
+            let (checker, path, blinks, stop) = (checker.clone(), path.clone(), blinks.clone(), stop.clone());
+            async move {
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok((stat, watcher)) = checker.check_and_watch_stat(&path).await else { break };
+                    if stat.is_none_or(|s| s.czxid != czxid) {
+                        blinks.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let event = watcher.changed().await;
+                    if event.event_type == zookeeper_client::EventType::NodeDeleted {
+                        blinks.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }
+        });
+        registrants.push((path, czxid, child, blinks, watching));
+    }
+
     // The faults, one at a time; every kind comes up in any three in a row.
     let (mut killed, mut frozen, mut stopped, mut through) = (0u64, 0u64, 0u64, 0u64);
     let first_kind = rng.range(0, 2);
@@ -234,6 +284,39 @@ pub async fn daemons_faulted(lab: &Lab, faults: usize, seed: u64) -> Report {
         outcomes.extend(worker.await.unwrap());
     }
 
+    // Every registration is still the node it was made as, then goes with its registrant.
+    let mut blinked = 0;
+    for (path, czxid, _, blinks, watching) in &registrants {
+        let now = checker.check_stat(path).await.ok().flatten().map(|s| s.czxid);
+        run.check(now == Some(*czxid), || {
+            format!("registration {path}: czxid {czxid} at the start, {now:?} at the end")
+        });
+        watching.abort();
+        let seen = blinks.load(Ordering::SeqCst);
+        blinked += seen;
+        run.check(seen == 0, || format!("registration {path} went and came back {seen} times"));
+    }
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::write(&stop_file, b"").unwrap();
+    for (path, _, child, _, _) in registrants {
+        let out = tokio::time::timeout(CLIENT_LIMIT, child.wait_with_output()).await;
+        let (status, stderr) = match out {
+            Ok(Ok(out)) => (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()),
+            Ok(Err(e)) => (None, e.to_string()),
+            Err(_) => (None, format!("still running after {CLIENT_LIMIT:?}")),
+        };
+        let took_up = stderr.matches("taken up, the same node").count();
+        run.note(format!("registration {path}: taken up {took_up} times"));
+        run.check(status == Some(0), || {
+            format!(
+                "registrant of {path} exited {status:?}: {}",
+                stderr.trim_end().lines().rev().take(12).collect::<Vec<_>>().join(" / ")
+            )
+        });
+        let gone = tokio::time::timeout(CLEAN_LIMIT, wait_gone(&checker, &path)).await.is_ok();
+        run.check(gone, || format!("registration {path} left behind after its registrant ended"));
+    }
+
     // No claim lost, no client failed.
     let lost = outcomes.iter().filter(|o| o.status == Some(4)).count();
     for outcome in &outcomes {
@@ -282,7 +365,6 @@ pub async fn daemons_faulted(lab: &Lab, faults: usize, seed: u64) -> Report {
     }
 
     // No node left behind, no client record left in the group's state.
-    let checker = lab.checker().await;
     for (target, _) in &targets {
         for node in ephemerals(&checker, &target.path).await {
             let gone = tokio::time::timeout(CLEAN_LIMIT, wait_gone(&checker, &node)).await.is_ok();
@@ -302,6 +384,8 @@ pub async fn daemons_faulted(lab: &Lab, faults: usize, seed: u64) -> Report {
     run.figure("clients", outcomes.len() as u64);
     run.figure("claims lost", lost as u64);
     run.figure("overlaps", overlaps);
+    run.figure("registrations", REGISTRANTS as u64);
+    run.figure("registration blinks", blinked);
     drop(members);
     let _ = std::fs::remove_dir_all(&scratch);
     run.report("daemon group: members killed, frozen and stopped under load")

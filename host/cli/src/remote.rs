@@ -46,18 +46,18 @@ fn status_code(error: &Error) -> u8 {
         Some(K::InvalidPath) => exit::USAGE,
         Some(_) => exit::FAILED,
         None => match error.code {
-            Code::Unavailable | Code::Unknown | Code::Cancelled => exit::UNAVAILABLE,
+            code if broke_off(code) => exit::UNAVAILABLE,
             Code::InvalidArgument => exit::USAGE,
             _ => exit::FAILED,
         },
     }
 }
 
-/// Whether the daemon answered that `--timeout` passed.
 /// Whether a call with no typed answer failed because the daemon broke off (the connection
-/// went, whatever tonic names it).
+/// went, whatever tonic names it: an HTTP/2 protocol error, a daemon killed mid-frame, is
+/// `INTERNAL`; every status of the daemon's own carries a kind).
 fn broke_off(code: Code) -> bool {
-    matches!(code, Code::Unavailable | Code::Unknown | Code::Cancelled)
+    matches!(code, Code::Unavailable | Code::Unknown | Code::Cancelled | Code::Internal)
 }
 
 fn is_timeout(error: &Error) -> bool {
@@ -193,7 +193,7 @@ impl Remote {
                 code if broke_off(code) => {
                     (format!("lost the connection to the wazoo daemon at {}: {message}", self.addr), false)
                 }
-                Code::InvalidArgument | Code::NotFound | Code::FailedPrecondition | Code::Internal => {
+                Code::InvalidArgument | Code::NotFound | Code::FailedPrecondition => {
                     (message.to_string(), true)
                 }
                 _ => (format!("unexpected answer from the wazoo daemon at {}: {message}", self.addr), false),
@@ -568,6 +568,7 @@ impl Backend for Remote {
             handle: 0,
             generation: 0,
             take_up: Vec::new(),
+            broke_off: false,
         })
     }
 
@@ -808,11 +809,10 @@ pub(crate) struct RemoteInstance {
     generation: u64,
     /// What the next fresh instance takes up ([`Instance::renew`]).
     take_up: Vec<String>,
+    /// Whether the last call failed with no answer of the daemon's own (the connection broke,
+    /// or a stopping daemon refused it): the daemon may be going.
+    broke_off: bool,
 }
-
-/// How long a call that failed waits for its session to be found in jeopardy (its daemon
-/// gone) before the failure is taken for the instance's own.
-const JEOPARDY_GRACE: Duration = Duration::from_secs(1);
 
 impl Instance for RemoteInstance {
     async fn call(&mut self, function: &str, args: &serde_json::Value) -> Result<serde_json::Value, Failure> {
@@ -829,8 +829,15 @@ impl Instance for RemoteInstance {
         // daemon takes the session up (the instance stayed behind).
         let generation = if self.handle == 0 { self.session.generation() } else { self.generation };
         let mut recipes = self.session.client().recipes();
+        self.broke_off = false;
         let reply = tokio::select! {
-            reply = recipes.invoke(request) => self.remote.answer(reply)?,
+            reply = recipes.invoke(request) => match reply {
+                Ok(reply) => reply.into_inner(),
+                Err(status) => {
+                    self.broke_off = wazoo_client::error_kind(&status).is_none() && broke_off(status.code());
+                    return Err(self.remote.failure(&Error::from(status)));
+                }
+            },
             why = self.session.ended() => return Err(self.remote.ended(why)),
             Some(client) = self.session.taken_up_after(generation), if self.handle != 0 => {
                 let text = format!("the instance stayed behind: the daemon at {} took the session up", client.addr());
@@ -849,12 +856,15 @@ impl Instance for RemoteInstance {
             return false;
         }
         if self.session.generation() == self.generation {
-            // Not taken up (yet): only a daemon that went is waited for.
-            let jeopardy = tokio::time::timeout(JEOPARDY_GRACE, self.session.jeopardy()).await.is_ok();
-            if !jeopardy && self.session.generation() == self.generation {
+            // Not taken up yet: only a daemon that broke off is waited for (one told to stop
+            // still answers keepalives while it hands over). Gone, its session is taken up by
+            // another member, or ends, within the session's TTL.
+            if !self.broke_off {
                 return false;
             }
-            if self.session.taken_up_after(self.generation).await.is_none() {
+            let moved =
+                tokio::time::timeout(self.session.ttl(), self.session.taken_up_after(self.generation));
+            if !matches!(moved.await, Ok(Some(_))) {
                 return false;
             }
         }

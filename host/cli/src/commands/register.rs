@@ -207,10 +207,10 @@ pub(crate) async fn register_command(backend: &impl Backend, asked: Asked<'_>) -
             Step::Stopped => break (0, Some(registered)),
             Step::Tended(outcome) => outcome,
         };
-        let (kind, not) = match &outcome {
-            Ok(result) => match error_kind(result) {
+        let (kind, not) = match outcome {
+            Ok(result) => match error_kind(&result) {
                 Some(kind) => {
-                    let not = NotRegistered::of(&kind, result, asked.path);
+                    let not = NotRegistered::of(&kind, &result, asked.path);
                     (kind, not)
                 }
                 None => {
@@ -225,7 +225,10 @@ pub(crate) async fn register_command(backend: &impl Backend, asked: Asked<'_>) -
                 }
             },
             Err(Failure::Timeout) => continue,
-            Err(_) => ("failure".to_string(), NotRegistered::Failed("failure".to_string())),
+            Err(failure) => {
+                let why = format!("{:#}", failure.into_error("tend"));
+                (why.clone(), NotRegistered::Failed(why))
+            }
         };
         if not.is_final() {
             let lost = lose(&mut cmd, &not.lost(asked.path), grace, asked.hold.lost_exit_code).await;
