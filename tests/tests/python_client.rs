@@ -553,6 +553,11 @@ async fn the_python_client_has_kazoos_recipe_objects() {
     assert_eq!(line(&lines, "children-y"), ["y"]);
     assert_eq!(line(&lines, "children-yz"), ["y", "z"], "a child's data change is no call");
     assert_eq!(line(&lines, "children-stopped"), ["True"]);
+
+    // kazoo's Party, memberships, and registrations kept present (their checks are the
+    // script's own assertions; these lines say each part ran to its end).
+    assert_eq!(line(&lines, "party"), ["ok"], "{all}");
+    assert_eq!(line(&lines, "registration"), ["ok"], "{all}");
 }
 
 /// The asyncio client `wazoo.aio` against a real daemon: the token, locks, typed errors (through
@@ -598,6 +603,7 @@ async fn the_asyncio_client_drives_a_real_daemon() {
     assert_eq!(line(&lines, "children-x"), ["x"]);
     assert_eq!(line(&lines, "children-none"), ["-"]);
     assert_eq!(line(&lines, "lost"), ["node-deleted"]);
+    assert_eq!(line(&lines, "membership"), ["ok"], "join and group_members ran to their end:\n{all}");
     assert_eq!(line(&lines, "lock-lost"), ["node-deleted"]);
     assert!(!lines.iter().any(|l| l == "lost-unnoticed"), "{all}");
     assert_eq!(line(&lines, "closed"), ["False", "False"]);

@@ -1,9 +1,11 @@
 //! The Python client (`clients/python`) through a daemon group (`wazoo serve --group`) on the
 //! real ZooKeeper, daemons as real processes: the member a client is on is killed (SIGKILL; also
 //! frozen, SIGSTOP, or told to stop, SIGTERM), and the client's session is taken up by another
-//! member. A lock held in a `with` block stays held (same node, same fencing token, its claim
-//! never lost, nobody else can take it meanwhile), and a waiter keeps its place in the queue and
-//! takes the lock after the holder before it.
+//! member. A claim held in a `with` block stays held (same node, same fencing token, its claim
+//! never lost, nobody else can take it meanwhile), whatever its kind: a lock, a write lock, a
+//! semaphore lease, a leadership, a group membership, a registration (whose node a fresh
+//! instance on the new member takes up and tends on). A waiter (for a lock, for leadership)
+//! keeps its place in the queue and gets the claim after the holder before it.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -96,7 +98,7 @@ fn stderr_of(child: &mut tokio::process::Child) -> tokio::task::JoinHandle<Strin
     })
 }
 
-/// The lock nodes under `path` with their czxids.
+/// The nodes under `path` (children only) with their czxids.
 async fn nodes(checker: &zookeeper_client::Client, path: &str) -> Vec<(String, i64)> {
     let mut found = Vec::new();
     for child in children(checker, path).await {
@@ -107,18 +109,58 @@ async fn nodes(checker: &zookeeper_client::Client, path: &str) -> Vec<(String, i
     found
 }
 
-/// A lock held in a `with` block through "A,B" (on A) when A is killed (`-KILL`), frozen
-/// (`-STOP`, let go on before the block is left) or told to stop (`-TERM`, handing its work to
-/// the group): the client says "jeopardy" then "safe", now on B; the claim is never lost and
-/// keeps its node and token (the same node in ZooKeeper, the same czxid); a contender cannot take
-/// the lock meanwhile; the block is left without LockLost, and the release deletes the node.
-async fn held_through(signal_name: &str, name: &str) {
+/// What `failover.py MODE` holds: the path to give it under the test's own `path`, whether its
+/// token fences (it is the claim node's czxid; else 0), and a command on ZooKeeper (the CLI)
+/// that would get the claim were it free, with the exit status that says it was refused.
+fn kind(mode: &str, path: &str) -> (String, bool, Vec<String>, i32) {
+    let timed = |args: &[&str], on: &str| -> Vec<String> {
+        let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        all.extend([on, "--timeout", "500ms", "--", "true"].map(String::from));
+        all
+    };
+    let owned = |args: &[&str]| -> Vec<String> { args.iter().map(|a| a.to_string()).collect() };
+    match mode {
+        "hold" => (path.to_string(), true, timed(&["lock"], path), 3),
+        "rwlock" => (path.to_string(), true, timed(&["rwlock", "read"], path), 3),
+        "semaphore" => (path.to_string(), true, timed(&["semaphore", "--leases", "1"], path), 3),
+        "elect" => (path.to_string(), true, timed(&["elect"], path), 3),
+        // The name is taken: a definite no.
+        "join" => (path.to_string(), false, owned(&["group", "join", path, "py-member", "--", "true"]), 1),
+        "register" => {
+            let node = format!("{path}/service");
+            let contender = owned(&["register", &node, "--data", "another", "--", "true"]);
+            (node, false, contender, 3)
+        }
+        other => panic!("no such mode: {other}"),
+    }
+}
+
+/// Waits, by watching it, until the node at `path` holds `data`.
+async fn wait_data(checker: &zookeeper_client::Client, path: &str, data: &[u8]) {
+    loop {
+        let (now, _, watcher) = checker.get_and_watch_data(path).await.unwrap();
+        if now == data {
+            return;
+        }
+        watcher.changed().await;
+    }
+}
+
+/// A claim of `mode` (see [`kind`]) held in a `with` block through "A,B" (on A) when A is killed
+/// (`-KILL`), frozen (`-STOP`, let go on before the block is left) or told to stop (`-TERM`,
+/// handing its work to the group): the client says "jeopardy" then "safe", now on B; the claim
+/// is never lost and keeps its node and token (the same node in ZooKeeper, the same czxid); a
+/// contender cannot take the claim meanwhile; the block is left without LockLost, and the
+/// release deletes the node. A registration is tended on B: its data, changed in ZooKeeper,
+/// is set back.
+async fn held_through(mode: &str, signal_name: &str, name: &str) {
     let installed = install().await;
     let (a, b) = group(name).await;
     let checker = client(&zk().address()).await;
     let path = unique(name);
+    let (claimed, fenced, contender, refused) = kind(mode, &path);
     let servers = format!("{},{}", a.grpc, b.grpc);
-    let mut script = failover(installed.path(), "hold", &servers, &path);
+    let mut script = failover(installed.path(), mode, &servers, &claimed);
     let mut stdin = script.stdin.take().unwrap();
     let errors = stderr_of(&mut script);
     let mut said = Said::of(&mut script);
@@ -127,13 +169,13 @@ async fn held_through(signal_name: &str, name: &str) {
     assert_eq!(connected, [a.grpc.as_str(), "True"], "the session opened on A, the first, in a group");
     let held = said.line("held").await;
     let (node, token) = (held[0].clone(), held[1].parse::<i64>().unwrap());
-    let before = nodes(&checker, &path).await;
-    assert_eq!(before.len(), 1, "one lock node: {before:?}");
-    assert_eq!(
-        (format!("{path}/{}", before[0].0), before[0].1),
-        (node.clone(), token),
-        "the node and its czxid"
-    );
+    // The claim's node, among its siblings (a semaphore's lease under `leases`).
+    let (dir, _) = node.rsplit_once('/').unwrap();
+    let before = nodes(&checker, dir).await;
+    assert_eq!(before.len(), 1, "one claim node: {before:?}");
+    assert_eq!(format!("{dir}/{}", before[0].0), node, "the claim's node: {before:?}");
+    let czxid = if fenced { before[0].1 } else { 0 };
+    assert_eq!(token, czxid, "the fencing token is the node's czxid (0: the claim fences nothing)");
 
     signal(a.pid(), signal_name);
     let safe = said.line("safe").await;
@@ -143,10 +185,21 @@ async fn held_through(signal_name: &str, name: &str) {
     assert_eq!(safe[3], "False", "the claim was not lost:\n{all}");
     assert!(said.logged("jeopardy:"), "the client logged the jeopardy at WARNING:\n{all}");
     assert!(said.logged("safe:"), "the client logged the move at WARNING:\n{all}");
-    assert_eq!(nodes(&checker, &path).await, before, "the same node and czxid after the fail-over");
+    assert_eq!(nodes(&checker, dir).await, before, "the same node and czxid after the fail-over:\n{all}");
     // Nobody else can take it meanwhile.
-    let (code, _, err) = output(cli().args(["lock", &path, "--timeout", "500ms", "--", "true"])).await;
-    assert_eq!(code, 3, "the lock is still held through the group: {err}");
+    let (code, _, err) = output(cli().args(&contender)).await;
+    assert_eq!(code, refused, "the claim is still held through the group: {err}");
+    if mode == "register" {
+        // Tended on B: a change of its data is set back, on the same node.
+        checker.set_data(&node, b"changed", None).await.unwrap();
+        within(
+            Duration::from_secs(10),
+            "the registration's data is set back",
+            wait_data(&checker, &node, b"mine"),
+        )
+        .await;
+        assert_eq!(nodes(&checker, dir).await, before, "the same node after its data was set back");
+    }
     if signal_name == "-STOP" {
         // Whatever the woken member does or says is not about this client's session any more.
         signal(a.pid(), "-CONT");
@@ -165,40 +218,85 @@ async fn held_through(signal_name: &str, name: &str) {
     assert_eq!(said.seen.last().map(String::as_str), Some("done"), "{}", said.all());
     assert!(!said.seen.iter().any(|l| l.starts_with("lost ")), "{}", said.all());
     // Released through B: the node is gone.
-    within(LIMIT, "the lock node is deleted", wait_gone(&checker, &node)).await;
+    within(LIMIT, "the claim's node is deleted", wait_gone(&checker, &node)).await;
     drop(b);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_lock_held_through_a_killed_daemon_carries_on_through_another() {
-    held_through("-KILL", "py-killed").await;
+    held_through("hold", "-KILL", "py-killed").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_lock_held_through_a_frozen_daemon_carries_on_through_another() {
-    held_through("-STOP", "py-frozen").await;
+    held_through("hold", "-STOP", "py-frozen").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_hands_a_python_clients_claims_to_the_group() {
-    held_through("-TERM", "py-handed").await;
+    held_through("hold", "-TERM", "py-handed").await;
 }
 
-/// A waiter queued through ["A", "B"] (on A) behind a first holder keeps its queue node when A
-/// is killed (`-KILL`) or frozen (`-STOP`: its Acquire there ends when the connection is
-/// dropped), and takes the lock, on that node, once the first holder lets go.
-async fn waiter_through(signal_name: &str, name: &str) {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_write_lock_is_held_through_a_killed_daemon() {
+    held_through("rwlock", "-KILL", "py-rwlock").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_semaphore_lease_is_held_through_a_killed_daemon() {
+    held_through("semaphore", "-KILL", "py-semaphore").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_leadership_is_held_through_a_killed_daemon() {
+    held_through("elect", "-KILL", "py-elect").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_group_membership_is_kept_through_a_killed_daemon() {
+    held_through("join", "-KILL", "py-join").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_registration_keeps_its_node_through_a_killed_daemon() {
+    held_through("register", "-KILL", "py-register").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_registration_keeps_its_node_through_a_frozen_daemon() {
+    held_through("register", "-STOP", "py-register-frozen").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_a_python_registration_to_the_group() {
+    held_through("register", "-TERM", "py-register-handed").await;
+}
+
+/// A waiter (`failover.py wait`: for a lock; `elect-wait`: for leadership) queued through
+/// ["A", "B"] (on A) behind a first holder (the CLI, on ZooKeeper) keeps its queue node when A
+/// is killed (`-KILL`) or frozen (`-STOP`: its Acquire or Campaign there ends when the connection
+/// is dropped), and gets the claim, on that node, once the first holder lets go.
+async fn waiter_through(mode: &str, signal_name: &str, name: &str) {
     let installed = install().await;
     let (a, b) = group(name).await;
     let checker = client(&zk().address()).await;
     let path = unique(name);
     // The first holder lets go when the test says so (a line on its command's stdin).
-    let mut first =
-        cli().args(["lock", &path, "--", "sh", "-c", "read go; true"]).stdin(Stdio::piped()).spawn().unwrap();
+    let first_holds: &[&str] = match mode {
+        "wait" => &["lock", &path],
+        "elect-wait" => &["elect", "--id", "first", &path],
+        other => panic!("no such mode: {other}"),
+    };
+    let mut first = cli()
+        .args(first_holds)
+        .args(["--", "sh", "-c", "read go; true"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut go = first.stdin.take().unwrap();
     let firsts = wait_children(&checker, &path, 1).await;
     let servers = format!("{},{}", a.grpc, b.grpc);
-    let mut script = failover(installed.path(), "wait", &servers, &path);
+    let mut script = failover(installed.path(), mode, &servers, &path);
     let errors = stderr_of(&mut script);
     let mut said = Said::of(&mut script);
     let connected = said.line("connected").await;
@@ -225,7 +323,7 @@ async fn waiter_through(signal_name: &str, name: &str) {
     assert_eq!(within(LIMIT, "the first holder ends", first.wait()).await.unwrap().code(), Some(0));
     let held = said.line("held").await;
     let all = said.all();
-    assert_eq!(held[0], waiter_node, "the lock was taken on the node queued through A:\n{all}");
+    assert_eq!(held[0], waiter_node, "the claim was had on the node queued through A:\n{all}");
     assert_eq!(held[1].parse::<i64>().unwrap(), waiter_czxid, "its fencing token is that node's czxid");
     assert_eq!(held[2..], ["False", "1"], "held, not lost, after one move:\n{all}");
     let left = said.line("left").await;
@@ -241,10 +339,15 @@ async fn waiter_through(signal_name: &str, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_waiter_keeps_its_place_through_a_killed_daemon() {
-    waiter_through("-KILL", "py-waiter").await;
+    waiter_through("wait", "-KILL", "py-waiter").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_waiter_keeps_its_place_through_a_frozen_daemon() {
-    waiter_through("-STOP", "py-waiter-frozen").await;
+    waiter_through("wait", "-STOP", "py-waiter-frozen").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_candidate_keeps_its_place_through_a_killed_daemon() {
+    waiter_through("elect-wait", "-KILL", "py-candidate").await;
 }

@@ -1,7 +1,8 @@
 """The asyncio client (`wazoo.aio`) against a real `wazoo serve` and ZooKeeper: the token, locks
 with fencing tokens, timeouts and other typed errors (read with grpcio-status), a non-blocking
 acquire, contenders and the leader, queues, configuration, counters, a watch, `DataWatch` and
-`ChildrenWatch` with coroutine callbacks, and a lock lost while its block ran.
+`ChildrenWatch` with coroutine callbacks, a group membership (`join`, `group_members`), and a lock
+lost while its block ran.
 
     aio.py ADDRESS BASE TOKEN
 
@@ -128,6 +129,19 @@ async def main():
         say("children-none", " ".join(await next_of(seen)) or "-")
         children_watch.stop()
         await asyncio.wait_for(children_watch.stopped.wait(), BOUND)
+
+        # A group membership: a claim of token 0; a name taken is NodeExists; released, gone.
+        members = f"{base}/members"
+        async with await a.join(members, "m1", "one") as member:
+            assert member.node == f"{members}/m1" and member.token == 0, member
+            assert await b.group_members(members) == [wazoo.Member("m1", b"one")]
+            try:
+                await b.join(members, "m1")
+                raise AssertionError("a taken member name was joined")
+            except wazoo.NodeExists:
+                pass
+        assert await b.group_members(members) == [] and await asked("zk-exists", member.node) == "no"
+        say("membership", "ok")
 
         # A lock lost while its block runs: the test deletes its node in ZooKeeper.
         try:

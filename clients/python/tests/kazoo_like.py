@@ -1,6 +1,8 @@
 """kazoo's recipe objects in the blocking client, against a real `wazoo serve` and ZooKeeper:
 `Lock.acquire(blocking=False)`, contenders and holders, a semaphore's lease holders, `Election`
-and `leader()`, `DataWatch` and `ChildrenWatch` on changes made in ZooKeeper directly.
+and `leader()`, `DataWatch` and `ChildrenWatch` on changes made in ZooKeeper directly; `Party`
+and the group membership under it (`Client.join`, `Client.group_members`), and a registration
+kept present (`Client.register`) against changes made in ZooKeeper directly.
 
     kazoo_like.py ADDRESS BASE TOKEN
 
@@ -181,9 +183,108 @@ def main():
     children_watch.stop()
     say("children-stopped", children_watch.stopped.wait(BOUND))
 
+    party(a, b, base)
+    registration(a, b, base)
+
     for client in (a, b, c):
         client.close()
     say("done")
+
+
+def party(a, b, base):
+    """`Party` as kazoo's (its members' node names and data, `len`, iteration, `leave`), and
+    `join` under it: a membership is a claim of token 0, a name taken is `NodeExists`."""
+    path = f"{base}/party"
+    alpha, beta = a.Party(path, "alpha"), b.Party(path, "beta")
+    assert len(alpha) == 0 and list(alpha) == [] and not alpha.participating
+    alpha.join()
+    alpha.join()  # once only
+    beta.join()
+    assert alpha.participating and beta.participating
+    assert len(alpha) == 2 and sorted(beta) == ["alpha", "beta"], (len(alpha), list(beta))
+    names = children(path)
+    assert sorted(names) == sorted([alpha.node, beta.node]), names
+    assert all(n.endswith("__party__") and len(n) == 32 + 9 for n in names), names
+    assert alpha.claim is not None and alpha.claim.token == 0 and alpha.claim.node == alpha.create_path
+    # A node not named as a party member's is no member (kazoo's rule).
+    member = a.join(path, "not-a-party-member", "x")
+    assert member.node == f"{path}/not-a-party-member" and member.token == 0, member
+    assert len(beta) == 2
+    assert [m.name for m in a.group_members(path)] == sorted(names + ["not-a-party-member"])
+    try:
+        b.join(path, "not-a-party-member")
+        raise AssertionError("a taken member name was joined")
+    except wazoo.NodeExists:
+        pass
+    member.release()
+    assert alpha.leave() is True and alpha.leave() is False and not alpha.participating
+    assert list(beta) == ["beta"], list(beta)
+    assert ask("zk-exists", alpha.create_path) == "no"
+    beta.leave()
+    assert len(beta) == 0 and a.group_members(f"{base}/no-such-party") == []
+    say("party", "ok")
+
+
+def registration(a, b, base):
+    """A registration kept present: its data set back after a change and the node made again
+    after a delete, both made in ZooKeeper by the test; another registration of the path
+    refused; binary data; a persistent node refused; a TTL registration; close deletes."""
+    path = f"{base}/services/one"
+    seen = queue.Queue()
+    watch = a.DataWatch(path, lambda data, stat: seen.put((data, stat)))
+    assert seen.get_nowait() == (None, None)
+
+    def until(want):
+        """The node's (data, stat) once `want(data, stat)` (the cache may fold quick changes)."""
+        while True:
+            data, stat = next_of(seen)
+            if want(data, stat):
+                return data, stat
+
+    with a.register(path, "here") as registered:
+        _, first = until(lambda data, stat: data == b"here")
+        assert registered.node == path and not registered.lost.is_set()
+        ask("zk-set", path, "changed")
+        _, fixed = until(lambda data, stat: data == b"here" and stat.version > first.version)  # set back
+        assert fixed.czxid == first.czxid
+        ask("zk-delete", path)
+        until(lambda data, stat: data == b"here" and stat.czxid > first.czxid)  # made again
+        for client in (a, b):
+            try:
+                client.register(path, "another")
+                raise AssertionError("a registered path was registered again")
+            except wazoo.NodeExists:
+                pass
+    until(lambda data, stat: data is None)  # closed: deleted
+    watch.stop()
+    assert ask("zk-exists", path) == "no" and registered.reason is None
+
+    raw = bytes([0, 255, 1])
+    binary = b.register(f"{base}/services/raw", raw)
+    raw_seen = queue.Queue()
+    node = b.DataWatch(binary.node, lambda data, stat: raw_seen.put(data))
+    assert raw_seen.get_nowait() == raw
+    binary.close()
+    while next_of(raw_seen) is not None:
+        pass
+    node.stop()
+
+    ask("zk-create", f"{base}/services/persistent", "x")
+    try:
+        a.register(f"{base}/services/persistent", "mine")
+        raise AssertionError("a persistent node was taken for an ephemeral registration")
+    except wazoo.InvalidArgument:
+        pass
+    try:
+        a.register(f"{base}/services/short", "x", ttl=0.5)
+        raise AssertionError("a TTL under a second was taken")
+    except ValueError:
+        pass
+    timed = a.register(f"{base}/services/ttl", "kept", ttl=3)
+    assert ask("zk-exists", timed.node) == "yes"
+    timed.close()
+    assert ask("zk-exists", timed.node) == "no"
+    say("registration", "ok")
 
 
 if __name__ == "__main__":

@@ -10,14 +10,16 @@ configuration, counters, caches) over the daemon's gRPC API.
 Failed calls raise a `WazooError` subclass per error kind of the daemon (`Timeout`, `NoNode`,
 `BadVersion` …), or `Unavailable` when the daemon cannot be reached or stops answering (within
 `SILENCE` seconds, or a call's deadline); a claim lost while its block ran raises `LockLost`.
-kazoo's recipe objects are there too: `c.Lock(path).acquire(blocking=False)`, `c.Election`,
-`c.DataWatch(path, func)`, `c.ChildrenWatch(path, func)`, and `c.contenders(path)` /
-`c.leader(path)`. `wazoo.aio` is the same client for asyncio. Given several daemons of a group ("a:7181,b:7181"), a client whose daemon dies carries its
-session and claims on through another member (see `Client`).
+Group membership (`c.join`) and registrations kept present (`c.register`) are claims of the
+session too. kazoo's recipe objects are there as well: `c.Lock(path).acquire(blocking=False)`,
+`c.Election`, `c.Party`, `c.DataWatch(path, func)`, `c.ChildrenWatch(path, func)`, and
+`c.contenders(path)` / `c.leader(path)`. `wazoo.aio` is the same client for asyncio. Given
+several daemons of a group ("a:7181,b:7181"), a client whose daemon dies carries its session,
+its claims and its registrations on through another member (see `Client`).
 """
 from .client import (
-    CALL_TIMEOUT, CUT_OFF, PING_EVERY, PING_TIMEOUT, REATTACH_TRY, SILENCE, Claim, Client, Contender,
-    NodeStat, Stream, WatchEvent,
+    CALL_TIMEOUT, CUT_OFF, MIN_TTL, PING_EVERY, PING_TIMEOUT, REATTACH_TRY, SILENCE, TEND, Claim, Client,
+    Contender, Member, NodeStat, Registration, Stream, WatchEvent,
 )
 from .errors import (
     BadVersion,
@@ -48,13 +50,14 @@ from .errors import (
     WrongHandle,
 )
 
-from .recipes import ChildrenWatch, DataWatch, Election, Lock
+from .recipes import ChildrenWatch, DataWatch, Election, Lock, Party
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CALL_TIMEOUT", "CUT_OFF", "PING_EVERY", "PING_TIMEOUT", "REATTACH_TRY", "SILENCE", "Claim", "Client",
-    "Stream", "WatchEvent", "Contender", "NodeStat", "Lock", "Election", "DataWatch", "ChildrenWatch",
+    "CALL_TIMEOUT", "CUT_OFF", "MIN_TTL", "PING_EVERY", "PING_TIMEOUT", "REATTACH_TRY", "SILENCE", "TEND",
+    "Claim", "Client", "Registration", "Member", "Stream", "WatchEvent", "Contender", "NodeStat", "Lock",
+    "Election", "Party", "DataWatch", "ChildrenWatch",
     "WazooError", "Unavailable", "LockLost", "Timeout", "NoNode", "NodeExists", "BadVersion", "NotEmpty",
     "NoChildrenForEphemerals", "InvalidPath", "InvalidArgument", "ConnectionLoss", "SessionExpired",
     "NoAuth", "LimitExceeded", "QuotaExceeded", "Unimplemented", "Other", "Trapped", "Retired",

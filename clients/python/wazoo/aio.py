@@ -29,9 +29,7 @@ import inspect
 import json
 import logging
 import uuid
-from typing import (
-    Any, AsyncIterator, Awaitable, Callable, Generic, List, Optional, Set, Tuple, TypeVar, Union,
-)
+from typing import Any, AsyncIterator, Callable, Generic, List, Optional, Set, Tuple, TypeVar
 
 import grpc
 import grpc.aio
@@ -40,10 +38,10 @@ from ._proto import wazoo_pb2 as pb
 from ._proto import wazoo_pb2_grpc as rpc
 from .client import (
     _HANDLE_GONE, _SETTLE, CALL_TIMEOUT, CUT_OFF, PING_EVERY, PING_TIMEOUT, Addresses, Contender, Data,
-    NodeStat, Pem, WatchEvent, _addresses, _bytes, _contender, _format, _holders_request, _millis, _pem,
-    _watch_event, check_settings, loss_reason,
+    Member, NodeStat, Pem, WatchEvent, _addresses, _bytes, _contender, _format, _holders_request, _millis,
+    _pem, _watch_event, check_settings, loss_reason,
 )
-from .errors import LockLost, Timeout, Unavailable, WazooError, from_rpc
+from .errors import LockLost, NoNode, Timeout, Unavailable, WazooError, from_rpc
 
 __all__ = ["Client", "Claim", "Stream", "Lock", "DataWatch", "ChildrenWatch", "connect"]
 
@@ -115,7 +113,8 @@ class _Ended:
 
 
 class Claim:
-    """A claim the session holds (lock, read/write lock side, semaphore lease, leadership), as
+    """A claim the session holds (lock, read/write lock side, semaphore lease, leadership,
+    group membership), as
     the blocking client's `wazoo.Claim`: `path`, `node`, `token`, `recipe_version`, `handle`;
     `lost` is an `asyncio.Event`, `reason` and `why` say why once it is set. `await release()`
     lets it go; `async with claim:` releases on leaving, and raises `LockLost` if it was lost
@@ -472,6 +471,21 @@ class Client:
                                      recipe=recipe, claim_id=uuid.uuid4().hex)
         answer = await self._call(self.recipes.Campaign, request, self._waiting(timeout))
         return await self._hold(path, answer)
+
+    async def join(self, path: str, name: str, data: Data = b"", recipe: str = "") -> Claim:
+        """Joins the group at `path` as member `name`, as `wazoo.Client.join`: the `Claim` is
+        the membership (its node `<path>/<name>`, token 0); `wazoo.NodeExists` if the name is
+        taken."""
+        request = pb.GroupJoinRequest(session=self.session_id, path=path, name=name, data=_bytes(data), recipe=recipe)
+        return await self._hold(path, await self._call(self.recipes.GroupJoin, request))
+
+    async def group_members(self, path: str, recipe: str = "") -> List[Member]:
+        """As `wazoo.Client.group_members`."""
+        try:
+            membership = await self._call(self.recipes.GroupMembers, pb.PathRequest(path=path, recipe=recipe))
+        except NoNode:
+            return []
+        return [Member(m.name, m.data) for m in membership.members]
 
     def Lock(self, path: str, recipe: str = "") -> "Lock":
         """The lock at `path` as kazoo's `Lock`, for asyncio: `await lock.acquire(blocking=False)`

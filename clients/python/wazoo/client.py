@@ -21,7 +21,10 @@ import grpc
 
 from ._proto import wazoo_pb2 as pb
 from ._proto import wazoo_pb2_grpc as rpc
-from .errors import LockLost, UnknownHandle, UnknownSession, Unavailable, WazooError, from_rpc
+from .errors import (
+    KINDS, InvalidArgument, LockLost, NodeExists, NoNode, UnknownHandle, UnknownSession, Unavailable, WazooError,
+    from_rpc,
+)
 
 T = TypeVar("T")
 Data = Union[bytes, str]
@@ -65,6 +68,14 @@ _DEFAULT: Any = object()
 #: How long, in seconds, each member of a group is given to answer (connection and health
 #: check) while a session in jeopardy is taken up.
 REATTACH_TRY = 0.5
+#: How long, in seconds, one tend of a registration without a TTL waits for a change of its node
+#: (`wazoo register`'s).
+TEND = 2.0
+#: The shortest TTL of a registration, in seconds (`wazoo register --ttl`'s).
+MIN_TTL = 1.0
+#: How long, in seconds, a registration waits before it is made again after a failure that may
+#: pass (ZooKeeper out of reach, the recipe failed).
+_RETRY = 1.0
 
 _COUNTER_FORMATS = {
     "kazoo": pb.KAZOO,
@@ -99,6 +110,13 @@ class NodeStat(NamedTuple):
     version: int
     czxid: int
     mzxid: int
+
+
+class Member(NamedTuple):
+    """A member of a group (`Client.group_members`): its node's name and data."""
+
+    name: str
+    data: bytes
 
 
 class Contender(NamedTuple):
@@ -195,13 +213,13 @@ class Stream(Generic[T]):
 
 class Claim:
     """A claim the client's session holds: a lock, a side of a read/write lock, a semaphore
-    lease, or a leadership.
+    lease, a leadership, or a group membership.
 
     Attributes:
         path: the path it was taken at.
         node: the claim's node.
         token: the fencing token (the node's czxid): every later holder's is greater. Pass it to
-            what the claim protects.
+            what the claim protects. A group membership's is 0: it fences nothing.
         recipe_version: the version (SHA-256, 12 hex digits) of the recipe component serving it.
         handle: the daemon's handle of the claim (a new one once the claim was taken up by
             another daemon of the group).
@@ -413,6 +431,379 @@ class Claim:
         if failed is not None:
             raise failed
         return False
+
+
+class Registration:
+    """A node the client's session keeps present (`Client.register`), as `wazoo register` does
+    (Curator's `PersistentNode`; an instance in service discovery).
+
+    Attributes:
+        path: the registration's path.
+        node: its node: the path itself.
+        data: the data it holds (bytes).
+        ttl: its TTL in seconds (a persistent node with a TTL), or None (an ephemeral node).
+        handle: the daemon's handle of the recipe instance that tends it (a new one once it was
+            taken up by another daemon of the group, or made again).
+        lost: a `threading.Event` set once the registration is lost for good.
+        reason: why it was lost, once it was: "node-exists" (another session's registration, or
+            another registration of this client, took the path), "invalid-argument" (a
+            persistent node took an ephemeral registration's place), "client-session-ended"
+            (the daemon ended the client session), or "disconnected" (the session was lost
+            otherwise, or the daemon could not be reached). `why` says the same in words.
+        moves: how many times it was taken up through another daemon of the group.
+        renewals: how many times it was made again on a fresh instance after a failure that
+            passed (the recipe instance failed, its ZooKeeper session ended): its node may have
+            gone meanwhile, and come back with a new czxid.
+
+    A thread of its own tends it: the recipe's `tend`, over and over (each waiting up to a third
+    of the TTL, or `TEND` seconds), makes the node again when someone deletes it and sets its
+    data back when someone changes it (both logged at INFO on the "wazoo" logger). As a context
+    manager, leaving the block closes it, and raises `LockLost` if it was lost while the block
+    ran (unless another exception is on its way out). `close()` (or `release()`) deletes the
+    node; closing the client does too.
+
+    Through a daemon group, a registration outlives its daemon: the instance that tended it
+    stays behind on the daemon that died, and once another member has taken the client session
+    up, a fresh instance in the same session takes the very node up (`InvokeRequest.take_up`:
+    the same node, the same czxid, so a watcher sees no change) and tends it on. Until then the
+    node is not tended, but it stays: it belongs to the ZooKeeper session the group keeps. The
+    registration is lost only with the session, or when the path is someone else's by then.
+    """
+
+    def __init__(self, client: "Client", path: str, data: Data, ttl: Optional[float], recipe: str):
+        self.path = path
+        self.node = path
+        self.data: bytes = _bytes(data)
+        self.ttl = ttl
+        self.recipe = recipe
+        self.handle = 0
+        self.lost = threading.Event()
+        self.reason: Optional[str] = None
+        self.why: Optional[str] = None
+        self.moves = 0
+        self.renewals = 0
+        self._client = client
+        self._state = client._state
+        # The daemon the tending instance lives on.
+        self._link: "_Link" = client._link
+        self._closing = False
+        # The tend in flight (a grpc future), for close() to end at once.
+        self._tending: Any = None
+        self._every = ttl / 3 if ttl is not None else TEND
+        self._tender = threading.Thread(target=self._tend, name=f"wazoo-registration-{path}", daemon=True)
+
+    def __repr__(self) -> str:
+        state = f"lost: {self.reason}" if self.lost.is_set() else "held"
+        return f"Registration(path={self.path!r}, {state})"
+
+    def _args(self) -> str:
+        """`registration.register`'s arguments as JSON: a `list<u8>` is a string of its UTF-8
+        bytes, or an array of the bytes when they are no UTF-8."""
+        data: Any
+        try:
+            data = self.data.decode("utf-8")
+        except UnicodeDecodeError:
+            data = list(self.data)
+        return json.dumps([self.path, data, None if self.ttl is None else int(round(self.ttl * 1000))])
+
+    def _start(self) -> None:
+        """Registers the path (raising why not) and starts tending it."""
+        client = self._client
+        link = client._link
+        self.handle = self._register(link, False)
+        self._link = link
+        with self._state:
+            client._registrations.add(self)
+            gone = client.lost.is_set() or client._closing.is_set()
+        if gone:
+            self._lose("disconnected", client.lost_reason or "the client session was lost")
+        self._tender.start()
+
+    def _invoke(self, link: "_Link", request: Any, timeout: Optional[float]) -> Tuple[Any, Any]:
+        """`Invoke` through the daemon of `link`: its reply, and its result decoded."""
+        with link.waiting():
+            if link.retired:
+                raise Unavailable(f"the session left the daemon at {link.address} for another member of the group",
+                                  None, grpc.StatusCode.UNAVAILABLE)
+            reply = self._client._call(link.recipes.Invoke, request, timeout)
+        return reply, json.loads(reply.result_json)
+
+    def _register(self, link: "_Link", take_up: bool) -> int:
+        """Registers the path on a fresh kept instance through the daemon of `link` (with
+        `take_up`, taking this session's node there up, as its own): the instance's handle.
+        Raises the recipe's refusal as its `WazooError`."""
+        client = self._client
+        request = pb.InvokeRequest(
+            recipe=self.recipe, function="registration.register", args_json=self._args(),
+            session=client.session_id, keep=True, take_up=[self.path] if take_up else [],
+        )
+        reply, result = self._invoke(link, request, client.call_timeout)
+        if isinstance(result, dict) and "ok" in result:
+            return int(reply.handle)
+        if reply.handle:
+            self._drop(link, reply.handle)
+        raise _recipe_error(result.get("err") if isinstance(result, dict) else result, f"registering {self.path}")
+
+    def _drop(self, link: "_Link", handle: int) -> None:
+        """Ends the instance of `handle` (its node deleted if still its), as best it can."""
+        ref = pb.HandleRef(session=self._client.session_id, handle=handle)
+        try:
+            with link.waiting():
+                if not link.retired:
+                    self._client._call(link.recipes.Release, ref)
+        except WazooError as e:
+            log.debug("releasing the registration of %s (handle %d): %s", self.path, handle, e)
+
+    def _tend(self) -> None:
+        """Tends the registration until it is closed or lost; takes it up through another
+        daemon of the group after a move; lets it go once closed."""
+        client = self._client
+        while True:
+            with self._state:
+                if self._closing or self.lost.is_set():
+                    break
+                link, handle = self._link, self.handle
+                moved = client._link is not link
+            if moved:
+                if not self._take_up(link):
+                    break
+                continue
+            request = pb.InvokeRequest(session=client.session_id, handle=handle, function="registration.tend",
+                                       args_json=json.dumps([int(self._every * 1000)]))
+            try:
+                with link.waiting():
+                    if link.retired:
+                        raise Unavailable(f"the session left the daemon at {link.address}", None,
+                                          grpc.StatusCode.UNAVAILABLE)
+                    with self._state:
+                        if self._closing:
+                            break
+                        tending = link.recipes.Invoke.future(
+                            request, metadata=client.metadata, timeout=self._every + client.call_timeout)
+                        self._tending = tending
+                    try:
+                        reply = tending.result()
+                    except grpc.FutureCancelledError:
+                        break
+                    except grpc.RpcError as e:
+                        raise from_rpc(e) from e
+                    finally:
+                        with self._state:
+                            self._tending = None
+            except WazooError as e:
+                if self._closing:
+                    break
+                if client.in_group and e.kind is None and (isinstance(e, Unavailable) or link.retired):
+                    # The daemon died or went silent: once another member takes the session up,
+                    # the registration is taken up there (the loop's next turn).
+                    if client._after(link) is None:
+                        self._lose("disconnected", f"tending {self.path}: {e}; the session was not taken up: "
+                                   f"{client.lost_reason or 'no member of the group took it up in time'}")
+                        break
+                    continue
+                if isinstance(e, UnknownSession):
+                    self._lose("client-session-ended", f"tending {self.path}: {e}")
+                    break
+                if e.kind is None:
+                    self._lose("disconnected", f"tending {self.path}: {e}")
+                    break
+                # The instance failed: made again on a fresh one.
+                if not self._renew(link, handle, f"{e.kind}: {e}"):
+                    break
+                continue
+            result = json.loads(reply.result_json)
+            if isinstance(result, dict) and "ok" in result:
+                if result["ok"] == "recreated":
+                    log.info("%s was gone: registered again", self.path)
+                elif result["ok"] == "corrected":
+                    log.info("the data of %s was changed: set back", self.path)
+                continue
+            error = _recipe_error(result.get("err") if isinstance(result, dict) else result, f"tending {self.path}")
+            if isinstance(error, (NodeExists, InvalidArgument)):
+                self._lose(_reason_of(error), str(error))
+                break
+            # The session ended in ZooKeeper, ZooKeeper is out of reach: a fresh instance.
+            if not self._renew(link, handle, str(error)):
+                break
+        self._finish()
+
+    def _take_up(self, old: "_Link") -> bool:
+        """The session moved from the daemon of `old` (where the tending instance stayed
+        behind) to another: a fresh instance there takes the node up. False once lost or
+        closing."""
+        client = self._client
+        while True:
+            link = client._after(old)
+            if link is None:
+                self._lose("disconnected", f"{self.path}: the session was not taken up: "
+                           f"{client.lost_reason or 'no member of the group took it up in time'}")
+                return False
+            if self._closing:
+                return False  # `_finish` takes the node up to delete it
+            try:
+                handle = self._register(link, True)
+            except (NodeExists, InvalidArgument) as e:
+                self._lose(_reason_of(e), str(e))
+                return False
+            except WazooError as e:
+                if client.in_group and e.kind is None and (isinstance(e, Unavailable) or link.retired):
+                    old = link  # moved again
+                    continue
+                return self._renew(None, 0, str(e))
+            with self._state:
+                self._link, self.handle = link, handle
+                self.moves += 1
+                client._changed.notify_all()
+            log.info("the registration of %s was taken up by the daemon at %s (the same node)", self.path, link.address)
+            return True
+
+    def _renew(self, link: Optional["_Link"], handle: int, why: str) -> bool:
+        """Tending failed (`why`) for a reason that may pass: the old instance (`handle` on
+        `link`) let go, the path registered again on a fresh instance, tried every `_RETRY`
+        seconds. False once lost or closing."""
+        client = self._client
+        log.warning("tending %s failed (%s); registering again", self.path, why)
+        if link is not None and handle:
+            self._drop(link, handle)
+        while True:
+            with self._state:
+                if self._closing or self.lost.is_set():
+                    self.handle = 0
+                    return False
+                if client.lost.is_set():
+                    break
+                link = client._link
+            try:
+                handle = self._register(link, False)
+            except (NodeExists, InvalidArgument) as e:
+                self._lose(_reason_of(e), str(e))
+                return False
+            except UnknownSession as e:
+                self._lose("client-session-ended", f"registering {self.path} again: {e}")
+                return False
+            except WazooError as e:
+                log.warning("registering %s again: %s; trying again", self.path, e)
+                with self._state:
+                    client._changed.wait(_RETRY)
+                continue
+            with self._state:
+                self._link, self.handle = link, handle
+                self.renewals += 1
+            log.warning("%s registered again", self.path)
+            return True
+        self._lose("disconnected", client.lost_reason or "the client session was lost")
+        return False
+
+    def _finish(self) -> None:
+        """The tending is over (closed or lost): the instance let go, the node deleted with it
+        (a TTL node by `unregister`) if it is still this registration's."""
+        client = self._client
+        with self._state:
+            closing = self._closing
+            link, handle = self._link, self.handle
+        if client.lost.is_set() or client._closing.is_set():
+            return  # the session's end ends the instance
+        if closing and handle and link is not client._link:
+            # Closed while the instance stayed behind on a daemon the session left: a fresh one
+            # takes the node up, to delete it.
+            following = client._after(link)
+            if following is None:
+                return
+            try:
+                link, handle = following, self._register(following, True)
+            except WazooError as e:
+                log.debug("taking the registration of %s up to delete it: %s", self.path, e)
+                return
+        if not handle:
+            return
+        if closing and self.ttl is not None and not self.lost.is_set():
+            # A TTL node outlives its instance: deleted first.
+            try:
+                request = pb.InvokeRequest(session=client.session_id, handle=handle,
+                                           function="registration.unregister", args_json="[]")
+                self._invoke(link, request, client.call_timeout)
+            except WazooError as e:
+                log.warning("deleting %s: %s", self.path, e)
+        self._drop(link, handle)
+
+    def _lose(self, reason: str, why: str) -> None:
+        with self._state:
+            self._client._changed.notify_all()
+            if self._closing or self.lost.is_set():
+                return
+            self.reason, self.why = reason, why
+            self.lost.set()
+        log.warning("the registration of %s was lost: %s", self.path, why)
+
+    def check(self) -> None:
+        """Raises `LockLost` if the registration was lost."""
+        if self.lost.is_set():
+            raise LockLost(self.why or "the registration was lost", self.reason or "unknown")
+
+    def close(self) -> None:
+        """Ends the registration and deletes its node (if it is still this registration's).
+        Closing twice does nothing. It waits for the daemon at most about the client's
+        `call_timeout` (in a group, also for a move under way, within the bound of the session);
+        a TTL registration also lets its last tend run out (a third of the TTL). Raises nothing:
+        a node the daemon could not be told to delete goes with the session (or its TTL)."""
+        client = self._client
+        with self._state:
+            first = not self._closing
+            self._closing = True
+            tending = self._tending
+            client._changed.notify_all()
+        if first and tending is not None and self.ttl is None:
+            # The tend ends at once, and its instance with it (its node deleted by the release).
+            tending.cancel()
+        if self._tender.is_alive() and self._tender is not threading.current_thread():
+            self._tender.join(client._limit() + 3 * client.call_timeout + self._every)
+        with self._state:
+            client._registrations.discard(self)
+
+    release = close
+
+    def _closed(self) -> None:
+        """The client closed its session, which ends the instance: no loss to report, nothing
+        to let go."""
+        with self._state:
+            self._closing = True
+            tending = self._tending
+            self.handle = 0
+            self._client._changed.notify_all()
+        if tending is not None:
+            tending.cancel()
+
+    def __enter__(self) -> "Registration":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        was_lost = self.lost.is_set()
+        self.close()
+        if exc_type is None and was_lost:
+            raise LockLost(self.why or "the registration was lost", self.reason or "unknown")
+
+
+def _reason_of(error: WazooError) -> str:
+    """A recipe's refusal as a loss reason: its kind, lower case, dashes for underscores."""
+    return (error.kind or "unknown").lower().replace("_", "-")
+
+
+def _recipe_error(err: Any, what: str) -> WazooError:
+    """A recipe's `{"err": …}` result (`"node-exists"`, `{"invalid-argument": "…"}`) as the
+    exception of its kind, its message starting with `what`."""
+    if isinstance(err, str):
+        kind, text = err, ""
+    elif isinstance(err, dict) and len(err) == 1:
+        kind, value = next(iter(err.items()))
+        text = value if isinstance(value, str) else json.dumps(value)
+    else:
+        kind, text = "", json.dumps(err)
+    if kind == "unimplemented" and not text:
+        text = "the ZooKeeper servers do not enable TTL nodes (extendedTypesEnabled)"
+    name = kind.upper().replace("-", "_")
+    details = f"{what}: {kind or 'failed'}" + (f": {text}" if text else "")
+    cls = KINDS.get("ERROR_KIND_" + name)
+    return cls(details) if cls is not None else WazooError(details, name or None)
 
 
 def loss_reason(event: Any) -> str:
@@ -643,11 +1034,13 @@ class Client:
     leaves a keepalive unanswered for a third of that bound (or whose connection breaks) puts the
     session in jeopardy (`jeopardy` says why, and the "wazoo" logger warns "jeopardy: …"): it is
     taken up through another member (`Sessions.Reattach`) in the two thirds that remain, each
-    held claim with it (`Recipes.Resume`: same node, same fencing token), and an acquire that
-    was waiting is sent again there as the same claim, keeping its place in the queue; then the
-    logger warns "safe: …". If no member takes it up within the bound, the session and its
-    claims are lost as with one daemon. Other calls are not sent again: one made while the
-    daemon died raises `wazoo.Unavailable` (and may have taken effect).
+    held claim with it (`Recipes.Resume`: same node, same fencing token), and an acquire or a
+    candidacy that was waiting is sent again there as the same claim, keeping its place in the
+    queue; then the logger warns "safe: …". A registration (`register`) is then taken up by a
+    fresh instance in the session (its node kept). If no member takes the session up within the
+    bound, the session and its claims are lost as with one daemon. Other calls are not sent
+    again: one made while the daemon died raises `wazoo.Unavailable` (and may have taken
+    effect).
 
     `token` is sent with every call as `authorization: Bearer TOKEN`: one or more visible ASCII
     characters (0x21 to 0x7E), no spaces (anything else, the empty string included, raises
@@ -731,6 +1124,7 @@ class Client:
         self._state = threading.RLock()
         self._changed = threading.Condition(self._state)
         self._claims: "set[Claim]" = set()
+        self._registrations: "set[Registration]" = set()
         self._keepalive: Optional[_Keepalive] = None
         failed: Optional[WazooError] = None
         for candidate in self.addresses:
@@ -796,15 +1190,22 @@ class Client:
                     if left <= 0:
                         break
                     self._changed.wait(left)
+        for registration in list(self._registrations):
+            if registration.ttl is not None and not self.lost.is_set():
+                # A TTL node outlives the session: deleted first.
+                registration.close()
         with self._state:
             if self._closing.is_set():
                 return
             self._closing.set()
             claims, self._claims = self._claims, set()
+            registrations = list(self._registrations)
             link, keepalive = self._link, self._keepalive
             self._changed.notify_all()
         for claim in claims:
             claim._closed()
+        for registration in registrations:
+            registration._closed()
         try:
             if not self.lost.is_set():
                 self._call(link.sessions.Close, pb.SessionRef(session=self.session_id))
@@ -1009,6 +1410,7 @@ class Client:
             self.lost.set()
             self.jeopardy = None
             claims = list(self._claims)
+            registrations = list(self._registrations)
             keepalive = self._keepalive
             self._changed.notify_all()
         if keepalive is not None:
@@ -1020,6 +1422,8 @@ class Client:
                     claim._follower.join(max(until - time.monotonic(), 0))
         for claim in claims:
             claim._lose("disconnected", why, True)
+        for registration in registrations:
+            registration._lose("disconnected", why)
 
     def _hold(self, path: str, claim: Any, link: _Link) -> Claim:
         """`claim`, as the daemon of `link` answered it, held and followed."""
@@ -1057,27 +1461,28 @@ class Client:
 
     # Claims.
 
-    def _acquire(
-        self, path: str, family: int, timeout: Optional[float], recipe: str, leases: int = 0
-    ) -> Claim:
+    def _claim(self, path: str, call: str, request: Any, timeout: Optional[float] = None) -> Claim:
+        """Sends `request` (`call` of the Recipes service: an Acquire, a Campaign or a GroupJoin)
+        through the daemon that keeps the session, and holds and follows the claim it answers.
+        In a group, a call the daemon broke off (it died or went silent: no answer of its own) is
+        sent again once the session is taken up by another member, as the same claim: with the
+        request's `claim_id` and `retry` set (an Acquire's, a Campaign's), it finds the node the
+        first one made and keeps its place in the queue. A `timeout` counts from the first
+        send."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        request = pb.AcquireRequest(
-            session=self.session_id, path=path, family=family, max_leases=leases,
-            timeout_ms=_millis(timeout), recipe=recipe,
-            # The claim's name: an Acquire sent again through another daemon of the group finds
-            # the node the first one made, and keeps its place in the queue.
-            claim_id=uuid.uuid4().hex,
-        )
         while True:
             link = self._link
             try:
                 # The connection is kept until the claim is followed (a move may be retiring it).
                 with link.waiting():
-                    answer = self._call(link.recipes.Acquire, request, self._waiting(timeout))
+                    if link.retired:
+                        raise Unavailable(f"the session left the daemon at {link.address} for another "
+                                          "member of the group", None, grpc.StatusCode.UNAVAILABLE)
+                    answer = self._call(getattr(link.recipes, call), request, self._waiting(timeout))
                     return self._hold(path, answer, link)
             except WazooError as e:
                 # The daemon broke off (no answer of its own) in a group: once the session is
-                # taken up elsewhere, the Acquire goes again there, as the same claim.
+                # taken up elsewhere, the request goes again there, as the same claim.
                 if not (self.in_group and e.kind is None and (isinstance(e, Unavailable) or link.retired)):
                     raise
                 following = self._after(link)
@@ -1086,10 +1491,23 @@ class Client:
                         raise Unavailable(f"{e.details}; the session was lost: {self.lost_reason}",
                                           None, e.code) from e
                     raise
-                request.retry = True
+                if hasattr(request, "retry"):
+                    request.retry = True
                 if deadline is not None:
                     timeout = max(deadline - time.monotonic(), 0.0)
                     request.timeout_ms = _millis(timeout)
+
+    def _acquire(
+        self, path: str, family: int, timeout: Optional[float], recipe: str, leases: int = 0
+    ) -> Claim:
+        request = pb.AcquireRequest(
+            session=self.session_id, path=path, family=family, max_leases=leases,
+            timeout_ms=_millis(timeout), recipe=recipe,
+            # The claim's name: an Acquire sent again through another daemon of the group finds
+            # the node the first one made, and keeps its place in the queue.
+            claim_id=uuid.uuid4().hex,
+        )
+        return self._claim(path, "Acquire", request, timeout)
 
     def lock(self, path: str, timeout: Optional[float] = None, recipe: str = "") -> Claim:
         """Takes the lock at `path`, waiting until it is held or `timeout` seconds pass
@@ -1117,14 +1535,55 @@ class Client:
     def elect(self, path: str, id: str, timeout: Optional[float] = None, recipe: str = "") -> Claim:
         """Runs for leadership of the election at `path` as candidate `id` (shown to observers),
         waiting until this client leads or `timeout` seconds pass; the `Claim` is the
-        leadership."""
+        leadership. In a group, a candidate waiting when its daemon dies keeps its place: the
+        Campaign is sent again, as the same candidacy, through the member that takes the
+        session up."""
         request = pb.CampaignRequest(
-            session=self.session_id, path=path, id=id, timeout_ms=_millis(timeout), recipe=recipe
+            session=self.session_id, path=path, id=id, timeout_ms=_millis(timeout), recipe=recipe,
+            # As an Acquire's: sent again through another daemon of the group, the Campaign finds
+            # the candidate node the first one made.
+            claim_id=uuid.uuid4().hex,
         )
-        link = self._link
-        with link.waiting():
-            answer = self._call(link.recipes.Campaign, request, self._waiting(timeout))
-            return self._hold(path, answer, link)
+        return self._claim(path, "Campaign", request, timeout)
+
+    def join(self, path: str, name: str, data: Data = b"", recipe: str = "") -> Claim:
+        """Joins the group at `path` as member `name` (`GroupJoin`): an ephemeral node
+        `<path>/<name>` holding `data`, for as long as the `Claim` is held. It does not wait:
+        another member of that name is `wazoo.NodeExists`. The claim's `node` is the member's
+        node and its `token` 0 (a membership fences nothing); it is followed, taken up through a
+        daemon group and released (the node deleted) as a lock is. In a group, a join the daemon
+        broke off is sent again through the member that takes the session up; if the first one
+        had made the node, that raises `wazoo.NodeExists` (the node then goes with the
+        session)."""
+        request = pb.GroupJoinRequest(session=self.session_id, path=path, name=name, data=_bytes(data), recipe=recipe)
+        return self._claim(path, "GroupJoin", request)
+
+    def group_members(self, path: str, recipe: str = "") -> List[Member]:
+        """The members of the group at `path` (`GroupMembers`), sorted by name; none when the
+        path does not exist."""
+        try:
+            membership = self._call(self.recipes.GroupMembers, pb.PathRequest(path=path, recipe=recipe))
+        except NoNode:
+            return []
+        return [Member(m.name, m.data) for m in membership.members]
+
+    def register(self, path: str, data: Data = b"", ttl: Optional[float] = None, recipe: str = "") -> "Registration":
+        """Registers `path` holding `data` and keeps it present (Curator's `PersistentNode`, an
+        instance in service discovery; `wazoo register`): an ephemeral node, or with `ttl`
+        (seconds, at least 1), a persistent node with that TTL (the ZooKeeper servers must
+        enable TTL nodes, else `wazoo.Unimplemented`). A thread tends it as long as it is held:
+        made again when someone deletes it, its data set back when someone changes it. Returns
+        the `Registration` (a context manager; `close()` deletes the node). A path another
+        session (or another registration) holds is `wazoo.NodeExists`; a persistent node there,
+        for an ephemeral registration, `wazoo.InvalidArgument`. `recipe` names the registration
+        recipe ("registration" when empty). See `Registration` for what a daemon group keeps;
+        a `register` call cut short by its daemon's death is not sent again (`wazoo.Unavailable`:
+        it may have taken effect, and its node then goes with the session)."""
+        if ttl is not None and ttl < MIN_TTL:
+            raise ValueError(f"a registration's TTL is at least {MIN_TTL:g} s, not {ttl}")
+        registration = Registration(self, path, data, ttl, recipe or "registration")
+        registration._start()
+        return registration
 
     # Queues, configuration and counters.
 
@@ -1256,6 +1715,13 @@ class Client:
         `contenders()` the candidates' ids, the leader first."""
         from .recipes import Election
         return Election(self, path, identifier, recipe=recipe)
+
+    def Party(self, path: str, identifier: Optional[str] = None, recipe: str = "") -> "_recipes.Party":
+        """The party at `path` as kazoo's `Party`, this client a member identified by
+        `identifier`: `join()`, `leave()`, `len(party)` and iteration over the members'
+        identifiers. See `wazoo.recipes.Party` for what differs from kazoo's."""
+        from .recipes import Party
+        return Party(self, path, identifier, recipe=recipe)
 
     def DataWatch(self, path: str, func: "Optional[Callable[..., Any]]" = None, recipe: str = "") -> "_recipes.DataWatch":
         """Calls `func(data, stat)` with the node at `path` now, and again after every change,

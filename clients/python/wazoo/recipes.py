@@ -1,5 +1,5 @@
 """kazoo's recipe objects over a `wazoo.Client`: `Lock` (also a read/write lock's side and a
-semaphore lease) with `acquire(blocking=False)`, `Election`, and the watch callbacks
+semaphore lease) with `acquire(blocking=False)`, `Election`, `Party`, and the watch callbacks
 `DataWatch` and `ChildrenWatch`. Make them with the client's methods of the same names
 (`client.Lock(path)`, `client.DataWatch(path, func)` …)."""
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable, List, Optional
+import uuid
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional
 
 from ._proto import wazoo_pb2 as pb
 from .client import Claim, Contender, NodeStat, Stream, WatchEvent
@@ -139,6 +140,79 @@ class Election:
 
     def leader(self) -> Optional[Contender]:
         return self.client.leader(self.path)
+
+
+class Party:
+    """The party at a path as kazoo's `Party`, this client a member identified by `identifier`.
+
+    `join()` makes this member's node, `<path>/<uuid hex>__party__` holding the identifier
+    (kazoo's name and data, so kazoo's `Party` objects on the same path count this member, and
+    this one theirs); joining twice does nothing. `leave()` deletes it: True if it was there.
+    `len(party)` is the number of members, and iterating over the party gives their identifiers
+    (one `GroupMembers` call for both; members whose node is not named as a party member's are
+    left out, as kazoo's do). `participating` says whether this member is in.
+
+    What differs from kazoo's: the member is a `Claim` of the client's session (`claim`, made by
+    `Client.join`), so its loss is told (`claim.lost`, `claim.reason`; `participating` turns
+    False) rather than mended: after a loss, `join()` joins again. Through a daemon group the
+    membership is taken up by the member that takes the session up (the same node), as a lock
+    is. The path's parents are made by the daemon's group recipe; `len()` and iteration of a path
+    that does not exist are empty. A `wazoo.Client` has no `ShallowParty`."""
+
+    #: What kazoo's `Party` puts after the uuid in a member's node name, and looks for.
+    _NODE_NAME = "__party__"
+
+    def __init__(self, client: "Client", path: str, identifier: Optional[str] = None, recipe: str = ""):
+        self.client = client
+        self.path = path
+        self.data = str(identifier or "").encode("utf-8")
+        self.node = uuid.uuid4().hex + self._NODE_NAME
+        self.create_path = f"{path}/{self.node}"
+        self._recipe = recipe
+        self._mutex = threading.Lock()
+        #: The membership while this member is in, else None.
+        self.claim: Optional[Claim] = None
+
+    def __repr__(self) -> str:
+        return f"Party(path={self.path!r}, claim={self.claim!r})"
+
+    @property
+    def participating(self) -> bool:
+        """Whether this member is in: joined, not left, not lost."""
+        claim = self.claim
+        return claim is not None and not claim.lost.is_set()
+
+    def join(self) -> None:
+        """Joins the party (nothing if this member is in already)."""
+        with self._mutex:
+            if self.participating:
+                return
+            old, self.claim = self.claim, None
+            if old is not None:
+                old.release()
+            self.claim = self.client.join(self.path, self.node, self.data, recipe=self._recipe)
+
+    def leave(self) -> bool:
+        """Leaves the party: True if this member was in (its node deleted), False otherwise."""
+        with self._mutex:
+            claim, self.claim = self.claim, None
+        if claim is None:
+            return False
+        was_in = not claim.lost.is_set()
+        claim.release()
+        return was_in
+
+    def _members(self) -> List[Any]:
+        return [m for m in self.client.group_members(self.path, recipe=self._recipe) if self._NODE_NAME in m.name]
+
+    def __iter__(self) -> Iterator[str]:
+        """The members' identifiers."""
+        for member in self._members():
+            yield member.data.decode("utf-8")
+
+    def __len__(self) -> int:
+        """The number of members."""
+        return len(self._members())
 
 
 def _arity(func: Callable[..., Any]) -> int:
