@@ -394,6 +394,26 @@ async fn a_rust_clients_lock_and_waiter_go_on_through_another_daemon() {
     drop(b);
 }
 
+/// A Rust client connected to A, which dies before the client asks for anything: its lock is
+/// taken through B, the next address it was given.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rust_client_whose_daemon_died_since_it_connected_opens_through_another() {
+    let (mut a, b) = group("rust-open").await;
+    let servers = format!("{},{}", a.grpc, b.grpc);
+    let rust = wazoo_client::Client::connect(&servers, None, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(rust.addr(), a.grpc, "connected to A, the first");
+    signal(a.pid(), "-KILL");
+    let _ = a.exited().await;
+    let path = unique("rust-open");
+    let held = within(LIMIT, "the lock through B", rust.lock(&path, wazoo_client::LockOptions::default()))
+        .await
+        .unwrap();
+    assert_eq!(held.session().client().addr(), b.grpc, "the session is B's");
+    let checker = client(&zk().address()).await;
+    assert!(checker.check_stat(held.node()).await.unwrap().is_some(), "the lock node exists");
+    held.release().await.unwrap();
+}
+
 /// With `--stop-in-jeopardy`, a daemon that goes silent stops CMD at once (exit status 4), as a
 /// lost claim would, rather than letting it run while another member takes the claim up; the
 /// claim is then let go through the member that took its session up.

@@ -392,8 +392,34 @@ impl Client {
     }
 
     /// Opens a client session of `ttl` (the daemon may clamp it), kept alive from a task while
-    /// the returned [`Session`] lives; `name` names it in the daemon's logs.
+    /// the returned [`Session`] lives; `name` names it in the daemon's logs. When the daemon
+    /// breaks off without an answer (it died since [`Client::connect`]) or cannot reach
+    /// ZooKeeper, each other address the client was given is tried once, in order: the session
+    /// is then kept by the daemon that opened it ([`Session::client`]).
     pub async fn session(&self, ttl: Duration, name: String) -> Result<Session, Error> {
+        let broke_off = |e: &Error| {
+            e.kind == Some(ErrorKind::ConnectionLoss)
+                || (e.kind.is_none()
+                    && matches!(e.code, Code::Unavailable | Code::Unknown | Code::Cancelled | Code::Internal))
+        };
+        let mut failed = match self.open(ttl, name.clone()).await {
+            Err(e) if broke_off(&e) => e,
+            opened => return opened,
+        };
+        for addr in self.addrs.iter().filter(|a| **a != self.addr) {
+            let Ok(other) = Client::connect_one(addr, &self.options, self.addrs.clone()).await else {
+                continue;
+            };
+            match other.open(ttl, name.clone()).await {
+                Err(e) if broke_off(&e) => failed = e,
+                opened => return opened,
+            }
+        }
+        Err(failed)
+    }
+
+    /// Opens a client session on this daemon.
+    async fn open(&self, ttl: Duration, name: String) -> Result<Session, Error> {
         let mut sessions = self.sessions();
         let ttl_ms = ttl.as_millis().try_into().unwrap_or(u64::MAX);
         let opened = sessions.open(bounded(pb::OpenRequest { ttl_ms, name })).await?.into_inner();
