@@ -414,6 +414,29 @@ async fn a_rust_client_whose_daemon_died_since_it_connected_opens_through_anothe
     held.release().await.unwrap();
 }
 
+/// A `Hold` stream does not fail over, but its claim does not outlive it: when its daemon is
+/// killed, the holder says `Disconnected`, and once the session is taken up by B the claim's
+/// node is let go there, while the session lives on; a contender then gets the lock.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hold_streams_claim_is_let_go_once_its_session_moved() {
+    let (a, b) = group("rust-hold").await;
+    let servers = format!("{},{}", a.grpc, b.grpc);
+    let rust = wazoo_client::Client::connect(&servers, None, Duration::from_secs(5)).await.unwrap();
+    let session = rust.session(Duration::from_secs(10), "holder".into()).await.unwrap();
+    let mut holder = rust.holder(&session).await.unwrap();
+    let path = unique("rust-hold");
+    let claim = holder.acquire(&path, &wazoo_client::LockOptions::default()).await.unwrap();
+    signal(a.pid(), "-KILL");
+    let lost = within(LIMIT, "the holder says the claim went", holder.lost()).await;
+    assert!(matches!(lost, wazoo_client::Lost::Disconnected(_)), "{lost:?}");
+    let checker = client(&zk().address()).await;
+    within(LIMIT, "the claim's node is let go through B", wait_gone(&checker, &claim.node)).await;
+    assert_eq!(session.client().addr(), b.grpc, "the session lives on, on B");
+    let (code, _, stderr) = output(cli().args(["lock", &path, "--timeout", "10s", "--", "true"])).await;
+    assert_eq!(code, 0, "a contender gets the lock: {stderr}");
+    drop(session);
+}
+
 /// With `--stop-in-jeopardy`, a daemon that goes silent stops CMD at once (exit status 4), as a
 /// lost claim would, rather than letting it run while another member takes the claim up; the
 /// claim is then let go through the member that took its session up.

@@ -489,6 +489,8 @@ impl Client {
             events,
             held: false,
             lost: None,
+            link: session.grouped.then(|| (session.link.clone(), session.generation())),
+            claim: None,
         })
     }
 
@@ -576,6 +578,11 @@ impl LockOptions {
 /// claim at a time, each a handle of the session the holder was made in. Dropping the holder
 /// ends the stream, and the daemon lets go of a claim still held.
 ///
+/// A holder does not fail over: when its daemon goes, [`Holder::lost`] says `Disconnected`, and
+/// in a group the member that takes the session up lets the claim's node go, so that nobody
+/// waits on a claim no one holds. Take the next claims on a new holder from
+/// [`Session::client`].
+///
 /// ```no_run
 /// # async fn example(client: wazoo_client::Client) -> Result<(), wazoo_client::Error> {
 /// use std::time::Duration;
@@ -599,6 +606,10 @@ pub struct Holder {
     held: bool,
     /// Why the held claim was lost, once the daemon said so.
     lost: Option<Lost>,
+    /// In a daemon group: the session's link, and its generation when the stream was opened.
+    link: Option<(watch::Receiver<Link>, u64)>,
+    /// The held claim's node and token.
+    claim: Option<(String, i64)>,
 }
 
 impl Holder {
@@ -615,6 +626,7 @@ impl Holder {
         match self.next().await? {
             pb::hold_event::Event::Claim(claim) => {
                 (self.held, self.lost) = (true, None);
+                self.claim = Some((claim.node.clone(), claim.fencing_token));
                 Ok(claim)
             }
             other => Err(self.unexpected(&other)),
@@ -643,6 +655,7 @@ impl Holder {
                     Some(Ending { why, silent: true }) => {
                         let lost = Lost::Disconnected(why);
                         self.lost = Some(lost.clone());
+                        self.let_go_elsewhere();
                         return lost;
                     }
                     // The daemon ended the session or its keepalive stream: its reason for the
@@ -672,16 +685,46 @@ impl Holder {
             }
             Ok(Some(other)) => Lost::Other(format!("the wazoo daemon at {} sent {other:?}", self.addr)),
             Ok(None) => {
+                self.let_go_elsewhere();
                 Lost::Disconnected(format!("the wazoo daemon at {} ended the Hold stream", self.addr))
             }
-            Err(status) => Lost::Disconnected(format!(
-                "lost the Hold stream to the wazoo daemon at {}: {}",
-                self.addr,
-                status.message()
-            )),
+            Err(status) => {
+                self.let_go_elsewhere();
+                Lost::Disconnected(format!(
+                    "lost the Hold stream to the wazoo daemon at {}: {}",
+                    self.addr,
+                    status.message()
+                ))
+            }
         };
         self.lost = Some(lost.clone());
         lost
+    }
+
+    /// The held claim went with its stream's daemon. In a group, the member that takes the
+    /// session up keeps the claim's node, which nobody holds any more: it is let go there (taken
+    /// up by its node and token, then released), in the background, once the session has moved.
+    /// A session that ends instead takes the node with it.
+    fn let_go_elsewhere(&mut self) {
+        let (Some((link, generation)), Some((node, token))) = (self.link.clone(), self.claim.take()) else {
+            return;
+        };
+        let (ended, session) = (self.ended.clone(), self.session);
+        tokio::spawn(async move {
+            let Some(client) = Session::wait_link(link, ended, generation).await else { return };
+            let mut recipes = client.recipes();
+            let resume = pb::ResumeRequest { session, node: node.clone(), fencing_token: token };
+            if let Ok(claim) = recipes.resume(bounded(resume)).await {
+                let handle = pb::HandleRef { session, handle: claim.into_inner().handle };
+                if let Err(status) = recipes.release(bounded(handle)).await {
+                    tracing::warn!(
+                        session,
+                        node,
+                        "letting go of a Hold stream's claim after a move: {status}"
+                    );
+                }
+            }
+        });
     }
 
     /// Lets the held claim go (its node deleted); the holder can take the next. Not
@@ -696,7 +739,7 @@ impl Holder {
             });
         }
         self.send(pb::hold_request::Step::Release(pb::Empty {})).await?;
-        self.held = false;
+        (self.held, self.claim) = (false, None);
         loop {
             match self.next().await? {
                 Event::Released(_) => return Ok(()),
