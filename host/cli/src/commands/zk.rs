@@ -54,65 +54,13 @@ pub(crate) async fn zk(local: &Local, command: ZkCommand) -> anyhow::Result<u8> 
         ZkCommand::Tree { depth, json, .. } => tree(client, &path, depth, json).await?,
         ZkCommand::Rm { version, force, json, .. } => {
             if !force {
-                refuse_claim_node(client, &path).await?;
+                crate::local::refuse_claim_node(client, &path).await?;
             }
-            let deleted = delete_node(client, &path, version).await?;
+            let deleted = crate::local::delete_node(client, &path, version).await?;
             return Ok(show_deleted(&path, deleted, version, json, "node"));
         }
     }
     Ok(0)
-}
-
-/// `config delete` on `client` (this process's own session): an ephemeral node there is
-/// someone's claim, refused as `zk rm` refuses it (which alone can force it).
-pub(crate) async fn config_delete(
-    client: &Client,
-    path: &str,
-    version: Option<i32>,
-) -> anyhow::Result<Deleted> {
-    refuse_claim_node(client, path).await?;
-    delete_node(client, path, version).await
-}
-
-/// The variables that name the claim node a command runs under (`zk rm` may delete it).
-const OWN_NODES: [&str; 3] = ["WAZOO_LOCK_NODE", "WAZOO_LEASE_NODE", "WAZOO_LEADER_NODE"];
-
-/// `zk rm` of an ephemeral node (a claim's, a registration's, a member's: someone's session
-/// keeps it) other than the one this process runs under: a usage error (exit status 2) saying
-/// whose it is and what to do instead.
-async fn refuse_claim_node(client: &Client, path: &str) -> anyhow::Result<()> {
-    let stat = client.check_stat(path).await.map_err(|e| failed(path, e))?;
-    let Some(stat) = stat else { return Ok(()) };
-    if stat.ephemeral_owner == 0 {
-        return Ok(());
-    }
-    let own = OWN_NODES.iter().any(|var| std::env::var(var).is_ok_and(|node| node == path));
-    if own {
-        return Ok(());
-    }
-    Err(exit::usage(format!(
-        "{path} is an ephemeral node of session 0x{:x}: someone's claim, registration or membership \
-         (`wazoo revoke {path}` asks a holder to let go; --force deletes it anyway)",
-        stat.ephemeral_owner
-    )))
-}
-
-/// Deletes `path` (only at `version`, when given), or says why not.
-async fn delete_node(client: &Client, path: &str, version: Option<i32>) -> anyhow::Result<Deleted> {
-    use zookeeper_client::Error as E;
-    if path == "/" {
-        return Err(exit::usage("the root node cannot be deleted"));
-    }
-    match client.delete(path, version).await {
-        Ok(()) => Ok(Deleted::Yes),
-        Err(E::NoNode) => Ok(Deleted::Absent),
-        Err(E::BadVersion) => Ok(Deleted::OtherVersion),
-        Err(E::NotEmpty) => Ok(Deleted::HasChildren),
-        Err(E::ConnectionLoss | E::SessionExpired | E::ClientClosed | E::Timeout) => {
-            Err(exit::unavailable(format!("deleting {path}: connection lost before the outcome was known")))
-        }
-        Err(e) => Err(anyhow::anyhow!("deleting {path}: {e}")),
-    }
 }
 
 /// What a delete of `path` (of a `what`: node, value) says: `deleted PATH` (JSON
