@@ -493,7 +493,10 @@ async fn drive(installed: &Path, script: &str, args: &[&str]) -> Vec<String> {
 /// kazoo's recipe objects: a non-blocking acquire that returns False (and leaves no node), the
 /// contenders in queue order as ZooKeeper has them, a semaphore's and a read/write lock's tries,
 /// an election's leader and candidates, and DataWatch / ChildrenWatch callbacks on changes made
-/// in ZooKeeper directly.
+/// in ZooKeeper directly. `config_delete` with its typed refusals (another version, no node,
+/// children, an ephemeral node kept), and `cancel()` of a waiting acquire from another thread
+/// (`Lock.cancel`, `Client.cancel_pending` for a lock and a candidacy): it raises
+/// `wazoo.Cancelled`, and ZooKeeper has no node of it as soon as it has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_python_client_has_kazoos_recipe_objects() {
     let (daemon, token, _dir) = daemon_with_token().await;
@@ -558,12 +561,56 @@ async fn the_python_client_has_kazoos_recipe_objects() {
     // script's own assertions; these lines say each part ran to its end).
     assert_eq!(line(&lines, "party"), ["ok"], "{all}");
     assert_eq!(line(&lines, "registration"), ["ok"], "{all}");
+
+    // config_delete, each refusal its typed error, and what it left in ZooKeeper.
+    assert_eq!(line(&lines, "config-delete-bad-version"), ["BadVersion", "BAD_VERSION", "yes"], "{all}");
+    assert_eq!(line(&lines, "config-delete"), ["True", "no"], "deleted at its version:\n{all}");
+    assert_eq!(line(&lines, "config-delete-again"), ["NoNode", "NO_NODE"], "as kazoo's delete:\n{all}");
+    assert_eq!(line(&lines, "config-delete-not-empty"), ["NotEmpty", "NOT_EMPTY", "yes"], "{all}");
+    assert_eq!(
+        line(&lines, "config-delete-ephemeral"),
+        ["InvalidArgument", "INVALID_ARGUMENT", "yes", "False"],
+        "a lock's node is refused, kept, and its claim not lost:\n{all}"
+    );
+    assert_eq!(line(&lines, "config-delete-unversioned"), ["True", "True", "no"], "{all}");
+    assert!(checker_has_no(&format!("{base}/values")).await, "the deleted values are gone");
+
+    // cancel(): the waiter's acquire raised Cancelled, and only the holder's node was left when
+    // the script asked ZooKeeper right after.
+    assert_eq!(line(&lines, "cancel-idle"), ["False"], "nothing waits: a no-op:\n{all}");
+    assert_eq!(
+        line(&lines, "cancelled"),
+        ["True", "Cancelled", "CANCELLED", "False", "None"],
+        "the waiting acquire raised wazoo.Cancelled:\n{all}"
+    );
+    let holder = line(&lines, "cancel-holder");
+    assert_eq!(line(&lines, "cancel-nodes"), holder, "no waiter node left:\n{all}");
+    assert_eq!(line(&lines, "cancel-again"), ["False"], "{all}");
+    assert_eq!(
+        line(&lines, "cancel-pending"),
+        ["0", "1", "Cancelled", "CANCELLED"],
+        "Client.lock cancelled by path (another path cancels nothing):\n{all}"
+    );
+    assert_eq!(line(&lines, "cancel-pending-nodes"), holder, "no waiter node left:\n{all}");
+    assert_eq!(line(&lines, "cancel-elect"), ["1", "Cancelled", "CANCELLED"], "{all}");
+    assert_eq!(
+        line(&lines, "cancel-elect-nodes"),
+        line(&lines, "cancel-elect-leader"),
+        "no candidate node left:\n{all}"
+    );
+    assert_eq!(line(&lines, "after-cancel"), ["True", "False"], "the cancelled Lock takes the lock later");
+    assert_eq!(line(&lines, "cancel-released"), ["-"], "{all}");
+}
+
+/// Whether ZooKeeper has no node at `path`.
+async fn checker_has_no(path: &str) -> bool {
+    client(&zk().address()).await.check_stat(path).await.unwrap().is_none()
 }
 
 /// The asyncio client `wazoo.aio` against a real daemon: the token, locks, typed errors (through
 /// grpcio-status), a non-blocking acquire, contenders, the leader, configuration, counters,
-/// queues, generic invoke, a watch, DataWatch and ChildrenWatch callbacks, and a lock lost while
-/// its block ran.
+/// queues, generic invoke, a watch, DataWatch and ChildrenWatch callbacks, `config_delete`, a
+/// waiting acquire cancelled from another task, and a lock lost while its block ran.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_asyncio_client_drives_a_real_daemon() {
     let (daemon, token, _dir) = daemon_with_token().await;
@@ -604,6 +651,12 @@ async fn the_asyncio_client_drives_a_real_daemon() {
     assert_eq!(line(&lines, "children-none"), ["-"]);
     assert_eq!(line(&lines, "lost"), ["node-deleted"]);
     assert_eq!(line(&lines, "membership"), ["ok"], "join and group_members ran to their end:\n{all}");
+    assert_eq!(line(&lines, "config-delete"), ["True", "no"], "deleted, then NoNode:\n{all}");
+    assert_eq!(
+        line(&lines, "cancel"),
+        ["True", "Cancelled", "CANCELLED", "True"],
+        "Lock.cancel(): the acquire raised Cancelled, only the holder's node left:\n{all}"
+    );
     assert_eq!(line(&lines, "lock-lost"), ["node-deleted"]);
     assert!(!lines.iter().any(|l| l == "lost-unnoticed"), "{all}");
     assert_eq!(line(&lines, "closed"), ["False", "False"]);

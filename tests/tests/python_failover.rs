@@ -5,7 +5,9 @@
 //! never lost, nobody else can take it meanwhile), whatever its kind: a lock, a write lock, a
 //! semaphore lease, a leadership, a group membership, a registration (whose node a fresh
 //! instance on the new member takes up and tends on). A waiter (for a lock, for leadership)
-//! keeps its place in the queue and gets the claim after the holder before it.
+//! keeps its place in the queue and gets the claim after the holder before it. A DataWatch and a
+//! ChildrenWatch are opened again on the member the client moved to, and report every change
+//! once, nothing twice.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -58,6 +60,24 @@ impl Said {
                 }
             }
             panic!("the script's stdout ended without a line `{key} …`:\n{}", seen.join("\n"));
+        })
+        .await
+    }
+
+    /// Waits for the line `want` (at once if it was read already).
+    async fn wait_for(&mut self, want: &str) {
+        if self.seen.iter().any(|l| l == want) {
+            return;
+        }
+        let (lines, seen) = (&mut self.lines, &mut self.seen);
+        within(LIMIT, want, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                seen.push(line.clone());
+                if line == want {
+                    return;
+                }
+            }
+            panic!("the script's stdout ended without a line `{want}`:\n{}", seen.join("\n"));
         })
         .await
     }
@@ -350,4 +370,84 @@ async fn a_python_waiter_keeps_its_place_through_a_frozen_daemon() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_candidate_keeps_its_place_through_a_killed_daemon() {
     waiter_through("elect-wait", "-KILL", "py-candidate").await;
+}
+
+/// A `DataWatch` and a `ChildrenWatch` (`failover.py watch`), and the streams under them
+/// (`Client.watch`, `Client.config_watch`), through "A,B" (on A) carry on when A is killed:
+/// opened again on B, each reports every change once and never again a state it had reported
+/// (a stream's INITIALIZED comes once). The node's data is changed right after the kill (while the client
+/// moves: reported once, from what B finds), a child is added after the client says "safe", and
+/// then one more of each, waited for one at a time (the daemon's cache may fold quick changes);
+/// the calls are exactly those, in order, and neither watcher stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_watches_carry_on_through_a_killed_daemon() {
+    let installed = install().await;
+    let (a, b) = group("py-watch").await;
+    let checker = client(&zk().address()).await;
+    let path = unique("py-watch");
+    let servers = format!("{},{}", a.grpc, b.grpc);
+    let mut script = failover(installed.path(), "watch", &servers, &path);
+    let mut stdin = script.stdin.take().unwrap();
+    let errors = stderr_of(&mut script);
+    let mut said = Said::of(&mut script);
+    let mode = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+
+    let connected = said.line("connected").await;
+    assert_eq!(connected, [a.grpc.as_str(), "True"], "the session opened on A, the first, in a group");
+    said.line("watching").await;
+    signal(a.pid(), "-KILL");
+    checker.set_data(&path, b"two", None).await.unwrap();
+    let safe = said.line("safe").await;
+    assert_eq!(safe, [b.grpc.as_str()], "the session is on B now:\n{}", said.all());
+    checker.create(&format!("{path}/c1"), b"", &mode).await.unwrap();
+    said.wait_for("data two 1").await;
+    said.wait_for("children c1").await;
+    said.wait_for("event CHANGED two 1").await;
+    said.wait_for("config two 1").await;
+    checker.set_data(&path, b"three", None).await.unwrap();
+    said.wait_for("data three 2").await;
+    said.wait_for("event CHANGED three 2").await;
+    said.wait_for("config three 2").await;
+    checker.create(&format!("{path}/c2"), b"", &mode).await.unwrap();
+    said.wait_for("children c1 c2").await;
+
+    stdin.write_all(b"go\n").await.unwrap();
+    let state = said.line("state").await;
+    let all = said.all();
+    assert_eq!(
+        state,
+        ["False", "None", "False", "None", "1", "1", "1", "1"],
+        "the watchers and the streams went on, each moved once:\n{all}"
+    );
+    said.rest().await;
+    let status = within(LIMIT, "the script ends", script.wait()).await.unwrap();
+    let stderr = errors.await.unwrap();
+    let all = said.all();
+    assert!(status.success(), "failover.py failed ({status}):\n{all}\n{stderr}");
+    assert_eq!(said.seen.last().map(String::as_str), Some("done"), "{all}");
+    let calls = |key: &str| -> Vec<String> {
+        said.seen.iter().filter(|l| l.split_whitespace().next() == Some(key)).cloned().collect()
+    };
+    assert_eq!(
+        calls("data"),
+        ["data one 0", "data two 1", "data three 2"],
+        "every change once, nothing twice:\n{all}"
+    );
+    assert_eq!(
+        calls("children"),
+        ["children -", "children c1", "children c1 c2"],
+        "every change once, nothing twice:\n{all}"
+    );
+    assert_eq!(
+        calls("event"),
+        ["event CREATED one 0", "event INITIALIZED - 0", "event CHANGED two 1", "event CHANGED three 2"],
+        "the watch stream: the node, INITIALIZED once, then each change once:\n{all}"
+    );
+    assert_eq!(
+        calls("config"),
+        ["config one 0", "config two 1", "config three 2"],
+        "the config stream: each value once:\n{all}"
+    );
+    assert!(!said.seen.iter().any(|l| l.starts_with("failed ")), "{all}");
+    drop(b);
 }

@@ -1,8 +1,9 @@
 """The asyncio client (`wazoo.aio`) against a real `wazoo serve` and ZooKeeper: the token, locks
 with fencing tokens, timeouts and other typed errors (read with grpcio-status), a non-blocking
 acquire, contenders and the leader, queues, configuration, counters, a watch, `DataWatch` and
-`ChildrenWatch` with coroutine callbacks, a group membership (`join`, `group_members`), and a lock
-lost while its block ran.
+`ChildrenWatch` with coroutine callbacks, a group membership (`join`, `group_members`),
+`config_delete`, a waiting acquire cancelled from another task (`Lock.cancel`), and a lock lost
+while its block ran.
 
     aio.py ADDRESS BASE TOKEN
 
@@ -142,6 +143,39 @@ async def main():
                 pass
         assert await b.group_members(members) == [] and await asked("zk-exists", member.node) == "no"
         say("membership", "ok")
+
+        # config_delete: NoNode the second time.
+        value = f"{base}/value"
+        await a.config_set(value, "v")
+        deleted = await a.config_delete(value, version=0)
+        try:
+            await a.config_delete(value)
+            raise AssertionError("a deleted value was deleted again")
+        except wazoo.NoNode:
+            pass
+        say("config-delete", deleted, await asked("zk-exists", value))
+
+        # Lock.cancel() from another task: the waiting acquire raises Cancelled, no node left.
+        path = f"{base}/cancel"
+        holder = await a.lock(path)
+        waiting = b.Lock(path)
+        assert waiting.cancel() is False
+        acquiring = asyncio.ensure_future(waiting.acquire())
+
+        async def queued():
+            while len(await b.contenders(path, "lock")) < 2:
+                pass  # each read yields to the acquire, until its node is queued
+
+        await asyncio.wait_for(queued(), BOUND)
+        cancelled = waiting.cancel()
+        try:
+            await asyncio.wait_for(acquiring, BOUND)
+            raise AssertionError("a cancelled acquire took the lock")
+        except wazoo.Cancelled as e:
+            outcome = (type(e).__name__, e.code.name)
+        left = (await asked("zk-children", path)).split(" ")
+        say("cancel", cancelled, *outcome, left == [holder.node.rsplit("/", 1)[-1]])
+        await holder.release()
 
         # A lock lost while its block runs: the test deletes its node in ZooKeeper.
         try:

@@ -11,7 +11,10 @@ MODE is what the client holds in a `with` block, told by `held` once it holds it
   at PATH as "py-member" (`Client.join`, data "here"); `register`: the registration of PATH
   holding "mine" (`Client.register`; its token printed is 0, as a membership's);
 - `wait`: the lock at PATH, queued behind a holder the test started; `elect-wait`: the
-  leadership of the election at PATH (candidate "py-waiter") behind a leader the test started.
+  leadership of the election at PATH (candidate "py-waiter") behind a leader the test started;
+- `watch`: no claim: it sets PATH to "one" (`config_set`) and follows it through the move with
+  a `DataWatch`, a `ChildrenWatch`, and the streams under them, `Client.watch` and
+  `Client.config_watch`, read on threads of their own.
 
 ADDRESSES is "A,B": the held modes give the client that string, the waiting ones the list
 ["A", "B"]. Lines:
@@ -27,6 +30,14 @@ ADDRESSES is "A,B": the held modes give the client that string, the waiting ones
   is waiting for the claim), then `held NODE TOKEN LOST MOVES` once the claim is held.
 - `left quietly` (the block was left without `LockLost`) or `left lost REASON WHY`; then
   `done`. A claim lost before "safe" prints `lost REASON WHY` and exits 1.
+- `watch`: every call of the DataWatch's function as `data DATA VERSION` (`data None None`
+  while the node does not exist) and of the ChildrenWatch's as `children NAME…` (`children -`
+  for none), every event of the watch stream as `event KIND DATA VERSION` and every value of
+  the config stream as `config DATA VERSION`, the first ones before `watching`; `safe ADDRESS`
+  once the client says "safe"; then it reads a line from stdin (the test's go-ahead, once it
+  has seen the changes it made) and prints `state DATA_STOPPED DATA_ERROR CHILDREN_STOPPED
+  CHILDREN_ERROR DATA_MOVES CHILDREN_MOVES WATCH_MOVES CONFIG_MOVES` (a stream's error, if it
+  failed, as `failed CLASS MESSAGE` first) before it stops them all, then `done`.
 """
 import logging
 import sys
@@ -38,12 +49,17 @@ import wazoo
 #: The longest the script waits for the client to say "safe".
 LIMIT = 60.0
 
-HELD = ("hold", "rwlock", "semaphore", "elect", "join", "register")
+HELD = ("hold", "rwlock", "semaphore", "elect", "join", "register", "watch")
 WAITING = ("wait", "elect-wait")
 
 
+_SAYING = threading.Lock()
+
+
 def say(*words):
-    print(*words, flush=True)
+    # One line at a time: the watchers' functions say theirs on threads of their own.
+    with _SAYING:
+        print(*words, flush=True)
 
 
 class Said(logging.Handler):
@@ -86,6 +102,52 @@ def take(c, mode, path):
     raise SystemExit(f"unknown mode {mode!r}: one of {', '.join(HELD + WAITING)}")
 
 
+def watch(c, path, said):
+    """A DataWatch and a ChildrenWatch of `path` followed through the move; every call said."""
+    c.config_set(path, "one")
+
+    def data(value, stat):
+        say("data", value.decode() if value is not None else None, stat.version if stat is not None else None)
+
+    def children(names):
+        say("children", " ".join(names) or "-")
+
+    data_watch = c.DataWatch(path, data)
+    children_watch = c.ChildrenWatch(path, children)
+    events = c.watch(path)
+    values = c.config_watch(path)
+    started = threading.Barrier(3)
+
+    def read(stream, show):
+        seen = 0
+        try:
+            for item in stream:
+                say(*show(item))
+                seen += 1
+                if seen == (1 if stream is values else 2):
+                    started.wait(LIMIT)  # the first ones said, before `watching`
+        except wazoo.WazooError as e:
+            say("failed", type(e).__name__, e)
+
+    threading.Thread(target=read, daemon=True,
+                     args=(events, lambda e: ("event", e.kind, e.data.decode() or "-", e.version))).start()
+    threading.Thread(target=read, daemon=True,
+                     args=(values, lambda v: ("config", v[0].decode(), v[1]) if v else ("config", None))).start()
+    started.wait(LIMIT)
+    say("watching")
+    if not said.safe.wait(LIMIT):
+        say("lost", "no-move", c.lost_reason)
+        sys.exit(1)
+    say("safe", c.address)
+    sys.stdin.readline()
+    say("state", data_watch.stopped.is_set(), data_watch.error, children_watch.stopped.is_set(),
+        children_watch.error, data_watch.moves, children_watch.moves, events.moves, values.moves)
+    data_watch.stop()
+    children_watch.stop()
+    events.cancel()
+    values.cancel()
+
+
 def main():
     mode, addresses, path = sys.argv[1:4]
     said = Said()
@@ -94,6 +156,11 @@ def main():
     given = addresses if mode in HELD else addresses.split(",")
     c = wazoo.Client(given, ttl=10, name=f"failover.py {mode}")
     say("connected", c.address, c.in_group)
+    if mode == "watch":
+        watch(c, path, said)
+        c.close()
+        say("done")
+        return
     if mode in WAITING:
         def tell():
             if said.safe.wait(LIMIT):

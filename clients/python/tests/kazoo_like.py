@@ -1,8 +1,10 @@
 """kazoo's recipe objects in the blocking client, against a real `wazoo serve` and ZooKeeper:
 `Lock.acquire(blocking=False)`, contenders and holders, a semaphore's lease holders, `Election`
 and `leader()`, `DataWatch` and `ChildrenWatch` on changes made in ZooKeeper directly; `Party`
-and the group membership under it (`Client.join`, `Client.group_members`), and a registration
-kept present (`Client.register`) against changes made in ZooKeeper directly.
+and the group membership under it (`Client.join`, `Client.group_members`), a registration
+kept present (`Client.register`) against changes made in ZooKeeper directly; `config_delete`
+and its typed refusals; and `cancel()` of a waiting acquire (`Lock.cancel`,
+`Client.cancel_pending`), which leaves no node behind.
 
     kazoo_like.py ADDRESS BASE TOKEN
 
@@ -185,6 +187,8 @@ def main():
 
     party(a, b, base)
     registration(a, b, base)
+    config_delete(a, b, base)
+    cancel(a, b, base)
 
     for client in (a, b, c):
         client.close()
@@ -285,6 +289,89 @@ def registration(a, b, base):
     timed.close()
     assert ask("zk-exists", timed.node) == "no"
     say("registration", "ok")
+
+
+def refused(call):
+    """The class name and kind of the `WazooError` `call()` raises."""
+    try:
+        call()
+    except wazoo.WazooError as e:
+        return type(e).__name__, e.kind
+    raise AssertionError("the call was not refused")
+
+
+def config_delete(a, b, base):
+    """`config_delete`: at a version, then whatever its version; NoNode the second time; a
+    node with children and an ephemeral (lock) node refused, and kept."""
+    values = f"{base}/values"
+    path = f"{values}/one"
+    assert a.config_set(path, "v1") == 0 and a.config_set(path, "v2") == 1
+    say("config-delete-bad-version", *refused(lambda: a.config_delete(path, version=0)), ask("zk-exists", path))
+    say("config-delete", a.config_delete(path, version=1), ask("zk-exists", path))
+    say("config-delete-again", *refused(lambda: a.config_delete(path)))
+    a.config_set(f"{values}/child", "x")
+    say("config-delete-not-empty", *refused(lambda: a.config_delete(values)), ask("zk-exists", values))
+    held = b.lock(f"{base}/values-lock")
+    say("config-delete-ephemeral", *refused(lambda: a.config_delete(held.node)), ask("zk-exists", held.node),
+        held.lost.is_set())
+    held.release()
+    say("config-delete-unversioned", a.config_delete(f"{values}/child"), a.config_delete(values),
+        ask("zk-exists", values))
+
+
+def cancel(a, b, base):
+    """`cancel()` of an acquire that waits behind a holder, from another thread: the acquire
+    raises `wazoo.Cancelled` and its queued node is gone once it has; with nothing waiting it
+    does nothing. The same through `Client.cancel_pending` for `Client.lock` and `Client.elect`."""
+    path = f"{base}/cancel"
+    holder = a.Lock(path)
+    assert holder.acquire()
+    waiting = b.Lock(path)
+    say("cancel-idle", waiting.cancel())
+    outcome = queue.Queue()
+
+    def wait(take):
+        try:
+            outcome.put(("acquired", take()))
+        except wazoo.WazooError as e:
+            outcome.put((type(e).__name__, e.code.name if e.code is not None else None))
+
+    queued = queue.Queue()
+    watching = a.ChildrenWatch(path, queued.put)
+    threading.Thread(target=wait, args=(waiting.acquire,), daemon=True).start()
+    until_children(queued, lambda names: len(names) == 2)  # the waiter queued
+    cancelled = waiting.cancel()  # from this thread, not the waiting one
+    say("cancelled", cancelled, *next_of(outcome), waiting.is_acquired, waiting.claim)
+    say("cancel-holder", holder.claim.node.rsplit("/", 1)[-1])
+    say("cancel-nodes", *children(path))  # at once: nothing of the waiter is left
+    say("cancel-again", waiting.cancel())
+
+    # Client.lock, cancelled through Client.cancel_pending (for another path: nothing).
+    threading.Thread(target=wait, args=(lambda: b.lock(path),), daemon=True).start()
+    until_children(queued, lambda names: len(names) == 2)
+    watching.stop()
+    other = b.cancel_pending(f"{base}/not-this-one")
+    say("cancel-pending", other, b.cancel_pending(path), *next_of(outcome))
+    say("cancel-pending-nodes", *children(path))
+
+    # Client.elect, a candidate waiting behind a leader.
+    election = f"{base}/cancel-election"
+    leader = a.elect(election, "alpha")
+    candidates = queue.Queue()
+    watching = a.ChildrenWatch(election, candidates.put)
+    threading.Thread(target=wait, args=(lambda: b.elect(election, "beta"),), daemon=True).start()
+    until_children(candidates, lambda names: len(names) == 2)
+    watching.stop()
+    say("cancel-elect", b.cancel_pending(), *next_of(outcome))
+    say("cancel-elect-nodes", *children(election))
+    say("cancel-elect-leader", leader.node.rsplit("/", 1)[-1])
+    leader.release()
+
+    # The lock is free once its holder lets go: the cancelled Lock takes it.
+    holder.release()
+    say("after-cancel", waiting.acquire(blocking=False), waiting.cancel())
+    waiting.release()
+    say("cancel-released", " ".join(children(path)) or "-")
 
 
 if __name__ == "__main__":

@@ -11,11 +11,12 @@ Failed calls raise a `WazooError` subclass per error kind of the daemon (`Timeou
 `BadVersion` …), or `Unavailable` when the daemon cannot be reached or stops answering (within
 `SILENCE` seconds, or a call's deadline); a claim lost while its block ran raises `LockLost`.
 Group membership (`c.join`) and registrations kept present (`c.register`) are claims of the
-session too. kazoo's recipe objects are there as well: `c.Lock(path).acquire(blocking=False)`,
+session too. kazoo's recipe objects are there as well: `c.Lock(path).acquire(blocking=False)`
+(and `cancel()` from another thread: `Cancelled`),
 `c.Election`, `c.Party`, `c.DataWatch(path, func)`, `c.ChildrenWatch(path, func)`, and
 `c.contenders(path)` / `c.leader(path)`. `wazoo.aio` is the same client for asyncio. Given
 several daemons of a group ("a:7181,b:7181"), a client whose daemon dies carries its session,
-its claims and its registrations on through another member (see `Client`).
+its claims, its registrations and its watches on through another member (see `Client`).
 """
 from .client import (
     CALL_TIMEOUT, CUT_OFF, MIN_TTL, PING_EVERY, PING_TIMEOUT, REATTACH_TRY, SILENCE, TEND, Claim, Client,
@@ -23,6 +24,7 @@ from .client import (
 )
 from .errors import (
     BadVersion,
+    Cancelled,
     ConnectionLoss,
     Internal,
     InvalidArgument,
@@ -58,8 +60,8 @@ __all__ = [
     "CALL_TIMEOUT", "CUT_OFF", "MIN_TTL", "PING_EVERY", "PING_TIMEOUT", "REATTACH_TRY", "SILENCE", "TEND",
     "Claim", "Client", "Registration", "Member", "Stream", "WatchEvent", "Contender", "NodeStat", "Lock",
     "Election", "Party", "DataWatch", "ChildrenWatch",
-    "WazooError", "Unavailable", "LockLost", "Timeout", "NoNode", "NodeExists", "BadVersion", "NotEmpty",
-    "NoChildrenForEphemerals", "InvalidPath", "InvalidArgument", "ConnectionLoss", "SessionExpired",
+    "WazooError", "Unavailable", "LockLost", "Cancelled", "Timeout", "NoNode", "NodeExists", "BadVersion",
+    "NotEmpty", "NoChildrenForEphemerals", "InvalidPath", "InvalidArgument", "ConnectionLoss", "SessionExpired",
     "NoAuth", "LimitExceeded", "QuotaExceeded", "Unimplemented", "Other", "Trapped", "Retired",
     "UnknownSession", "UnknownHandle", "WrongHandle", "RecipeUnavailable", "Unauthenticated",
     "Internal",

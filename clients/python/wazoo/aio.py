@@ -39,9 +39,9 @@ from ._proto import wazoo_pb2_grpc as rpc
 from .client import (
     _HANDLE_GONE, _SETTLE, CALL_TIMEOUT, CUT_OFF, PING_EVERY, PING_TIMEOUT, Addresses, Contender, Data,
     Member, NodeStat, Pem, WatchEvent, _addresses, _bytes, _contender, _format, _holders_request, _millis,
-    _pem, _watch_event, check_settings, loss_reason,
+    _pem, _watch_event, _FAMILY_KINDS, check_settings, claim_prefix, loss_reason,
 )
-from .errors import LockLost, NoNode, Timeout, Unavailable, WazooError, from_rpc
+from .errors import Cancelled, LockLost, NoNode, Timeout, Unavailable, WazooError, from_rpc
 
 __all__ = ["Client", "Claim", "Stream", "Lock", "DataWatch", "ChildrenWatch", "connect"]
 
@@ -258,6 +258,8 @@ class Client:
         self.lost = asyncio.Event()
         self.lost_reason: Optional[str] = None
         self._claims: Set[Claim] = set()
+        # The claims this client's tasks wait for now.
+        self._pending: Set[_Pending] = set()
         self._closing = False
         self._channel: Optional[grpc.aio.Channel] = None
         self._keeper: Optional["asyncio.Task[None]"] = None
@@ -438,13 +440,75 @@ class Client:
 
     # Claims.
 
-    async def _acquire(self, path: str, family: int, timeout: Optional[float], recipe: str, leases: int = 0) -> Claim:
+    async def _acquire(self, path: str, family: int, timeout: Optional[float], recipe: str, leases: int = 0,
+                       pending: Optional["_Pending"] = None) -> Claim:
         request = pb.AcquireRequest(
             session=self.session_id, path=path, family=family, max_leases=leases,
             timeout_ms=_millis(timeout), recipe=recipe, claim_id=uuid.uuid4().hex,
         )
-        answer = await self._call(self.recipes.Acquire, request, self._waiting(timeout))
-        return await self._hold(path, answer)
+        return await self._claim(path, "Acquire", request, timeout, pending)
+
+    async def _claim(self, path: str, call: str, request: Any, timeout: Optional[float],
+                     pending: Optional["_Pending"] = None) -> Claim:
+        """Sends `request` (an Acquire or a Campaign) and holds the claim it answers; a wait
+        another task cancels (`pending`, `cancel_pending`) raises `wazoo.Cancelled`, leaving no
+        node (as the blocking client's)."""
+        pending = pending if pending is not None else _Pending(path)
+        if pending.cancelled:
+            raise Cancelled(f"the wait for the claim at {path} was cancelled")
+        self._pending.add(pending)
+        try:
+            pending.call = getattr(self.recipes, call)(request, metadata=self.metadata, timeout=self._waiting(timeout))
+            try:
+                answer = await pending.call
+            except asyncio.CancelledError:
+                if not pending.cancelled:
+                    raise
+                answer = None
+            except grpc.aio.AioRpcError as e:
+                if not (pending.cancelled and e.code() == grpc.StatusCode.CANCELLED):
+                    raise from_rpc(e) from e
+                answer = None
+        finally:
+            self._pending.discard(pending)
+        if answer is None:
+            await self._sweep(path, call, request)
+            raise Cancelled(f"the wait for the claim at {path} was cancelled")
+        held = await self._hold(path, answer)
+        if pending.cancelled:
+            try:
+                await held.release()
+            except WazooError as e:
+                log.info("releasing the claim on %s, had as its wait was cancelled: %s", held.node, e)
+            raise Cancelled(f"the wait for the claim at {path} was cancelled")
+        return held
+
+    async def _sweep(self, path: str, call: str, request: Any) -> None:
+        """As the blocking client's: a node the cancelled call left (a claim granted as the
+        cancel went out) is taken once more, with `retry` and no wait, and let go."""
+        prefix = claim_prefix(self.session_id, request.claim_id)
+        kind = "election" if call == "Campaign" else _FAMILY_KINDS.get(request.family, "detect")
+        try:
+            reply = await self._call(self.recipes.Holders, _holders_request(path, kind, None))
+            if not any(c.node.rsplit("/", 1)[-1].startswith(prefix) for c in reply.contenders):
+                return
+            request.retry = True
+            request.timeout_ms = 0
+            answer = await self._call(getattr(self.recipes, call), request)
+        except Timeout:
+            return
+        except WazooError as e:
+            log.info("the node of the cancelled claim at %s was not swept (%s): it goes with the session", path, e)
+            return
+        try:
+            await self._call(self.recipes.Release, pb.HandleRef(session=self.session_id, handle=answer.handle))
+        except WazooError as e:
+            log.info("releasing the node of the cancelled claim at %s: %s", path, e)
+
+    def cancel_pending(self, path: Optional[str] = None) -> int:
+        """As `wazoo.Client.cancel_pending`: cancels the claims this client's tasks wait for (at
+        `path` only, when given); each raises `wazoo.Cancelled`. Returns how many."""
+        return sum(1 for p in list(self._pending) if (path is None or p.path == path) and p.cancel())
 
     async def lock(self, path: str, timeout: Optional[float] = None, recipe: str = "") -> Claim:
         """Takes the lock at `path`, waiting until it is held or `timeout` seconds pass
@@ -469,8 +533,7 @@ class Client:
         leadership."""
         request = pb.CampaignRequest(session=self.session_id, path=path, id=id, timeout_ms=_millis(timeout),
                                      recipe=recipe, claim_id=uuid.uuid4().hex)
-        answer = await self._call(self.recipes.Campaign, request, self._waiting(timeout))
-        return await self._hold(path, answer)
+        return await self._claim(path, "Campaign", request, timeout)
 
     async def join(self, path: str, name: str, data: Data = b"", recipe: str = "") -> Claim:
         """Joins the group at `path` as member `name`, as `wazoo.Client.join`: the `Claim` is
@@ -539,6 +602,13 @@ class Client:
         request = pb.ConfigSetRequest(path=path, data=_bytes(data), expected_version=version, recipe=recipe)
         return (await self._call(self.recipes.ConfigSet, request)).version
 
+    async def config_delete(self, path: str, version: Optional[int] = None, recipe: str = "") -> bool:
+        """As `wazoo.Client.config_delete`: True once deleted; `wazoo.NoNode`, `wazoo.BadVersion`,
+        `wazoo.NotEmpty`, or `wazoo.InvalidArgument` for an ephemeral node (kept)."""
+        del recipe  # ConfigDeleteRequest has no recipe
+        await self._call(self.recipes.ConfigDelete, pb.ConfigDeleteRequest(path=path, version=version))
+        return True
+
     def config_watch(self, path: str, recipe: str = "") -> Stream[Optional[Tuple[bytes, int]]]:
         call = self.recipes.ConfigWatch(pb.PathRequest(path=path, recipe=recipe), metadata=self.metadata)
         return Stream(call, lambda e: (e.data, e.version) if e.exists else None)
@@ -590,10 +660,29 @@ async def connect(address: Addresses, **kwargs: Any) -> Client:
     return await Client(address, **kwargs).connect()
 
 
+class _Pending:
+    """A claim a task waits for: `cancel()` cancels its call."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.cancelled = False
+        self.call: Any = None
+
+    def cancel(self) -> bool:
+        if self.cancelled:
+            return False
+        self.cancelled = True
+        if self.call is not None:
+            self.call.cancel()
+        return True
+
+
 class Lock:
     """`wazoo.recipes.Lock` for asyncio: `await acquire(blocking=True, timeout=None)` (False at
     once with `blocking=False` when not free), `await release()`, `await contenders()`,
-    `is_acquired`, `claim`, and `async with lock:`."""
+    `is_acquired`, `claim`, and `async with lock:`. `cancel()` (not a coroutine), from another
+    task, makes a waiting `acquire` raise `wazoo.Cancelled`, leaving no node; it does nothing
+    when none waits."""
 
     def __init__(self, client: Client, path: str, family: int, leases: int = 0, recipe: str = ""):
         self.client = client
@@ -602,21 +691,30 @@ class Lock:
         self._leases = leases
         self._recipe = recipe
         self.claim: Optional[Claim] = None
+        self._pending: Optional[_Pending] = None
 
     @property
     def is_acquired(self) -> bool:
         return self.claim is not None and not self.claim.lost.is_set()
 
+    def cancel(self) -> bool:
+        """Cancels the `acquire` waiting now: True if one was; False, and nothing done, otherwise."""
+        pending = self._pending
+        return pending is not None and pending.cancel()
+
     async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         if self.claim is not None:
             raise RuntimeError(f"the lock at {self.path} is held by this object already: release it first")
+        self._pending = _Pending(self.path)
         try:
             claim = await self.client._acquire(self.path, self._family, timeout if blocking else 0.0,
-                                               self._recipe, self._leases)
+                                               self._recipe, self._leases, self._pending)
         except Timeout:
             if blocking:
                 raise
             return False
+        finally:
+            self._pending = None
         self.claim = claim
         return True
 

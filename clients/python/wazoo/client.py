@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -13,8 +14,8 @@ import threading
 import time
 import uuid
 from typing import (
-    TYPE_CHECKING, Any, Callable, Generic, Iterator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar,
-    Union,
+    TYPE_CHECKING, Any, Callable, Dict, Generic, Iterator, List, NamedTuple, Optional, Sequence, Tuple,
+    TypeVar, Union,
 )
 
 import grpc
@@ -22,8 +23,8 @@ import grpc
 from ._proto import wazoo_pb2 as pb
 from ._proto import wazoo_pb2_grpc as rpc
 from .errors import (
-    KINDS, InvalidArgument, LockLost, NodeExists, NoNode, UnknownHandle, UnknownSession, Unavailable, WazooError,
-    from_rpc,
+    KINDS, Cancelled, InvalidArgument, LockLost, NodeExists, NoNode, Timeout, UnknownHandle, UnknownSession,
+    Unavailable, WazooError, from_rpc,
 )
 
 T = TypeVar("T")
@@ -165,6 +166,10 @@ def _contender(c: Any) -> Contender:
     return Contender(c.node, c.sequence, c.holds, mode, c.data, c.session, c.fencing_token)
 
 
+#: No item handed out yet.
+_NOTHING: Any = object()
+
+
 def _watch_event(e: Any) -> WatchEvent:
     return WatchEvent(pb.WatchKind.Name(e.kind), e.path, e.data, e.version, e.czxid, e.mzxid)
 
@@ -174,41 +179,178 @@ class Stream(Generic[T]):
     block). A failed stream raises the call's `WazooError` from `next()`; a cancelled one ends
     the iteration. A stream waits for events as long as it takes, but not on a daemon that
     stopped answering: within `SILENCE` seconds the connection is dropped, and `next()` raises
-    `wazoo.Unavailable`."""
+    `wazoo.Unavailable`.
 
-    def __init__(self, call: Any, convert: Callable[[Any], T], link: Optional["_Link"] = None):
+    Through a daemon group, the streams of `watch`, `config_watch` (and the watchers built on
+    them) carry on: when the stream breaks because its daemon died, went silent or was left for
+    another member, it is opened again on the member that takes the client session up, and
+    what it reports from there on starts from what it had reported: nothing twice, nothing
+    missing (see `Client.watch`). `moves` counts the times it was opened again. It ends as one
+    daemon's stream does when the session is lost or closing, or when no member took it up
+    within the bound of the session."""
+
+    def __init__(self, call: Any, convert: Callable[[Any], T], link: Optional["_Link"] = None,
+                 client: Optional["Client"] = None, reopen: Optional[Callable[["_Link"], Any]] = None):
         self._call = call
         self._convert = convert
         self._cancelled = False
         self._link = link
+        # With both: the stream is opened again through another member of the group
+        # (`reopen(link)` makes the call there) when its daemon is gone.
+        self._client = client
+        self._reopen = reopen
+        #: How many times the stream was opened again on another member of the group.
+        self.moves = 0
+        # Items to hand out before reading more.
+        self._ready: "collections.deque[T]" = collections.deque()
+        # The last item handed out, and whether the stream was opened again since.
+        self._last: Any = _NOTHING
+        self._resumed = False
 
     def __iter__(self) -> Iterator[T]:
         return self
 
     def __next__(self) -> T:
-        try:
-            item = next(self._call)
-        except grpc.RpcError as e:
-            if self._cancelled and e.code() == grpc.StatusCode.CANCELLED:
-                raise StopIteration from None
-            if self._link is not None and self._link.retired and e.code() == grpc.StatusCode.CANCELLED:
-                # The client left this daemon for another member of the group: a stream does
-                # not move with the session.
-                raise Unavailable(f"the session left the daemon at {self._link.address} "
-                                  "for another member of the group", None, grpc.StatusCode.UNAVAILABLE) from e
-            raise from_rpc(e) from e
-        return self._convert(item)
+        while True:
+            if self._ready:
+                return self._ready.popleft()
+            call, link = self._call, self._link
+            try:
+                item = next(call)
+            except grpc.RpcError as e:
+                if self._cancelled and e.code() == grpc.StatusCode.CANCELLED:
+                    raise StopIteration from None
+                if link is not None and link.retired and e.code() == grpc.StatusCode.CANCELLED:
+                    # The client left this daemon for another member of the group.
+                    error: WazooError = Unavailable(
+                        f"the session left the daemon at {link.address} for another member of the group",
+                        None, grpc.StatusCode.UNAVAILABLE)
+                else:
+                    error = from_rpc(e)
+                if self._resume(error, link):
+                    continue
+                if self._cancelled:
+                    raise StopIteration from None
+                raise error from e
+            self._ready.extend(self._take(self._convert(item)))
+
+    def _take(self, item: T) -> List[T]:
+        """What to hand out for `item`, the stream's next: the item; but the first one after the
+        stream was opened again only if it differs from the last handed out (the state now, as
+        the new daemon first reports it, is news only if it changed meanwhile)."""
+        if self._resumed:
+            self._resumed = False
+            if item == self._last:
+                return []
+        self._last = item
+        return [item]
+
+    def _reopened(self) -> None:
+        """The stream was opened again on another member: what it says first is caught up with."""
+        self._resumed = True
+
+    def _resume(self, error: WazooError, link: Optional["_Link"]) -> bool:
+        """Opens the stream again on the member of the group that keeps the client session now,
+        if `error` is its daemon's being gone (or left): True once it is. False when it cannot
+        be carried on: not a stream that moves, not in a group, a failure the daemon reported,
+        the stream cancelled, or the session lost, closing, or not taken up in time."""
+        client = self._client
+        if self._reopen is None or client is None or link is None or not client.in_group:
+            return False
+        if error.kind is not None or not (isinstance(error, Unavailable) or link.retired):
+            return False
+        following = client._after(link, lambda: self._cancelled)
+        if following is None or self._cancelled:
+            return False
+        call = self._reopen(following)
+        with client._state:
+            self._call, self._link = call, following
+        if self._cancelled:
+            call.cancel()
+        self.moves += 1
+        self._reopened()
+        log.info("a stream broken with the daemon at %s (%s) was opened again on the daemon at %s",
+                 link.address, error, following.address)
+        return True
 
     def cancel(self) -> None:
         """Ends the stream: the daemon stops following the change."""
         self._cancelled = True
         self._call.cancel()
+        client = self._client
+        if client is not None:
+            # A stream waiting for the session to move stops waiting.
+            with client._state:
+                client._changed.notify_all()
 
     def __enter__(self) -> "Stream[T]":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.cancel()
+
+
+class _CacheStream(Stream[WatchEvent]):
+    """`Client.watch`'s stream: opened again on another member of the group, it reports what
+    changed since the last event it handed out, as the daemon's cache would have, from the
+    nodes the new stream finds there (its CREATED events up to INITIALIZED): a node that is new
+    is CREATED, one that is gone DELETED (its last form), one made again (another czxid)
+    DELETED then CREATED, one whose data was set (another version, mzxid or data) CHANGED, and
+    nothing for a node as it was. Its INITIALIZED is passed on only if the first stream had not
+    sent one yet."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        # The nodes as reported so far, by path.
+        self._nodes: Dict[str, WatchEvent] = {}
+        self._initialized = False
+        # While a reopened stream reports the nodes it found: those nodes.
+        self._found: Optional[Dict[str, WatchEvent]] = None
+
+    def _reopened(self) -> None:
+        self._found = {}
+
+    def _take(self, item: WatchEvent) -> List[WatchEvent]:
+        found = self._found
+        if found is None:
+            self._note(item)
+            return [item]
+        if item.kind in ("CREATED", "CHANGED"):
+            found[item.path] = item
+            return []
+        if item.kind == "DELETED":
+            found.pop(item.path, None)
+            return []
+        # INITIALIZED: every node there has been found.
+        self._found = None
+        changes = self._since(found)
+        if not self._initialized:
+            changes.append(item)
+        for change in changes:
+            self._note(change)
+        return changes
+
+    def _note(self, event: WatchEvent) -> None:
+        if event.kind in ("CREATED", "CHANGED"):
+            self._nodes[event.path] = event
+        elif event.kind == "DELETED":
+            self._nodes.pop(event.path, None)
+        else:
+            self._initialized = True
+
+    def _since(self, found: Dict[str, WatchEvent]) -> List[WatchEvent]:
+        """The events that take the nodes reported so far to `found`."""
+        changes = [self._nodes[path]._replace(kind="DELETED")
+                   for path in sorted(self._nodes.keys() - found.keys(), reverse=True)]
+        for path in sorted(found):
+            new, old = found[path], self._nodes.get(path)
+            if old is None:
+                changes.append(new._replace(kind="CREATED"))
+            elif old.czxid != new.czxid:
+                changes += [old._replace(kind="DELETED"), new._replace(kind="CREATED")]
+            elif (old.version, old.mzxid, old.data) != (new.version, new.mzxid, new.data):
+                changes.append(new._replace(kind="CHANGED"))
+        return changes
 
 
 class Claim:
@@ -888,6 +1030,48 @@ def _addresses(address: Addresses) -> List[str]:
     return found
 
 
+class _Pending:
+    """A claim a thread waits for (an Acquire or a Campaign in flight): `cancel()`, from any
+    thread, ends the wait (the call is cancelled, and the daemon deletes what it queued)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.cancelled = False
+        self._mutex = threading.Lock()
+        self._future: Any = None
+
+    def send(self, method: Any, request: Any, metadata: Any, timeout: Optional[float]) -> Any:
+        """`method.future(request)`, the call in flight; None once cancelled."""
+        with self._mutex:
+            if self.cancelled:
+                return None
+            self._future = method.future(request, metadata=metadata, timeout=timeout)
+            return self._future
+
+    def cancel(self) -> bool:
+        """Cancels the wait: True, or False if it was cancelled already."""
+        with self._mutex:
+            if self.cancelled:
+                return False
+            self.cancelled = True
+            future = self._future
+        if future is not None:
+            future.cancel()
+        return True
+
+
+#: `Client.contenders`' kind of each family.
+_FAMILY_KINDS = {pb.LOCK: "lock", pb.READ_LOCK: "rwlock", pb.WRITE_LOCK: "rwlock", pb.SEMAPHORE: "semaphore"}
+
+
+def claim_prefix(session: int, claim_id: str) -> str:
+    """The start of the names of the nodes a claim named `claim_id` (an Acquire's or a
+    Campaign's) makes in client session `session`: `_c_<uuid>-`, the uuid's first 8 bytes the
+    session id, the rest the first 8 bytes of the name's SHA-256 (the daemon's `ClaimTag`)."""
+    digest = hashlib.sha256(claim_id.encode("utf-8")).digest()[:8]
+    return f"_c_{uuid.UUID(bytes=session.to_bytes(8, 'big') + digest)}-"
+
+
 class _Link:
     """The connection to one daemon, and the stubs on it. `retired` once the client's session
     left it for another member of the group and the connection was closed."""
@@ -1038,9 +1222,11 @@ class Client:
     candidacy that was waiting is sent again there as the same claim, keeping its place in the
     queue; then the logger warns "safe: …". A registration (`register`) is then taken up by a
     fresh instance in the session (its node kept). If no member takes the session up within the
-    bound, the session and its claims are lost as with one daemon. Other calls are not sent
-    again: one made while the daemon died raises `wazoo.Unavailable` (and may have taken
-    effect).
+    bound, the session and its claims are lost as with one daemon. The streams of `watch` and
+    `config_watch`, and the `DataWatch` and `ChildrenWatch` built on them, are opened again on
+    the new member and go on from what they last reported (nothing twice, nothing missed).
+    Other calls are not sent again: one made while the daemon died raises `wazoo.Unavailable`
+    (and may have taken effect).
 
     `token` is sent with every call as `authorization: Bearer TOKEN`: one or more visible ASCII
     characters (0x21 to 0x7E), no spaces (anything else, the empty string included, raises
@@ -1125,6 +1311,8 @@ class Client:
         self._changed = threading.Condition(self._state)
         self._claims: "set[Claim]" = set()
         self._registrations: "set[Registration]" = set()
+        # The claims this client's threads wait for now.
+        self._pending: "set[_Pending]" = set()
         self._keepalive: Optional[_Keepalive] = None
         failed: Optional[WazooError] = None
         for candidate in self.addresses:
@@ -1444,13 +1632,14 @@ class Client:
         with self._state:
             self._claims.discard(claim)
 
-    def _after(self, link: _Link) -> Optional[_Link]:
+    def _after(self, link: _Link, stop: Optional[Callable[[], bool]] = None) -> Optional[_Link]:
         """Waits until the session is kept through another daemon than `link`'s (no longer in
-        jeopardy): that daemon's link; None once the session is lost or closing, or when no move
-        came within the bound of the session."""
+        jeopardy): that daemon's link; None once the session is lost or closing, once `stop()`
+        (checked whenever the client's state changes), or when no move came within the bound of
+        the session."""
         deadline = time.monotonic() + self._limit() + self.call_timeout
         with self._state:
-            while not (self.lost.is_set() or self._closing.is_set()):
+            while not (self.lost.is_set() or self._closing.is_set() or (stop is not None and stop())):
                 if self._link is not link and self.jeopardy is None:
                     return self._link
                 left = deadline - time.monotonic()
@@ -1461,14 +1650,27 @@ class Client:
 
     # Claims.
 
-    def _claim(self, path: str, call: str, request: Any, timeout: Optional[float] = None) -> Claim:
+    def _claim(self, path: str, call: str, request: Any, timeout: Optional[float] = None,
+               pending: Optional["_Pending"] = None) -> Claim:
         """Sends `request` (`call` of the Recipes service: an Acquire, a Campaign or a GroupJoin)
         through the daemon that keeps the session, and holds and follows the claim it answers.
         In a group, a call the daemon broke off (it died or went silent: no answer of its own) is
         sent again once the session is taken up by another member, as the same claim: with the
         request's `claim_id` and `retry` set (an Acquire's, a Campaign's), it finds the node the
         first one made and keeps its place in the queue. A `timeout` counts from the first
-        send."""
+        send. `pending` is the wait, which another thread may cancel (`Cancelled`)."""
+        pending = pending if pending is not None else _Pending(path)
+        with self._state:
+            self._pending.add(pending)
+        try:
+            return self._claim_once_answered(path, call, request, timeout, pending)
+        finally:
+            with self._state:
+                self._pending.discard(pending)
+
+    def _claim_once_answered(
+        self, path: str, call: str, request: Any, timeout: Optional[float], pending: "_Pending"
+    ) -> Claim:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             link = self._link
@@ -1478,11 +1680,17 @@ class Client:
                     if link.retired:
                         raise Unavailable(f"the session left the daemon at {link.address} for another "
                                           "member of the group", None, grpc.StatusCode.UNAVAILABLE)
-                    answer = self._call(getattr(link.recipes, call), request, self._waiting(timeout))
-                    return self._hold(path, answer, link)
+                    answer = self._answer(pending, getattr(link.recipes, call), request, self._waiting(timeout))
+                    if answer is None:
+                        self._sweep(link, path, call, request)
+                        raise Cancelled(f"the wait for the claim at {path} was cancelled")
+                    held = self._hold(path, answer, link)
+            except Cancelled:
+                raise
             except WazooError as e:
                 # The daemon broke off (no answer of its own) in a group: once the session is
-                # taken up elsewhere, the request goes again there, as the same claim.
+                # taken up elsewhere, the request goes again there, as the same claim (or, if the
+                # wait was cancelled meanwhile, what it left is swept there).
                 if not (self.in_group and e.kind is None and (isinstance(e, Unavailable) or link.retired)):
                     raise
                 following = self._after(link)
@@ -1496,9 +1704,71 @@ class Client:
                 if deadline is not None:
                     timeout = max(deadline - time.monotonic(), 0.0)
                     request.timeout_ms = _millis(timeout)
+                continue
+            if pending.cancelled:
+                # Cancelled as the answer came: the claim is let go, and the wait ends as cancelled.
+                try:
+                    held.release()
+                except WazooError as e:
+                    log.info("releasing the claim on %s, had as its wait was cancelled: %s", held.node, e)
+                raise Cancelled(f"the wait for the claim at {path} was cancelled")
+            return held
+
+    def _answer(self, pending: "_Pending", method: Any, request: Any, timeout: Optional[float]) -> Any:
+        """`method(request)`'s answer, within `timeout`; None once `pending` is cancelled."""
+        future = pending.send(method, request, self.metadata, timeout)
+        if future is None:
+            return None
+        try:
+            return future.result()
+        except grpc.FutureCancelledError:
+            return None
+        except grpc.RpcError as e:
+            if pending.cancelled and e.code() == grpc.StatusCode.CANCELLED:
+                return None
+            raise from_rpc(e) from e
+
+    def _sweep(self, link: _Link, path: str, call: str, request: Any) -> None:
+        """After a cancelled Acquire or Campaign: lets go of any node it left. The daemon deletes
+        the node of a call cancelled while it waits; but a cancel that crossed the daemon's
+        answer leaves a claim held in the session, and one cancelled across a fail-over leaves
+        the node it queued through the old daemon. Such a node (named by the request's
+        `claim_id`, as `Contender.node` shows it) is taken once more by the same request with
+        `retry` and no wait: a queued node is then given up (deleted), a held one released."""
+        claim_id = getattr(request, "claim_id", "")
+        if not claim_id:
+            return
+        prefix = claim_prefix(self.session_id, claim_id)
+        kind = "election" if call == "Campaign" else _FAMILY_KINDS.get(request.family, "detect")
+        try:
+            reply = self._call(link.recipes.Holders, _holders_request(path, kind, None))
+            if not any(c.node.rsplit("/", 1)[-1].startswith(prefix) for c in reply.contenders):
+                return
+            request.retry = True
+            request.timeout_ms = 0
+            answer = self._call(getattr(link.recipes, call), request)
+        except Timeout:
+            return  # not had at once: its node given up
+        except WazooError as e:
+            log.info("the node of the cancelled claim at %s was not swept (%s): it goes with the session", path, e)
+            return
+        try:
+            self._call(link.recipes.Release, pb.HandleRef(session=self.session_id, handle=answer.handle))
+        except WazooError as e:
+            log.info("releasing the node of the cancelled claim at %s: %s", path, e)
+
+    def cancel_pending(self, path: Optional[str] = None) -> int:
+        """Cancels the claims this client's threads wait for now (`lock`, `rwlock`, `semaphore`,
+        `elect`, and `Lock.acquire` / `Election.run`), those at `path` only when given: each
+        waiting call raises `wazoo.Cancelled`, and leaves no node in ZooKeeper. Returns how many
+        waits were cancelled (0, and nothing done, when none was waiting)."""
+        with self._state:
+            waits = [p for p in self._pending if path is None or p.path == path]
+        return sum(1 for p in waits if p.cancel())
 
     def _acquire(
-        self, path: str, family: int, timeout: Optional[float], recipe: str, leases: int = 0
+        self, path: str, family: int, timeout: Optional[float], recipe: str, leases: int = 0,
+        pending: Optional["_Pending"] = None,
     ) -> Claim:
         request = pb.AcquireRequest(
             session=self.session_id, path=path, family=family, max_leases=leases,
@@ -1507,13 +1777,15 @@ class Client:
             # the node the first one made, and keeps its place in the queue.
             claim_id=uuid.uuid4().hex,
         )
-        return self._claim(path, "Acquire", request, timeout)
+        return self._claim(path, "Acquire", request, timeout, pending)
 
     def lock(self, path: str, timeout: Optional[float] = None, recipe: str = "") -> Claim:
         """Takes the lock at `path`, waiting until it is held or `timeout` seconds pass
         (`wazoo.Timeout`; None waits as long as it takes, while the daemon answers its pings:
         `wazoo.Unavailable` otherwise). `recipe` names the lock recipe (the daemon's standard
-        one when empty). Use the `Claim` as a context manager, or call its `release()`."""
+        one when empty). Use the `Claim` as a context manager, or call its `release()`.
+        Another thread may cancel the wait (`cancel_pending`): it then raises
+        `wazoo.Cancelled`, and leaves no node."""
         return self._acquire(path, pb.LOCK, timeout, recipe)
 
     def rwlock(
@@ -1537,14 +1809,18 @@ class Client:
         waiting until this client leads or `timeout` seconds pass; the `Claim` is the
         leadership. In a group, a candidate waiting when its daemon dies keeps its place: the
         Campaign is sent again, as the same candidacy, through the member that takes the
-        session up."""
+        session up. Another thread may cancel the wait (`cancel_pending`)."""
+        return self._elect(path, id, timeout, recipe)
+
+    def _elect(self, path: str, id: str, timeout: Optional[float], recipe: str,
+               pending: Optional["_Pending"] = None) -> Claim:
         request = pb.CampaignRequest(
             session=self.session_id, path=path, id=id, timeout_ms=_millis(timeout), recipe=recipe,
             # As an Acquire's: sent again through another daemon of the group, the Campaign finds
             # the candidate node the first one made.
             claim_id=uuid.uuid4().hex,
         )
-        return self._claim(path, "Campaign", request, timeout)
+        return self._claim(path, "Campaign", request, timeout, pending)
 
     def join(self, path: str, name: str, data: Data = b"", recipe: str = "") -> Claim:
         """Joins the group at `path` as member `name` (`GroupJoin`): an ephemeral node
@@ -1618,13 +1894,31 @@ class Client:
         request = pb.ConfigSetRequest(path=path, data=_bytes(data), expected_version=version, recipe=recipe)
         return self._call(self.recipes.ConfigSet, request).version
 
+    def config_delete(self, path: str, version: Optional[int] = None, recipe: str = "") -> bool:
+        """Deletes the value at `path` (`ConfigDelete`); with `version`, only if it is still at
+        that version. Returns True once deleted. As kazoo's `delete(path, version=-1)`, a node
+        that does not exist raises `wazoo.NoNode` (deleting twice raises the second time);
+        another version raises `wazoo.BadVersion`, a node with children `wazoo.NotEmpty`. An
+        ephemeral node is someone's claim, registration or membership, not a value: refused with
+        `wazoo.InvalidArgument`, and kept. The daemon deletes on its own ZooKeeper session with
+        no recipe: `recipe` is taken for symmetry with `config_set`, and not sent."""
+        del recipe  # ConfigDeleteRequest has no recipe: the delete is no recipe's
+        self._call(self.recipes.ConfigDelete, pb.ConfigDeleteRequest(path=path, version=version))
+        return True
+
     def config_watch(self, path: str, recipe: str = "") -> Stream[Optional[Tuple[bytes, int]]]:
         """The value at `path` now and after every change, as `config_get` returns it, until the
         stream is cancelled (or fails: `wazoo.Unavailable` within `SILENCE` seconds of the
-        daemon's last answer to a ping)."""
+        daemon's last answer to a ping). Through a daemon group it carries on through the member
+        that takes the session up, as `watch` does: the value found there is reported only if it
+        differs from the last one reported."""
+        request = pb.PathRequest(path=path, recipe=recipe)
+
+        def open_on(link: _Link) -> Any:
+            return link.recipes.ConfigWatch(request, metadata=self.metadata)
+
         link = self._link
-        call = link.recipes.ConfigWatch(pb.PathRequest(path=path, recipe=recipe), metadata=self.metadata)
-        return Stream(call, lambda e: (e.data, e.version) if e.exists else None, link)
+        return Stream(open_on(link), lambda e: (e.data, e.version) if e.exists else None, link, self, open_on)
 
     def counter_get(self, path: str, format: str = "kazoo", recipe: str = "") -> int:
         """The counter at `path` (0 when absent), stored as `format`: "kazoo" (decimal text),
@@ -1642,11 +1936,21 @@ class Client:
         CREATED event for every node there, then INITIALIZED, then every change, until the
         stream is cancelled. The daemon keeps it consistent across its broken connections to
         ZooKeeper; a broken or silent connection to the daemon ends it with
-        `wazoo.Unavailable` (within `SILENCE` seconds of the daemon's last answer to a ping)."""
+        `wazoo.Unavailable` (within `SILENCE` seconds of the daemon's last answer to a ping).
+
+        Through a daemon group, a broken or silent daemon does not end it: once another member
+        takes the session up, the stream is opened again there, and it reports what changed
+        since its last event, from the nodes it finds there (a node new since is CREATED, one
+        gone DELETED, one made again DELETED then CREATED, one whose data was set CHANGED, and
+        an unchanged one nothing); its INITIALIZED comes once. It ends, as with one daemon, when
+        the session is lost or closing."""
+        request = pb.WatchRequest(path=path, recursive=recursive, recipe=recipe)
+
+        def open_on(link: _Link) -> Any:
+            return link.recipes.Watch(request, metadata=self.metadata)
+
         link = self._link
-        call = link.recipes.Watch(pb.WatchRequest(path=path, recursive=recursive, recipe=recipe),
-                                  metadata=self.metadata)
-        return Stream(call, _watch_event, link)
+        return _CacheStream(open_on(link), _watch_event, link, self, open_on)
 
     # Any recipe.
 
@@ -1740,9 +2044,13 @@ class Client:
     def _children(self, path: str, recipe: str = "") -> "Stream[Any]":
         """The children of `path` (names and data, sorted by name) now and after every child
         added or removed (`GroupWatch`)."""
+        request = pb.PathRequest(path=path, recipe=recipe)
+
+        def open_on(link: _Link) -> Any:
+            return link.recipes.GroupWatch(request, metadata=self.metadata)
+
         link = self._link
-        call = link.recipes.GroupWatch(pb.PathRequest(path=path, recipe=recipe), metadata=self.metadata)
-        return Stream(call, lambda m: m, link)
+        return Stream(open_on(link), lambda m: m, link, self, open_on)
 
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -194,6 +194,16 @@ class Unavailable(WazooError):
     deadline. A call that failed so may have taken effect."""
 
 
+class Cancelled(WazooError):
+    """A wait for a claim was cancelled from another thread (`Lock.cancel()`,
+    `Election.cancel()`, `Client.cancel_pending()`), as kazoo's `CancelledError`: the claim is
+    not held, and no node of it is left in ZooKeeper. `kind` is None (the daemon did not say
+    it); `code` is CANCELLED."""
+
+    def __init__(self, details: str):
+        super().__init__(details, None, grpc.StatusCode.CANCELLED)
+
+
 class LockLost(WazooError):
     """A claim (lock, lease, leadership) was lost while it was held.
 

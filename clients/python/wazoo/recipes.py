@@ -11,7 +11,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional
 
 from ._proto import wazoo_pb2 as pb
-from .client import Claim, Contender, NodeStat, Stream, WatchEvent
+from .client import Claim, Contender, NodeStat, Stream, WatchEvent, _Pending
 from .errors import Timeout, WazooError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,6 +36,11 @@ class Lock:
     `claim` is the `Claim` while it is held (its `token`, `node`, `lost` …); `is_acquired` says
     whether it is held and not lost. `contenders()` is who holds and who waits.
 
+    `cancel()`, from another thread, cancels an `acquire` that waits, as kazoo's: the waiting
+    `acquire` raises `wazoo.Cancelled` (kazoo's `CancelledError`) and leaves no node in
+    ZooKeeper (its queued node is deleted; a claim the daemon granted as the cancel went out is
+    released). With nothing waiting, `cancel()` does nothing.
+
     One `Lock` holds at most one claim: `acquire` while it holds one raises `RuntimeError`.
     Unlike kazoo's, the lock node carries no identifier (the daemon's `Acquire` takes none):
     tell contenders apart by `Contender.session` and `node`."""
@@ -49,6 +54,8 @@ class Lock:
         self._mutex = threading.Lock()
         #: The claim while it is held, else None.
         self.claim: Optional[Claim] = None
+        # The acquire waiting now, if any.
+        self._pending: Optional[_Pending] = None
 
     def __repr__(self) -> str:
         return f"Lock(path={self.path!r}, claim={self.claim!r})"
@@ -67,19 +74,31 @@ class Lock:
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """Takes it: True once held. `blocking=False`: False at once if it is not free.
-        Otherwise it waits as long as it takes, or `timeout` seconds (then `wazoo.Timeout`)."""
+        Otherwise it waits as long as it takes, or `timeout` seconds (then `wazoo.Timeout`), or
+        until `cancel()` (then `wazoo.Cancelled`)."""
         with self._mutex:
             if self.claim is not None:
                 raise RuntimeError(f"the lock at {self.path} is held by this object already: release it first")
             wait = timeout if blocking else 0.0
+            self._pending = _Pending(self.path)
             try:
-                claim = self.client._acquire(self.path, self._family, wait, self._recipe, self._leases)
+                claim = self.client._acquire(self.path, self._family, wait, self._recipe, self._leases,
+                                             self._pending)
             except Timeout:
                 if blocking:
                     raise
                 return False
+            finally:
+                self._pending = None
             self.claim = claim
             return True
+
+    def cancel(self) -> bool:
+        """Cancels the `acquire` waiting now, from another thread (kazoo's `Lock.cancel()`): it
+        raises `wazoo.Cancelled`, leaving no node behind. True if one was waiting; False, and
+        nothing done, otherwise."""
+        pending = self._pending
+        return pending is not None and pending.cancel()
 
     def release(self) -> bool:
         """Lets it go: True if it was held (lost or not), False if there was nothing to let go."""
@@ -116,7 +135,10 @@ class Election:
 
     `run(func, *args, **kwargs)` waits until this candidate leads, calls `func`, and steps down
     when it returns (or raises); it returns what `func` returned. `contenders()` is the
-    candidates' ids, the leader first. `leader()` is the leader now (a `Contender`), or None."""
+    candidates' ids, the leader first. `leader()` is the leader now (a `Contender`), or None.
+    `cancel()`, from another thread, ends a `run` that waits to lead (kazoo's `cancel()`): it
+    raises `wazoo.Cancelled`, and the candidate's node is gone; while `func` runs, or with no
+    `run` waiting, it does nothing."""
 
     def __init__(self, client: "Client", path: str, identifier: str = "", recipe: str = ""):
         self.client = client
@@ -125,15 +147,26 @@ class Election:
         self._recipe = recipe
         #: The leadership while `run` holds it.
         self.claim: Optional[Claim] = None
+        self._pending: Optional[_Pending] = None
 
     def run(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        claim = self.client.elect(self.path, self.identifier, recipe=self._recipe)
+        self._pending = _Pending(self.path)
+        try:
+            claim = self.client._elect(self.path, self.identifier, None, self._recipe, self._pending)
+        finally:
+            self._pending = None
         self.claim = claim
         try:
             with claim:
                 return func(*args, **kwargs)
         finally:
             self.claim = None
+
+    def cancel(self) -> bool:
+        """Cancels a `run` waiting to lead: True if one was waiting; False, and nothing done,
+        otherwise."""
+        pending = self._pending
+        return pending is not None and pending.cancel()
 
     def contenders(self) -> List[str]:
         return [c.id for c in self.client.contenders(self.path, "election")]
@@ -297,6 +330,11 @@ class _Watcher:
 
     cancel = stop
 
+    @property
+    def moves(self) -> int:
+        """How many times the watch was opened again on another member of a daemon group."""
+        return self._stream.moves if self._stream is not None else 0
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r})"
 
@@ -312,9 +350,13 @@ class DataWatch(_Watcher):
     the watcher's own. Use as `client.DataWatch(path, func)` or as a decorator,
     `@client.DataWatch(path)`.
 
-    When the connection to the daemon breaks (or goes silent for `wazoo.SILENCE`, or the
-    session moves to another member of a group), the function is called no more: `stopped` is
-    set and `error` says why. Start a new one."""
+    Through a daemon group (a client given several addresses), the watch carries on when its
+    daemon dies, goes silent or is left: it is opened again on the member that takes the
+    client session up, and the function is called only if the node changed meanwhile (its data
+    or stat differ from the last call's), once; nothing the old daemon reported is reported
+    twice. Otherwise, when the connection to the daemon breaks (or goes silent for
+    `wazoo.SILENCE`), or the session is lost or closing, the function is called no more:
+    `stopped` is set and `error` says why. Start a new one."""
 
     def _open(self) -> Stream[Any]:
         return self.client.watch(self.path, recipe=self._recipe)
@@ -331,13 +373,19 @@ class DataWatch(_Watcher):
             if event.path == self.path and event.kind == "CREATED":
                 current = (event.data, NodeStat(event.version, event.czxid, event.mzxid))
         yield self._call_args(*current, None)
+        last = current
         for event in stream:
             if event.path != self.path:
                 continue
             if event.kind == "DELETED":
-                yield self._call_args(None, None, event)
+                now: Any = (None, None)
             elif event.kind in ("CREATED", "CHANGED"):
-                yield self._call_args(event.data, NodeStat(event.version, event.czxid, event.mzxid), event)
+                now = (event.data, NodeStat(event.version, event.czxid, event.mzxid))
+            else:
+                continue
+            if now != last:  # a real change only
+                last = now
+                yield self._call_args(*now, event)
 
 
 class ChildrenWatch(_Watcher):
@@ -345,11 +393,19 @@ class ChildrenWatch(_Watcher):
     every child added or removed, as kazoo's `ChildrenWatch` (a change of a child's data is no
     change here). While the node does not exist, `children` is empty. Returning False stops the
     watch; so does `stop()`. The first call is made before the constructor returns; the rest as
-    `DataWatch`'s. Use as `client.ChildrenWatch(path, func)` or as a decorator."""
+    `DataWatch`'s. Use as `client.ChildrenWatch(path, func)` or as a decorator.
+
+    Through a daemon group it carries on as `DataWatch` does: opened again on the member that
+    takes the client session up, it calls the function only if the children differ from the
+    last call's."""
 
     def _open(self) -> Stream[Any]:
         return self.client._children(self.path, recipe=self._recipe)
 
     def _updates(self, stream: Stream[Any]) -> Any:
+        last: Optional[List[str]] = None
         for membership in stream:
-            yield ([m.name for m in membership.members],)
+            names = [m.name for m in membership.members]
+            if names != last:  # children added or removed, not only counted again
+                last = names
+                yield (names,)
