@@ -140,6 +140,36 @@ async fn priority_order_holds_and_a_new_urgent_item_is_not_passed_over() {
     ));
 }
 
+/// Items with and without a priority in one queue: every item with a priority (0 first) before
+/// every item without one (kazoo's default priority, 100), each group in put order, also once
+/// the sequence numbers pass 99 (a 10-digit and a 12-digit name do not sort as text).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn items_without_a_priority_come_after_every_item_with_one_past_a_hundred_puts() {
+    let host = host().await;
+    let path = unique("queue-mixed");
+    let mut producer = handle(&host).await;
+    let mut consumer = handle(&host).await;
+    for name in ["plain-a", "plain-b"] {
+        producer.put(&path, name.as_bytes(), None, false).await.unwrap();
+    }
+    // Push the sequence past a hundred: items put and taken again.
+    for _ in 0..100 {
+        producer.put(&path, b"filler", Some(99), false).await.unwrap();
+    }
+    for _ in 0..100 {
+        assert_eq!(consumer.take(&path, Some(LIMIT)).await.unwrap().data, b"filler");
+    }
+    producer.put(&path, b"plain-c", None, false).await.unwrap();
+    producer.put(&path, b"urgent-1", Some(1), false).await.unwrap();
+    producer.put(&path, b"urgent-0", Some(0), false).await.unwrap();
+    let mut fresh = handle(&host).await;
+    let mut order = Vec::new();
+    for _ in 0..5 {
+        order.push(String::from_utf8(fresh.take(&path, Some(LIMIT)).await.unwrap().data).unwrap());
+    }
+    assert_eq!(order, ["urgent-0", "urgent-1", "plain-a", "plain-b", "plain-c"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ephemeral_items_vanish_with_their_producer_and_empty_takes_time_out() {
     let host = host().await;

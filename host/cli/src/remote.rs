@@ -236,6 +236,13 @@ impl Remote {
             attempt += 1;
             let client = self.client().await?;
             match client.session(ttl, name.clone()).await {
+                // Opened on another member (this one broke off since it was connected): that
+                // member answers from now on.
+                Ok(session) if session.client().addr() != client.addr() => {
+                    self.broke_off.lock().unwrap_or_else(|e| e.into_inner()).push(client.addr().to_string());
+                    *self.client.lock().await = Some(session.client());
+                    return Ok(session);
+                }
                 // Or one that cannot reach ZooKeeper (it was frozen, say, and is on its way out).
                 Err(e)
                     if attempt < tries
@@ -302,11 +309,14 @@ impl Backend for Remote {
         priority: Option<u8>,
         ephemeral: bool,
     ) -> Result<String, Failure> {
-        let mut recipes = self.recipes().await?;
         // An ephemeral item lives in a client session, which ends with this command.
         let session = match ephemeral {
             true => Some(self.session(self.ttl, format!("wazoo queue put --ephemeral {path}")).await?),
             false => None,
+        };
+        let mut recipes = match &session {
+            Some(session) => session.client().recipes(),
+            None => self.recipes().await?,
         };
         let request = pb::QueuePutRequest {
             path: path.to_string(),
@@ -618,11 +628,10 @@ impl Contender for RemoteContender {
         let claim_id = uuid::Uuid::new_v4().simple().to_string();
         let mut retry = false;
         loop {
+            // The daemon that keeps the session (the one that opened it, or the member that took
+            // it up since).
             let generation = self.session.generation();
-            let mut recipes = match generation {
-                0 => self.remote.recipes().await?,
-                _ => self.session.client().recipes(),
-            };
+            let mut recipes = self.session.client().recipes();
             match self.acquire_once(&mut recipes, path, timeout, &claim_id, retry).await {
                 Err(why) if self.session.in_group() => {
                     tracing::warn!(
@@ -649,10 +658,7 @@ impl Contender for RemoteContender {
             handle: claim.handle,
             note: note.to_string(),
         };
-        let mut recipes = match self.session.generation() {
-            0 => self.remote.recipes().await.map_err(|e| format!("{e:#}"))?,
-            _ => self.session.client().recipes(),
-        };
+        let mut recipes = self.session.client().recipes();
         recipes.acknowledge(bounded(request)).await.map(drop).map_err(|s| s.message().to_string())
     }
 
@@ -662,10 +668,7 @@ impl Contender for RemoteContender {
             bail!("nothing was acquired");
         };
         // The daemon that keeps the session now (another member's, once it was taken up).
-        let client = match self.session.generation() {
-            0 => self.remote.client().await?.clone(),
-            _ => self.session.client(),
-        };
+        let client = self.session.client();
         match client.follow(self.session, claim).await {
             Ok(claim) => Ok(RemoteClaim { remote: self.remote, claim }),
             Err(error) => Err(self.remote.failure(&error).into_error("following the claim")),
@@ -895,7 +898,7 @@ impl Participant for RemoteParticipant {
             timeout_ms: millis(timeout),
             recipe: self.recipe.clone(),
         };
-        let mut recipes = self.remote.recipes().await?;
+        let mut recipes = self.session.client().recipes();
         let entered = tokio::select! {
             entered = recipes.double_barrier_enter(request) => self.remote.answer(entered)?,
             why = self.session.ended() => return Err(self.remote.ended(why)),
@@ -909,7 +912,7 @@ impl Participant for RemoteParticipant {
         let Some(handle) = self.entered else { return Ok(()) };
         let request =
             pb::DoubleBarrierLeaveRequest { session: self.session.id(), handle, timeout_ms: millis(timeout) };
-        let mut recipes = self.remote.recipes().await?;
+        let mut recipes = self.session.client().recipes();
         tokio::select! {
             left = recipes.double_barrier_leave(request) => self.remote.answer(left).map(drop),
             why = self.session.ended() => Err(self.remote.ended(why)),

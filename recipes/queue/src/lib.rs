@@ -1,8 +1,10 @@
 //! Queue and priority queue, ZooKeeper "Recipes and Solutions" 1.4 and 1.4.1.
 //!
 //! Producers create sequential children `_c_<uuid>-queue-<seq>` (or `_c_<uuid>-queue-<YY><seq>`
-//! with a priority); items are ordered by what follows the last `queue-`, so the unique prefix
-//! does not change the order, and items named the seed's way (`queue-<seq>`) are taken too. A
+//! with a priority); items are ordered by what follows the last `queue-`, priority first (00 to
+//! 99, an item without one after them all, as kazoo's default of 100), then sequence, so the
+//! unique prefix does not change the order, and items named the seed's way (`queue-<seq>`) are
+//! taken too. A
 //! consumer lists the children once per batch and works through the cached, sorted list. In a
 //! priority queue the cached list is dropped as soon as the children watch set with it fires, so
 //! a new higher-priority item is never passed over; in a plain queue new items always sort after
@@ -79,6 +81,21 @@ fn is_prioritised(name: &str) -> bool {
     item_key(name).is_some_and(|key| key.len() == 12)
 }
 
+/// The priority an item without one sorts with: after every item with a priority (0 to 99), as
+/// kazoo's queues put an item of no stated priority at 100.
+const NO_PRIORITY: u32 = 100;
+
+/// Where an item sorts: its priority (lower first; [`NO_PRIORITY`] without one), then its
+/// sequence number. Not the key's text: a 10-digit and a 12-digit key do not compare as text.
+fn item_order(name: &str) -> (u32, u64) {
+    let key = item_key(name).unwrap_or_default();
+    let (priority, sequence) = match key.len() {
+        12 => (key[..2].parse().unwrap_or(NO_PRIORITY), &key[2..]),
+        _ => (NO_PRIORITY, key),
+    };
+    (priority, sequence.parse().unwrap_or(u64::MAX))
+}
+
 fn claims_dir(path: &str) -> String {
     format!("{path}-claims")
 }
@@ -117,8 +134,9 @@ fn next_name(path: &str, deadline: Deadline) -> Result<String, ZkError> {
             }
             Err(e) => return Err(e),
         };
-        let names: VecDeque<String> =
-            zk::sorted(children.into_iter().filter(|c| item_key(c).is_some()).collect(), &[ITEM]).into();
+        let mut names: Vec<String> = children.into_iter().filter(|c| item_key(c).is_some()).collect();
+        names.sort_by_key(|name| item_order(name));
+        let names: VecDeque<String> = names.into();
         if names.is_empty() {
             // Empty: wait for the watch set with this very listing.
             zk::wait_on(&watcher, deadline)?;
