@@ -420,6 +420,24 @@ async fn double_barrier_commands_are_supervised() {
     assert_eq!(code, 128 + libc::SIGTERM, "{stderr}");
 }
 
+/// A node that does not exist is no revocation, locally and through a daemon: exit 1, nothing
+/// made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoke_of_a_node_that_does_not_exist_says_so() {
+    let daemon = daemon().await;
+    let checker = client(&zk().address()).await;
+    let node = format!("{}/_c_x-lock-0000000001", unique("revoke-none"));
+    for through_daemon in [false, true] {
+        for grace in [&[][..], &["--grace", "1s"][..]] {
+            let mut command = if through_daemon { through(&daemon) } else { cli() };
+            let (code, stdout, stderr) = output(command.args(["revoke", &node]).args(grace)).await;
+            assert_eq!((code, stdout.as_str()), (1, ""), "{grace:?}: {stderr}");
+            assert!(stderr.contains("does not exist"), "{stderr}");
+        }
+    }
+    assert_eq!(checker.check_stat(&node).await.unwrap(), None, "nothing made");
+}
+
 /// `revoke` touches only claim nodes: a configuration value is neither overwritten nor deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoke_refuses_what_is_not_a_claim() {

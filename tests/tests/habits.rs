@@ -357,6 +357,36 @@ async fn malformed_addresses_an_empty_cmd_after_dashes_and_the_old_register_form
     assert_eq!(checker.check_stat(&path).await.unwrap(), None, "nothing claimed or registered");
 }
 
+/// `holders` on a path it cannot read as one kind of claim is bad usage that asks for the
+/// kind, never "nobody holds" (exit 1), which a monitoring script would take for a free lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holders_that_cannot_tell_the_kind_ask_for_it() {
+    let checker = client(&zk().address()).await;
+    let path = unique("habits-holders");
+    let mut holder = Running::start(cli().args(["lock", &path]));
+    holder.line("the lock is held").await;
+    let open = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    checker.create(&format!("{path}/child"), b"", &open).await.unwrap();
+    let (code, _, stderr) = output(cli().args(["holders", &path])).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("pass the kind"), "{stderr}");
+    let (code, stdout, stderr) = output(cli().args(["holders", &path, "--kind", "lock"])).await;
+    assert_eq!((code, stdout.lines().count()), (0, 1), "the holder, with the kind given: {stderr}");
+    holder.signal(libc::SIGTERM);
+    assert_eq!(holder.exit().await.0, 0);
+}
+
+/// A `--grace` that gives up the bound on a lost claim's CMD is said, and the command goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grace_above_a_third_of_the_session_timeout_is_warned_of() {
+    let path = unique("habits-grace");
+    let (code, _, stderr) = output(cli().args(["lock", "--grace", "1h", &path, "true"])).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("warning: --grace 1h"), "{stderr}");
+    let (code, _, stderr) = output(cli().args(["lock", "--grace", "1s", &path, "true"])).await;
+    assert_eq!((code, stderr.as_str()), (0, ""), "a short grace is not warned of");
+}
+
 /// `services` and `group list` print a member's data on its one line: a trailing newline (from
 /// `echo … | --data -`) is `\n`, not a blank line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

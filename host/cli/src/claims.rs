@@ -184,6 +184,9 @@ async fn term(
     }
     let mut env = asked.env(granted);
     env.extend(extra);
+    if let Some(grace) = run.hold.grace.filter(|g| *g > contender.session_timeout() / 3) {
+        warn_long_grace(grace, contender.session_timeout());
+    }
     let under = RunUnder {
         command: run.command,
         grace: run.hold.grace.unwrap_or_else(|| default_grace(contender.session_timeout())),
@@ -283,7 +286,9 @@ pub(crate) async fn requeue(
     again: Requeue,
 ) -> anyhow::Result<u8> {
     if run.command.is_empty() {
-        return Err(exit::usage("--requeue campaigns again when CMD ends: give a CMD after --"));
+        return Err(exit::usage(
+            "--requeue campaigns again when CMD ends: give a CMD (after the path, or after --)",
+        ));
     }
     let mut signals = Signals::new()?;
     let mut failed_in_a_row = 0u32;
@@ -654,4 +659,16 @@ async fn lost_claim(claim: impl Holding, ending: &Ending, what: &str, statuses: 
         eprintln!("wazoo: releasing the revoked {what}: {e}");
     }
     statuses.revoked
+}
+
+/// Says once that `--grace` is above a third of the session timeout `timeout`: a lost claim's
+/// CMD is then stopped only after another may hold the claim (the bound is given up, as the
+/// book's supervision page says). Not an error: a long shutdown may be worth it to the user.
+fn warn_long_grace(grace: Duration, timeout: Duration) {
+    eprintln!(
+        "wazoo: warning: --grace {} is above a third of the session timeout ({}): if the claim is lost, CMD \
+         may still run after another holder has it",
+        crate::args::human(grace),
+        crate::args::human(timeout / 3)
+    );
 }

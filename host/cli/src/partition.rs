@@ -84,7 +84,9 @@ enum Round {
 
 pub(crate) async fn partition(backend: &impl Backend, asked: Asked<'_>) -> anyhow::Result<u8> {
     if asked.command.is_empty() {
-        return Err(exit::usage("partition runs CMD on this member's share: give a CMD after --"));
+        return Err(exit::usage(
+            "partition runs CMD on this member's share: give a CMD (after the arguments, or after --)",
+        ));
     }
     check_path("partition", asked.path)?;
     let members_dir = format!("{}/members", asked.path.trim_end_matches('/'));

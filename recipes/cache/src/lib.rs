@@ -167,6 +167,9 @@ struct Tree {
 impl Tree {
     /// Whether the cache holds nodes at `path`.
     fn covers(&self, path: &str) -> bool {
+        if reserved(path) {
+            return false;
+        }
         if self.recursive {
             within(&self.top, path)
         } else {
@@ -308,6 +311,12 @@ fn czxid_of(path: &str, answer: Option<Result<StepResult, ZkError>>) -> Result<O
     }
 }
 
+/// Whether `path` is ZooKeeper's own (`/zookeeper` and below), which no recipe may read: a
+/// cache of the whole tree (`/`, recursive) leaves it out.
+fn reserved(path: &str) -> bool {
+    path == "/zookeeper" || path.starts_with("/zookeeper/")
+}
+
 /// Reads the node at `top` and, when `recursive`, every node below it, level by level, each
 /// under its own parent. Left out, with everything below it: a node not there when it was
 /// read, one made after its parent's listing (a `czxid` above the listing's `pzxid`; the watch
@@ -342,7 +351,12 @@ fn read_tree(top: &str, recursive: bool, mut zk: impl Look) -> Result<Nodes, ZkE
                 Some(Ok(StepResult::Children((names, stat)))) => {
                     // Listed from the node itself, not one made again after its data was read.
                     if stat.czxid == node.stat.czxid {
-                        below.extend(names.iter().map(|name| (zk::join(&path, name), stat.pzxid)));
+                        below.extend(
+                            names
+                                .iter()
+                                .map(|name| (zk::join(&path, name), stat.pzxid))
+                                .filter(|(child, _)| !reserved(child)),
+                        );
                     }
                 }
                 // Deleted after its data was read: the watch reports it.
@@ -673,6 +687,18 @@ mod tests {
         fn pipeline(&mut self, steps: &[Step]) -> Result<Vec<Result<StepResult, ZkError>>, ZkError> {
             Ok(steps.iter().map(|_| Err(ZkError::ConnectionLoss)).collect())
         }
+    }
+
+    /// A cache of the whole tree leaves ZooKeeper's own `/zookeeper` out: not read, and its
+    /// notices ignored (no recipe may read it).
+    #[test]
+    fn a_cache_of_the_root_leaves_zookeepers_own_nodes_out() {
+        let zk = nodes(&[("/", 0, 0), ("/zookeeper", 0, 0), ("/zookeeper/quota", 0, 0), ("/app", 1, 1)]);
+        let fresh = read_tree("/", true, reader(&zk)).unwrap();
+        assert_eq!(fresh.keys().collect::<Vec<_>>(), ["/", "/app"]);
+        let mut t = tree("/", true, fresh);
+        assert!(t.notice(ChangeKind::DataChanged, "/zookeeper/quota", reader(&zk)).unwrap().is_empty());
+        assert!(t.notice(ChangeKind::Created, "/zookeeperish", reader(&zk)).is_ok());
     }
 
     /// ZooKeeper holding `zk` throughout.

@@ -109,7 +109,9 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
             };
             register::register_command(backend, asked).await
         }
-        Command::Services { path, json } => values::group_list(backend, &path, json).await,
+        Command::Services { path, json } => {
+            values::group_list(backend, &path, json, values::Listed::Services).await
+        }
         Command::Watch { path, recursive, initial, json, recipe } => {
             values::watch(backend, &path, recursive, initial, json, &recipe).await
         }
@@ -121,7 +123,7 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
             claims::claim(backend, asked, Run { wait: None, hold: &hold, command: &command, json }).await
         }
         Command::Group { command: GroupCommand::List { path, json } } => {
-            values::group_list(backend, &path, json).await
+            values::group_list(backend, &path, json, values::Listed::Members).await
         }
         Command::Group { command: GroupCommand::Watch { path, json } } => {
             values::group_watch(backend, &path, json).await

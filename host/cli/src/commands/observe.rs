@@ -9,7 +9,7 @@ use wazoo_runtime::holders::{Kind, State};
 use wazoo_runtime::LeaderInfo;
 
 use super::check_path;
-use crate::backend::Backend;
+use crate::backend::{Backend, Failure};
 use crate::cli::{mode_name, FenceCommand};
 use crate::{exit, show};
 
@@ -73,8 +73,12 @@ pub(crate) async fn holders(
     json: bool,
 ) -> anyhow::Result<u8> {
     check_path("claim", path)?;
-    let found =
-        backend.holders(path, kind, leases).await.map_err(|f| f.into_error(format!("holders of {path}")))?;
+    // Nothing there is an empty answer; a refusal (children of no known format, or of several
+    // kinds) means the kind must be given: bad usage, never "nobody".
+    let found = backend.holders(path, kind, leases).await.map_err(|f| match f {
+        Failure::Error { code: exit::NOTHING, text, .. } => exit::usage(format!("holders of {path}: {text}")),
+        f => f.into_error(format!("holders of {path}")),
+    })?;
     let rows = found.contenders.iter().map(|c| show::Contender {
         holds: c.state == State::Holds,
         node: &c.node,
@@ -95,7 +99,7 @@ fn no_holders(path: &str) -> u8 {
 
 /// `wazoo revoke`: `asked` without `--grace` (the holder was asked to let go; nothing waited
 /// for), `released` if the holder let go within `grace`, `forced` if its node was deleted after
-/// it (JSON `{"node","outcome"}`).
+/// it (JSON `{"node","outcome"}`); a node that does not exist is exit status 1.
 pub(crate) async fn revoke(
     backend: &impl Backend,
     node: &str,
@@ -103,6 +107,14 @@ pub(crate) async fn revoke(
     json: bool,
 ) -> anyhow::Result<u8> {
     check_path("node", node)?;
+    // A node that is not there was never held: a mistyped node is no revocation (exit 1).
+    if let Ok(Holder::Gone) = backend.fence_check(node, 0).await {
+        if json {
+            show::line(json!({"node": node, "outcome": null}));
+        }
+        eprintln!("wazoo: {node} does not exist: nothing to revoke");
+        return Ok(exit::NOTHING);
+    }
     let revoked = backend.revoke(node, grace).await.map_err(|f| f.into_error(format!("revoking {node}")))?;
     let outcome = revoked.word();
     match json {

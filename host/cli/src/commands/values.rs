@@ -51,7 +51,12 @@ fn print_item(data: &[u8]) -> anyhow::Result<()> {
 
 pub(crate) async fn config(backend: &impl Backend, command: ConfigCommand) -> anyhow::Result<u8> {
     let path = command.path().to_string();
-    check_path("config", &path)?;
+    match &command {
+        // A read of every value below a prefix may start at the root.
+        ConfigCommand::Get { prefix: true, .. } => wazoo_runtime::paths::check(&path)
+            .map_err(|why| exit::usage(format!("invalid config path: {why}")))?,
+        _ => check_path("config", &path)?,
+    }
     let failed = |f: Failure| f.into_error(format!("config {path}"));
     match command {
         ConfigCommand::Get { prefix: true, json, .. } => return config_prefix(backend, &path, json).await,
@@ -172,15 +177,34 @@ fn listed(m: &Membership) -> Vec<(&str, &[u8])> {
     m.members.iter().map(|m| (m.name.as_str(), m.data.as_slice())).collect()
 }
 
-/// `group list`: the members now (exit status 1 if none).
-pub(crate) async fn group_list(backend: &impl Backend, path: &str, json: bool) -> anyhow::Result<u8> {
+/// `group list` (or `services`, which lists the instances registered under `path`: `what`
+/// names them in the message): the members now (exit status 1 if none).
+pub(crate) async fn group_list(
+    backend: &impl Backend,
+    path: &str,
+    json: bool,
+    what: Listed,
+) -> anyhow::Result<u8> {
     check_path("group", path)?;
     let membership = backend.group_members(path).await.map_err(|f| f.into_error(format!("group {path}")))?;
     show::members(json, listed(&membership));
     if membership.members.is_empty() {
-        return Ok(no_members(path));
+        match what {
+            Listed::Members => eprintln!("wazoo: group {path} has no members"),
+            Listed::Services => eprintln!("wazoo: no instance is registered under {path}"),
+        }
+        return Ok(exit::NOTHING);
     }
     Ok(0)
+}
+
+/// What `group_list` lists.
+#[derive(Clone, Copy)]
+pub(crate) enum Listed {
+    /// `group list`.
+    Members,
+    /// `services`.
+    Services,
 }
 
 /// `group watch`: the members now and after every change, until the watch fails.
@@ -230,10 +254,4 @@ pub(crate) async fn watch(
         .await
         .map_err(|f| f.into_error(format!("watch {path}")))?;
     Ok(0)
-}
-
-/// `group list` found no members: exit status 1.
-fn no_members(path: &str) -> u8 {
-    eprintln!("wazoo: group {path} has no members");
-    exit::NOTHING
 }

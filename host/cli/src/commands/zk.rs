@@ -77,6 +77,7 @@ pub(crate) fn show_deleted(path: &str, deleted: Deleted, version: Option<i32>, j
             }
             return 0;
         }
+        Deleted::Absent if what == "node" => format!("{path} does not exist"),
         Deleted::Absent => format!("no {what} at {path}"),
         Deleted::OtherVersion => format!("{path} is no longer at version {}", version.unwrap_or(-1)),
         Deleted::HasChildren => format!("{path} has children: delete them first"),

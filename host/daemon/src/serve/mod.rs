@@ -210,7 +210,9 @@ async fn serve(
         // tonic's error says `transport error`; its source says what is wrong.
         builder = builder.tls_config(settings).map_err(|e| anyhow::Error::new(e).context("TLS settings"))?;
     }
-    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("--listen {}: cannot listen there: {e}", config.listen))?;
     let grpc = listener.local_addr()?;
     let open = Arc::new(AtomicU64::new(0));
     // A member of a group joins it once its address is known.
@@ -255,7 +257,9 @@ async fn serve(
     }
     let metrics_addr = match config.metrics {
         Some(addr) => {
-            let listener = tokio::net::TcpListener::bind(addr).await?;
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("--metrics {addr}: cannot listen there: {e}"))?;
             let bound = listener.local_addr()?;
             tokio::spawn(crate::metrics::serve(listener, metrics.clone()));
             Some(bound)
