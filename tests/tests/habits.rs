@@ -374,6 +374,15 @@ async fn holders_that_cannot_tell_the_kind_ask_for_it() {
     assert_eq!((code, stdout.lines().count()), (0, 1), "the holder, with the kind given: {stderr}");
     holder.signal(libc::SIGTERM);
     assert_eq!(holder.exit().await.0, 0);
+    // A held semaphore asked about as a lock: the kind is wrong, not the semaphore free.
+    let semaphore = unique("habits-holders-sem");
+    let mut lessee = Running::start(cli().args(["semaphore", "--leases", "1", &semaphore]));
+    lessee.line("the lease is held").await;
+    let (code, _, stderr) = output(cli().args(["holders", &semaphore, "--kind", "lock"])).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("is a semaphore") && stderr.contains("--kind semaphore"), "{stderr}");
+    lessee.signal(libc::SIGTERM);
+    assert_eq!(lessee.exit().await.0, 0);
 }
 
 /// A `--grace` that gives up the bound on a lost claim's CMD is said, and the command goes on.

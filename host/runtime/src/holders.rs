@@ -148,6 +148,7 @@ pub async fn read(
         Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
         Err(e) => return Err(from_client(e)),
     }
+    let given = kind.is_some();
     let kind = match kind {
         Some(kind) => kind,
         None => match detect(path, &list(client, path).await?)? {
@@ -163,6 +164,20 @@ pub async fn read(
             queue.into_iter().zip(queue_states(&modes)).map(|(c, state)| Contender { state, ..c }).collect()
         }
     };
+    // Nobody of the kind asked for, at a path whose children are all of another kind: the
+    // wrong kind was given, which is no answer that nobody holds.
+    if given && contenders.is_empty() {
+        if let Ok(Some(other)) = detect(path, &list(client, path).await?) {
+            if other != kind {
+                return Err(ZkError::InvalidArgument(format!(
+                    "{path} is a {} (its children are in that format), not a {}: pass --kind {}",
+                    other.name(),
+                    kind.name(),
+                    other.name()
+                )));
+            }
+        }
+    }
     Ok(Contenders { kind, contenders })
 }
 
