@@ -5,9 +5,10 @@
 CARGO ?= cargo
 GUEST_TARGET := wasm32-wasip2
 GUEST_DIR := target/guests/$(GUEST_TARGET)/release
-# Every directory under recipes/ but the helper crate is a recipe: recipes/X holds crate wazoo-X,
-# installed as plugins/X.wasm (the test fixture follows the same rule).
-RECIPES := $(filter-out guest,$(notdir $(patsubst %/Cargo.toml,%,$(wildcard recipes/*/Cargo.toml))))
+# Every crate under recipes/ is a recipe: recipes/X holds crate wazoo-X, installed as
+# plugins/X.wasm (the test fixture follows the same rule). The guest SDKs are under guest/;
+# plugins/ holds only what this Makefile builds.
+RECIPES := $(notdir $(patsubst %/Cargo.toml,%,$(wildcard recipes/*/Cargo.toml)))
 # The recipes also built in kazoo 2.11's wire format (their feature `kazoo`), installed as
 # plugins/X-kazoo.wasm. They build into a target directory of their own: the same crate with
 # other features writes the same output file, which a build of the other set would overwrite.
@@ -30,12 +31,12 @@ recipes: setup
 	cp target/guests-selector/$(GUEST_TARGET)/release/wazoo_election.wasm plugins/election-selector.wasm
 	# The recipes in other languages: plugins/semaphore-py.wasm (componentize-py) and
 	# plugins/election-js.wasm (componentize-js).
-	bash plugins/python/build.sh
-	bash plugins/js/build.sh
+	bash guest/python/build.sh
+	bash guest/js/build.sh
 	# The recipe in C: plugins/barrier-c.wasm (Debian's clang and wasi-libc make a WASI core
 	# module; `wazoo componentize` makes it a component, so the binary comes first).
 	$(CARGO) build --release -p wazoo-cli
-	bash plugins/c/build.sh
+	bash guest/c/build.sh
 
 build: recipes
 	$(CARGO) build --release -p wazoo-cli

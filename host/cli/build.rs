@@ -123,7 +123,7 @@ fn prebuilt(dir: &Path) -> Vec<(String, PathBuf)> {
 /// Builds the standard recipes and copies them into `out`.
 fn built(out: &Path) -> Vec<(String, PathBuf)> {
     let root = root();
-    for watched in ["recipes", "wit", "Cargo.toml", "Cargo.lock"] {
+    for watched in ["recipes", "guest/rust", "wit", "Cargo.toml", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     let mut recipes: Vec<String> = std::fs::read_dir(root.join("recipes"))
@@ -131,7 +131,7 @@ fn built(out: &Path) -> Vec<(String, PathBuf)> {
         .filter_map(|entry| {
             let path = entry.ok()?.path();
             let name = path.file_name()?.to_string_lossy().into_owned();
-            (path.join("Cargo.toml").exists() && name != "guest").then_some(name)
+            path.join("Cargo.toml").exists().then_some(name)
         })
         .collect();
     recipes.sort();

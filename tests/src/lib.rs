@@ -52,7 +52,7 @@ pub fn unique(name: &str) -> String {
     format!("/t/{name}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// The recipe crates: every directory under `recipes/` but the helper crate `guest`; directory
+/// The recipe crates: every directory under `recipes/` with a `Cargo.toml`; directory
 /// `X` holds crate `wazoo-X`, installed as plugin `X.wasm` (the Makefile follows the same rule).
 pub fn recipes() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(root().join("recipes"))
@@ -60,7 +60,6 @@ pub fn recipes() -> Vec<String> {
         .filter_map(|e| e.ok())
         .filter(|e| e.path().join("Cargo.toml").exists())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name != "guest")
         .collect();
     names.sort();
     names
@@ -148,33 +147,33 @@ pub struct LanguageRecipe {
 pub const LANGUAGE_RECIPES: &[LanguageRecipe] = &[
     LanguageRecipe {
         name: "semaphore-py",
-        script: "plugins/python/build.sh",
+        script: "guest/python/build.sh",
         sources: &[
-            "plugins/python/semaphore",
-            "plugins/python/wazoo_guest",
-            "plugins/python/build.sh",
+            "guest/python/semaphore",
+            "guest/python/wazoo_guest",
+            "guest/python/build.sh",
             "wit",
         ],
     },
     LanguageRecipe {
         name: "election-js",
-        script: "plugins/js/build.sh",
+        script: "guest/js/build.sh",
         sources: &[
-            "plugins/js/election",
-            "plugins/js/wazoo-guest.js",
-            "plugins/js/build.mjs",
-            "plugins/js/package.json",
+            "guest/js/election",
+            "guest/js/wazoo-guest.js",
+            "guest/js/build.mjs",
+            "guest/js/package.json",
             "wit",
         ],
     },
     LanguageRecipe {
         name: "barrier-c",
-        script: "plugins/c/build.sh",
+        script: "guest/c/build.sh",
         sources: &[
-            "plugins/c/barrier",
-            "plugins/c/wazoo_guest.h",
-            "plugins/c/wazoo_guest.c",
-            "plugins/c/build.sh",
+            "guest/c/barrier",
+            "guest/c/wazoo_guest.h",
+            "guest/c/wazoo_guest.c",
+            "guest/c/build.sh",
             "wit",
         ],
     },

@@ -1,6 +1,6 @@
 //! The barrier recipe against a real ZooKeeper, and against kazoo's Barrier on the same path;
 //! the double barrier with dead participants and reused in a loop. Every test runs on the Rust
-//! recipe and on the C one (`plugins/c/barrier`), and the two share one barrier and one double
+//! recipe and on the C one (`guest/c/barrier`), and the two share one barrier and one double
 //! barrier.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

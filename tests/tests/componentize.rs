@@ -215,7 +215,7 @@ async fn modules_the_host_could_not_run_are_refused_with_the_reason() {
     assert_eq!(code, 2, "{stderr}");
 }
 
-/// A mutex in C on `plugins/c/wazoo_guest.h`: `run DIR COUNTER ROUNDS` takes the lock ROUNDS
+/// A mutex in C on `guest/c/wazoo_guest.h`: `run DIR COUNTER ROUNDS` takes the lock ROUNDS
 /// times (the layer's protected create and predecessor wait), and while holding it marks itself
 /// the holder (an ephemeral node that a second holder could not create) and adds one to COUNTER
 /// by a read and a blind write, which loses counts unless holders take turns.
@@ -281,7 +281,7 @@ async fn the_c_layers_protected_create_and_predecessor_wait_make_a_mutex() {
     const ROUNDS: usize = 5;
     let dir = workdir("mutex");
     bindings(&dir, "custom").await;
-    let layer = root().join("plugins/c");
+    let layer = root().join("guest/c");
     let module = compile(
         &dir,
         MUTEX,

@@ -1,6 +1,6 @@
 //! Leader election against a real ZooKeeper, under repeated session loss, and against Curator's
 //! LeaderLatch on the same path: every test runs on the Rust recipe and on the JavaScript one
-//! (`plugins/js/election`), and the two contend in one election. Observers are checked through
+//! (`guest/js/election`), and the two contend in one election. Observers are checked through
 //! the library, the `wazoo leader --watch` command and the daemon's Observe stream.
 
 use std::process::Stdio;

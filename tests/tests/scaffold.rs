@@ -28,7 +28,7 @@ async fn built(lang: &str) -> PathBuf {
     let mut build = match lang {
         "js" => {
             // The same pinned componentize-js the project's own JavaScript recipes use.
-            std::os::unix::fs::symlink(root().join("plugins/js/node_modules"), dir.join("node_modules"))
+            std::os::unix::fs::symlink(root().join("guest/js/node_modules"), dir.join("node_modules"))
                 .unwrap();
             let mut c = tokio::process::Command::new("node");
             c.arg(dir.join("build.mjs"));

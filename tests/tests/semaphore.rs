@@ -1,6 +1,6 @@
 //! The counting semaphore recipe against a real ZooKeeper, and against Curator's
 //! InterProcessSemaphoreV2 on the same path: every test runs on the Rust recipe and on the
-//! Python one (`plugins/python/semaphore`), and the two share one semaphore.
+//! Python one (`guest/python/semaphore`), and the two share one semaphore.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -34,22 +34,22 @@ const RUST: &[(&str, &str)] = &[
 const PYTHON: &[(&str, &str)] = &[
     ("app.py", include_str!("../templates/python/app.py")),
     ("build.sh", include_str!("../templates/python/build.sh")),
-    ("wazoo_guest/__init__.py", include_str!("../../../plugins/python/wazoo_guest/__init__.py")),
-    ("wazoo_guest/errors.py", include_str!("../../../plugins/python/wazoo_guest/errors.py")),
+    ("wazoo_guest/__init__.py", include_str!("../../../guest/python/wazoo_guest/__init__.py")),
+    ("wazoo_guest/errors.py", include_str!("../../../guest/python/wazoo_guest/errors.py")),
 ];
 
 const C: &[(&str, &str)] = &[
     ("recipe.c", include_str!("../templates/c/recipe.c")),
     ("build.sh", include_str!("../templates/c/build.sh")),
-    ("wazoo_guest.h", include_str!("../../../plugins/c/wazoo_guest.h")),
-    ("wazoo_guest.c", include_str!("../../../plugins/c/wazoo_guest.c")),
+    ("wazoo_guest.h", include_str!("../../../guest/c/wazoo_guest.h")),
+    ("wazoo_guest.c", include_str!("../../../guest/c/wazoo_guest.c")),
 ];
 
 const JS: &[(&str, &str)] = &[
     ("recipe.js", include_str!("../templates/js/recipe.js")),
     ("package.json", include_str!("../templates/js/package.json")),
     ("build.mjs", include_str!("../templates/js/build.mjs")),
-    ("wazoo-guest.js", include_str!("../../../plugins/js/wazoo-guest.js")),
+    ("wazoo-guest.js", include_str!("../../../guest/js/wazoo-guest.js")),
 ];
 
 /// Writes the template for `lang` into `dir` (which must not exist yet, or be empty), with

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds the JavaScript recipes (see build.mjs); installs componentize-js first if it is missing.
-# Usage: plugins/js/build.sh [OUT.wasm]   (from any directory)
+# Usage: guest/js/build.sh [OUT.wasm]   (from any directory)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 if [ ! -d "$here/node_modules/@bytecodealliance/componentize-js" ]; then

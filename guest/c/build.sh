@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the C barrier recipe into a component for world wazoo:recipes/barrier-recipe@0.1.2.
 #
-#   plugins/c/build.sh [OUT]      (OUT defaults to <repo>/plugins/barrier-c.wasm)
+#   guest/c/build.sh [OUT]      (OUT defaults to <repo>/plugins/barrier-c.wasm)
 #
 # Needs Debian's clang, lld and wasi-libc (bash .ci/setup installs them) and the wazoo binary
 # (${WAZOO:-target/release/wazoo}, from the repository root): it writes the world's C bindings
@@ -33,10 +33,10 @@ tmp="$(mktemp "$out.XXXXXX.tmp")"
 trap 'rm -rf "$build" "$tmp"' EXIT
 "$wazoo" new bindings --world "$world" --dir "$build" >/dev/null
 
-cc=(clang --target=wasm32-wasi -Os -Wall -Wextra -I "$build" -I plugins/c)
+cc=(clang --target=wasm32-wasi -Os -Wall -Wextra -I "$build" -I guest/c)
 # The project's own files must compile without a warning; the generated bindings need not.
-"${cc[@]}" -Werror -c plugins/c/wazoo_guest.c -o "$build/wazoo_guest.o"
-"${cc[@]}" -Werror -c plugins/c/barrier/barrier.c -o "$build/barrier.o"
+"${cc[@]}" -Werror -c guest/c/wazoo_guest.c -o "$build/wazoo_guest.o"
+"${cc[@]}" -Werror -c guest/c/barrier/barrier.c -o "$build/barrier.o"
 "${cc[@]}" -c "$build/recipe.c" -o "$build/recipe.o"
 "${cc[@]}" -mexec-model=reactor -o "$build/barrier.core.wasm" \
     "$build/barrier.o" "$build/wazoo_guest.o" "$build/recipe.o" "$build/recipe_component_type.o"

@@ -1,9 +1,9 @@
 // Builds the JavaScript recipes into components with componentize-js (its Node API; no jco):
 //
-//   node plugins/js/build.mjs [OUT.wasm]
+//   node guest/js/build.mjs [OUT.wasm]
 //
 // from any directory. Without OUT it writes <repo>/plugins/election-js.wasm, where the host
-// looks for `--recipe election-js`. Needs only `npm install` in plugins/js (build.sh does it); runs
+// looks for `--recipe election-js`. Needs only `npm install` in guest/js (build.sh does it); runs
 // offline after that.
 
 import { componentize } from '@bytecodealliance/componentize-js';
@@ -11,11 +11,11 @@ import { writeFile, rename, mkdir } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const here = dirname(fileURLToPath(import.meta.url)); // plugins/js
+const here = dirname(fileURLToPath(import.meta.url)); // guest/js
 const root = resolve(here, '..', '..');
 const wit = resolve(root, 'wit');
 
-/** Each recipe: its module (relative to plugins/js), its world and its default output. */
+/** Each recipe: its module (relative to guest/js), its world and its default output. */
 const recipes = [
   {
     name: 'election-js',
@@ -32,13 +32,13 @@ const disableFeatures = ['http', 'fetch-event'];
 
 const args = process.argv.slice(2);
 if (args.some((a) => a === '-h' || a === '--help') || args.length > 1) {
-  console.error('usage: node plugins/js/build.mjs [OUT.wasm]');
+  console.error('usage: node guest/js/build.mjs [OUT.wasm]');
   process.exit(args.length > 1 ? 2 : 0);
 }
 const outOverride = args[0] === undefined ? undefined : resolve(process.cwd(), args[0]);
 
 // componentize-js maps the current directory to `/` inside the engine while it snapshots the
-// module graph, so relative imports (../wazoo-guest.js) resolve only from within plugins/js.
+// module graph, so relative imports (../wazoo-guest.js) resolve only from within guest/js.
 process.chdir(here);
 
 for (const recipe of recipes) {

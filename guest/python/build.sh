@@ -2,7 +2,7 @@
 # Builds the Python semaphore recipe into a component for world
 # wazoo:recipes/semaphore-recipe@0.1.2.
 #
-#   plugins/python/build.sh [OUT]      (OUT defaults to <repo>/plugins/semaphore-py.wasm)
+#   guest/python/build.sh [OUT]      (OUT defaults to <repo>/plugins/semaphore-py.wasm)
 #
 # Needs componentize-py 0.25 (python3 -m pip install 'componentize-py==0.25.1'); works offline
 # once that is installed. No cargo-component, no committed bindings: componentize-py generates
@@ -33,7 +33,7 @@ case "$version" in
     *) echo "build.sh: warning: componentize-py $version found; this recipe is built and tested with 0.25.x" >&2 ;;
 esac
 
-# Stage exactly the recipe's Python sources, so nothing else under plugins/python (or a stray
+# Stage exactly the recipe's Python sources, so nothing else under guest/python (or a stray
 # __pycache__) is bundled, and no site-packages directory is searched: componentize-py scans
 # $VIRTUAL_ENV (or the interpreter's site-packages) for dependencies, so point it at an empty one.
 build="$root/target/python"

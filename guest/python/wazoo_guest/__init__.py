@@ -1,6 +1,6 @@
 """The guest side of wazoo for Python recipes (componentize-py).
 
-The Python twin of `recipes/guest/src/lib.rs`: the `wazoo:zk` primitives with typed errors,
+The Python twin of `guest/rust/src/lib.rs`: the `wazoo:zk` primitives with typed errors,
 plus the helpers every ZooKeeper recipe needs and that are easy to get subtly wrong: ordering
 sequential children the way Curator does, contending for a turn by watching only the
 predecessor, deadlines, and deleting through connection loss.

@@ -1,8 +1,8 @@
 /*
  * wazoo_guest.h: the guest side of wazoo for C recipes.
  *
- * The C counterpart of recipes/guest (Rust), plugins/python/wazoo_guest and
- * plugins/js/wazoo-guest.js: the wazoo:zk primitives over plain C strings with error codes,
+ * The C counterpart of guest/rust (Rust), guest/python/wazoo_guest and
+ * guest/js/wazoo-guest.js: the wazoo:zk primitives over plain C strings with error codes,
  * plus the steps every ZooKeeper recipe needs and that are easy to get subtly wrong: ordering
  * sequential children the way Curator does, waiting for the predecessor, deadlines, and
  * writing through connection loss. The subtlest steps are the host's, once for every language
@@ -161,7 +161,7 @@ int wz_create_ttl(const char *path, const void *data, size_t len, bool sequentia
 int wz_create_parents(const char *path);
 
 /* As wz_create_parents, but as container nodes (Curator's creatingParentContainersIfNeeded, as
- * recipes/guest's ensure_parents does): the server removes them once they are empty. */
+ * guest/rust's ensure_parents does): the server removes them once they are empty. */
 int wz_ensure_parents(const char *path);
 
 /* Creates `<dir>/_c_<uuid>-<name>` (sequential modes append the sequence), Curator's protected
@@ -210,7 +210,7 @@ int wz_owns(const char *path, const void *data, size_t len, bool *owns);
 void wz_sort_by_sequence(wz_names *names);
 
 /* Sorts `names` by the part after the last occurrence of `marker` (e.g. "lock-"), or the whole
- * name when it has none: Curator's lock drivers' order (recipes/guest's sorted()). */
+ * name when it has none: Curator's lock drivers' order (guest/rust's sorted()). */
 void wz_sort_by_marker(wz_names *names, const char *marker);
 
 /* ---- Atomic multi ------------------------------------------------------------------------ */

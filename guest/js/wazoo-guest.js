@@ -1,4 +1,4 @@
-// The guest side of wazoo for JavaScript recipes: the JS counterpart of recipes/guest (Rust).
+// The guest side of wazoo for JavaScript recipes: the JS counterpart of guest/rust (Rust).
 //
 // It wraps the `wazoo:zk` imports that componentize-js generates in the helpers every ZooKeeper
 // recipe needs and that are easy to get subtly wrong: typed errors, sorting sequential children
