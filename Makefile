@@ -9,10 +9,14 @@ GUEST_DIR := target/guests/$(GUEST_TARGET)/release
 # plugins/X.wasm (the test fixture follows the same rule). The guest SDKs are under guest/;
 # plugins/ holds only what this Makefile builds.
 RECIPES := $(notdir $(patsubst %/Cargo.toml,%,$(wildcard recipes/*/Cargo.toml)))
-# The recipes also built in kazoo 2.11's wire format (their feature `kazoo`), installed as
-# plugins/X-kazoo.wasm. They build into a target directory of their own: the same crate with
-# other features writes the same output file, which a build of the other set would overwrite.
-KAZOO_RECIPES := lock rwlock semaphore
+# The recipes also built in kazoo 2.11's wire format, installed as plugins/X-kazoo.wasm: the one
+# rule is every recipe crate whose Cargo.toml declares a feature `kazoo` (a `kazoo = ` key in its
+# [features]); host/cli/build.rs and the test fixture (tests/src/lib.rs, kazoo_recipes) derive
+# their lists by the same rule, so a recipe joins all three by declaring the feature. They build
+# into a target directory of their own: the same crate with other features writes the same output
+# file, which a build of the other set would overwrite. (The election in LeaderSelector's format
+# is one build of its own feature `selector`, named below, in build.rs and in the fixture.)
+KAZOO_RECIPES := $(notdir $(patsubst %/Cargo.toml,%,$(shell awk '/^[ \t]*\[/ { features = ($$0 ~ /^[ \t]*\[features\][ \t]*(\#|$$)/) } features && /^[ \t]*"?kazoo"?[ \t]*=/ { print FILENAME }' recipes/*/Cargo.toml)))
 KAZOO_GUEST_DIR := target/guests-kazoo/$(GUEST_TARGET)/release
 
 .PHONY: publish-check setup recipes build demo test bench soak docs clean
@@ -24,7 +28,7 @@ recipes: setup
 	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests $(foreach r,$(RECIPES),-p wazoo-$(r))
 	mkdir -p plugins
 	$(foreach r,$(RECIPES),cp $(GUEST_DIR)/wazoo_$(r).wasm plugins/$(r).wasm;)
-	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests-kazoo --features kazoo $(foreach r,$(KAZOO_RECIPES),-p wazoo-$(r))
+	$(if $(KAZOO_RECIPES),$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests-kazoo --features kazoo $(foreach r,$(KAZOO_RECIPES),-p wazoo-$(r)))
 	$(foreach r,$(KAZOO_RECIPES),cp $(KAZOO_GUEST_DIR)/wazoo_$(r).wasm plugins/$(r)-kazoo.wasm;)
 	# The election in Curator LeaderSelector's format (`wazoo elect --format selector`).
 	$(CARGO) build --release --target $(GUEST_TARGET) --target-dir target/guests-selector --features selector -p wazoo-election
@@ -33,8 +37,9 @@ recipes: setup
 	# plugins/election-js.wasm (componentize-js).
 	bash guest/python/build.sh
 	bash guest/js/build.sh
-	# The recipe in C: plugins/barrier-c.wasm (Debian's clang and wasi-libc make a WASI core
-	# module; `wazoo componentize` makes it a component, so the binary comes first).
+	# The recipes in C: plugins/barrier-c.wasm and plugins/lock-c.wasm (Debian's clang and
+	# wasi-libc make a WASI core module; `wazoo componentize` makes it a component, so the binary
+	# comes first).
 	$(CARGO) build --release -p wazoo-cli
 	bash guest/c/build.sh
 

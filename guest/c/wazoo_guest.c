@@ -925,3 +925,95 @@ int wz_wait_for_predecessor(const char *dir, const char *our_name, wz_deadline d
             return rc;
     }
 }
+
+int wz_wait_any(const wz_watcher *watchers, size_t n, wz_deadline deadline, size_t *fired,
+                bool *deleted) {
+    if (fired)
+        *fired = 0;
+    if (deleted)
+        *deleted = false;
+    if (n == 0)
+        return wz_fail(WZ_INVALID_ARGUMENT, "wz_wait_any: no watchers to wait on");
+    for (size_t i = 0; i < n; i++)
+        if (watchers[i].handle == 0)
+            return wz_fail(WZ_INVALID_ARGUMENT, "wz_wait_any: watcher %zu is zeroed", i);
+    wazoo_zk_watch_borrow_watcher_t *borrowed = xmalloc(n * sizeof *borrowed);
+    for (size_t i = 0; i < n; i++)
+        borrowed[i] = wazoo_zk_watch_borrow_watcher((wazoo_zk_watch_own_watcher_t){watchers[i].handle});
+    wazoo_zk_watch_list_borrow_watcher_t list = {borrowed, n};
+    uint64_t buf;
+    wazoo_zk_watch_tuple2_u32_watch_event_t ok;
+    wazoo_zk_types_zk_error_t err;
+    bool done = wazoo_zk_watch_wait_any(&list, timeout_of(deadline, &buf), &ok, &err);
+    free(borrowed);
+    if (!done)
+        return from_zk(&err);
+    if (fired)
+        *fired = ok.f0;
+    if (deleted)
+        *deleted = ok.f1.kind == WAZOO_ZK_TYPES_EVENT_KIND_NODE_DELETED;
+    wazoo_zk_types_watch_event_free(&ok.f1);
+    return WZ_OK;
+}
+
+/* ---- Contending for a turn --------------------------------------------------------------- */
+
+wz_rule wz_rule_exclusive(const char *const *order, size_t order_len) {
+    return (wz_rule){order, order_len, WZ_BLOCKED_BY_ANY, NULL, 0, WZ_WATCH_NEAREST};
+}
+
+/* Borrowed views of `n` C strings, for an import (free the array only). */
+static recipe_string_t *strs(const char *const *texts, size_t n) {
+    recipe_string_t *out = xmalloc(n * sizeof *out);
+    for (size_t i = 0; i < n; i++)
+        out[i] = str(texts[i]);
+    return out;
+}
+
+int wz_contend(const char *dir, int naming, const char *name, const void *data, size_t len,
+               const wz_rule *rule, wz_deadline deadline, char **node, int64_t *czxid) {
+    if (node)
+        *node = NULL;
+    if (naming != WZ_NAMED_PROTECTED && naming != WZ_NAMED_KAZOO)
+        return wz_fail(WZ_INVALID_ARGUMENT, "naming %d is neither WZ_NAMED_PROTECTED nor WZ_NAMED_KAZOO",
+                       naming);
+    if (rule->blocked_by < WZ_BLOCKED_BY_ANY || rule->blocked_by > WZ_BLOCKED_BY_SEQUENCED)
+        return wz_fail(WZ_INVALID_ARGUMENT, "blocked_by %d is none of WZ_BLOCKED_BY_…", rule->blocked_by);
+    if (rule->watch != WZ_WATCH_NEAREST && rule->watch != WZ_WATCH_FIRST)
+        return wz_fail(WZ_INVALID_ARGUMENT, "watch %d is neither WZ_WATCH_NEAREST nor WZ_WATCH_FIRST",
+                       rule->watch);
+    recipe_string_t d = str(dir);
+    wazoo_zk_contention_naming_t how;
+    how.tag = (uint8_t)naming;
+    if (naming == WZ_NAMED_PROTECTED)
+        how.val.protected_ = str(name);
+    else
+        how.val.kazoo = str(name);
+    recipe_list_u8_t b = bytes(data, len);
+    recipe_string_t *order = strs(rule->order, rule->order_len);
+    size_t blockers_len = rule->blocked_by == WZ_BLOCKED_BY_ANY ? 0 : rule->blockers_len;
+    recipe_string_t *blockers = strs(rule->blockers, blockers_len);
+    wazoo_zk_contention_rule_t r;
+    r.order = (recipe_list_string_t){order, rule->order_len};
+    r.blockers.tag = (uint8_t)rule->blocked_by;
+    if (rule->blocked_by == WZ_BLOCKED_BY_CONTAINING)
+        r.blockers.val.containing = (recipe_list_string_t){blockers, blockers_len};
+    else if (rule->blocked_by == WZ_BLOCKED_BY_SEQUENCED)
+        r.blockers.val.sequenced = (recipe_list_string_t){blockers, blockers_len};
+    r.pick = (wazoo_zk_contention_pick_t)rule->watch;
+    uint64_t buf;
+    wazoo_zk_types_created_t ok;
+    wazoo_zk_types_zk_error_t err;
+    bool done = wazoo_zk_contention_contend(&d, &how, &b, &r, timeout_of(deadline, &buf), &ok, &err);
+    free(order);
+    free(blockers);
+    if (!done)
+        return from_zk(&err);
+    if (czxid)
+        *czxid = ok.stat.czxid;
+    if (node)
+        *node = take(&ok.path);
+    else
+        recipe_string_free(&ok.path);
+    return WZ_OK;
+}

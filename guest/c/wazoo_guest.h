@@ -4,9 +4,10 @@
  * The C counterpart of guest/rust (Rust), guest/python/wazoo_guest and
  * guest/js/wazoo-guest.js: the wazoo:zk primitives over plain C strings with error codes,
  * plus the steps every ZooKeeper recipe needs and that are easy to get subtly wrong: ordering
- * sequential children the way Curator does, waiting for the predecessor, deadlines, and
- * writing through connection loss. The subtlest steps are the host's, once for every language
- * (the protected create, wait-for-change, retried reads): the functions naming them are thin.
+ * sequential children the way Curator does, contending for a turn, deadlines, and writing
+ * through connection loss. The subtlest steps are the host's, once for every language (the
+ * protected create, the contention with its hand-over, wait-for-change, wait-any, retried
+ * reads): the functions naming them are thin.
  *
  * It includes "recipe.h", the bindings `wazoo new bindings --world WORLD` writes, and works
  * with the bindings of any recipe world.
@@ -330,10 +331,71 @@ int wz_exists_watch_wait(const char *path, bool want_exists, wz_deadline deadlin
  * (WZ_SESSION_EXPIRED), or the deadline passes (WZ_TIMEOUT): the host's wait-for-change. */
 int wz_wait_for_change(const char *path, wz_deadline deadline);
 
-/* The mutex's contention loop: lists `dir`, sorts it by sequence and finds `our_name`
- * (WZ_NO_NODE if it is gone); returns 0 once ours is the lowest, otherwise waits for the node
- * just before ours to change (wz_wait_for_change) within the deadline and looks again. */
+/* Blocks until one of the `n` watchers fires (*fired, nullable, is its index: the first that
+ * fired already, if any; *deleted, nullable, tells whether its node was deleted), the session
+ * ends (WZ_SESSION_EXPIRED) or the deadline passes (WZ_TIMEOUT): the host's wait-any. Every
+ * watcher stays armed; the one that fired keeps its event. */
+int wz_wait_any(const wz_watcher *watchers, size_t n, wz_deadline deadline, size_t *fired,
+                bool *deleted);
+
+/* A simple mutex loop on the caller's side: lists `dir`, sorts it by sequence and finds
+ * `our_name` (WZ_NO_NODE if it is gone); returns 0 once ours is the lowest, otherwise waits for
+ * the node just before ours to change (wz_wait_for_change) within the deadline and looks again.
+ * wz_contend does the whole contention on the host's side, with the hand-over, in fewer round
+ * trips: prefer it. */
 int wz_wait_for_predecessor(const char *dir, const char *our_name, wz_deadline deadline);
+
+/* ---- Contending for a turn (the host's wazoo:zk/contention) ------------------------------ */
+
+/* How a contender's node is named under its directory (the WIT `naming`); the server appends
+ * the sequence. */
+enum {
+    /* `<dir>/_c_<uuid>-<name>`: Curator's protected name (missing parents as containers). */
+    WZ_NAMED_PROTECTED = 0,
+    /* `<dir>/<uuid hex><name>`: kazoo's lock family's (`name` is the marker, "__lock__"; a
+     * missing dir is made persistent, as kazoo's ensure_path does). */
+    WZ_NAMED_KAZOO = 1,
+};
+
+/* Which nodes ahead of ours keep it waiting (the WIT `blockers`). */
+enum {
+    /* Every node ahead: an exclusive lock, a writer, a leadership. */
+    WZ_BLOCKED_BY_ANY = 0,
+    /* The nodes whose name contains one of `blockers` (Curator's reader: "__WRIT__"). */
+    WZ_BLOCKED_BY_CONTAINING = 1,
+    /* The nodes whose name ends in one of `blockers` and a 10-digit sequence (kazoo's). */
+    WZ_BLOCKED_BY_SEQUENCED = 2,
+};
+
+/* Which of the nodes keeping ours waiting it watches (the WIT `pick`). */
+enum { WZ_WATCH_NEAREST = 0, WZ_WATCH_FIRST = 1 };
+
+/* The rule of a contention (the WIT `rule`): children ordered by the part of their name after
+ * the last occurrence of each of `order` in turn (Curator's {"lock-"}); ours holds when none of
+ * the nodes `blocked_by` names is ahead of it, and otherwise watches the one `watch` picks. */
+typedef struct wz_rule {
+    const char *const *order;
+    size_t order_len;
+    int blocked_by;            /* WZ_BLOCKED_BY_… */
+    const char *const *blockers; /* for WZ_BLOCKED_BY_CONTAINING and …_SEQUENCED */
+    size_t blockers_len;
+    int watch;                 /* WZ_WATCH_… */
+} wz_rule;
+
+/* The exclusive lock's rule over children ordered by `order` (`order_len` markers): ours holds
+ * when it is the first, and otherwise watches the node just before it. */
+wz_rule wz_rule_exclusive(const char *const *order, size_t order_len);
+
+/* The whole contention for a turn (a lock, a lease's mutex, a leadership), the host's
+ * contention.contend: creates our ephemeral sequential node under `dir`, named as `naming` says
+ * (WZ_NAMED_PROTECTED: `_c_<uuid>-<name><seq>`) and holding `len` bytes of `data`, and lists
+ * `dir`, in one round trip; then waits while `rule` says a node ahead keeps ours waiting,
+ * watching the one it names, and holds without listing again when that was the lowest node and
+ * it is deleted (the hand-over). WZ_TIMEOUT once the deadline passes (a deadline already passed
+ * looks once: a try); on any failure our node is deleted again. On success *node (nullable) is
+ * our node's path and *czxid (nullable) its czxid, a fencing token. */
+int wz_contend(const char *dir, int naming, const char *name, const void *data, size_t len,
+               const wz_rule *rule, wz_deadline deadline, char **node, int64_t *czxid);
 
 #ifdef __cplusplus
 }

@@ -5,11 +5,13 @@
 // the way Curator does, contending for a turn by watching only the predecessor, deadlines, and
 // deleting through connection loss.
 //
-// The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.3`): the protected
-// create that finds its node again after a lost reply (`createProtected`), waiting until a node
-// changes or the session ends (`waitForChange`, `watcher.changed`), the ownership check
-// (`owns`), trying reads again through connection loss (every read the host lends), and several
-// requests in one round trip (`pipeline`). The helpers here are thin names for those.
+// The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.4`): the protected
+// create that finds its node again after a lost reply (`createProtected`), the whole contention
+// for a turn with its hand-over (`contend`), waiting until a node changes or the session ends
+// (`waitForChange`, `watcher.changed`) or until one of several watches fires (`waitAny`), the
+// ownership check (`owns`), trying reads again through connection loss (every read the host
+// lends), and several requests in one round trip (`pipeline`). The helpers here are thin names
+// for those.
 //
 // How WIT maps to JavaScript here (componentize-js 0.23 / jco conventions):
 // - `result<T, zk-error>` from an import returns T or throws; the wrappers below throw a
@@ -39,14 +41,16 @@ import {
   listEphemerals as zkListEphemerals,
   checkPath as zkCheckPath,
   pipeline as zkPipeline,
-} from 'wazoo:zk/znode@0.1.3';
+} from 'wazoo:zk/znode@0.1.4';
 import {
   existsWatch as zkExistsWatch,
   getDataWatch as zkGetDataWatch,
   getChildrenWatch as zkGetChildrenWatch,
   waitForChange as zkWaitForChange,
-} from 'wazoo:zk/watch@0.1.3';
-import { info as zkInfo, uniqueId as zkUniqueId, owns as zkOwns } from 'wazoo:zk/session@0.1.3';
+  waitAny as zkWaitAny,
+} from 'wazoo:zk/watch@0.1.4';
+import { info as zkInfo, uniqueId as zkUniqueId, owns as zkOwns } from 'wazoo:zk/session@0.1.4';
+import { contend as zkContend } from 'wazoo:zk/contention@0.1.4';
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -253,6 +257,21 @@ export function waitWatcher(watcher, timeoutMs) {
 export function watcherChanged(watcher, timeoutMs) {
   try {
     return watcher.changed(timeoutMs);
+  } catch (e) {
+    throw ZkError.from(e);
+  }
+}
+
+/**
+ * Blocks until one of `watchers` fires, and returns its index in the list (the first that fired
+ * already, if any); throws `session-expired` if the session ended, `timeout` once the deadline
+ * passes: the host's `wait-any`. Every watcher stays armed (dispose them as usual); the one that
+ * fired keeps its event.
+ */
+export function waitAny(watchers, deadline) {
+  try {
+    const [index] = zkWaitAny(watchers, deadline.remainingMs());
+    return index;
   } catch (e) {
     throw ZkError.from(e);
   }
@@ -507,73 +526,6 @@ export async function deleteRetrying(path) {
   }
 }
 
-/** What a contender does once it sees where it stands: `Turn.hold`, or `Turn.waitFor(sibling)`. */
-export const Turn = Object.freeze({
-  hold: Object.freeze({ hold: true }),
-  waitFor: (sibling) => ({ hold: false, sibling }),
-});
-
-/**
- * Steps 2–4 shared by every lock-like recipe: list the children without a watch, order them by
- * `markers`, let `decide(sorted, index)` say whether our node (at `index`) holds or which one
- * sibling to watch, and wait for that sibling to change. `no-node` if our node disappeared.
- *
- * Starts from `listed` (the children as a pipeline read them) when given. The hand-over costs no
- * extra round trip: when the sibling we waited for was the lowest node at our last look and it
- * was deleted, no node can have appeared below ours since (sequence numbers only grow), so the
- * last look without it is what a new listing would show below us, and `decide` is asked again
- * on that, provided our own node is still there (a watch on it, armed before the wait, has not
- * fired). Any other change (the sibling's data, a sibling that was not the lowest, our own
- * node's) lists again.
- * So `decide` must never hold because of a node below ours, as no lock-like rule does (the
- * lock, either side of a read/write lock, a lease's mutex, a leadership).
- */
-export async function waitTurn(dir, myName, markers, deadline, decide, listed) {
-  let known = listed === undefined ? undefined : sorted(listed, markers);
-  // A watch on our own node, armed (once) before the first wait that may end in a hand-over.
-  let own;
-  try {
-    for (;;) {
-      let order = known;
-      known = undefined;
-      if (order === undefined) order = sorted(getChildren(dir)[0], markers);
-      const index = order.indexOf(myName);
-      if (index < 0) throw ZkError.noNode();
-      const turn = decide(order, index);
-      if (turn.hold) return;
-      if (deadline.expired()) throw ZkError.timeout();
-      const lowest = order[0] === turn.sibling;
-      if (lowest && own === undefined) [, , own] = getDataWatch(join(dir, myName));
-      if (waitGone(join(dir, turn.sibling), deadline) && lowest) {
-        if (stillThere(own)) {
-          known = order.filter((c) => c !== turn.sibling);
-        } else {
-          dispose(own);
-          own = undefined;
-        }
-      }
-    }
-  } finally {
-    dispose(own);
-  }
-}
-
-/**
- * Whether our own node is still there as of the event just received, without asking ZooKeeper:
- * a session's events arrive in order, so had our node been deleted before the sibling we waited
- * for, its watch (`own`) would have fired already.
- */
-function stillThere(own) {
-  if (own === undefined) return false;
-  try {
-    waitWatcher(own, 0);
-    return false;
-  } catch (e) {
-    if (isZk(e, 'timeout')) return true;
-    throw e;
-  }
-}
-
 /**
  * Steps 1 and 2 of a contention in one round trip (`pipeline`): the protected create of `name`
  * under `dir`, and the listing of `dir` that follows it. Returns `[created, children]`;
@@ -593,29 +545,36 @@ export function createAndList(dir, name, data, mode) {
 }
 
 /**
- * Step 1 and the rest of a contention: create our ephemeral sequential node `name` (holding
- * `data`) under `dir` (protected: after a lost reply the host claims only a node this session
- * owns) and list `dir` in the same round trip (`createAndList`), wait for our turn, and delete
- * the node again if we give up or fail. Returns `{ path, stat }` of our node.
+ * The whole contention for a turn, the host's `contend`: creates our ephemeral sequential node
+ * `_c_<uuid>-<name><seq>` (holding `data`) under `dir` and lists `dir` in one round trip
+ * (protected: after a lost reply the host claims only a node this session owns), waits while
+ * `rule` (`exclusive(markers)`, `firstContaining(markers, kinds)`) says a node ahead keeps ours
+ * waiting, holding without listing again when the node it waited for was the lowest and is
+ * deleted (the hand-over), and deletes the node again if we give up (`timeout`) or fail. Returns
+ * `{ path, stat }` of our node.
  */
-export async function contend(dir, name, data, markers, deadline, decide) {
-  checkPath(dir);
-  const [mine, listed] = createAndList(dir, name, data, CreateMode.EphemeralSequential);
+export async function contend(dir, name, data, rule, deadline) {
   try {
-    await waitTurn(dir, nodeName(mine.path), markers, deadline, decide, listed);
-    return mine;
+    return zkContend(dir, { tag: 'protected', val: name }, bytes(data), rule, deadline.remainingMs());
   } catch (e) {
-    await deleteRetrying(mine.path).catch(() => {});
-    throw e;
+    throw ZkError.from(e);
   }
 }
 
 /**
- * The predecessor rule of the exclusive lock: the lowest node holds, every other watches the
- * node just before it.
+ * The exclusive lock's rule over children ordered by `markers` (Curator's `['lock-']`): ours
+ * holds when it is the first, and otherwise watches the node just before it.
  */
-export function exclusive(order, index) {
-  return index === 0 ? Turn.hold : Turn.waitFor(order[index - 1]);
+export function exclusive(markers) {
+  return { order: [...markers], blockers: { tag: 'any' }, pick: 'nearest' };
+}
+
+/**
+ * Curator's reader's rule over children ordered by `markers`: ours holds when no node whose name
+ * contains one of `kinds` (`__WRIT__`) is ahead of it, and otherwise watches the first such node.
+ */
+export function firstContaining(markers, kinds) {
+  return { order: [...markers], blockers: { tag: 'containing', val: [...kinds] }, pick: 'first' };
 }
 
 /** A blocking acquire run with a zero timeout, as a try: `timeout` becomes undefined. */

@@ -1,7 +1,8 @@
 //! Builds the standard recipe components (every crate under `recipes/` but the helper crate,
-//! the kazoo-format builds of the lock family, and the election in Curator LeaderSelector's
-//! format) for `wasm32-wasip2`, and writes `embedded.rs` into `OUT_DIR`: the table of components
-//! the `wazoo` binary carries, so it works with no plugins directory at all.
+//! the kazoo-format builds of the recipes that declare a feature `kazoo`, and the election in
+//! Curator LeaderSelector's format) for `wasm32-wasip2`, and writes `embedded.rs` into `OUT_DIR`:
+//! the table of components the `wazoo` binary carries, so it works with no plugins directory at
+//! all.
 //!
 //! The components build in the workspace's `target/guests*` directories (the ones `make recipes`
 //! and the tests use), each with a cargo of its own. `WAZOO_EMBED_DIR=DIR` takes already built
@@ -12,9 +13,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
-
-/// The lock family's recipes that also build in kazoo's format (`NAME-kazoo`).
-const KAZOO: [&str; 3] = ["lock", "rwlock", "semaphore"];
 
 fn main() {
     println!("cargo:rerun-if-env-changed=WAZOO_EMBED");
@@ -137,9 +135,14 @@ fn built(out: &Path) -> Vec<(String, PathBuf)> {
     recipes.sort();
     ensure_target();
 
+    let kazoo = kazoo_recipes(&root, &recipes);
+
     let all: Vec<&str> = recipes.iter().map(String::as_str).collect();
     cargo_build(&root, "target/guests", None, &all);
-    cargo_build(&root, "target/guests-kazoo", Some("kazoo"), &KAZOO);
+    let kazoo_names: Vec<&str> = kazoo.iter().map(String::as_str).collect();
+    cargo_build(&root, "target/guests-kazoo", Some("kazoo"), &kazoo_names);
+    // The one selector-format build is named here, as in the Makefile and the test fixture: a
+    // single recipe (`election`) of a feature of its own, not a rule over the recipe crates.
     cargo_build(&root, "target/guests-selector", Some("selector"), &["election"]);
 
     let dir = out.join("recipes");
@@ -149,7 +152,7 @@ fn built(out: &Path) -> Vec<(String, PathBuf)> {
     };
     let mut components: Vec<(String, PathBuf)> =
         recipes.iter().map(|r| (r.clone(), built("target/guests", r))).collect();
-    components.extend(KAZOO.iter().map(|r| (format!("{r}-kazoo"), built("target/guests-kazoo", r))));
+    components.extend(kazoo.iter().map(|r| (format!("{r}-kazoo"), built("target/guests-kazoo", r))));
     components.push(("election-selector".into(), built("target/guests-selector", "election")));
     components
         .into_iter()
@@ -159,6 +162,43 @@ fn built(out: &Path) -> Vec<(String, PathBuf)> {
             (name, to)
         })
         .collect()
+}
+
+/// The recipes (of `recipes`, the directories under `recipes/`) that also build in kazoo 2.11's
+/// format, as `NAME-kazoo`: those whose Cargo.toml declares a feature `kazoo`. The one rule, which
+/// the Makefile's `KAZOO_RECIPES` and the test fixture (`tests/src/lib.rs`, `kazoo_recipes`)
+/// follow too.
+fn kazoo_recipes(root: &Path, recipes: &[String]) -> Vec<String> {
+    recipes
+        .iter()
+        .filter(|name| {
+            let manifest = root.join("recipes").join(name.as_str()).join("Cargo.toml");
+            let text = std::fs::read_to_string(&manifest)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", manifest.display()));
+            declares_feature(&text, "kazoo")
+        })
+        .cloned()
+        .collect()
+}
+
+/// Whether the manifest `text` declares the feature `feature`: a `feature = …` key in its
+/// `[features]` table. A line check (this build script has no TOML parser), enough for the
+/// recipe crates' plain manifests; `tests/src/lib.rs` has the same check.
+fn declares_feature(text: &str, feature: &str) -> bool {
+    let mut in_features = false;
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if line.starts_with('[') {
+            in_features = line == "[features]";
+        } else if in_features {
+            if let Some((key, _)) = line.split_once('=') {
+                if key.trim().trim_matches('"') == feature {
+                    return true;
+                }
+            }
+        }
+    }
+    false
 }
 
 /// Makes sure the `wasm32-wasip2` standard library is installed (rustup adds it if it can).
@@ -183,6 +223,10 @@ fn ensure_target() {
 /// `cargo build --release --target wasm32-wasip2 --target-dir DIR [--features F] -p wazoo-R…`
 /// in the workspace, with none of this build's own settings leaking in.
 fn cargo_build(root: &Path, target_dir: &str, features: Option<&str>, recipes: &[&str]) {
+    // With no `-p` cargo would build the whole workspace for the guest target.
+    if recipes.is_empty() {
+        return;
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
     command.current_dir(root).args(["build", "--release", "--target", TARGET, "--target-dir", target_dir]);

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use wazoo_runtime::fence::{Fence, Written};
+use wazoo_runtime::zk::{Access, Zk};
 use wazoo_runtime::{Host, RecipeError, SandboxLimits, ZkError};
 use wazoo_testkit::Ensemble;
 use zookeeper_client::{Client, SessionInfo};
@@ -161,13 +162,13 @@ impl Site {
     /// it when it reconnects, as after any real expiry.
     pub async fn expire(&self, lab: &Lab) {
         let live = self.host.live().await.expect("the site's session");
-        self.expire_session(lab, live.client.session().clone()).await;
+        self.expire_session(lab, live.client().session().clone()).await;
     }
 
     /// This host's current session, to expire later with [`Site::expire_session`] (while the
     /// host is cut off, it cannot be asked).
     pub async fn session(&self) -> SessionInfo {
-        self.host.live().await.expect("the site's session").client.session().clone()
+        self.host.live().await.expect("the site's session").client().session().clone()
     }
 
     /// [`Site::expire`] for a session taken earlier.
@@ -396,8 +397,7 @@ impl Register {
 
     /// `holder`, which holds the lock node `node` with fencing `token`, writes.
     pub async fn write(&self, run: &Run, holder: &str, node: &str, token: i64) -> Write {
-        let fence =
-            Fence { client: &self.client, acls: zookeeper_client::Acls::anyone_all(), max_bytes: 1024 };
+        let fence = Fence { zk: Zk::from_client(self.client.clone()), access: Access::Open, max_bytes: 1024 };
         match fence.write(node, token, &self.path, holder.as_bytes()).await {
             Ok(Written::Accepted { .. }) => {
                 let mut accepted = self.accepted.lock().unwrap();

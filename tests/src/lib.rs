@@ -65,11 +65,47 @@ pub fn recipes() -> Vec<String> {
     names
 }
 
+/// The recipe crates also built in kazoo 2.11's wire format, as plugin `X-kazoo.wasm`: those of
+/// [`recipes`] whose Cargo.toml declares a feature `kazoo` (a `kazoo = …` key in its
+/// `[features]`). The one rule, which the Makefile's `KAZOO_RECIPES` and `host/cli/build.rs`
+/// follow too.
+pub fn kazoo_recipes() -> Vec<String> {
+    recipes()
+        .into_iter()
+        .filter(|name| {
+            let manifest = root().join("recipes").join(name).join("Cargo.toml");
+            let text = std::fs::read_to_string(&manifest)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", manifest.display()));
+            declares_feature(&text, "kazoo")
+        })
+        .collect()
+}
+
+/// Whether the manifest `text` declares the feature `feature`: a `feature = …` key in its
+/// `[features]` table. A line check (this crate has no TOML parser), enough for the recipe
+/// crates' plain manifests; `host/cli/build.rs` has the same check.
+fn declares_feature(text: &str, feature: &str) -> bool {
+    let mut in_features = false;
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if line.starts_with('[') {
+            in_features = line == "[features]";
+        } else if in_features {
+            if let Some((key, _)) = line.split_once('=') {
+                if key.trim().trim_matches('"') == feature {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
 /// The plugins directory, with the recipe components freshly built from this workspace, plus the
 /// test-only guests of `tests/guests/` (`misbehave`: traps, spins or grows on command), and the
-/// kazoo-format builds of the lock family (`lock-kazoo`, `rwlock-kazoo`, `semaphore-kazoo`: the
-/// same crates with their feature `kazoo`, built into a target directory of their own as the
-/// Makefile does, since the other feature set writes the same output file).
+/// kazoo-format builds of [`kazoo_recipes`] (`lock-kazoo`, …: the same crates with their feature
+/// `kazoo`, built into a target directory of their own as the Makefile does, since the other
+/// feature set writes the same output file).
 pub fn plugins() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
@@ -90,7 +126,8 @@ pub fn plugins() -> PathBuf {
                 let built = root.join(format!("target/guests/wasm32-wasip2/release/wazoo_{recipe}.wasm"));
                 std::fs::copy(&built, dir.join(format!("{recipe}.wasm"))).expect("copying a built recipe");
             }
-            let kazoo = ["lock", "rwlock", "semaphore"];
+            let kazoo = kazoo_recipes();
+            assert!(!kazoo.is_empty(), "no recipe crate declares the feature `kazoo`");
             let status = Command::new(env!("CARGO"))
                 .current_dir(&root)
                 .args(["build", "--release", "--target", "wasm32-wasip2"])
@@ -106,7 +143,8 @@ pub fn plugins() -> PathBuf {
                 std::fs::copy(&built, dir.join(format!("{recipe}-kazoo.wasm")))
                     .expect("copying a built kazoo-format recipe");
             }
-            // The election in Curator LeaderSelector's format (its feature `selector`).
+            // The election in Curator LeaderSelector's format (its feature `selector`): one recipe
+            // named here, as in the Makefile and host/cli/build.rs, not a rule over the crates.
             let status = Command::new(env!("CARGO"))
                 .current_dir(&root)
                 .args(["build", "--release", "--target", "wasm32-wasip2"])
@@ -134,11 +172,12 @@ pub fn plugins() -> PathBuf {
         .clone()
 }
 
-/// A recipe written in another language: its plugin name, the script that builds it (given the
-/// output path), and the sources it is built from.
+/// A recipe written in another language: its plugin name, the script that builds it (given
+/// `args`, then the output path), and the sources it is built from.
 pub struct LanguageRecipe {
     pub name: &'static str,
     pub script: &'static str,
+    pub args: &'static [&'static str],
     pub sources: &'static [&'static str],
 }
 
@@ -148,16 +187,13 @@ pub const LANGUAGE_RECIPES: &[LanguageRecipe] = &[
     LanguageRecipe {
         name: "semaphore-py",
         script: "guest/python/build.sh",
-        sources: &[
-            "guest/python/semaphore",
-            "guest/python/wazoo_guest",
-            "guest/python/build.sh",
-            "wit",
-        ],
+        args: &[],
+        sources: &["guest/python/semaphore", "guest/python/wazoo_guest", "guest/python/build.sh", "wit"],
     },
     LanguageRecipe {
         name: "election-js",
         script: "guest/js/build.sh",
+        args: &[],
         sources: &[
             "guest/js/election",
             "guest/js/wazoo-guest.js",
@@ -169,8 +205,21 @@ pub const LANGUAGE_RECIPES: &[LanguageRecipe] = &[
     LanguageRecipe {
         name: "barrier-c",
         script: "guest/c/build.sh",
+        args: &["barrier"],
         sources: &[
             "guest/c/barrier",
+            "guest/c/wazoo_guest.h",
+            "guest/c/wazoo_guest.c",
+            "guest/c/build.sh",
+            "wit",
+        ],
+    },
+    LanguageRecipe {
+        name: "lock-c",
+        script: "guest/c/build.sh",
+        args: &["lock"],
+        sources: &[
+            "guest/c/lock",
             "guest/c/wazoo_guest.h",
             "guest/c/wazoo_guest.c",
             "guest/c/build.sh",
@@ -194,6 +243,7 @@ fn build_language_recipe(recipe: &LanguageRecipe, dir: &Path) {
     let status = Command::new("bash")
         .current_dir(&root)
         .arg(root.join(recipe.script))
+        .args(recipe.args)
         .arg(&out)
         // The C build's `wazoo componentize`: the binary under test.
         .env("WAZOO", wazoo_bin())

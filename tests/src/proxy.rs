@@ -556,15 +556,17 @@ impl Link {
             if let Step::Stop = self.gate().await {
                 break;
             }
-            if write_frame(&mut to, &frame).await.is_err() {
-                break;
-            }
-            // Only replies to logged requests: not pings, watch events or the host's probe.
+            // Only replies to logged requests: not pings, watch events or the host's probe. Counted
+            // before the reply is passed on, so a request the client sends once it has the reply
+            // always finds it counted.
             let xid = frame.get(0..4).map_or(0, |b| i32::from_be_bytes(b.try_into().unwrap()));
             let logged =
                 self.faults.tap.lock().unwrap().log.iter().any(|r| r.link == self.id && r.xid == xid);
             if logged {
                 self.forwarded.fetch_add(1, Ordering::SeqCst);
+            }
+            if write_frame(&mut to, &frame).await.is_err() {
+                break;
             }
         }
         self.close(to).await;

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
+use wazoo_runtime::SessionEnd;
 use wazoo_runtime::{Ballot, ElectionHandle, Host, LockHandle, Lost, Outcome, RecipeError, TxMode, ZkError};
-use zookeeper_client::SessionState;
 
 use crate::chaos::{is_fault, Lab, Register, Report, Rng, Run, Site, Write};
 use crate::proxy::op;
@@ -106,7 +106,7 @@ pub async fn holder_session_killed(lab: &Lab) -> Report {
     }
     if let Some(lost) = within(&run, HANG, "a is told it lost the lock", lost).await {
         let lost = lost.unwrap();
-        run.check(lost == Lost::Session(SessionState::Expired), || format!("a was told {lost:?}"));
+        run.check(lost == Lost::Session(SessionEnd::Expired), || format!("a was told {lost:?}"));
     }
     holder.close().await;
     epilogue(&run, lab, &path, &[&a, &b]).await;

@@ -13,6 +13,7 @@ use wazoo_tests::daemon::Daemon;
 use wazoo_tests::*;
 use zookeeper_client::{Client, CreateMode};
 
+use wazoo_runtime::zk::Zk;
 use State::{Holds, Waits};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -21,7 +22,9 @@ const LOCK_TAG: &[u8] = b"wazoo lock recipe v1";
 
 /// The contenders at `path`, or a panic.
 async fn look(checker: &Client, path: &str, kind: Option<Kind>, leases: Option<u32>) -> Contenders {
-    holders::read(checker, path, kind, leases).await.unwrap_or_else(|e| panic!("reading {path}: {e:?}"))
+    holders::read(&Zk::from_client(checker.clone()), path, kind, leases)
+        .await
+        .unwrap_or_else(|e| panic!("reading {path}: {e:?}"))
 }
 
 fn states(c: &Contenders) -> Vec<State> {
@@ -38,7 +41,7 @@ fn sessions(c: &Contenders) -> Vec<i64> {
 
 /// The ZooKeeper session a host's handles share.
 async fn session_of(host: &Host) -> i64 {
-    host.live().await.unwrap().client.session_id().0
+    host.live().await.unwrap().session_id()
 }
 
 /// Node names are `_c_<uuid>-<marker><10 digits>` under `dir`, with rising sequences and tokens.
@@ -710,13 +713,13 @@ async fn the_daemon_answers_as_the_library_reads() {
 async fn bad_input_and_unknown_names_are_errors_never_panics() {
     let checker = client(&zk().address()).await;
     for path in ["", "relative", "/", "/a//b", "/a/", "/a/../b", "/zookeeper/quota"] {
-        match holders::read(&checker, path, None, None).await {
+        match holders::read(&Zk::from_client(checker.clone()), path, None, None).await {
             Err(ZkError::InvalidPath(_)) => {}
             other => panic!("{path:?}: {other:?}"),
         }
     }
     let path = unique("holders-bad");
-    match holders::read(&checker, &path, Some(Kind::Semaphore), Some(0)).await {
+    match holders::read(&Zk::from_client(checker.clone()), &path, Some(Kind::Semaphore), Some(0)).await {
         Err(ZkError::InvalidArgument(why)) => assert!(why.contains("lease"), "{why}"),
         other => panic!("leases 0: {other:?}"),
     }
@@ -725,7 +728,7 @@ async fn bad_input_and_unknown_names_are_errors_never_panics() {
     // kind given, they are ignored.
     let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     checker.mkdir(&format!("{path}/item-0000000001"), &persistent).await.unwrap();
-    match holders::read(&checker, &path, None, None).await {
+    match holders::read(&Zk::from_client(checker.clone()), &path, None, None).await {
         Err(ZkError::InvalidArgument(why)) => assert!(why.contains("pass the kind"), "{why}"),
         other => panic!("unknown names: {other:?}"),
     }
@@ -746,7 +749,7 @@ async fn bad_input_and_unknown_names_are_errors_never_panics() {
         )
         .await
         .unwrap();
-    match holders::read(&checker, &mixed, None, None).await {
+    match holders::read(&Zk::from_client(checker.clone()), &mixed, None, None).await {
         Err(ZkError::InvalidArgument(why)) => {
             assert!(why.contains("more than one kind") && why.contains("pass the kind"), "{why}")
         }

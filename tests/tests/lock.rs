@@ -383,6 +383,18 @@ async fn revocation_is_seen_by_the_holder_and_forced_after_the_grace_period() {
 /// predecessor was the lowest node, holds without asking ZooKeeper anything more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_acquire_is_one_round_trip_and_a_hand_over_needs_no_listing() {
+    one_round_trip_and_a_hand_over_without_listing("lock").await
+}
+
+/// The same of the lock in C (`guest/c/lock`, `lock-c`): its contention is the host's too, so it
+/// costs what the Rust lock's does. (The C layer's own loop, a protected create and then a
+/// listing, took a round trip more, and listed again after every wait.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_c_acquire_is_one_round_trip_and_a_hand_over_needs_no_listing() {
+    one_round_trip_and_a_hand_over_without_listing("lock-c").await
+}
+
+async fn one_round_trip_and_a_hand_over_without_listing(recipe: &str) {
     use wazoo_tests::proxy::{op, Proxy};
     let address = zk().address();
     let proxy = Proxy::start(&address).await;
@@ -392,7 +404,7 @@ async fn an_acquire_is_one_round_trip_and_a_hand_over_needs_no_listing() {
     let checker = client(&address).await;
     made(&checker, &path).await;
 
-    let mut waiter = waiter_host.lock("lock").await.unwrap();
+    let mut waiter = waiter_host.lock(recipe).await.unwrap();
     proxy.delay(Duration::from_millis(40));
     proxy.tap(None);
     let held = within(LIMIT, "uncontended acquire", waiter.acquire(&path, None)).await.unwrap();

@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
+use wazoo_runtime::SessionEnd;
 use wazoo_runtime::{Host, Lost, Mode, RecipeError, ZkError};
 use wazoo_tests::proxy::Proxy;
 use wazoo_tests::*;
-use zookeeper_client::{Acls, CreateMode, SessionState};
+use zookeeper_client::{Acls, CreateMode};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -97,7 +98,7 @@ async fn expired_holders_of_a_write_lock_and_a_lease_let_waiters_in() {
     proxy.thaw();
     // Cut off from ZooKeeper for 2/3 of its session timeout, the writer may be told so first.
     let told = within(LIMIT, "the writer is told", writer_lost).await;
-    assert!(matches!(told, Lost::Session(SessionState::Expired) | Lost::CutOff(_)), "{told:?}");
+    assert!(matches!(told, Lost::Session(SessionEnd::Expired) | Lost::CutOff(_)), "{told:?}");
     reader.release().await.unwrap();
     waiter.release().await.unwrap();
 }

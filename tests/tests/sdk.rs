@@ -4,8 +4,8 @@
 //! reply returns the node the server made, once, recorded in the handle's ledger),
 //! `watch.wait-for-change` and `watcher.changed` (a change, a deletion, a timeout, the session's
 //! end), `session.owns`, and `znode.pipeline` (steps sent together, answered in order, a lost
-//! reply recovered). And components built against `wazoo:zk@0.1.0`, `0.1.1` and `0.1.2` still link and
-//! run.
+//! reply recovered). And components built against `wazoo:zk@0.1.0`, `0.1.1`, `0.1.2` and `0.1.3`
+//! still link and run.
 
 use std::time::{Duration, Instant};
 
@@ -289,11 +289,11 @@ async fn owns_is_true_only_for_this_sessions_node_holding_the_data_asked_for() {
     handle.close().await;
 }
 
-/// `bytes` with every `wazoo:zk/…@0.1.3` import renamed `…@{version}` (same length, so the
+/// `bytes` with every `wazoo:zk/…@0.1.4` import renamed `…@{version}` (same length, so the
 /// component stays valid): what a component built against that version imports.
 fn as_built_against(bytes: &[u8], version: &str) -> Vec<u8> {
     let mut out = bytes.to_vec();
-    let (from, to) = (b"wazoo:zk/", (b"@0.1.3", format!("@{version}")));
+    let (from, to) = (b"wazoo:zk/", (b"@0.1.4", format!("@{version}")));
     assert_eq!(to.1.len(), to.0.len());
     let mut i = 0;
     while let Some(at) = out[i..].windows(from.len()).position(|w| w == from) {
@@ -321,6 +321,11 @@ async fn components_built_against_wazoo_zk_0_1_0_to_0_1_2_still_link_and_run() {
         );
         std::fs::write(dir.join(format!("tree-{}.wasm", version.replace('.', "-"))), &old).unwrap();
     }
+    // And as built against 0.1.3, the version before this host's 0.1.4.
+    let old = as_built_against(&built, "0.1.3");
+    let text = String::from_utf8_lossy(&old);
+    assert!(text.contains("wazoo:zk/znode@0.1.3") && !text.contains("wazoo:zk/znode@0.1.4"));
+    std::fs::write(dir.join("tree-0-1-3.wasm"), &old).unwrap();
 
     let checker = client(&zk().address()).await;
     let path = prepared(&checker, "sdk-old").await;
@@ -331,8 +336,8 @@ async fn components_built_against_wazoo_zk_0_1_0_to_0_1_2_still_link_and_run() {
     let mut settings = config(&zk().address(), Duration::from_secs(10));
     settings.plugins = dir.clone();
     let host = Host::start(settings).await.unwrap();
-    for name in ["tree-0-1-0", "tree-0-1-1", "tree-0-1-2"] {
-        let mut handle = host.custom(name).await.expect("an older component links on a 0.1.3 host");
+    for name in ["tree-0-1-0", "tree-0-1-1", "tree-0-1-2", "tree-0-1-3"] {
+        let mut handle = host.custom(name).await.expect("an older component links on a 0.1.4 host");
         let out = within(LIMIT, "tree", handle.run(&args(&[&path]))).await.unwrap().unwrap();
         assert!(out.contains("leaf  [5 bytes]"), "{name}: {out}");
         handle.close().await;
@@ -419,4 +424,67 @@ async fn a_pipelined_protected_create_whose_reply_is_lost_is_found_and_listed() 
     assert_eq!(handle.ledger(), vec![created.clone()], "the node found again is the handle's");
     handle.close().await;
     assert!(children(&checker, &dir).await.is_empty());
+}
+
+/// `watch.wait-any` (0.1.4): one wait on several watchers answers with the position of the one
+/// that fired and its event (at once when it fired already, the first such in the list); a
+/// wait that runs out leaves every watcher armed; no watcher at all is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn wait_any_answers_with_the_watcher_that_fired() {
+    let checker = client(&zk().address()).await;
+    let dir = prepared(&checker, "sdk-wait-any").await;
+    let (a, b) = (format!("{dir}/a"), format!("{dir}/b"));
+    for node in [&a, &b] {
+        checker.create(node, b"", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+    }
+    let host = Host::start(config(&zk().address(), Duration::from_secs(10))).await.unwrap();
+    let mut handle = host.custom("misbehave").await.unwrap();
+    let text = run(&mut handle, &["wait-any", &a, &b]).await.unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(lines[0].contains("Timeout"), "nothing fired within 50 ms: {text}");
+    assert_eq!(lines[1], "1 EventKind::NodeDataChanged", "B's data was set: {text}");
+    assert_eq!(lines[2], "1 EventKind::NodeDataChanged", "B fired already: {text}");
+    assert_eq!(lines[3], "0 EventKind::NodeDeleted", "A, armed all along, saw its deletion: {text}");
+    assert!(lines[4].contains("InvalidArgument"), "no watcher to wait on: {text}");
+    handle.close().await;
+}
+
+/// `contention` (0.1.4) step by step: `enter` makes the node and answers where it stands from
+/// the listing made with it; a second contender waits for the first's node, a wait that runs out
+/// leaves its node in place, and once the first withdraws it holds; a contender dropped leaves
+/// its node to the handle, whose ledger deletes it when the handle ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_contender_enters_waits_holds_and_withdraws() {
+    let checker = client(&zk().address()).await;
+    let dir = prepared(&checker, "sdk-contender").await;
+    let host = Host::start(config(&zk().address(), Duration::from_secs(10))).await.unwrap();
+    let mut first = host.custom("misbehave").await.unwrap();
+    let mut second = host.custom("misbehave").await.unwrap();
+
+    let entered = run(&mut first, &["enter", &dir]).await.unwrap();
+    let (mine, standing) = entered.split_once(' ').unwrap();
+    assert_eq!(standing, "held", "{entered}");
+    let name = mine.strip_prefix(&format!("{dir}/")).unwrap();
+    assert!(protected_name(name, "lock-", true), "{name}");
+    assert_eq!(checker.get_data(mine).await.unwrap().0, b"sdk");
+
+    let entered = run(&mut second, &["enter", &dir]).await.unwrap();
+    let (theirs, standing) = entered.split_once(' ').unwrap();
+    assert_eq!(standing, format!("waiting {mine}"), "{entered}");
+    let waited = run(&mut second, &["contender-wait", "50"]).await.unwrap_err();
+    assert!(waited.contains("Timeout"), "{waited}");
+    assert_eq!(children(&checker, &dir).await.len(), 2, "a wait that ran out leaves the node");
+
+    assert_eq!(run(&mut first, &["contender-withdraw"]).await.unwrap(), "withdrawn");
+    assert!(checker.check_stat(mine).await.unwrap().is_none(), "withdrawn, the node is gone");
+    assert_eq!(run(&mut first, &["contender-withdraw"]).await.unwrap(), "withdrawn", "twice is fine");
+    assert_eq!(run(&mut second, &["contender-wait", "none"]).await.unwrap(), "held");
+    assert_eq!(run(&mut second, &["contender-standing"]).await.unwrap(), "held");
+
+    assert_eq!(run(&mut second, &["contender-drop"]).await.unwrap(), "dropped");
+    assert!(checker.check_stat(theirs).await.unwrap().is_some(), "a dropped contender leaves its node");
+    second.close().await;
+    assert!(checker.check_stat(theirs).await.unwrap().is_none(), "the handle's ledger deleted it");
+    first.close().await;
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wazoo_runtime::keeper::Keeper;
-use wazoo_runtime::{Host, Live};
+use wazoo_runtime::{Host, Live, SessionEnd};
 use wazoo_tests::proxy::Proxy;
 use wazoo_tests::*;
 use zookeeper_client::{Acls, Client, CreateMode, Error, SessionState, StateWatcher};
@@ -37,9 +37,9 @@ const SESSION: Duration = Duration::from_secs(4);
 async fn ephemeral(live: &Live, name: &str) -> String {
     let dir = unique(name);
     let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
-    live.client.mkdir(&dir, &open).await.unwrap();
+    live.client().mkdir(&dir, &open).await.unwrap();
     let node = format!("{dir}/held");
-    live.client.create(&node, b"old", &CreateMode::Ephemeral.with_acls(Acls::anyone_all())).await.unwrap();
+    live.client().create(&node, b"old", &CreateMode::Ephemeral.with_acls(Acls::anyone_all())).await.unwrap();
     node
 }
 
@@ -111,7 +111,7 @@ async fn on_one_server_the_holder_and_the_adopter_race_for_the_session() {
     let node = ephemeral(&live, "move-same").await;
     let (id, password) = live.session_parts();
     assert_eq!(id, live.session_id());
-    let disconnects = count_disconnects(&live.client);
+    let disconnects = count_disconnects(live.client());
 
     match within(LIMIT, "the adoption", host.adopt(id, password)).await {
         Err(refused) => {
@@ -122,7 +122,7 @@ async fn on_one_server_the_holder_and_the_adopter_race_for_the_session() {
             assert!(message.contains("takes the session back"), "{message}");
             // Each try of the adopter closed the holder's connection; the holder came back each time.
             assert!(disconnects.load(Ordering::SeqCst) >= 1, "the holder's connection was never closed");
-            set(&live.client, &node, b"still mine").await.expect("the holder's next write");
+            set(live.client(), &node, b"still mine").await.expect("the holder's next write");
             assert!(live.ended().is_none());
             assert_eq!(owner(&checker, &node).await, id);
             let again = host.live().await.unwrap();
@@ -147,8 +147,8 @@ async fn on_one_server_the_holder_and_the_adopter_race_for_the_session() {
                 // Both serve the session side by side: on one server, nothing tells them apart.
                 eprintln!("the adopter took the session; the holder was never told");
                 assert!(live.ended().is_none() && taken.ended().is_none());
-                set(&live.client, &node, b"old").await.expect("the holder writes");
-                set(&taken.client, &node, b"new").await.expect("the adopter writes");
+                set(live.client(), &node, b"old").await.expect("the holder writes");
+                set(taken.client(), &node, b"new").await.expect("the adopter writes");
                 assert_eq!(owner(&checker, &node).await, id);
                 return;
             };
@@ -156,11 +156,11 @@ async fn on_one_server_the_holder_and_the_adopter_race_for_the_session() {
                 "the adopter took the session; the {} gave up",
                 ["adopter", "holder"][holder_lost as usize]
             );
-            assert_eq!(state, SessionState::Expired);
+            assert_eq!(state, SessionEnd::Expired);
             let (lost, kept) = if holder_lost { (&live, &taken) } else { (&taken, &live) };
-            let write = lost.client.set_data(&node, b"lost", None).await;
+            let write = lost.client().set_data(&node, b"lost", None).await;
             assert_eq!(write.unwrap_err(), Error::SessionExpired, "the loser's next write");
-            set(&kept.client, &node, b"kept").await.expect("the winner writes");
+            set(kept.client(), &node, b"kept").await.expect("the winner writes");
             assert!(kept.ended().is_none());
             assert_eq!(owner(&checker, &node).await, id);
             if holder_lost {
@@ -190,7 +190,7 @@ async fn a_cut_off_holder_loses_its_session_to_the_adopter() {
     let live = old.live().await.unwrap();
     let node = ephemeral(&live, "move-cut").await;
     let (id, password) = live.session_parts();
-    let mut old_states = live.client.state_watcher();
+    let mut old_states = live.client().state_watcher();
 
     old_link.freeze();
     let adopted =
@@ -199,7 +199,7 @@ async fn a_cut_off_holder_loses_its_session_to_the_adopter() {
     assert_eq!(taken.session_id(), id, "the adopted host runs on the same session");
     assert_eq!(taken.generation, 1);
     assert_eq!(owner(&checker, &node).await, id, "the ephemeral node is still the session's");
-    taken.client.set_data(&node, b"adopted", None).await.expect("the adopter writes");
+    taken.client().set_data(&node, b"adopted", None).await.expect("the adopter writes");
 
     // Resuming the session on the same server closed the old holder's connection (a frozen proxy
     // still passes on the end of a connection); the holder cannot reconnect through the link.
@@ -209,20 +209,21 @@ async fn a_cut_off_holder_loses_its_session_to_the_adopter() {
     .await;
     // Its next request waits for a reconnect that never comes, and fails when the client gives
     // the session up: 7/5 of the session timeout after it last heard from ZooKeeper.
-    let request = within(LIMIT, "the old holder's request", live.client.set_data(&node, b"old", None)).await;
+    let request =
+        within(LIMIT, "the old holder's request", live.client().set_data(&node, b"old", None)).await;
     assert_eq!(request.unwrap_err(), Error::SessionExpired, "the old holder's write");
-    assert_eq!(live.wait_ended().await, SessionState::Expired, "the old holder gives up");
-    assert_eq!(live.client.get_data(&node).await.unwrap_err(), Error::SessionExpired);
+    assert_eq!(live.wait_ended().await, SessionEnd::Expired, "the old holder gives up");
+    assert_eq!(live.client().get_data(&node).await.unwrap_err(), Error::SessionExpired);
     // Gone for good. (Thawed, the proxy would deliver the connect requests of the holder's tries
     // that it held, late, and each would move the session back to a connection nobody uses.)
     drop(old_link);
-    taken.client.set_data(&node, b"adopted again", None).await.expect("the adopter still writes");
+    taken.client().set_data(&node, b"adopted again", None).await.expect("the adopter still writes");
     assert_eq!(owner(&checker, &node).await, id);
     assert_eq!(checker.get_data(&node).await.unwrap().0, b"adopted again");
 
     // The adopted session ends (its link frozen past the timeout): the adopter has no other.
     new_link.freeze();
-    assert_eq!(within(LIMIT, "the adopted session ends", taken.wait_ended()).await, SessionState::Expired);
+    assert_eq!(within(LIMIT, "the adopted session ends", taken.wait_ended()).await, SessionEnd::Expired);
     wait_gone(&checker, &node).await;
     let error = adopted.live().await.expect_err("no new session for an adopted host");
     assert_eq!(format!("{error:#}"), format!("the adopted ZooKeeper session {id:#x} ended"));
@@ -252,26 +253,26 @@ async fn on_two_members_the_holder_and_the_adopter_take_the_session_in_turn() {
     assert_eq!(taken.session_id(), id);
     assert_eq!(taken.generation, 1);
     assert_eq!(owner(&checker, &node).await, id);
-    taken.client.set_data(&node, b"adopted", None).await.expect("the adopter writes");
+    taken.client().set_data(&node, b"adopted", None).await.expect("the adopter writes");
 
     // Reads and syncs are its member's own business: the old holder notices nothing.
-    assert_eq!(live.client.get_data(&node).await.unwrap().0, b"adopted");
-    live.client.sync("/").await.unwrap();
-    assert_eq!(live.client.state(), SessionState::SyncConnected);
+    assert_eq!(live.client().get_data(&node).await.unwrap().0, b"adopted");
+    live.client().sync("/").await.unwrap();
+    assert_eq!(live.client().state(), SessionState::SyncConnected);
 
     // Its next write: the connection is closed, the client reconnects with the session.
-    let mut old_states = live.client.state_watcher();
-    let write = live.client.set_data(&node, b"old", None).await;
+    let mut old_states = live.client().state_watcher();
+    let write = live.client().set_data(&node, b"old", None).await;
     assert_eq!(write.unwrap_err(), Error::ConnectionLoss, "the old holder's write on a moved session");
     reconnected(&mut old_states).await;
-    live.client.set_data(&node, b"old again", None).await.expect("the old holder has the session back");
+    live.client().set_data(&node, b"old again", None).await.expect("the old holder has the session back");
 
     // Now the adopter's write meets the moved session, and it takes the session back in turn.
-    let mut new_states = taken.client.state_watcher();
-    let write = taken.client.set_data(&node, b"adopter", None).await;
+    let mut new_states = taken.client().state_watcher();
+    let write = taken.client().set_data(&node, b"adopter", None).await;
     assert_eq!(write.unwrap_err(), Error::ConnectionLoss, "the adopter's write after the holder came back");
     reconnected(&mut new_states).await;
-    taken.client.set_data(&node, b"adopter again", None).await.expect("the adopter has it back");
+    taken.client().set_data(&node, b"adopter again", None).await.expect("the adopter has it back");
     assert_eq!(owner(&checker, &node).await, id);
     assert!(live.ended().is_none() && taken.ended().is_none(), "neither side's session ended");
     drop((old, host, adopted, live, taken));

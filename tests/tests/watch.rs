@@ -332,7 +332,7 @@ async fn a_cache_reports_the_net_changes_made_while_its_connection_was_down() {
     assert_eq!(initial(&mut cache).await.len(), 6);
     let live = host.live().await.unwrap();
     let session = live.session_id();
-    let states = reconnection(&live.client);
+    let states = reconnection(live.client());
 
     proxy.freeze();
     // Every write below succeeds on the server (an error would fail the test here).
@@ -398,7 +398,7 @@ async fn expire_while(
 ) -> i64 {
     let live = host.live().await.unwrap();
     let marker = format!("{base}/marker");
-    live.client.create(&marker, b"", &CreateMode::Ephemeral.with_acls(Acls::anyone_all())).await.unwrap();
+    live.client().create(&marker, b"", &CreateMode::Ephemeral.with_acls(Acls::anyone_all())).await.unwrap();
     proxy.freeze();
     changes.await;
     within(LIMIT, "the server expires the host's session", wait_gone(checker, &marker)).await;
@@ -531,7 +531,7 @@ async fn without_the_repair_a_cache_misses_changes(host: &Host, checker: &Client
         cache.start(&node, false).await.unwrap();
         initial(&mut cache).await;
         assert_eq!(cache.live().session_id(), live.session_id(), "one session");
-        let (_, _, oneshot) = live.client.get_and_watch_data(&node).await.unwrap();
+        let (_, _, oneshot) = live.client().get_and_watch_data(&node).await.unwrap();
         if fires {
             checker.set_data(&node, b"fires", None).await.unwrap();
             within(LIMIT, "the one-shot watch fires", oneshot.changed()).await;
@@ -761,7 +761,7 @@ async fn without_the_repair_an_earlier_one_shot_watch_ends_a_cache(
     let mut beacon = Beacon::start(host, checker, base).await;
     let node = format!("{base}/bare");
     checker.create(&node, b"v0", &persistent()).await.unwrap();
-    let (_, _, oneshot) = live.client.get_and_watch_data(&node).await.unwrap();
+    let (_, _, oneshot) = live.client().get_and_watch_data(&node).await.unwrap();
     let mut cache = host.cache("cache").await.unwrap();
     cache.start(&node, true).await.unwrap();
     initial(&mut cache).await;

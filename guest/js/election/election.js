@@ -27,6 +27,7 @@ import {
   getChildrenWatch,
   existsWatch,
   watcherChanged,
+  waitAny,
   dispose,
   retrying,
   deleteRetrying,
@@ -42,11 +43,6 @@ import {
 const LATCH = 'latch-';
 /** How many times an acknowledgement is written again after another write came in between. */
 const ACK_ATTEMPTS = 10;
-/**
- * The contract waits on one watch at a time: an observer waiting on the leader's node looks at
- * the acknowledgement's watch this often (milliseconds).
- */
-const ACK_LOOK_MS = 100;
 
 /** This instance's candidacy: `{ path, leadership: { node, token }, acknowledged }`, or null. */
 let candidacy = null;
@@ -76,7 +72,7 @@ async function campaign(path, id, timeoutMs) {
   // 1. Create an ephemeral sequential proposal holding our id; 2. list the proposals; 3. if ours
   // is the lowest we lead; 4. otherwise watch only the next lower one and look again.
   const deadline = Deadline.afterMs(timeoutMs);
-  const mine = await contend(path, LATCH, bytes(id), [LATCH], deadline, exclusive);
+  const mine = await contend(path, LATCH, bytes(id), exclusive([LATCH]), deadline);
   const leadership = { node: mine.path, token: mine.stat.czxid };
   candidacy = { path, leadership, acknowledged: false };
   return leadership;
@@ -240,22 +236,12 @@ async function currentLeader(path) {
   }
 }
 
-/** Blocks until `first` or `second` fires, or the deadline passes (`timeout`). */
+/**
+ * Blocks until `first` or `second` fires (`session-expired` if the session ended), or the deadline
+ * passes (`timeout`): one wait on both (the host's `wait-any`).
+ */
 function waitEither(first, second, deadline) {
-  for (;;) {
-    const left = deadline.remainingMs();
-    const slice = left === undefined ? ACK_LOOK_MS : Math.min(left, ACK_LOOK_MS);
-    for (const [watcher, ms] of [[first, slice], [second, 0]]) {
-      try {
-        watcherChanged(watcher, ms);
-      } catch (e) {
-        if (isZk(e, 'timeout')) continue;
-        throw e;
-      }
-      return;
-    }
-    if (deadline.expired()) throw ZkError.timeout();
-  }
+  waitAny([first, second], deadline);
 }
 
 /** Blocks until the election directory gains a child (or is created). */

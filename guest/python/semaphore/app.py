@@ -52,7 +52,7 @@ def _acquire(path, max_leases, timeout_ms):
     deadline = zk.Deadline(timeout_ms)
     # 1. Take the semaphore's mutex: waiters queue here, each watching its predecessor.
     locks = zk.join(path, "locks")
-    mutex = zk.contend(locks, LOCK_NAME, b"", [LOCK_NAME], deadline, zk.exclusive)
+    mutex = zk.contend(locks, LOCK_NAME, b"", zk.exclusive([LOCK_NAME]), deadline)
     try:
         lease = _take_lease(path, max_leases, deadline)
     except BaseException:

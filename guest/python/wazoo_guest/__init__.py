@@ -5,13 +5,15 @@ plus the helpers every ZooKeeper recipe needs and that are easy to get subtly wr
 sequential children the way Curator does, contending for a turn by watching only the
 predecessor, deadlines, and deleting through connection loss.
 
-The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.3`): the protected
-create that finds its node again after a lost reply (`create_protected`), waiting until a node
-changes or the session ends (`wait_for_change`, `watcher.changed`), the ownership check
-(`owns`), trying reads again through connection loss (every read the host lends), and several
-requests in one round trip (`pipeline`). The helpers here are thin names for those.
+The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.4`): the protected
+create that finds its node again after a lost reply (`create_protected`), the whole contention
+for a turn with its hand-over (`contend`), waiting until a node changes or the session ends
+(`wait_for_change`, `watcher.changed`) or until one of several watches fires (`wait_any`), the
+ownership check (`owns`), trying reads again through connection loss (every read the host
+lends), and several requests in one round trip (`pipeline`). The helpers here are thin names for
+those.
 
-Use it from a recipe module built against any world that includes `wazoo:zk/imports@0.1.3`
+Use it from a recipe module built against any world that includes `wazoo:zk/imports@0.1.4`
 (with componentize-py's default `wit_world` bindings module):
 
     import wazoo_guest as zk
@@ -33,6 +35,7 @@ building the component (pre-initialisation), when there is no host to call.
 import time
 
 from componentize_py_types import Ok as _Ok
+from wit_world.imports import contention as _contention
 from wit_world.imports import session as _session
 from wit_world.imports import types
 from wit_world.imports import watch as _watch
@@ -64,6 +67,8 @@ get_children_watch = wrap(_watch.get_children_watch)
 session_info = _session.info
 unique_id = _session.unique_id
 _owns = wrap(_session.owns)
+_wait_any = wrap(_watch.wait_any)
+_contend = wrap(_contention.contend)
 
 
 def owns(path, data=None):
@@ -137,6 +142,15 @@ def watch_changed(watcher, timeout_ms):
     """`watcher.changed(timeout_ms)`: as `watch_wait`, but the session's end raises
     `SessionExpired`, so the event returned is always a change to the node."""
     return wrap(watcher.changed)(timeout_ms)
+
+
+def wait_any(watchers, deadline):
+    """Blocks until one of `watchers` fires, and returns its index in the list (the first that
+    fired already, if any); raises `SessionExpired` if the session ended, `Timeout` once the
+    deadline passes: the host's `wait-any`. Every watcher stays armed; the one that fired keeps
+    its event."""
+    index, _ = _wait_any(list(watchers), deadline.remaining_ms())
+    return index
 
 
 # --- Identity --------------------------------------------------------------------------------
@@ -320,70 +334,22 @@ def wait_gone(path, deadline):
 
 # --- Contending for a turn (locks, leases, leadership) ---------------------------------------
 
-
-def exclusive(ordered, index):
-    """The exclusive lock's predecessor rule: the lowest node holds (None), every other waits
-    for the node just before it (its name)."""
-    return None if index == 0 else ordered[index - 1]
+Rule = _contention.Rule
+Pick = _contention.Pick
 
 
-def wait_turn(dir, my_name, markers, deadline, decide, listed=None):
-    """Lists the children of `dir` (no watch), orders them by `markers`, and asks
-    `decide(ordered, index_of_mine)`: None means ours, a sibling name means wait for that node
-    to change and look again. `NoNode` if our node disappeared; `Timeout` past the deadline.
-
-    Starts from `listed` (the children as a pipeline read them) when given. The hand-over costs
-    no extra round trip: when the sibling we waited for was the lowest node at our last look and
-    it was deleted, no node can have appeared below ours since (sequence numbers only grow), so
-    the last look without it is what a new listing would show below us, and `decide` is asked
-    again on that, provided our own node is still there (a watch on it, armed before the wait,
-    has not fired). Any other change (the sibling's data, a sibling that was not the lowest, our
-    own node's) lists again. So `decide` must never hold because of a node below ours, as no lock-like rule
-    does (the lock, either side of a read/write lock, a lease's mutex, a leadership)."""
-    known = None if listed is None else sorted_children(listed, markers)
-    # A watch on our own node, armed (once) before the first wait that may end in a hand-over.
-    own = None
-    try:
-        while True:
-            if known is not None:
-                ordered, known = known, None
-            else:
-                children, _ = get_children(dir)
-                ordered = sorted_children(children, markers)
-            try:
-                index = ordered.index(my_name)
-            except ValueError:
-                raise NoNode() from None
-            sibling = decide(ordered, index)
-            if sibling is None:
-                return
-            if deadline.expired():
-                raise Timeout()
-            lowest = ordered[0] == sibling
-            if lowest and own is None:
-                _, _, own = get_data_watch(join(dir, my_name))
-            if wait_gone(join(dir, sibling), deadline) and lowest:
-                there, own = _still_there(own)
-                if there:
-                    known = [c for c in ordered if c != sibling]
-    finally:
-        if own is not None:
-            own.__exit__(None, None, None)
+def exclusive(markers):
+    """The exclusive lock's rule over children ordered by `markers` (Curator's `["lock-"]`): ours
+    holds when it is the first, and otherwise watches the node just before it."""
+    return Rule(order=list(markers), blockers=_contention.Blockers_Any(), pick=Pick.NEAREST)
 
 
-def _still_there(own):
-    """Whether our own node is still there as of the event just received, without asking
-    ZooKeeper: a session's events arrive in order, so had our node been deleted before the
-    sibling we waited for, its watch would have fired already. Returns `(there, watcher)`; a
-    watch that fired is dropped (None), and the caller lists again."""
-    if own is None:
-        return False, None
-    try:
-        watch_wait(own, 0)
-    except Timeout:
-        return True, own
-    own.__exit__(None, None, None)
-    return False, None
+def first_containing(markers, kinds):
+    """Curator's reader's rule over children ordered by `markers`: ours holds when no node whose
+    name contains one of `kinds` (`__WRIT__`) is ahead of it, and otherwise watches the first
+    such node."""
+    return Rule(order=list(markers), blockers=_contention.Blockers_Containing(list(kinds)),
+                pick=Pick.FIRST)
 
 
 def create_and_list(dir, name, data, mode):
@@ -405,19 +371,15 @@ def create_and_list(dir, name, data, mode):
     return first.value, listed
 
 
-def contend(dir, name, data, markers, deadline, decide):
-    """Creates our ephemeral sequential node `name` (holding `data`) under `dir` (protected:
-    after a lost reply the host claims only a node this session owns) and lists `dir` in the
-    same round trip (`create_and_list`), waits for our turn (`wait_turn`), and deletes the node
-    again if we give up or fail. Returns the `Created` node."""
-    check_path(dir)
-    mine, listed = create_and_list(dir, name, data, EPHEMERAL_SEQUENTIAL)
-    try:
-        wait_turn(dir, node_name(mine.path), markers, deadline, decide, listed)
-    except BaseException:
-        quietly(delete_retrying, mine.path)
-        raise
-    return mine
+def contend(dir, name, data, rule, deadline):
+    """The whole contention for a turn, the host's `contend`: creates our ephemeral sequential
+    node `_c_<uuid>-<name><seq>` (holding `data`) under `dir` and lists `dir` in one round trip
+    (protected: after a lost reply the host claims only a node this session owns), waits while
+    `rule` (`exclusive(markers)`, `first_containing(markers, kinds)`) says a node ahead keeps
+    ours waiting, holding without listing again when the node it waited for was the lowest and is
+    deleted (the hand-over), and deletes the node again if we give up (`Timeout`) or fail.
+    Returns the `Created` node."""
+    return _contend(dir, _contention.Naming_Protected(name), data, rule, deadline.remaining_ms())
 
 
 def try_now(acquire):

@@ -10,15 +10,14 @@
 //! nodes. Every other child is ignored. kazoo creates the lock path and its ancestors as
 //! persistent nodes (`ensure_path`), so these builds do too.
 //!
-//! The contention loop is the Curator layouts' one ([`crate::wait_turn_from`]), with kazoo's
-//! names in the create and kazoo's rule in `decide`. The uuid prefix makes the create protected
-//! as Curator's `_c_<uuid>-` does: after a lost reply the node is found again by its prefix and
-//! claimed only if this session owns it.
+//! The contention is the host's (`contention.contend`), as for the Curator layouts, with kazoo's
+//! names (`naming.kazoo`) and kazoo's rule (`blockers.sequenced`). The uuid prefix makes the
+//! create protected as Curator's `_c_<uuid>-` does: after a lost reply the host finds the node
+//! again by its prefix and claims it only if this session owns it.
 
 use crate::{
-    backoff, create, exists, find_protected, join, new_guid, node_name, pipeline, retrying, wait_turn_from,
-    CreateMode, CreateOp, Created, Deadline, Result, Step, StepResult, Turn, ZkError,
-    CONNECTION_LOSS_RETRIES,
+    backoff, create, exists, join, new_guid, retrying, strings, Blockers, CreateMode, Created, Deadline,
+    Naming, Pick, Result, Rule, ZkError, CONNECTION_LOSS_RETRIES,
 };
 
 /// The marker of kazoo's `Lock` and `WriteLock` nodes.
@@ -57,23 +56,17 @@ pub fn hex_id() -> String {
 /// kazoo's rule for a contender that `excludes` those markers (`Lock`: `[LOCK]`, `WriteLock`:
 /// `[LOCK, RLOCK]`): it holds when no such contender is ahead of it, and otherwise watches the
 /// nearest one ahead (kazoo's `_get_predecessor`).
-pub fn behind<'a>(excludes: &'a [&'a str]) -> impl Fn(&[String], usize) -> Turn + 'a {
-    move |sorted, index| match sorted[..index].iter().rev().find(|c| sequence(c, excludes).is_some()) {
-        None => Turn::Hold,
-        Some(ahead) => Turn::WaitFor(ahead.clone()),
-    }
+pub fn behind(excludes: &[&str]) -> Rule {
+    Rule { order: strings(&MARKERS), blockers: Blockers::Sequenced(strings(excludes)), pick: Pick::Nearest }
 }
 
 /// The reader's rule (`ReadLock`, which excludes `[LOCK]`): it holds when no `__lock__` node is
 /// ahead of it, as kazoo's does. It watches the first one ahead rather than kazoo's nearest: the
-/// same nodes block it, and when that one was the lowest node and goes, it looks again without
-/// listing (the hand-over of [`wait_turn_from`]), finding the next writer, if any, in what it
+/// same nodes block it, and when that one was the lowest node and goes, the host looks again
+/// without listing (the contention's hand-over), finding the next writer, if any, in what it
 /// already knows.
-pub fn first_ahead<'a>(excludes: &'a [&'a str]) -> impl Fn(&[String], usize) -> Turn + 'a {
-    move |sorted, index| match sorted[..index].iter().find(|c| sequence(c, excludes).is_some()) {
-        None => Turn::Hold,
-        Some(ahead) => Turn::WaitFor(ahead.clone()),
-    }
+pub fn first_ahead(excludes: &[&str]) -> Rule {
+    Rule { order: strings(&MARKERS), blockers: Blockers::Sequenced(strings(excludes)), pick: Pick::First }
 }
 
 /// Creates `path` and every missing ancestor as persistent nodes, as kazoo's `ensure_path`.
@@ -91,69 +84,13 @@ pub fn ensure_path(path: &str) -> Result<()> {
     Ok(())
 }
 
-/// Steps 1 and 2 of a contention in kazoo's layout, in one round trip (`znode.pipeline`): the
-/// create of `<dir>/<uuid hex><marker><seq>` (ephemeral sequential, holding `data`) and the
-/// listing of `dir` after it. A missing `dir` is made as kazoo makes it (persistent). After a
-/// lost reply the node is looked for by its unique prefix (after a `sync`) and claimed only if
-/// this session owns it; only if it is not there is the create sent again. The listing is
-/// `None` when it failed or the node was found that way (the caller lists again).
-pub fn create_and_list(dir: &str, marker: &str, data: &[u8]) -> Result<(Created, Option<Vec<String>>)> {
-    let prefix = prefix(marker);
-    let steps = [
-        Step::Create(CreateOp {
-            path: join(dir, &prefix),
-            data: data.to_vec(),
-            mode: CreateMode::EphemeralSequential,
-        }),
-        Step::GetChildren(dir.to_string()),
-    ];
-    let (mut made_dir, mut lost) = (false, 0);
-    loop {
-        let mut results = pipeline(&steps)?.into_iter();
-        match results.next() {
-            Some(Ok(StepResult::Created(created))) => {
-                let listed = match results.next() {
-                    Some(Ok(StepResult::Children((children, _)))) => Some(children),
-                    _ => None,
-                };
-                return Ok((created, listed));
-            }
-            Some(Err(ZkError::NoNode)) if !made_dir => {
-                made_dir = true;
-                ensure_path(dir)?;
-            }
-            Some(Err(ZkError::ConnectionLoss)) if lost < CONNECTION_LOSS_RETRIES => {
-                lost += 1;
-                if let Some(found) = find_protected(dir, &prefix, true)? {
-                    return Ok((found, None));
-                }
-                backoff(lost);
-            }
-            Some(Err(e)) => return Err(e),
-            other => return Err(ZkError::Other(format!("pipeline answered {other:?} for a create"))),
-        }
-    }
-}
-
-/// A whole contention in kazoo's layout: create our node (`marker`, holding `data`) under
-/// `dir`, wait until `decide` ([`behind`], [`first_ahead`]) says it holds, and delete the node
-/// again if we give up or fail.
-pub fn contend(
-    dir: &str,
-    marker: &str,
-    data: &[u8],
-    deadline: Deadline,
-    decide: impl Fn(&[String], usize) -> Turn,
-) -> Result<Created> {
-    crate::check_path(dir)?;
-    let (mine, listed) = create_and_list(dir, marker, data)?;
-    match wait_turn_from(dir, node_name(&mine.path), &MARKERS, deadline, decide, listed) {
-        Ok(()) => Ok(mine),
-        Err(e) => {
-            let _ = crate::delete_retrying(&mine.path);
-            Err(e)
-        }
-    }
+/// A whole contention in kazoo's layout, the host's `contention.contend`: create our node
+/// `<dir>/<uuid hex><marker><seq>` (ephemeral sequential, holding `data`; a missing `dir` made
+/// as kazoo makes it, persistent) and list `dir` in one round trip, wait until `rule` ([`behind`],
+/// [`first_ahead`]) says it holds, and delete the node again if we give up or fail.
+pub fn contend(dir: &str, marker: &str, data: &[u8], rule: &Rule, deadline: Deadline) -> Result<Created> {
+    let naming = Naming::Kazoo(marker.to_string());
+    crate::bindings::wazoo::zk::contention::contend(dir, &naming, data, rule, deadline.remaining_ms())
 }
 
 /// The max-leases a kazoo semaphore's node stores, as kazoo reads it: decimal text, or none when
@@ -234,7 +171,6 @@ fn create_lease(lease: &str) -> Result<Created> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sorted;
 
     #[test]
     fn sequences_are_found_as_kazoos_pattern_finds_them() {
@@ -249,39 +185,21 @@ mod tests {
     }
 
     #[test]
-    fn a_writer_waits_for_the_nearest_contender_ahead_and_a_lock_ignores_readers() {
-        let children = vec![
-            "bbb__rlock__0000000002".to_string(),
-            "ccc__lock__0000000003".to_string(),
-            "aaa__lock__0000000001".to_string(),
-            "not-a-contender".to_string(),
-            "ddd__lock__0000000004".to_string(),
-        ];
-        let sorted = sorted(children, &MARKERS);
-        let at = |name: &str| sorted.iter().position(|c| c == name).unwrap();
-        let waits_for = |turn: Turn| match turn {
-            Turn::Hold => None,
-            Turn::WaitFor(node) => Some(node),
+    fn the_rules_are_kazoos() {
+        // WriteLock: blocked by both kinds, watches the nearest; Lock: readers do not block it;
+        // ReadLock: blocked by the `__lock__` nodes ahead, watches the first. The host applies
+        // them (wazoo-runtime's contention tests).
+        let markers = |r: &Rule| match &r.blockers {
+            Blockers::Sequenced(m) => m.clone(),
+            _ => panic!("kazoo's contenders are found by their sequence"),
         };
-        // WriteLock: blocked by both kinds, watches the nearest.
         let writer = behind(&MARKERS);
-        assert_eq!(
-            waits_for(writer(&sorted, at("ccc__lock__0000000003"))).as_deref(),
-            Some("bbb__rlock__0000000002")
-        );
-        assert_eq!(waits_for(writer(&sorted, at("aaa__lock__0000000001"))), None);
-        // Lock: readers do not block it.
+        assert_eq!((markers(&writer), writer.pick), (strings(&MARKERS), Pick::Nearest));
         let lock = behind(&[LOCK]);
-        assert_eq!(
-            waits_for(lock(&sorted, at("ccc__lock__0000000003"))).as_deref(),
-            Some("aaa__lock__0000000001")
-        );
-        // ReadLock: blocked by the `__lock__` nodes ahead, watches the first.
+        assert_eq!((markers(&lock), lock.pick), (strings(&[LOCK]), Pick::Nearest));
         let reader = first_ahead(&[LOCK]);
-        assert_eq!(
-            waits_for(reader(&sorted, at("bbb__rlock__0000000002"))).as_deref(),
-            Some("aaa__lock__0000000001")
-        );
+        assert_eq!((markers(&reader), reader.pick), (strings(&[LOCK]), Pick::First));
+        assert!([writer, lock, reader].iter().all(|r| r.order == strings(&MARKERS)));
     }
 
     #[test]

@@ -6,16 +6,18 @@
 //! connection loss. Recipes built on these read like the numbered steps of ZooKeeper's "Recipes
 //! and Solutions".
 //!
-//! The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.3`): the protected
-//! create that finds its node again after a lost reply (`znode.create-protected`), waiting until
-//! a node changes or the session ends (`watch.wait-for-change`, `watcher.changed`), the
-//! ownership check (`session.owns`), and trying reads again through connection loss (every read
-//! the host lends). The helpers here are thin names for those.
+//! The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.4`): the protected
+//! create that finds its node again after a lost reply (`znode.create-protected`), the whole
+//! contention for a turn with its hand-over (`contention.contend`), waiting until a node changes
+//! or the session ends (`watch.wait-for-change`, `watcher.changed`), or until one of several
+//! watches fires (`watch.wait-any`), the ownership check (`session.owns`), and trying reads again
+//! through connection loss (every read the host lends). The helpers here are thin names for
+//! those.
 
 mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "wazoo:zk/imports@0.1.3",
+        world: "wazoo:zk/imports@0.1.4",
     });
 }
 
@@ -29,6 +31,7 @@ pub mod kazoo;
 /// The generated interfaces, for `with:` in a recipe's own `generate!`.
 pub use bindings::wazoo::zk as wit;
 
+pub use bindings::wazoo::zk::contention::{enter, Blockers, Contender, Naming, Pick, Rule, Standing};
 pub use bindings::wazoo::zk::persistent::{add_watch, Change, ChangeKind, Notice, PersistentWatcher};
 pub use bindings::wazoo::zk::session::{info as session_info, owns, unique_id, SessionInfo};
 pub use bindings::wazoo::zk::types::{
@@ -250,6 +253,14 @@ pub fn wait_on(watcher: &Watcher, deadline: Deadline) -> Result<()> {
     watcher.changed(deadline.remaining_ms()).map(|_| ())
 }
 
+/// Blocks until one of `watchers` fires, and returns its position in the list (the first one
+/// that fired already, if any), `session-expired` if the session ended, or `timeout` once the
+/// deadline passes: the host's `wait-any`. Every watcher stays armed; the one that fired keeps
+/// its event.
+pub fn wait_any(watchers: &[&Watcher], deadline: Deadline) -> Result<usize> {
+    bindings::wazoo::zk::watch::wait_any(watchers, deadline.remaining_ms()).map(|(at, _)| at as usize)
+}
+
 /// Generates a recipe's bindings for `world` (e.g. `"wazoo:recipes/lock-recipe@0.1.0"`), reusing
 /// this crate's `wazoo:zk` imports. Recipe crates live in `recipes/NAME`, beside `wit/`; a crate
 /// elsewhere names the `wit` directory relative to its own: `recipe_world!("../../../wit", WORLD)`.
@@ -263,11 +274,12 @@ macro_rules! recipe_world {
             path: $wit,
             world: $world,
             with: {
-                "wazoo:zk/types@0.1.3": wazoo_guest::wit::types,
-                "wazoo:zk/znode@0.1.3": wazoo_guest::wit::znode,
-                "wazoo:zk/watch@0.1.3": wazoo_guest::wit::watch,
-                "wazoo:zk/session@0.1.3": wazoo_guest::wit::session,
-                "wazoo:zk/persistent@0.1.3": wazoo_guest::wit::persistent,
+                "wazoo:zk/types@0.1.4": wazoo_guest::wit::types,
+                "wazoo:zk/znode@0.1.4": wazoo_guest::wit::znode,
+                "wazoo:zk/watch@0.1.4": wazoo_guest::wit::watch,
+                "wazoo:zk/session@0.1.4": wazoo_guest::wit::session,
+                "wazoo:zk/persistent@0.1.4": wazoo_guest::wit::persistent,
+                "wazoo:zk/contention@0.1.4": wazoo_guest::wit::contention,
             },
         });
     };
@@ -279,86 +291,6 @@ pub fn delete_retrying(path: &str) -> Result<()> {
     match retrying(|| delete(path, None)) {
         Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) => Ok(()),
         Err(e) => Err(e),
-    }
-}
-
-/// What a contender does once it sees where it stands.
-pub enum Turn {
-    /// The lock (lease, leadership…) is ours.
-    Hold,
-    /// Not yet: watch this sibling, then look again.
-    WaitFor(String),
-}
-
-/// Steps 2–4 shared by every lock-like recipe: list the children without a watch, order them by
-/// `markers`, let `decide` say whether our node (at `index`) holds or which one sibling to
-/// watch, and wait for that sibling to change. `no-node` if our node disappeared.
-pub fn wait_turn(
-    dir: &str,
-    my_name: &str,
-    markers: &[&str],
-    deadline: Deadline,
-    decide: impl Fn(&[String], usize) -> Turn,
-) -> Result<()> {
-    wait_turn_from(dir, my_name, markers, deadline, decide, None)
-}
-
-/// [`wait_turn`], starting from `listed` (the children as a pipeline read them) when given.
-///
-/// The hand-over costs no extra round trip: when the sibling we waited for was the lowest node
-/// at our last look and it was deleted, no node can have appeared below ours since (sequence
-/// numbers only grow), so the last look without it is what a new listing would show below us,
-/// and `decide` is asked again on that, provided our own node is still there: a watch on it,
-/// armed before the wait (off the hand-over's path), has not fired. Any other change (the
-/// sibling's data, a sibling that was not the lowest, our own node's) lists again. So `decide` must never hold because of a node below ours
-/// (more nodes below never turn a wait into a hold), as no lock-like rule does (the lock,
-/// either side of a read/write lock, a lease's mutex, a leadership).
-pub fn wait_turn_from(
-    dir: &str,
-    my_name: &str,
-    markers: &[&str],
-    deadline: Deadline,
-    decide: impl Fn(&[String], usize) -> Turn,
-    listed: Option<Vec<String>>,
-) -> Result<()> {
-    let mut known = listed.map(|children| sorted(children, markers));
-    // A watch on our own node, armed (once) before the first wait that may end in a hand-over.
-    let mut own: Option<Watcher> = None;
-    loop {
-        let sorted = match known.take() {
-            Some(sorted) => sorted,
-            None => sorted(get_children(dir)?.0, markers),
-        };
-        let index = sorted.iter().position(|c| c == my_name).ok_or(ZkError::NoNode)?;
-        match decide(&sorted, index) {
-            Turn::Hold => return Ok(()),
-            Turn::WaitFor(_) if deadline.expired() => return Err(ZkError::Timeout),
-            Turn::WaitFor(sibling) => {
-                let lowest = sorted.first() == Some(&sibling);
-                if lowest && own.is_none() {
-                    own = Some(get_data_watch(&join(dir, my_name))?.2);
-                }
-                if wait_gone(&join(dir, &sibling), deadline)? && lowest && still_there(&mut own)? {
-                    known = Some(sorted.into_iter().filter(|c| *c != sibling).collect());
-                }
-            }
-        }
-    }
-}
-
-/// Whether our own node is still there as of the event just received, without asking
-/// ZooKeeper: a session's events arrive in order, so had our node been deleted (a revocation,
-/// an operator) before the sibling we waited for, our node's watch would have fired already. A
-/// watch that fired (for a deletion or a data change) is dropped, and the caller lists again.
-fn still_there(own: &mut Option<Watcher>) -> Result<bool> {
-    let Some(watcher) = own.as_ref() else { return Ok(false) };
-    match watcher.wait(Some(0)) {
-        Err(ZkError::Timeout) => Ok(true),
-        Err(e) => Err(e),
-        Ok(_) => {
-            *own = None;
-            Ok(false)
-        }
     }
 }
 
@@ -407,35 +339,34 @@ pub fn create_and_list(
     Ok((created, listed))
 }
 
-/// Step 1 and the rest of a contention: create our ephemeral sequential node `name` (holding
-/// `data`) under `dir` (protected: after a lost reply the host claims only a node this session
-/// owns), wait for our turn, and delete the node again if we give up or fail.
-pub fn contend(
-    dir: &str,
-    name: &str,
-    data: &[u8],
-    markers: &[&str],
-    deadline: Deadline,
-    decide: impl Fn(&[String], usize) -> Turn,
-) -> Result<Created> {
-    check_path(dir)?;
-    let (mine, listed) = create_and_list(dir, name, data, CreateMode::EphemeralSequential)?;
-    match wait_turn_from(dir, node_name(&mine.path), markers, deadline, decide, listed) {
-        Ok(()) => Ok(mine),
-        Err(e) => {
-            let _ = delete_retrying(&mine.path);
-            Err(e)
-        }
-    }
+/// The whole contention for a turn (a lock, a lease's mutex, a leadership): the host's
+/// `contention.contend`. It creates our ephemeral sequential node `_c_<uuid>-<name><seq>`
+/// (holding `data`) under `dir` and lists `dir` in one round trip (protected: after a lost reply
+/// the host claims only a node this session owns), orders the children and waits while `rule`
+/// says a node ahead keeps ours waiting, watching the one it names; when that was the lowest node
+/// and it is deleted, ours is looked at again without listing (the hand-over). It deletes the
+/// node again if we give up (`timeout` at the deadline) or fail. Ok is our node, holding.
+pub fn contend(dir: &str, name: &str, data: &[u8], rule: &Rule, deadline: Deadline) -> Result<Created> {
+    let naming = Naming::Protected(name.to_string());
+    bindings::wazoo::zk::contention::contend(dir, &naming, data, rule, deadline.remaining_ms())
 }
 
-/// The predecessor rule of the exclusive lock: the lowest node holds, every other watches the
-/// node just before it.
-pub fn exclusive(sorted: &[String], index: usize) -> Turn {
-    match index {
-        0 => Turn::Hold,
-        i => Turn::WaitFor(sorted[i - 1].clone()),
-    }
+fn strings(texts: &[&str]) -> Vec<String> {
+    texts.iter().map(|t| t.to_string()).collect()
+}
+
+/// The exclusive lock's rule over children ordered by `order` (Curator's `["lock-"]`, a
+/// writer's `["__READ__", "__WRIT__"]`): ours holds when it is the first, and otherwise watches
+/// the node just before it.
+pub fn exclusive(order: &[&str]) -> Rule {
+    Rule { order: strings(order), blockers: Blockers::Any, pick: Pick::Nearest }
+}
+
+/// The rule of Curator's reader over children ordered by `order`: ours holds when no node whose
+/// name contains one of `kinds` (`__WRIT__`) is ahead of it, and otherwise watches the first
+/// such node (when that writer goes, every reader behind it may proceed, so all wake).
+pub fn first_containing(order: &[&str], kinds: &[&str]) -> Rule {
+    Rule { order: strings(order), blockers: Blockers::Containing(strings(kinds)), pick: Pick::First }
 }
 
 /// A blocking acquire run with a zero timeout, as a try: `timeout` becomes none.

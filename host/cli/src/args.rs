@@ -1,6 +1,7 @@
-//! How `wazoo` reads its options: durations (`humantime`, a bare number being seconds), and the
-//! options every claim command shares. A value out of range is a usage error (exit status 2)
-//! that names the valid range.
+//! How `wazoo` reads its options: durations (`humantime`, a bare number being seconds), the
+//! options every claim command shares, and what a wait's end says (`--timeout` passing,
+//! `--no-wait` finding a claim taken: exit status 3). A value out of range, or a recipe's path
+//! that is not one ([`check_path`]), is a usage error (exit status 2) that says why.
 
 use std::time::Duration;
 
@@ -243,6 +244,53 @@ impl Statuses {
     pub(crate) fn new(hold: &HoldArgs, wait: Option<&WaitArgs>) -> Statuses {
         Statuses { lost: hold.lost_exit_code, revoked: wait.map_or(exit::REVOKED, |w| w.revoked_exit_code) }
     }
+}
+
+/// The path of a recipe's node, checked before anything is asked of ZooKeeper (`kind` names it
+/// in the message).
+pub(crate) fn check_path(kind: &str, path: &str) -> anyhow::Result<()> {
+    wazoo_runtime::paths::check_node(path).map_err(|why| exit::usage(format!("invalid {kind} path: {why}")))
+}
+
+/// What a command waited for when its `--timeout` passed.
+#[derive(Clone, Copy)]
+pub(crate) enum Waited {
+    Lock,
+    Lease,
+    Leadership,
+    QueueItem,
+    BarrierDown,
+}
+
+/// Says that `--timeout` passed while waiting at `path`: exit status 3.
+pub(crate) fn timed_out(waited: Waited, path: &str, timeout: Option<Duration>) -> u8 {
+    let after = human(timeout.unwrap_or_default());
+    match waited {
+        Waited::Lock => eprintln!("wazoo: timed out after {after} waiting for the lock at {path}"),
+        Waited::Lease => eprintln!("wazoo: no lease of {path} free after {after}"),
+        Waited::Leadership => eprintln!("wazoo: not leading {path} after {after}"),
+        Waited::QueueItem => eprintln!("wazoo: queue {path} empty after {after}"),
+        Waited::BarrierDown => eprintln!("wazoo: barrier {path} still up after {after}"),
+    }
+    exit::CONFLICT
+}
+
+/// A claim was not had: `--no-wait` found it taken, or `--timeout` passed. Exit status 3, or
+/// `--conflict-exit-code`; said on stderr unless `--quiet` (as flock says nothing then).
+pub(crate) fn not_held(waited: Waited, path: &str, wait: &WaitArgs) -> u8 {
+    if wait.quiet {
+        return wait.conflict_exit_code;
+    }
+    if wait.no_wait {
+        match waited {
+            Waited::Lease => eprintln!("wazoo: no lease of {path} free (--no-wait)"),
+            Waited::Leadership => eprintln!("wazoo: another leads {path} (--no-wait)"),
+            _ => eprintln!("wazoo: the lock at {path} is held by another (--no-wait)"),
+        }
+    } else {
+        timed_out(waited, path, wait.timeout);
+    }
+    wait.conflict_exit_code
 }
 
 #[cfg(test)]

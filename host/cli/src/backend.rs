@@ -1,7 +1,6 @@
-//! What the commands need from wherever the recipes run: this process's own host
-//! ([`crate::local`]) or a `wazoo serve` daemon ([`crate::remote`]). The commands
-//! ([`crate::claims`], [`crate::commands`]) are written once against [`Backend`]; a backend only
-//! carries requests and answers, in the runtime's types (`LeaderInfo`, `Outcome`,
+//! What the commands need from wherever the recipes run: this process's own host (`local`) or a
+//! `wazoo serve` daemon (`remote`). The commands (`claims`, `commands`, `partition`) are written
+//! once against [`Backend`]; a backend only carries requests and answers, in the runtime's types (`LeaderInfo`, `Outcome`,
 //! `fence::Holder` …), and says how a call failed ([`Failure`]). What a user sees (the checks,
 //! messages, output and exit statuses) is the commands' business.
 
@@ -334,10 +333,11 @@ impl From<wazoo_runtime::RecipeError> for Failure {
         match e {
             RecipeError::Zk(ZkError::Timeout) => Failure::Timeout,
             e @ RecipeError::Zk(ZkError::BadVersion) => Failure::Stale(e.to_string()),
-            RecipeError::Zk(ref z) => {
-                Failure::Error { code: exit::zk_code(z), text: e.to_string(), after_context: true }
-            }
-            other => Failure::Error { code: exit::FAILED, text: other.to_string(), after_context: true },
+            e => Failure::Error {
+                code: exit::kind_code(exit::recipe_kind(&e)),
+                text: e.to_string(),
+                after_context: true,
+            },
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The claim commands, written once: `lock`, `rwlock`, `semaphore`, `elect` and `group join`
-//! take a claim through a [`Backend`] (this process's own host, [`crate::local`], or a `wazoo
-//! serve` daemon, [`crate::remote`]) and run CMD under it, supervised ([`crate::supervise`]).
+//! take a claim through a [`Backend`] (this process's own host, `local`, or a `wazoo serve`
+//! daemon, `remote`) and run CMD under it, supervised ([`crate::supervise`]).
 //!
 //! Everything a user sees is decided here, whatever the backend: the checks before anything is
 //! asked, the messages, the environment CMD gets, and the exit statuses (a claim not had 3, lost
@@ -10,11 +10,10 @@ use std::time::Duration;
 
 use wazoo_runtime::Want;
 
-use crate::args::{HoldArgs, Statuses, WaitArgs};
+use crate::args::{check_path, not_held, HoldArgs, Statuses, WaitArgs, Waited};
 use crate::backend::{Backend, Contender, Ending, Failure, Granted, Holding};
 use crate::cli::mode_name;
-use crate::commands::{check_path, not_held, Waited};
-use crate::supervise::{default_grace, exit_status, Caught, Signals, Supervised};
+use crate::supervise::{default_grace, exited, run_under, Caught, Cmd, Ended, Signals};
 use crate::{exit, show};
 
 /// A claim command's arguments.
@@ -76,8 +75,28 @@ impl Asked<'_> {
         }
     }
 
-    /// The environment of CMD; its `*_NODE` and `WAZOO_FENCING_TOKEN` are printed when there is
-    /// no command.
+    /// What is printed of the claim when there is no command ([`show::held`]). A member's node
+    /// is named by the group's path and its name.
+    fn held(&self, granted: &Granted) -> show::Held {
+        let path = self.path.to_string();
+        let (node, token) = (granted.node.clone(), Some(granted.token));
+        match &self.want {
+            Want::Lock => show::Held { path, node, token, named: None },
+            Want::ReadWrite(mode) => {
+                show::Held { path, node, token, named: Some(("mode", mode_name(*mode).to_string())) }
+            }
+            Want::Lease { .. } => show::Held { path, node, token, named: None },
+            Want::Leadership { id } => show::Held { path, node, token, named: Some(("id", id.clone())) },
+            Want::Membership { name, .. } => show::Held {
+                node: format!("{path}/{name}"),
+                path,
+                token: None,
+                named: Some(("member", name.clone())),
+            },
+        }
+    }
+
+    /// The environment of CMD.
     fn env(&self, granted: Granted) -> Vec<(String, String)> {
         self.env_of(granted).into_iter().map(|(k, v)| (k.to_string(), v)).collect()
     }
@@ -182,6 +201,7 @@ async fn term(
             eprintln!("wazoo: could not acknowledge leadership of {}: {e}", asked.path);
         }
     }
+    let held = vec![asked.held(&granted)];
     let mut env = asked.env(granted);
     env.extend(extra);
     if let Some(grace) = run.hold.grace.filter(|g| *g > contender.session_timeout() / 3) {
@@ -191,6 +211,7 @@ async fn term(
         command: run.command,
         grace: run.hold.grace.unwrap_or_else(|| default_grace(contender.session_timeout())),
         env,
+        held,
         statuses: Statuses::new(run.hold, run.wait),
         what,
         json: run.json,
@@ -416,6 +437,15 @@ pub(crate) async fn claim_all(
         command: run.command,
         grace: run.hold.grace.or(grace).unwrap_or_default(),
         env: several_env(&granted),
+        held: granted
+            .iter()
+            .map(|(path, got, ())| show::Held {
+                path: path.to_string(),
+                node: got.node.clone(),
+                token: Some(got.token),
+                named: None,
+            })
+            .collect(),
         statuses,
         what: format!("locks at {}", sorted.join(", ")),
         json: run.json,
@@ -559,19 +589,20 @@ pub(crate) struct RunUnder<'a> {
     pub(crate) grace: Duration,
     /// What is held, for messages ("the lock at /x").
     pub(crate) what: String,
-    /// Exported to the command; its `*_NODE` and `WAZOO_FENCING_TOKEN` are printed when there
-    /// is no command.
+    /// Exported to the command.
     pub(crate) env: Vec<(String, String)>,
+    /// What is held, a claim each in the order taken: printed when there is no command.
+    pub(crate) held: Vec<show::Held>,
     pub(crate) statuses: Statuses,
     /// Without a command: the `held` lines as JSON.
     pub(crate) json: bool,
 }
 
-/// Runs the command while `claim` is held, supervised ([`crate::supervise`]): every process of
-/// it gets the signals wazoo gets, and none outlives the claim. When the command ends, whatever
-/// it left running is stopped (SIGTERM, SIGKILL after `grace`), the claim released, and its exit
-/// status returned. When the claim is lost first, the command is stopped the same way before
-/// anything else: exit status 4, or 5 if revoked (released then), or what `--lost-exit-code` and
+/// Runs the command while `claim` is held ([`run_under`]): every process of it gets the signals
+/// wazoo gets, and none outlives the claim. When the command ends, whatever it left running is
+/// stopped (SIGTERM, SIGKILL after `grace`), the claim released, and its exit status returned.
+/// When the claim is lost first, the command is stopped the same way before anything else: exit
+/// status 4, or 5 if revoked (released then), or what `--lost-exit-code` and
 /// `--revoked-exit-code` say. Without a command, prints `held NODE token T` and holds until
 /// SIGINT, SIGTERM or SIGHUP, then releases: exit status 0.
 pub(crate) async fn hold(
@@ -579,71 +610,41 @@ pub(crate) async fn hold(
     run: RunUnder<'_>,
     signals: &mut Signals,
 ) -> anyhow::Result<u8> {
-    if run.command.is_empty() {
-        return hold_until_signal(claim, run, signals).await;
+    let RunUnder { command, grace, what, env, held, statuses, json } = run;
+    if command.is_empty() {
+        show::held(&held, json);
     }
-    let RunUnder { command, grace, what, env, statuses, .. } = run;
     let lost = claim.lost();
-    let mut cmd = match Supervised::spawn(command, &env) {
-        Ok(cmd) => cmd,
+    let ends = async {
+        let ending = lost.await;
+        match command.is_empty() {
+            true => eprintln!("wazoo: {what} lost ({})", ending.why),
+            false => eprintln!("wazoo: {what} lost ({}); stopping the command", ending.why),
+        }
+        ending
+    };
+    let leftovers = format!("the command left processes running; stopping them before releasing the {what}");
+    let cmd = Cmd { command, env: &env, grace, leftovers: Some(leftovers) };
+    let ended = run_under(cmd, signals, ends).await;
+    match ended {
         Err(e) => {
             let _ = claim.release().await;
-            return Err(e);
+            Err(e)
         }
-    };
-    tokio::pin!(lost);
-    let code = loop {
-        tokio::select! {
-            status = cmd.wait() => {
-                if cmd.remains() {
-                    eprintln!("wazoo: the command left processes running; stopping them before releasing the {what}");
-                    cmd.stop(grace).await;
-                }
-                if let Err(e) = claim.release().await {
-                    eprintln!("wazoo: releasing the {what}: {e}");
-                }
-                break match status {
-                    Ok(status) => exit_status(status),
-                    Err(e) => {
-                        eprintln!("wazoo: waiting for the command: {e}");
-                        exit::FAILED
-                    }
-                };
+        Ok(Ended::Exited(status)) => {
+            if let Err(e) = claim.release().await {
+                eprintln!("wazoo: releasing the {what}: {e}");
             }
-            ending = &mut lost => {
-                eprintln!("wazoo: {what} lost ({}); stopping the command", ending.why);
-                // Stopping the command is the on-revoke step: the claim is let go after it.
-                cmd.stop(grace).await;
-                break lost_claim(claim, &ending, &what, statuses).await;
-            }
-            caught = signals.recv() => cmd.forward(caught),
+            Ok(exited(status))
         }
-    };
-    cmd.finish().await;
-    Ok(code)
-}
-
-/// `hold` without a command: held until a signal (released, exit status 0) or lost.
-async fn hold_until_signal(
-    claim: impl Holding,
-    run: RunUnder<'_>,
-    signals: &mut Signals,
-) -> anyhow::Result<u8> {
-    let RunUnder { what, env, statuses, json, .. } = run;
-    show::held(&env, json);
-    let lost = claim.lost();
-    tokio::pin!(lost);
-    tokio::select! {
-        caught = signals.recv() => {
+        // Stopping the command is the on-revoke step: the claim is let go after it.
+        Ok(Ended::By(ending)) => Ok(lost_claim(claim, &ending, &what, statuses).await),
+        Ok(Ended::Signalled(caught)) => {
             tracing::info!("{}: releasing the {what}", caught.name());
             match claim.release().await {
                 Ok(()) => Ok(0),
                 Err(e) => Err(anyhow::anyhow!("releasing the {what}: {e}")),
             }
-        }
-        ending = &mut lost => {
-            eprintln!("wazoo: {what} lost ({})", ending.why);
-            Ok(lost_claim(claim, &ending, &what, statuses).await)
         }
     }
 }

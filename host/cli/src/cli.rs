@@ -1,6 +1,6 @@
 //! What `wazoo` accepts: the options and subcommands (clap), and the words its arguments are
 //! read from (`read`/`write`, `commit`/`abort`, a transaction's mode, a fencing token). What the
-//! commands do with them is [`crate::commands`]'.
+//! commands do with them is `commands`'.
 
 use std::path::PathBuf;
 use std::time::Duration;

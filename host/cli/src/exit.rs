@@ -1,7 +1,8 @@
 //! `wazoo`'s exit statuses, one table for every subcommand (the book's
 //! docs/src/reference/exit-statuses.md has the same table, and `--help` and the manual pages print
 //! it from `manual::EXIT_STATUSES`), and
-//! how an error becomes one.
+//! how an error becomes one: by its kind ([`kind_code`]), on the local path and through a daemon
+//! alike.
 //!
 //! A script tells "nothing there" (1) from "could not find out" (69, 70): `config get` with no
 //! value exits 1, the same call with ZooKeeper unreachable exits 69. The claim commands' own
@@ -10,6 +11,7 @@
 
 use std::fmt;
 
+use wazoo_proto::ErrorKind;
 use wazoo_runtime::{RecipeError, ZkError};
 
 /// Nothing there, or a definite no: no value, no leader, no holders, a stale version, a fenced
@@ -63,19 +65,50 @@ pub(crate) fn unavailable(message: impl fmt::Display) -> anyhow::Error {
     Exit { code: UNAVAILABLE, message: message.to_string() }.into()
 }
 
-/// The status of a ZooKeeper error a command could not get past: a definite no about what is on
-/// the server (no such node, the name is taken, not at that version, a recipe's refusal of the
-/// arguments for what it found) is 1, a malformed path 2, a lost connection 69, the rest 70.
-pub(crate) fn zk_code(e: &ZkError) -> u8 {
-    match e {
-        ZkError::NoNode
-        | ZkError::NodeExists
-        | ZkError::BadVersion
-        | ZkError::NotEmpty
-        | ZkError::InvalidArgument(_) => NOTHING,
-        ZkError::InvalidPath(_) => USAGE,
-        ZkError::ConnectionLoss | ZkError::SessionExpired => UNAVAILABLE,
+/// The one table of the exit status of a failed call, by what went wrong (`kind`): the same
+/// on the local path (a ZooKeeper error, as [`zk_kind`] names it) and through a daemon (the kind
+/// its status carries). A definite no about what is on the server (no such node, the name is
+/// taken, not at that version, a recipe's refusal of the arguments for what it found) is 1, a
+/// malformed path 2, a lost connection 69, the rest 70.
+pub(crate) fn kind_code(kind: ErrorKind) -> u8 {
+    use ErrorKind as K;
+    match kind {
+        K::NoNode | K::NodeExists | K::BadVersion | K::NotEmpty | K::InvalidArgument => NOTHING,
+        K::InvalidPath => USAGE,
+        K::ConnectionLoss | K::SessionExpired => UNAVAILABLE,
         _ => FAILED,
+    }
+}
+
+/// The kind of a ZooKeeper error met on the local path, as the daemon names the same error.
+pub(crate) fn zk_kind(e: &ZkError) -> ErrorKind {
+    use ErrorKind as K;
+    match e {
+        ZkError::Timeout => K::Timeout,
+        ZkError::NoNode => K::NoNode,
+        ZkError::NodeExists => K::NodeExists,
+        ZkError::BadVersion => K::BadVersion,
+        ZkError::NotEmpty => K::NotEmpty,
+        ZkError::NoChildrenForEphemerals => K::NoChildrenForEphemerals,
+        ZkError::InvalidPath(_) => K::InvalidPath,
+        ZkError::InvalidArgument(_) => K::InvalidArgument,
+        ZkError::ConnectionLoss => K::ConnectionLoss,
+        ZkError::SessionExpired => K::SessionExpired,
+        ZkError::NoAuth => K::NoAuth,
+        ZkError::LimitExceeded(_) => K::LimitExceeded,
+        ZkError::QuotaExceeded => K::QuotaExceeded,
+        ZkError::Unimplemented => K::Unimplemented,
+        ZkError::Other(_) => K::Other,
+    }
+}
+
+/// The kind of a recipe's error on the local path: its ZooKeeper error's, or a trapped (or
+/// retired) recipe's.
+pub(crate) fn recipe_kind(e: &RecipeError) -> ErrorKind {
+    match e {
+        RecipeError::Zk(e) => zk_kind(e),
+        RecipeError::Trapped(_) => ErrorKind::Trapped,
+        RecipeError::Retired => ErrorKind::Retired,
     }
 }
 
@@ -90,10 +123,7 @@ pub(crate) fn code_of(error: &anyhow::Error) -> u8 {
             return UNAVAILABLE;
         }
         if let Some(e) = cause.downcast_ref::<RecipeError>() {
-            return match e {
-                RecipeError::Zk(e) => zk_code(e),
-                _ => FAILED,
-            };
+            return kind_code(recipe_kind(e));
         }
     }
     FAILED

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Mutex, OnceCell};
+use wazoo_runtime::error::describe;
 use wazoo_runtime::fence::{Fence, Holder, Written};
 use wazoo_runtime::holders::{Contenders, Kind};
 use wazoo_runtime::keeper::Keeper;
+use wazoo_runtime::zk::{Access, Zk};
 use wazoo_runtime::{
     Ballot, BarrierHandle, CacheChange, Claim, ConfigHandle, CounterFormat, DynamicHandle, ElectionHandle,
     Entry, GroupHandle, Host, HostConfig, LeaderInfo, Live, Membership, Outcome, QueueHandle, RecipeError,
@@ -54,12 +56,8 @@ impl Local {
     }
 
     /// Fenced checks and writes on `live`, with the open ACL and the host's data limit.
-    fn fence<'a>(&self, live: &'a Live) -> Fence<'a> {
-        Fence {
-            client: &live.client,
-            acls: zookeeper_client::Acls::anyone_all(),
-            max_bytes: self.config.limits.max_data_bytes,
-        }
+    fn fence(&self, live: &Live) -> Fence {
+        Fence { zk: live.zk(), access: Access::Open, max_bytes: self.config.limits.max_data_bytes }
     }
 
     /// The plugins directory's components, compiled (or read from the cache) as the host would.
@@ -124,7 +122,7 @@ impl Backend for Local {
 
     async fn config_delete(&self, path: &str, version: Option<i32>) -> Result<Deleted, Failure> {
         let live = self.live().await?;
-        Ok(config_delete(&live.client, path, version).await?)
+        Ok(config_delete(&live.zk(), path, version).await?)
     }
 
     async fn config_set(&self, path: &str, data: Vec<u8>, version: Option<i32>) -> Result<i32, Failure> {
@@ -261,7 +259,7 @@ impl Backend for Local {
         leases: Option<u32>,
     ) -> Result<Contenders, Failure> {
         let live = self.live().await?;
-        Ok(wazoo_runtime::holders::read(&live.client, path, kind, leases).await?)
+        Ok(wazoo_runtime::holders::read(&live.zk(), path, kind, leases).await?)
     }
 
     async fn revoke(&self, node: &str, grace: Option<Duration>) -> Result<Revocation, Failure> {
@@ -419,7 +417,7 @@ impl Contender for LocalContender {
     }
 
     fn session_timeout(&self) -> Duration {
-        self.inner.live().client.session_timeout()
+        self.inner.live().session_timeout()
     }
 }
 
@@ -474,13 +472,9 @@ impl Instance for DynamicHandle {
 
 /// `config delete` on `client` (this process's own session): an ephemeral node there is
 /// someone's claim, refused as `zk rm` refuses it (which alone can force it).
-pub(crate) async fn config_delete(
-    client: &zookeeper_client::Client,
-    path: &str,
-    version: Option<i32>,
-) -> anyhow::Result<Deleted> {
-    refuse_claim_node(client, path).await?;
-    delete_node(client, path, version).await
+pub(crate) async fn config_delete(zk: &Zk, path: &str, version: Option<i32>) -> anyhow::Result<Deleted> {
+    refuse_claim_node(zk, path).await?;
+    delete_node(zk, path, version).await
 }
 
 /// The variables that name the claim node a command runs under (`zk rm` may delete it).
@@ -489,13 +483,12 @@ const OWN_NODES: [&str; 3] = ["WAZOO_LOCK_NODE", "WAZOO_LEASE_NODE", "WAZOO_LEAD
 /// `zk rm` of an ephemeral node (a claim's, a registration's, a member's: someone's session
 /// keeps it) other than the one this process runs under: a usage error (exit status 2) saying
 /// whose it is and what to do instead.
-pub(crate) async fn refuse_claim_node(client: &zookeeper_client::Client, path: &str) -> anyhow::Result<()> {
-    use zookeeper_client::Error as E;
-    let stat = client.check_stat(path).await.map_err(|e| match e {
-        E::ConnectionLoss | E::SessionExpired | E::ClientClosed | E::Timeout => {
-            exit::unavailable(format!("reading {path}: {e}"))
+pub(crate) async fn refuse_claim_node(zk: &Zk, path: &str) -> anyhow::Result<()> {
+    let stat = zk.exists(path).await.map_err(|e| match e {
+        ZkError::ConnectionLoss | ZkError::SessionExpired => {
+            exit::unavailable(format!("reading {path}: {}", describe(&e)))
         }
-        e => anyhow::anyhow!("reading {path}: {e}"),
+        e => anyhow::anyhow!("reading {path}: {}", describe(&e)),
     })?;
     let Some(stat) = stat else { return Ok(()) };
     if stat.ephemeral_owner == 0 {
@@ -513,23 +506,18 @@ pub(crate) async fn refuse_claim_node(client: &zookeeper_client::Client, path: &
 }
 
 /// Deletes `path` (only at `version`, when given), or says why not.
-pub(crate) async fn delete_node(
-    client: &zookeeper_client::Client,
-    path: &str,
-    version: Option<i32>,
-) -> anyhow::Result<Deleted> {
-    use zookeeper_client::Error as E;
+pub(crate) async fn delete_node(zk: &Zk, path: &str, version: Option<i32>) -> anyhow::Result<Deleted> {
     if path == "/" {
         return Err(exit::usage("the root node cannot be deleted"));
     }
-    match client.delete(path, version).await {
+    match zk.delete(path, version).await {
         Ok(()) => Ok(Deleted::Yes),
-        Err(E::NoNode) => Ok(Deleted::Absent),
-        Err(E::BadVersion) => Ok(Deleted::OtherVersion),
-        Err(E::NotEmpty) => Ok(Deleted::HasChildren),
-        Err(E::ConnectionLoss | E::SessionExpired | E::ClientClosed | E::Timeout) => {
+        Err(ZkError::NoNode) => Ok(Deleted::Absent),
+        Err(ZkError::BadVersion) => Ok(Deleted::OtherVersion),
+        Err(ZkError::NotEmpty) => Ok(Deleted::HasChildren),
+        Err(ZkError::ConnectionLoss | ZkError::SessionExpired) => {
             Err(exit::unavailable(format!("deleting {path}: connection lost before the outcome was known")))
         }
-        Err(e) => Err(anyhow::anyhow!("deleting {path}: {e}")),
+        Err(e) => Err(anyhow::anyhow!("deleting {path}: {}", describe(&e))),
     }
 }

@@ -1,12 +1,14 @@
 //! What `--help` says after the options and what the manual pages say after theirs, written
 //! once: the exit statuses, the environment, and examples. [`command`] is wazoo's clap command
 //! with them added to every subcommand's long help (`--help`, not `-h`), and [`sections`] writes
-//! the same text as the EXIT STATUS, ENVIRONMENT and EXAMPLES sections of a manual page.
+//! the same text as the EXIT STATUS, ENVIRONMENT and EXAMPLES sections of a manual page, which
+//! [`man`] writes (`wazoo man`), as [`completions`] writes the shells' completion scripts.
 
+use anyhow::Context as _;
 use clap::CommandFactory as _;
 use clap_mangen::roff::{bold, roman, Roff};
 
-use crate::cli::Cli;
+use crate::cli::{Cli, CompletionShell};
 use crate::exit;
 
 /// The exit statuses every command ends with (the table of [`crate::exit`]).
@@ -315,4 +317,82 @@ pub(crate) fn sections(command: &clap::Command) -> Roff {
         }
     }
     roff
+}
+
+/// `wazoo completions SHELL`: the shell's completion script on stdout.
+pub(crate) fn completions(shell: CompletionShell) -> anyhow::Result<u8> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell.generator(), &mut Cli::command(), "wazoo", &mut script);
+    write_stdout(&script)?;
+    Ok(0)
+}
+
+/// `wazoo man [--dir DIR]`: wazoo(1) on stdout, or with `dir` every page written into it
+/// (`wazoo.1`, and `wazoo-lock.1`, `wazoo-queue-put.1`, … for the subcommands), saying how many.
+pub(crate) fn man(dir: Option<&std::path::Path>) -> anyhow::Result<u8> {
+    let mut command = self::command().disable_help_subcommand(true);
+    command.build();
+    let Some(dir) = dir else {
+        write_stdout(&man_page(command)?)?;
+        return Ok(0);
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    /// Writes the page of `command` and of each of its visible subcommands: how many.
+    fn pages(command: clap::Command, dir: &std::path::Path) -> anyhow::Result<usize> {
+        let mut written = 0;
+        for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+            written += pages(sub.clone(), dir)?;
+        }
+        let file = dir.join(clap_mangen::Man::new(command.clone()).get_filename());
+        std::fs::write(&file, man_page(command)?).with_context(|| format!("writing {}", file.display()))?;
+        Ok(written + 1)
+    }
+    let written = pages(command, dir)?;
+    out!("wrote {written} manual pages into {}", dir.display());
+    Ok(0)
+}
+
+/// The manual page of `command` (wazoo's or a subcommand's, from `wazoo VERSION`) as roff, its
+/// `.TH` title line first (as file(1) and man-db look for it), then the definitions
+/// clap_mangen puts before it.
+fn man_page(command: clap::Command) -> anyhow::Result<Vec<u8>> {
+    let sections = sections(&command);
+    let has_options = command.get_arguments().any(|a| !a.is_hide_set());
+    let has_subcommands = command.get_subcommands().any(|s| !s.is_hide_set());
+    let has_version = command.get_version().is_some() || command.get_long_version().is_some();
+    let page = clap_mangen::Man::new(command).source(format!("wazoo {}", env!("CARGO_PKG_VERSION")));
+    // clap_mangen's own sections, then ours (its EXTRA section, the long help's text after the
+    // options, is the same text as ours, so it is left out).
+    let mut roff = Vec::new();
+    page.render_title(&mut roff)?;
+    page.render_name_section(&mut roff)?;
+    page.render_synopsis_section(&mut roff)?;
+    page.render_description_section(&mut roff)?;
+    if has_options {
+        page.render_options_section(&mut roff)?;
+    }
+    if has_subcommands {
+        page.render_subcommands_section(&mut roff)?;
+    }
+    sections.to_writer(&mut roff)?;
+    if has_version {
+        page.render_version_section(&mut roff)?;
+    }
+    let text = String::from_utf8(roff).context("a manual page that is not UTF-8")?;
+    let (before, title) = match text.find("\n.TH ") {
+        Some(at) => text.split_at(at + 1),
+        None => return Ok(text.into_bytes()),
+    };
+    let (title, rest) = title.split_at(title.find('\n').map_or(title.len(), |end| end + 1));
+    Ok(format!("{title}{before}{rest}").into_bytes())
+}
+
+/// Writes `bytes` to stdout as they are; a reader gone away ends wazoo with status 141.
+fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(141),
+        written => Ok(written.context("writing to stdout")?),
+    }
 }

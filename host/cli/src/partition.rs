@@ -16,12 +16,11 @@ use std::time::Duration;
 
 use wazoo_runtime::{Membership, Want, World};
 
-use crate::args::HoldArgs;
+use crate::args::{check_path, HoldArgs};
 use crate::backend::{Backend, Contender, Failure, Holding};
 use crate::claims::All;
-use crate::commands::check_path;
 use crate::exit;
-use crate::supervise::{default_grace, exit_status, Signals, Supervised};
+use crate::supervise::{default_grace, exited, run_under, Cmd, Ended, Signals};
 
 /// What `wazoo partition` was asked.
 pub(crate) struct Asked<'a> {
@@ -278,9 +277,9 @@ where
         }
     }
 
-    /// Runs CMD on `mine` while `held` (its items' locks) is held, until CMD ends (its status),
-    /// the membership or a lock is lost (`--lost-exit-code`), or the names change (CMD stopped,
-    /// the locks released: share again).
+    /// Runs CMD on `mine` while `held` (its items' locks) is held ([`run_under`]), until CMD ends
+    /// (its status), the membership or a lock is lost (`--lost-exit-code`), the watch fails (69),
+    /// or the names change (CMD stopped, the locks released: share again).
     async fn run<H: Holding>(
         &mut self,
         asked: &Asked<'_>,
@@ -305,63 +304,75 @@ where
         ];
         tracing::info!(round, items = mine.len(), members = self.members.len(), "running the command");
         let lost = held.lost();
-        tokio::pin!(lost);
-        let mut cmd = match Supervised::spawn(asked.command, &env) {
-            Ok(cmd) => cmd,
+        let Rounds { signals, changes, watch, left, members, .. } = self;
+        // What ends the round before CMD does, said on stderr before CMD is stopped.
+        let ends = async {
+            tokio::pin!(lost);
+            loop {
+                tokio::select! {
+                    ending = &mut lost => {
+                        eprintln!("wazoo: {} ({}); stopping the command", asked.path, ending.why);
+                        return Cut::Lost;
+                    }
+                    ending = left.as_mut() => {
+                        eprintln!("wazoo: the membership was lost ({}); stopping the command", ending.why);
+                        return Cut::Lost;
+                    }
+                    failed = watch.as_mut() => {
+                        eprintln!("wazoo: {:#}; stopping the command", watch_failed(failed));
+                        return Cut::WatchFailed;
+                    }
+                    next = changes.recv() => {
+                        let Some(next) = next else { continue };
+                        if next == *members {
+                            continue;
+                        }
+                        tracing::info!(members = next.len(), "the membership changed: stopping the command to share again");
+                        return Cut::Changed(next);
+                    }
+                }
+            }
+        };
+        let cmd = Cmd { command: asked.command, env: &env, grace, leftovers: None };
+        let ended = run_under(cmd, signals, ends).await;
+        Ok(match ended {
             Err(e) => {
                 release(held).await;
                 return Err(e);
             }
-        };
-        let outcome = loop {
-            tokio::select! {
-                status = cmd.wait() => {
-                    if cmd.remains() {
-                        cmd.stop(grace).await;
-                    }
-                    release(held).await;
-                    break Round::Done(match status {
-                        Ok(status) => exit_status(status),
-                        Err(e) => {
-                            eprintln!("wazoo: waiting for the command: {e}");
-                            exit::FAILED
-                        }
-                    });
-                }
-                ending = &mut lost => {
-                    eprintln!("wazoo: {} ({}); stopping the command", asked.path, ending.why);
-                    cmd.stop(grace).await;
-                    held.close().await;
-                    break Round::Done(asked.hold.lost_exit_code);
-                }
-                ending = &mut self.left => {
-                    eprintln!("wazoo: the membership was lost ({}); stopping the command", ending.why);
-                    cmd.stop(grace).await;
-                    held.close().await;
-                    break Round::Done(asked.hold.lost_exit_code);
-                }
-                failed = &mut self.watch => {
-                    eprintln!("wazoo: {:#}; stopping the command", watch_failed(failed));
-                    cmd.stop(grace).await;
-                    release(held).await;
-                    break Round::Done(exit::UNAVAILABLE);
-                }
-                next = self.changes.recv() => {
-                    let Some(next) = next else { continue };
-                    if next == self.members {
-                        continue;
-                    }
-                    tracing::info!(members = next.len(), "the membership changed: stopping the command to share again");
-                    cmd.stop(grace).await;
-                    release(held).await;
-                    break Round::Changed(next);
-                }
-                caught = self.signals.recv() => cmd.forward(caught),
+            Ok(Ended::Exited(status)) => {
+                release(held).await;
+                Round::Done(exited(status))
             }
-        };
-        cmd.finish().await;
-        Ok(outcome)
+            Ok(Ended::By(Cut::Lost)) => {
+                held.close().await;
+                Round::Done(asked.hold.lost_exit_code)
+            }
+            Ok(Ended::By(Cut::WatchFailed)) => {
+                release(held).await;
+                Round::Done(exit::UNAVAILABLE)
+            }
+            Ok(Ended::By(Cut::Changed(next))) => {
+                release(held).await;
+                Round::Changed(next)
+            }
+            // Not without CMD (partition asks for one).
+            Ok(Ended::Signalled(caught)) => {
+                release(held).await;
+                Round::Done(caught.status())
+            }
+        })
     }
+}
+
+/// What ended a round while CMD ran.
+enum Cut {
+    /// The membership, or a lock of the share, was lost.
+    Lost,
+    /// The watch of the members failed.
+    WatchFailed,
+    /// The membership's names changed to these: share again.
+    Changed(Vec<String>),
 }
 
 async fn release(held: impl Holding) {

@@ -18,13 +18,15 @@ use std::time::Duration;
 use anyhow::bail;
 use tokio::sync::Mutex;
 use tonic::{Code, Response, Status};
-use wazoo_client::{bounded, Authed, Client, ConnectError, Error, ErrorKind, Options, Session, Tls};
+use wazoo_client::{
+    bounded, Authed, Client, ConnectError, Error, ErrorKind, NotAcquired, Options, Session, Tls,
+};
 use wazoo_proto as pb;
 use wazoo_proto::recipes_client::RecipesClient;
 use wazoo_runtime::fence::{Holder, Written};
 use wazoo_runtime::holders::{Contenders, Kind};
 use wazoo_runtime::{
-    Ballot, CacheChange, CounterFormat, Entry, LeaderInfo, Membership, Mode, Outcome, TxMode, Want,
+    Ballot, CacheChange, CounterFormat, Entry, LeaderInfo, Membership, Outcome, TxMode, Want,
 };
 
 use crate::backend::{
@@ -34,17 +36,13 @@ use crate::backend::{
 use crate::exit;
 use convert::{by_path, millis};
 
-/// The exit status of a failed call, as the local path has it for the same failure
-/// ([`exit::zk_code`] for a recipe's error), by the kind the daemon gives it: 69 for a daemon
-/// (or its ZooKeeper) out of reach, 2 for a refused path, else 70. A status without a kind did
-/// not come from the daemon's services: it is read by its gRPC code.
+/// The exit status of a failed call: by the kind the daemon gives it, from the one table
+/// ([`exit::kind_code`], as on the local path). A status without a kind did not come from the
+/// daemon's services: it is read by its gRPC code (69 for a daemon that broke off, 2 for a
+/// refused argument, else 70).
 fn status_code(error: &Error) -> u8 {
-    use ErrorKind as K;
     match error.kind {
-        Some(K::ConnectionLoss | K::SessionExpired) => exit::UNAVAILABLE,
-        Some(K::NoNode | K::NodeExists | K::BadVersion | K::NotEmpty | K::InvalidArgument) => exit::NOTHING,
-        Some(K::InvalidPath) => exit::USAGE,
-        Some(_) => exit::FAILED,
+        Some(kind) => exit::kind_code(kind),
         None => match error.code {
             code if broke_off(code) => exit::UNAVAILABLE,
             Code::InvalidArgument => exit::USAGE,
@@ -293,13 +291,7 @@ impl Backend for Remote {
 
     async fn contender(&self, want: &Want, recipe: &str, label: &str) -> anyhow::Result<RemoteContender> {
         let session = self.session(self.ttl, format!("wazoo {label}")).await?;
-        Ok(RemoteContender {
-            remote: self.clone(),
-            session,
-            want: want.clone(),
-            recipe: recipe.to_string(),
-            claim: None,
-        })
+        Ok(RemoteContender { remote: self.clone(), inner: session.contender(convert::ask(want), recipe) })
     }
 
     async fn queue_put(
@@ -609,157 +601,47 @@ impl Backend for Remote {
     }
 }
 
-/// A client session about to ask for one claim; closing it deletes whatever the claim made.
+/// A client session about to ask for one claim ([`wazoo_client::Contender`]); closing it
+/// deletes whatever the claim made.
 pub(crate) struct RemoteContender {
     remote: Remote,
-    session: Session,
-    want: Want,
-    recipe: String,
-    /// What the daemon granted.
-    claim: Option<pb::Claim>,
+    inner: wazoo_client::Contender,
 }
 
 impl Contender for RemoteContender {
     type Held = RemoteClaim;
 
     async fn acquire(&mut self, path: &str, timeout: Option<Duration>) -> Result<Granted, Failure> {
-        // The claim's name: sent again through another daemon of the group (its first daemon
-        // stopped answering), the Acquire finds the node it made and keeps its place.
-        let claim_id = uuid::Uuid::new_v4().simple().to_string();
-        let mut retry = false;
-        loop {
-            // The daemon that keeps the session (the one that opened it, or the member that took
-            // it up since).
-            let generation = self.session.generation();
-            let mut recipes = self.session.client().recipes();
-            match self.acquire_once(&mut recipes, path, timeout, &claim_id, retry).await {
-                Err(why) if self.session.in_group() => {
-                    tracing::warn!(
-                        "jeopardy: {why}; waiting for another daemon of the group to take the session up"
-                    );
-                    if self.session.taken_up_after(generation).await.is_none() {
-                        return Err(self.remote.ended(self.session.ended().await));
-                    }
-                    retry = true;
-                }
-                Err(why) => {
-                    let status = Status::unavailable(why);
-                    return Err(self.remote.failure(&Error::from(status)));
-                }
-                Ok(done) => return done,
-            }
+        match self.inner.acquire(path, timeout).await {
+            Ok(claim) => Ok(Granted { node: claim.node.clone(), token: claim.fencing_token }),
+            Err(NotAcquired::Failed(error)) => Err(self.remote.failure(&error)),
+            // A wait ends with the client session: a daemon that stopped answering is not
+            // waited for past the session's keepalives.
+            Err(NotAcquired::SessionEnded(why)) => Err(self.remote.ended(why)),
         }
     }
 
     async fn acknowledge(&mut self, note: &str) -> Result<(), String> {
-        let Some(claim) = &self.claim else { return Ok(()) };
-        let request = pb::AcknowledgeRequest {
-            session: self.session.id(),
-            handle: claim.handle,
-            note: note.to_string(),
-        };
-        let mut recipes = self.session.client().recipes();
-        recipes.acknowledge(bounded(request)).await.map(drop).map_err(|s| s.message().to_string())
+        self.inner.acknowledge(note).await.map_err(|error| error.message)
     }
 
     async fn hold(self) -> anyhow::Result<RemoteClaim> {
-        let Some(claim) = self.claim else {
-            self.session.close().await;
+        if self.inner.granted().is_none() {
+            self.inner.close().await;
             bail!("nothing was acquired");
-        };
-        // The daemon that keeps the session now (another member's, once it was taken up).
-        let client = self.session.client();
-        match client.follow(self.session, claim).await {
+        }
+        match self.inner.hold().await {
             Ok(claim) => Ok(RemoteClaim { remote: self.remote, claim }),
             Err(error) => Err(self.remote.failure(&error).into_error("following the claim")),
         }
     }
 
     async fn close(self) {
-        self.session.close().await
+        self.inner.close().await
     }
 
     fn session_timeout(&self) -> Duration {
-        self.session.ttl()
-    }
-}
-
-impl RemoteContender {
-    /// One Acquire (Campaign, GroupJoin) sent with `claim_id`: its outcome, or why the daemon
-    /// broke off without an answer.
-    async fn acquire_once(
-        &mut self,
-        recipes: &mut wazoo_proto::recipes_client::RecipesClient<wazoo_client::Authed>,
-        path: &str,
-        timeout: Option<Duration>,
-        claim_id: &str,
-        retry: bool,
-    ) -> Result<Result<Granted, Failure>, String> {
-        let (session, path, recipe) = (self.session.id(), path.to_string(), self.recipe.clone());
-        let timeout_ms = millis(timeout);
-        let acquire = |family: pb::Family, max_leases: u32| pb::AcquireRequest {
-            session,
-            path: path.clone(),
-            family: family as i32,
-            max_leases,
-            timeout_ms,
-            recipe: recipe.clone(),
-            claim_id: claim_id.to_string(),
-            retry,
-        };
-        let acquiring = async {
-            match &self.want {
-                Want::Lock => recipes.acquire(acquire(pb::Family::Lock, 0)).await,
-                Want::ReadWrite(Mode::Read) => recipes.acquire(acquire(pb::Family::ReadLock, 0)).await,
-                Want::ReadWrite(Mode::Write) => recipes.acquire(acquire(pb::Family::WriteLock, 0)).await,
-                Want::Lease { max_leases } => {
-                    recipes.acquire(acquire(pb::Family::Semaphore, *max_leases)).await
-                }
-                Want::Leadership { id } => {
-                    let (path, recipe) = (path.clone(), recipe.clone());
-                    let request = pb::CampaignRequest {
-                        session,
-                        path,
-                        id: id.clone(),
-                        timeout_ms,
-                        recipe,
-                        claim_id: claim_id.to_string(),
-                        retry,
-                    };
-                    recipes.campaign(request).await
-                }
-                Want::Membership { name, data } => {
-                    let (path, recipe) = (path.clone(), recipe.clone());
-                    let request = pb::GroupJoinRequest {
-                        session,
-                        path,
-                        name: name.clone(),
-                        data: data.clone(),
-                        recipe,
-                    };
-                    recipes.group_join(request).await
-                }
-            }
-        };
-        // A wait ends with the client session: a daemon that stopped answering is not waited
-        // for past the session's keepalives.
-        let reply = tokio::select! {
-            reply = acquiring => reply,
-            why = self.session.ended() => return Ok(Err(self.remote.ended(why))),
-        };
-        // No typed answer: the daemon broke off (in a group, another may take over).
-        if let Err(status) = &reply {
-            if wazoo_client::error_kind(status).is_none() && self.session.in_group() {
-                return Err(status.message().to_string());
-            }
-        }
-        let claim = match self.remote.answer(reply) {
-            Ok(claim) => claim,
-            Err(failure) => return Ok(Err(failure)),
-        };
-        let granted = Granted { node: claim.node.clone(), token: claim.fencing_token };
-        self.claim = Some(claim);
-        Ok(Ok(granted))
+        self.inner.session().ttl()
     }
 }
 

@@ -1,6 +1,17 @@
 //! What the read commands print, the same on the local path and through `--server`: a line of
 //! text each, or with `--json` one JSON object per line (data as UTF-8, invalid bytes replaced).
 
+/// `println!` that never panics: a reader that went away ends wazoo with status 141, as SIGPIPE
+/// ends a shell tool ([`show::emit`]).
+macro_rules! out {
+    () => {
+        $crate::show::emit("")
+    };
+    ($($arg:tt)*) => {
+        $crate::show::emit(&format!($($arg)*))
+    };
+}
+
 use serde_json::{json, Value};
 
 /// Prints one JSON object as a line.
@@ -178,70 +189,39 @@ pub(crate) fn contenders<'a>(json: bool, kind: &str, contenders: impl IntoIterat
     }
 }
 
+/// A claim held without a command, as [`held`] prints it.
+pub(crate) struct Held {
+    /// The path asked for.
+    pub(crate) path: String,
+    pub(crate) node: String,
+    /// None for a group member, which has no token.
+    pub(crate) token: Option<i64>,
+    /// What else names it in JSON: `("mode", "read")` for a side of a read/write lock, `("id",
+    /// ID)` for a leader, `("member", NAME)` for a member.
+    pub(crate) named: Option<(&'static str, String)>,
+}
+
 /// What `lock`, `rwlock`, `semaphore`, `elect` and `group join` print once held without a
 /// command: `held NODE token T` (a group member has no token: `held NODE`); under several locks,
 /// a line each, in the order taken. JSON `{"path","node","token"}` (token null for a group
 /// member), with `"mode"` for a read/write lock, `"id"` for a leader, `"member"` for a member.
-pub(crate) fn held(env: &[(String, String)], json: bool) {
-    let get = |key: &str| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
-    let count = get("WAZOO_LOCK_COUNT").and_then(|c| c.parse::<usize>().ok());
-    let lines: Vec<String> = match count {
-        Some(count) => (1..=count)
-            .map(|i| {
-                let node = get(&format!("WAZOO_LOCK_NODE_{i}")).unwrap_or_default();
-                let token = get(&format!("WAZOO_FENCING_TOKEN_{i}")).unwrap_or_default();
-                match json {
-                    false => format!("held {node} token {token}"),
-                    true => {
-                        let path = get(&format!("WAZOO_LOCK_PATH_{i}")).unwrap_or_default();
-                        json!({"path": path, "node": node, "token": token.parse::<i64>().ok()}).to_string()
-                    }
+pub(crate) fn held(claims: &[Held], json: bool) {
+    let lines: Vec<String> = claims
+        .iter()
+        .map(|c| match (json, c.token) {
+            (false, Some(token)) => format!("held {} token {token}", c.node),
+            (false, None) => format!("held {}", c.node),
+            (true, token) => {
+                let mut held = json!({"path": c.path, "node": c.node, "token": token});
+                if let Some((name, value)) = &c.named {
+                    held[*name] = Value::from(value.as_str());
                 }
-            })
-            .collect(),
-        None if json => vec![held_json(env).to_string()],
-        None => vec![held_line(env)],
-    };
+                held.to_string()
+            }
+        })
+        .collect();
     // A reader gone away does not end a claim held until a signal: it is released as usual.
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{}", lines.join("\n")).and_then(|()| out.flush());
-}
-
-/// The held node of one claim's environment: its `*_NODE`, or a member's `GROUP/MEMBER`.
-fn held_node(env: &[(String, String)]) -> String {
-    let find = |suffix: &str| env.iter().find(|(k, _)| k.ends_with(suffix)).map(|(_, v)| v.as_str());
-    match find("_NODE") {
-        Some(node) => node.to_string(),
-        None => match (find("GROUP_PATH"), find("MEMBER")) {
-            (Some(group), Some(member)) => format!("{group}/{member}"),
-            _ => String::new(),
-        },
-    }
-}
-
-/// `{"path","node","token"}` (and `"mode"`, `"id"` or `"member"`) for one claim's environment.
-fn held_json(env: &[(String, String)]) -> Value {
-    let get = |key: &str| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
-    let path = ["WAZOO_LOCK_PATH", "WAZOO_SEMAPHORE_PATH", "WAZOO_ELECTION_PATH", "WAZOO_GROUP_PATH"]
-        .into_iter()
-        .find_map(get);
-    let token = get("WAZOO_FENCING_TOKEN").and_then(|t| t.parse::<i64>().ok());
-    let mut held = json!({"path": path, "node": held_node(env), "token": token});
-    for (key, name) in [("WAZOO_LOCK_MODE", "mode"), ("WAZOO_LEADER_ID", "id"), ("WAZOO_MEMBER", "member")] {
-        if let Some(value) = get(key) {
-            held[name] = Value::from(value);
-        }
-    }
-    held
-}
-
-/// `held NODE token T` for one claim's environment.
-fn held_line(env: &[(String, String)]) -> String {
-    let find = |suffix: &str| env.iter().find(|(k, _)| k.ends_with(suffix)).map(|(_, v)| v.as_str());
-    let node = held_node(env);
-    match find("FENCING_TOKEN") {
-        Some(token) => format!("held {node} token {token}"),
-        None => format!("held {node}"),
-    }
 }

@@ -1,5 +1,7 @@
 //! The one process-supervision layer: how `lock`, `rwlock`, `semaphore`, `elect` and `group join`
-//! run CMD under a claim, on the local path and through `--server` alike.
+//! run CMD under a claim, `partition` under a share's locks, `register` under a registration and
+//! `double-barrier` inside the barrier, on the local path and through `--server` alike, all in one
+//! loop ([`run_under`]).
 //!
 //! - CMD runs in a process group of its own and, where the cgroup v2 hierarchy lets wazoo make
 //!   a cgroup that can be killed as a whole (`cgroup.kill`), in that cgroup too
@@ -195,8 +197,90 @@ fn after_separator(command: &[String]) -> bool {
         && line[line.len() - command.len() - 1] == "--"
 }
 
-/// A running CMD: its process group, its cgroup if it has one, and its guard.
-pub(crate) struct Supervised {
+/// CMD as [`run_under`] runs it.
+pub(crate) struct Cmd<'a> {
+    /// The program and its arguments; empty: nothing runs, and a signal ends the run.
+    pub(crate) command: &'a [String],
+    /// Added to CMD's environment.
+    pub(crate) env: &'a [(String, String)],
+    /// How long CMD's processes have after SIGTERM before SIGKILL, when it is stopped.
+    pub(crate) grace: Duration,
+    /// Said on stderr (after `wazoo: `) before what CMD left running is stopped once its own
+    /// process ended; `None`: stopped without a word.
+    pub(crate) leftovers: Option<String>,
+}
+
+/// How a run of CMD under something ([`run_under`]) ended. CMD's processes are all gone by
+/// then, and its guard told so.
+pub(crate) enum Ended<E> {
+    /// CMD's own process ended (what it left running was stopped since): how.
+    Exited(std::io::Result<ExitStatus>),
+    /// What CMD ran under ended first, saying this: CMD was stopped (SIGTERM, SIGKILL after the
+    /// grace).
+    By(E),
+    /// No CMD ran, and a signal came.
+    Signalled(Caught),
+}
+
+/// The one supervision loop: runs `cmd` until it or what it runs under ends (`ends`, a claim's
+/// loss or any other end, which says on stderr why it ended before it resolves), and returns how
+/// it ended, with CMD's processes all gone. CMD runs supervised ([`Supervised`]: its own process
+/// group and cgroup, watched by a guard); every signal wazoo gets meanwhile goes to all of it.
+/// When CMD's own process ends, what it left running is stopped (SIGTERM, SIGKILL after the
+/// grace), with [`Cmd::leftovers`] said first; when `ends` resolves first, CMD is stopped the same
+/// way. Without a command, a signal ends it ([`Ended::Signalled`]). An error only when CMD
+/// cannot be started (`ends` is then not awaited): letting go of what it was to run under is the
+/// caller's, as always once this returns.
+pub(crate) async fn run_under<E>(
+    cmd: Cmd<'_>,
+    signals: &mut Signals,
+    ends: impl Future<Output = E>,
+) -> anyhow::Result<Ended<E>> {
+    if cmd.command.is_empty() {
+        return Ok(tokio::select! {
+            caught = signals.recv() => Ended::Signalled(caught),
+            end = ends => Ended::By(end),
+        });
+    }
+    let mut child = Supervised::spawn(cmd.command, cmd.env)?;
+    tokio::pin!(ends);
+    let ended = loop {
+        tokio::select! {
+            status = child.wait() => {
+                if child.remains() {
+                    if let Some(leftovers) = &cmd.leftovers {
+                        eprintln!("wazoo: {leftovers}");
+                    }
+                    child.stop(cmd.grace).await;
+                }
+                break Ended::Exited(status);
+            }
+            end = &mut ends => {
+                child.stop(cmd.grace).await;
+                break Ended::By(end);
+            }
+            caught = signals.recv() => child.forward(caught),
+        }
+    };
+    child.finish().await;
+    Ok(ended)
+}
+
+/// The exit status of a CMD that ended by itself ([`Ended::Exited`]): its own, as a shell
+/// reports it; 70 if it could not be waited for, said on stderr.
+pub(crate) fn exited(status: std::io::Result<ExitStatus>) -> u8 {
+    match status {
+        Ok(status) => exit_status(status),
+        Err(e) => {
+            eprintln!("wazoo: waiting for the command: {e}");
+            crate::exit::FAILED
+        }
+    }
+}
+
+/// A running CMD: its process group, its cgroup if it has one, and its guard. Run only by
+/// [`run_under`].
+struct Supervised {
     child: tokio::process::Child,
     /// CMD's process group, whose id is CMD's PID.
     group: Pid,
@@ -209,7 +293,7 @@ pub(crate) struct Supervised {
 impl Supervised {
     /// Starts `command` with `env` added, in a process group (and cgroup) of its own, watched by
     /// a guard.
-    pub(crate) fn spawn(command: &[String], env: &[(String, String)]) -> anyhow::Result<Supervised> {
+    fn spawn(command: &[String], env: &[(String, String)]) -> anyhow::Result<Supervised> {
         let (guard_read, guard_pipe) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("making the guard's pipe")?;
         let mut cgroup = Cgroup::create();
@@ -304,24 +388,24 @@ impl Supervised {
     }
 
     /// Waits for CMD's own process to end (its processes may live on).
-    pub(crate) async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         self.child.wait().await
     }
 
     /// Sends `caught` to every process of CMD.
-    pub(crate) fn forward(&self, caught: Caught) {
+    fn forward(&self, caught: Caught) {
         self.signal(caught.0);
     }
 
     /// Whether any process of CMD still runs.
-    pub(crate) fn remains(&mut self) -> bool {
+    fn remains(&mut self) -> bool {
         let _ = self.child.try_wait();
         !self.members().is_empty()
     }
 
     /// SIGTERM to every process of CMD; once `grace` has passed, SIGKILL to whatever is left.
     /// Returns when they are all gone.
-    pub(crate) async fn stop(&mut self, grace: Duration) {
+    async fn stop(&mut self, grace: Duration) {
         self.signal(Signal::SIGTERM);
         if !self.gone_by(Instant::now() + grace).await {
             tracing::info!(?grace, "the command outlived its grace; killing it");
@@ -337,7 +421,7 @@ impl Supervised {
     }
 
     /// Tells the guard that CMD is gone and waits for it to remove the cgroup.
-    pub(crate) async fn finish(mut self) {
+    async fn finish(mut self) {
         if let Some(pipe) = self.guard_pipe.take() {
             let _ = nix::unistd::write(&pipe, format!("{DONE}\n").as_bytes());
         }

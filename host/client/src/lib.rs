@@ -45,7 +45,11 @@
 //! [`error_kind`] reads the kind of a status; [`Error`] (`From<Status>`) is a failed call with
 //! its kind, code and message, as an [`std::error::Error`]. A status with no kind did not come
 //! from the daemon's services (a broken connection, for one). Why a claim was lost comes typed
-//! as well ([`Lost`], from the `LostEvent`'s [`LossReason`]).
+//! as well ([`Lost`], from the `LostEvent`'s [`LossReason`], and worded by its `Display`).
+//!
+//! Beyond [`Client::lock`], a claim of any family (a lock, a lease, a leadership, a membership)
+//! is asked for by a [`Contender`] made in a session of its own before the wait
+//! ([`Session::contender`] with an [`Ask`]), so that a wait can be given up by closing it.
 
 use std::time::Duration;
 
@@ -443,34 +447,13 @@ impl Client {
     /// its own: waits until it is held, or `options.timeout` passes (`Code::DeadlineExceeded`).
     pub async fn lock(&self, path: &str, options: LockOptions) -> Result<Claim, Error> {
         let session = self.session(options.ttl, format!("wazoo-client lock {path}")).await?;
-        let mut request = options.request(session.id, path);
-        // The claim's name: an Acquire sent again through another daemon of the group finds the
-        // node the first one made, and keeps its place in the queue.
-        request.claim_id = uuid::Uuid::new_v4().simple().to_string();
-        loop {
-            let link = session.link.borrow().clone();
-            // A wait ends with the session: the daemon ends its calls once it ends the session.
-            let mut recipes = link.client.recipes();
-            let acquired = tokio::select! {
-                acquired = recipes.acquire(request.clone()) => acquired,
-                why = session.ended() => Err(Status::unavailable(why)),
-            };
-            match acquired {
-                Ok(claim) => return link.client.follow(session, claim.into_inner()).await,
-                // The daemon broke off (no typed answer) in a group: once the session is taken
-                // up elsewhere, the Acquire goes again there.
-                Err(status) if error_kind(&status).is_none() && session.in_group() => {
-                    if session.next_link(link.generation).await.is_none() {
-                        let why = session.ended().await;
-                        session.close().await;
-                        return Err(Status::unavailable(why).into());
-                    }
-                    request.retry = true;
-                }
-                Err(status) => {
-                    session.close().await;
-                    return Err(status.into());
-                }
+        let ask = Ask::Acquire { family: options.family, leases: options.leases };
+        let mut contender = session.contender(ask, options.recipe);
+        match contender.acquire(path, options.timeout).await {
+            Ok(_) => contender.hold().await,
+            Err(not) => {
+                contender.close().await;
+                Err(not.into())
             }
         }
     }
@@ -571,6 +554,184 @@ impl LockOptions {
             claim_id: String::new(),
             retry: false,
         }
+    }
+}
+
+/// What a [`Contender`] asks for, and so the call that asks for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ask {
+    /// `Acquire`: the lock, the read or write side of a read/write lock, or a semaphore lease
+    /// (`family`), and for a semaphore how many may hold it at once (`leases`).
+    Acquire { family: pb::Family, leases: u32 },
+    /// `Campaign`: leadership of an election, as participant `id`.
+    Campaign { id: String },
+    /// `GroupJoin`: membership of a group, as member `name` with `data`.
+    Join { name: String, data: Vec<u8> },
+}
+
+/// Why [`Contender::acquire`] did not get the claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotAcquired {
+    /// The call failed: the daemon's answer (a timeout is of kind [`ErrorKind::Timeout`]), or a
+    /// status with no kind (the connection broke, outside a group).
+    Failed(Error),
+    /// The client session ended while the call waited (the daemon ended it, or stopped
+    /// answering and no other member of its group took it up): why, in words.
+    SessionEnded(String),
+}
+
+impl From<NotAcquired> for Error {
+    fn from(not: NotAcquired) -> Error {
+        match not {
+            NotAcquired::Failed(error) => error,
+            NotAcquired::SessionEnded(why) => Status::unavailable(why).into(),
+        }
+    }
+}
+
+/// A claim asked for in a client session of its own ([`Session::contender`]), made before the
+/// wait: dropping a wait, or closing the contender, ends the session and with it whatever the
+/// wait made. [`Contender::hold`] turns what it acquired into a [`Claim`].
+pub struct Contender {
+    session: Session,
+    ask: Ask,
+    /// The recipe serving it; empty for the daemon's default.
+    recipe: String,
+    /// What the daemon granted.
+    granted: Option<pb::Claim>,
+}
+
+impl Session {
+    /// A contender for `ask`, served by `recipe` (empty for the daemon's default), in this
+    /// session, which it keeps from now on.
+    pub fn contender(self, ask: Ask, recipe: impl Into<String>) -> Contender {
+        Contender { session: self, ask, recipe: recipe.into(), granted: None }
+    }
+}
+
+impl Contender {
+    /// Asks for the claim at `path` and waits until it is had, or `timeout` passes (an error of
+    /// kind [`ErrorKind::Timeout`]); a membership is had at once. The call ends with the client
+    /// session. In a daemon group, a daemon that breaks off without an answer is not a failure:
+    /// once another member takes the session up, the call goes again there under the same
+    /// claim id, and finds the node the first one made (its place in the queue kept).
+    pub async fn acquire(
+        &mut self,
+        path: &str,
+        timeout: Option<Duration>,
+    ) -> Result<&pb::Claim, NotAcquired> {
+        let claim_id = uuid::Uuid::new_v4().simple().to_string();
+        let mut retry = false;
+        loop {
+            // The daemon that keeps the session (the one that opened it, or the member that took
+            // it up since).
+            let link = self.session.link.borrow().clone();
+            let mut recipes = link.client.recipes();
+            let asking = self.ask_once(&mut recipes, path, timeout, &claim_id, retry);
+            let reply = tokio::select! {
+                reply = asking => reply,
+                why = self.session.ended() => return Err(NotAcquired::SessionEnded(why)),
+            };
+            match reply {
+                Ok(claim) => return Ok(self.granted.insert(claim)),
+                // No typed answer: the daemon broke off (in a group, another may take over).
+                Err(status) if error_kind(&status).is_none() && self.session.in_group() => {
+                    tracing::warn!(
+                        "jeopardy: {}; waiting for another daemon of the group to take the session up",
+                        status.message()
+                    );
+                    if self.session.next_link(link.generation).await.is_none() {
+                        return Err(NotAcquired::SessionEnded(self.session.ended().await));
+                    }
+                    retry = true;
+                }
+                Err(status) => return Err(NotAcquired::Failed(status.into())),
+            }
+        }
+    }
+
+    /// One Acquire, Campaign or GroupJoin, sent with `claim_id` (`retry`: sent before).
+    async fn ask_once(
+        &self,
+        recipes: &mut RecipesClient<Authed>,
+        path: &str,
+        timeout: Option<Duration>,
+        claim_id: &str,
+        retry: bool,
+    ) -> Result<pb::Claim, Status> {
+        let (session, path, recipe) = (self.session.id, path.to_string(), self.recipe.clone());
+        let timeout_ms = timeout.map(|t| t.as_millis().try_into().unwrap_or(u64::MAX));
+        let claim_id = claim_id.to_string();
+        let reply = match &self.ask {
+            Ask::Acquire { family, leases } => {
+                let request = pb::AcquireRequest {
+                    session,
+                    path,
+                    family: *family as i32,
+                    max_leases: *leases,
+                    timeout_ms,
+                    recipe,
+                    claim_id,
+                    retry,
+                };
+                recipes.acquire(request).await
+            }
+            Ask::Campaign { id } => {
+                let request = pb::CampaignRequest {
+                    session,
+                    path,
+                    id: id.clone(),
+                    timeout_ms,
+                    recipe,
+                    claim_id,
+                    retry,
+                };
+                recipes.campaign(request).await
+            }
+            Ask::Join { name, data } => {
+                let request =
+                    pb::GroupJoinRequest { session, path, name: name.clone(), data: data.clone(), recipe };
+                recipes.group_join(request).await
+            }
+        };
+        reply.map(tonic::Response::into_inner)
+    }
+
+    /// What the daemon granted, once [`Contender::acquire`] had it.
+    pub fn granted(&self) -> Option<&pb::Claim> {
+        self.granted.as_ref()
+    }
+
+    /// The client session it asks in.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// A leader's acknowledgement (`note`), for observers to see that it started its work;
+    /// nothing before the claim is had.
+    pub async fn acknowledge(&mut self, note: &str) -> Result<(), Error> {
+        let Some(claim) = &self.granted else { return Ok(()) };
+        let request =
+            pb::AcknowledgeRequest { session: self.session.id, handle: claim.handle, note: note.to_string() };
+        let mut recipes = self.session.client().recipes();
+        recipes.acknowledge(bounded(request)).await.map(drop).map_err(Error::from)
+    }
+
+    /// What was acquired as a [`Claim`], its loss followed from now on, on the daemon that keeps
+    /// the session now ([`Client::follow`]). Nothing acquired: the session is closed, and the
+    /// error is of code `FAILED_PRECONDITION`.
+    pub async fn hold(self) -> Result<Claim, Error> {
+        let Some(claim) = self.granted else {
+            self.session.close().await;
+            return Err(Status::failed_precondition("nothing was acquired").into());
+        };
+        let client = self.session.client();
+        client.follow(self.session, claim).await
+    }
+
+    /// Closes its session, deleting whatever it made.
+    pub async fn close(self) {
+        self.session.close().await
     }
 }
 
@@ -1246,6 +1407,27 @@ impl Lost {
             "revoked" => Lost::Revoked,
             "cut-off" => Lost::CutOff,
             other => Lost::Other(other.to_string()),
+        }
+    }
+}
+
+/// Why a claim was lost, in words: a loss the local path also knows (the ZooKeeper session's
+/// end, the node deleted, a revocation) is worded as `wazoo_runtime::Lost` words it there.
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lost::SessionExpired => f.write_str("ZooKeeper session expired"),
+            Lost::SessionClosed => f.write_str("ZooKeeper session ended (Closed)"),
+            Lost::NodeDeleted => f.write_str("lock node was deleted"),
+            Lost::Revoked => f.write_str("revoked by another client"),
+            Lost::CutOff => f.write_str(
+                "the wazoo daemon had no answer from ZooKeeper for 2/3 of its session timeout: assuming the session expired",
+            ),
+            Lost::Released => f.write_str("another call released the claim"),
+            Lost::ClientSessionEnded => f.write_str(
+                "the wazoo daemon ended the claim's client session (closed, or no keepalive within its TTL)",
+            ),
+            Lost::Disconnected(why) | Lost::Other(why) => f.write_str(why),
         }
     }
 }

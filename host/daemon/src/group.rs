@@ -36,7 +36,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
 use serde::{Deserialize, Serialize};
-use zookeeper_client::{Acls, Client, CreateMode, EventType};
+use wazoo_runtime::error::describe;
+use wazoo_runtime::zk::{session_ended, Access, NodeMode, Zk};
+use wazoo_runtime::{EventKind, ZkError};
 
 /// Where a group's state lives.
 pub const GROUPS: &str = "/wazoo/groups";
@@ -93,7 +95,7 @@ pub struct ClientRecord {
 
 /// This daemon's membership of its group.
 pub struct Group {
-    client: Client,
+    client: Zk,
     root: String,
     /// Handing its work over ([`Group::leave`]).
     leaving: AtomicBool,
@@ -102,8 +104,8 @@ pub struct Group {
     pub address: String,
 }
 
-fn node_error(what: &str, e: zookeeper_client::Error) -> anyhow::Error {
-    anyhow!("group state: {what}: {e}")
+fn node_error(what: &str, e: ZkError) -> anyhow::Error {
+    anyhow!("group state: {what}: {}", describe(&e))
 }
 
 impl Group {
@@ -116,24 +118,14 @@ impl Group {
         wazoo_runtime::paths::check_node(&format!("/{}", config.name))
             .map_err(|why| anyhow!("bad group name {:?}: {why}", config.name))?;
         let identity = format!("{}:{}", config.name, config.secret);
-        let connector = Client::connector()
-            .with_session_timeout(session_timeout)
-            .with_auth("digest", identity.as_bytes());
-        let connected = match tls {
-            Some(tls) => {
-                wazoo_runtime::keeper::install_crypto_provider();
-                connector.with_tls(tls.options()?).secure_connect(hosts).await
-            }
-            None => connector.connect(hosts).await,
-        };
-        let client =
-            connected.map_err(|e| anyhow!("connecting to ZooKeeper at {hosts} for the group: {e}"))?;
+        let client = Zk::connect(hosts, Some(session_timeout), Some(&identity), tls)
+            .await
+            .map_err(|e| anyhow!("connecting to ZooKeeper at {hosts} for the group: {e:#}"))?;
         let root = format!("{GROUPS}/{}", config.name);
-        match client.mkdir(GROUPS, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await {
-            Ok(()) | Err(zookeeper_client::Error::NodeExists) => {}
+        match client.mkdir(GROUPS, Access::Open).await {
+            Ok(()) | Err(ZkError::NodeExists) => {}
             Err(e) => return Err(node_error(GROUPS, e)),
         }
-        let private = CreateMode::Persistent.with_acls(Acls::creator_all());
         for path in [
             root.clone(),
             format!("{root}/members"),
@@ -141,9 +133,9 @@ impl Group {
             format!("{root}/clients"),
             format!("{root}/adoptions"),
         ] {
-            match client.create(&path, &[], &private).await {
-                Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
-                Err(zookeeper_client::Error::NoAuth) => {
+            match client.create(&path, &[], NodeMode::Persistent, Access::Private).await {
+                Ok(_) | Err(ZkError::NodeExists) => {}
+                Err(ZkError::NoAuth) => {
                     return Err(anyhow!(
                     "group {:?}: its state belongs to another identity (is --group-secret-file the group's?)",
                     config.name
@@ -153,8 +145,8 @@ impl Group {
             }
         }
         // A member that cannot read the root has the wrong secret.
-        client.get_children(&root).await.map_err(|e| match e {
-            zookeeper_client::Error::NoAuth => {
+        client.children_stat(&root).await.map_err(|e| match e {
+            ZkError::NoAuth => {
                 anyhow!(
                     "group {:?}: its state belongs to another identity (is --group-secret-file the group's?)",
                     config.name
@@ -163,9 +155,13 @@ impl Group {
             e => node_error(&root, e),
         })?;
         let me = uuid::Uuid::new_v4().simple().to_string();
-        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::creator_all());
         client
-            .create(&format!("{root}/members/{me}"), advertise.as_bytes(), &ephemeral)
+            .create(
+                &format!("{root}/members/{me}"),
+                advertise.as_bytes(),
+                NodeMode::Ephemeral,
+                Access::Private,
+            )
             .await
             .map_err(|e| node_error("announcing this member", e))?;
         tracing::info!(group = %config.name, member = %me, %advertise, "joined the group");
@@ -187,14 +183,10 @@ impl Group {
     async fn put(&self, path: &str, data: &[u8]) -> anyhow::Result<()> {
         match self.client.set_data(path, data, None).await {
             Ok(_) => Ok(()),
-            Err(zookeeper_client::Error::NoNode) => {
-                match self
-                    .client
-                    .create(path, data, &CreateMode::Persistent.with_acls(Acls::creator_all()))
-                    .await
-                {
+            Err(ZkError::NoNode) => {
+                match self.client.create(path, data, NodeMode::Persistent, Access::Private).await {
                     Ok(_) => Ok(()),
-                    Err(zookeeper_client::Error::NodeExists) => self
+                    Err(ZkError::NodeExists) => self
                         .client
                         .set_data(path, data, None)
                         .await
@@ -212,7 +204,7 @@ impl Group {
             Ok((data, _)) => {
                 Ok(Some(serde_json::from_slice(&data).with_context(|| format!("group state {path}"))?))
             }
-            Err(zookeeper_client::Error::NoNode) => Ok(None),
+            Err(ZkError::NoNode) => Ok(None),
             Err(e) => Err(node_error(path, e)),
         }
     }
@@ -228,9 +220,9 @@ impl Group {
         let path = self.path("clients", &format!("{session:016x}"));
         let (data, stat) = match self.client.get_data(&path).await {
             Ok(read) => read,
-            Err(zookeeper_client::Error::NoNode) => return,
+            Err(ZkError::NoNode) => return,
             Err(e) => {
-                tracing::warn!("group state: forgetting client session {session}: {e}");
+                tracing::warn!("group state: forgetting client session {session}: {}", describe(&e));
                 return;
             }
         };
@@ -239,8 +231,8 @@ impl Group {
         }
         // Rewritten meanwhile (taken up elsewhere): no longer this one to forget.
         match self.client.delete(&path, Some(stat.version)).await {
-            Ok(()) | Err(zookeeper_client::Error::NoNode | zookeeper_client::Error::BadVersion { .. }) => {}
-            Err(e) => tracing::warn!("group state: forgetting client session {session}: {e}"),
+            Ok(()) | Err(ZkError::NoNode | ZkError::BadVersion) => {}
+            Err(e) => tracing::warn!("group state: forgetting client session {session}: {}", describe(&e)),
         }
     }
 
@@ -251,7 +243,7 @@ impl Group {
     /// The client sessions `member` serves, read together.
     pub async fn clients_of(&self, member: &str) -> anyhow::Result<Vec<(u64, ClientRecord)>> {
         let dir = format!("{}/clients", self.root);
-        let names = self.client.list_children(&dir).await.map_err(|e| node_error(&dir, e))?;
+        let names = self.client.children(&dir).await.map_err(|e| node_error(&dir, e))?;
         let reads: Vec<_> = names.iter().map(|n| self.client.get_data(&format!("{dir}/{n}"))).collect();
         let mut found = Vec::new();
         for (name, read) in names.iter().zip(reads) {
@@ -276,7 +268,7 @@ impl Group {
     /// The members now: (id, address).
     pub async fn members(&self) -> anyhow::Result<Vec<(String, String)>> {
         let dir = format!("{}/members", self.root);
-        let names = self.client.list_children(&dir).await.map_err(|e| node_error(&dir, e))?;
+        let names = self.client.children(&dir).await.map_err(|e| node_error(&dir, e))?;
         let reads: Vec<_> = names.iter().map(|n| self.client.get_data(&format!("{dir}/{n}"))).collect();
         let mut members = Vec::new();
         for (name, read) in names.into_iter().zip(reads) {
@@ -291,7 +283,7 @@ impl Group {
     pub async fn member_address(&self, member: &str) -> anyhow::Result<Option<String>> {
         match self.client.get_data(&self.path("members", member)).await {
             Ok((data, _)) => Ok(Some(String::from_utf8_lossy(&data).into_owned())),
-            Err(zookeeper_client::Error::NoNode) => Ok(None),
+            Err(ZkError::NoNode) => Ok(None),
             Err(e) => Err(node_error("reading a member", e)),
         }
     }
@@ -300,14 +292,11 @@ impl Group {
     /// member that took it first.
     pub async fn claim_adoption(&self, member: &str) -> anyhow::Result<Option<String>> {
         let path = self.path("adoptions", member);
-        let mode = CreateMode::Persistent.with_acls(Acls::creator_all());
-        match self.client.create(&path, self.me.as_bytes(), &mode).await {
+        match self.client.create(&path, self.me.as_bytes(), NodeMode::Persistent, Access::Private).await {
             Ok(_) => Ok(None),
-            Err(zookeeper_client::Error::NodeExists) => match self.client.get_data(&path).await {
+            Err(ZkError::NodeExists) => match self.client.get_data(&path).await {
                 Ok((data, _)) => Ok(Some(String::from_utf8_lossy(&data).into_owned())),
-                Err(zookeeper_client::Error::NoNode) => {
-                    Err(anyhow!("the adoption of {member} just ended; try again"))
-                }
+                Err(ZkError::NoNode) => Err(anyhow!("the adoption of {member} just ended; try again")),
                 Err(e) => Err(node_error(&path, e)),
             },
             Err(e) => Err(node_error(&path, e)),
@@ -323,17 +312,15 @@ impl Group {
         tokio::spawn(async move {
             let node = group.path("members", &member);
             loop {
-                match group.client.check_and_watch_stat(&node).await {
+                match group.client.exists_watch(&node).await {
                     Ok((None, _)) => break,
                     Ok((Some(_), watcher)) => {
                         let event = watcher.changed().await;
-                        if event.event_type == EventType::Session && event.session_state.is_terminated() {
+                        if session_ended(event.kind) {
                             return;
                         }
                     }
-                    Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed) => {
-                        return
-                    }
+                    Err(ZkError::SessionExpired) => return,
                     Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
                 }
             }
@@ -343,8 +330,8 @@ impl Group {
 
     async fn remove(&self, path: &str) {
         if let Err(e) = self.client.delete(path, None).await {
-            if e != zookeeper_client::Error::NoNode {
-                tracing::warn!("group state: removing {path}: {e}");
+            if !matches!(e, ZkError::NoNode) {
+                tracing::warn!("group state: removing {path}: {}", describe(&e));
             }
         }
     }
@@ -352,13 +339,13 @@ impl Group {
     /// Removes the adoptions' nodes left by adopters that stopped before their member's node
     /// went: done (no sessions' record left) and of members that are gone.
     async fn sweep(&self) {
-        let Ok((adopted, _)) = self.client.get_children(&format!("{}/adoptions", self.root)).await else {
+        let Ok((adopted, _)) = self.client.children_stat(&format!("{}/adoptions", self.root)).await else {
             return;
         };
         for member in adopted {
             let (node, sessions) = (self.path("members", &member), self.path("sessions", &member));
             if let (Ok(None), Ok(None)) =
-                (self.client.check_stat(&node).await, self.client.check_stat(&sessions).await)
+                (self.client.exists(&node).await, self.client.exists(&sessions).await)
             {
                 self.remove(&self.path("adoptions", &member)).await;
             }
@@ -383,17 +370,15 @@ impl Group {
             // sessions' record left to be found by.
             let (mut named, mut next_scan) = (Vec::new(), tokio::time::Instant::now());
             loop {
-                let (present, watcher) = match group.client.list_and_watch_children(&members).await {
+                let (present, watcher) = match group.client.children_watch(&members).await {
                     Ok(listed) => listed,
-                    Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed) => {
-                        return
-                    }
+                    Err(ZkError::SessionExpired) => return,
                     Err(_) => {
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         continue;
                     }
                 };
-                let Ok(recorded) = group.client.list_children(&recorded).await else {
+                let Ok(recorded) = group.client.children(&recorded).await else {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 };
@@ -425,7 +410,7 @@ impl Group {
                     .unwrap_or(next_scan);
                 tokio::select! {
                     event = watcher.changed() => {
-                        if event.event_type == EventType::Session && event.session_state.is_terminated() {
+                        if session_ended(event.kind) {
                             return;
                         }
                     }
@@ -438,7 +423,7 @@ impl Group {
     /// The members that client records name, each once.
     async fn members_named_by_clients(&self) -> Vec<String> {
         let dir = format!("{}/clients", self.root);
-        let Ok(names) = self.client.list_children(&dir).await else { return Vec::new() };
+        let Ok(names) = self.client.children(&dir).await else { return Vec::new() };
         let reads: Vec<_> = names.iter().map(|n| self.client.get_data(&format!("{dir}/{n}"))).collect();
         let mut named = Vec::new();
         for read in reads {
@@ -455,7 +440,7 @@ impl Group {
     /// Clears the records of `member`, gone for good, unless someone adopts it after all.
     async fn reap(&self, member: &str) {
         let synced = self.client.sync(&self.root);
-        let adoption = self.client.check_stat(&self.path("adoptions", member));
+        let adoption = self.client.exists(&self.path("adoptions", member));
         let (synced, adoption) = tokio::join!(synced, adoption);
         if synced.is_err() || !matches!(adoption, Ok(None)) {
             return;
@@ -496,7 +481,7 @@ impl Group {
                     tracing::error!("stopping at once, before ending a client session: {why}");
                     std::process::exit(75);
                 }
-                Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed) => {
+                Err(ZkError::SessionExpired) => {
                     tracing::error!(
                         "stopping at once, before ending a client session: the group's session ended"
                     );
@@ -509,12 +494,12 @@ impl Group {
     }
 
     /// Where this member stands, read after a `sync` (a linearizable read of the group's state).
-    async fn standing(&self) -> Result<Standing, zookeeper_client::Error> {
+    async fn standing(&self) -> Result<Standing, ZkError> {
         let (adoption, member) = (self.path("adoptions", &self.me), self.path("members", &self.me));
         // Sent in this order without waiting: the reads are ordered after the sync.
         let synced = self.client.sync(&self.root);
-        let adopted = self.client.check_stat(&adoption);
-        let present = self.client.check_stat(&member);
+        let adopted = self.client.exists(&adoption);
+        let present = self.client.exists(&member);
         let (synced, adopted, present) = tokio::join!(synced, adopted, present);
         synced?;
         Ok(match (adopted?, present?) {
@@ -530,19 +515,18 @@ impl Group {
     pub async fn superseded(&self) -> String {
         let path = self.path("adoptions", &self.me);
         loop {
-            match self.client.check_and_watch_stat(&path).await {
+            match self.client.exists_watch(&path).await {
                 Ok((Some(_), _)) => {
                     return "another member of the group adopted this daemon's sessions".into()
                 }
                 Ok((None, watcher)) => {
                     let event = watcher.changed().await;
-                    if event.event_type == EventType::Session && event.session_state.is_terminated() {
-                        return format!("the group's ZooKeeper session ended ({:?})", event.session_state);
+                    if session_ended(event.kind) {
+                        let how = if event.kind == EventKind::SessionExpired { "Expired" } else { "Closed" };
+                        return format!("the group's ZooKeeper session ended ({how})");
                     }
                 }
-                Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed) => {
-                    return "the group's ZooKeeper session ended".into()
-                }
+                Err(ZkError::SessionExpired) => return "the group's ZooKeeper session ended".into(),
                 Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         }
@@ -610,9 +594,7 @@ impl MemberFence {
                     tracing::error!("stopping at once, before a ZooKeeper session reconnects: {why}");
                     std::process::exit(75);
                 }
-                Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed)
-                    if !self.leaving.load(Ordering::Acquire) =>
-                {
+                Err(ZkError::SessionExpired) if !self.leaving.load(Ordering::Acquire) => {
                     tracing::error!(
                         "stopping at once, before a ZooKeeper session reconnects: the group's session ended"
                     );

@@ -534,28 +534,33 @@ async fn set_quota(
     root: &str,
     (count, bytes): (Option<u64>, Option<u64>),
 ) -> anyhow::Result<()> {
-    use zookeeper_client::{Acls, CreateMode, Error};
-    let client = wazoo_runtime::keeper::connect_anonymous(hosts, tls).await?;
-    let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    use wazoo_runtime::error::describe;
+    use wazoo_runtime::zk::{Access, NodeMode, Zk};
+    use wazoo_runtime::ZkError;
+    let client = Zk::connect_anonymous(hosts, tls).await?;
     let dir = format!("/zookeeper/quota{root}");
-    match client.mkdir(&dir, &open).await {
-        Ok(()) | Err(Error::NodeExists) => {}
-        Err(e) => bail!("creating {dir}: {e}"),
+    match client.mkdir(&dir, Access::Open).await {
+        Ok(()) | Err(ZkError::NodeExists) => {}
+        Err(e) => bail!("creating {dir}: {}", describe(&e)),
     }
     // Quotas are at most i64::MAX (checked when the file is read).
     let hard = |n: Option<u64>| n.and_then(|n| i64::try_from(n).ok()).unwrap_or(-1);
     let limits = format!("count=-1,bytes=-1,countHardLimit={},byteHardLimit={}", hard(count), hard(bytes));
     let limit_node = format!("{dir}/zookeeper_limits");
-    match client.create(&limit_node, limits.as_bytes(), &open).await {
+    match client.create(&limit_node, limits.as_bytes(), NodeMode::Persistent, Access::Open).await {
         Ok(_) => {}
-        Err(Error::NodeExists) => {
-            client.set_data(&limit_node, limits.as_bytes(), None).await?;
+        Err(ZkError::NodeExists) => {
+            client
+                .set_data(&limit_node, limits.as_bytes(), None)
+                .await
+                .map_err(|e| anyhow::anyhow!("setting {limit_node}: {}", describe(&e)))?;
         }
-        Err(e) => bail!("creating {limit_node}: {e}"),
+        Err(e) => bail!("creating {limit_node}: {}", describe(&e)),
     }
-    match client.create(&format!("{dir}/zookeeper_stats"), b"count=0,bytes=0", &open).await {
-        Ok(_) | Err(Error::NodeExists) => Ok(()),
-        Err(e) => bail!("creating the quota's stats node: {e}"),
+    let stats = format!("{dir}/zookeeper_stats");
+    match client.create(&stats, b"count=0,bytes=0", NodeMode::Persistent, Access::Open).await {
+        Ok(_) | Err(ZkError::NodeExists) => Ok(()),
+        Err(e) => bail!("creating the quota's stats node: {}", describe(&e)),
     }
 }
 

@@ -1,5 +1,7 @@
-//! The daemon's side of the wire in one place: the runtime's errors, losses and values as the
-//! `wazoo.v1` ones (`host/proto/wazoo.proto`).
+//! The daemon's side of the wire in one place: the runtime's errors, losses and the values every
+//! service shares (a claim's recipe version, the recipes listed, the health and its counters) as
+//! the `wazoo.v1` ones (`host/proto/wazoo.proto`). A recipe family's own messages are converted
+//! in its file under `serve/recipes/`, with its calls.
 //!
 //! Every error status the daemon returns is made here, with its gRPC code and its
 //! [`pb::ErrorKind`] (carried as a `google.rpc.ErrorInfo` in the status details, see
@@ -9,11 +11,14 @@
 //! operator listed (a recipe name, a path, a tenant's patterns) never outgrows the HTTP/2 headers
 //! it travels in.
 
+use std::sync::atomic::Ordering;
+
 use tonic::{Code, Status};
 use wazoo_proto as pb;
 use wazoo_runtime::error::RecipeError;
-use wazoo_runtime::{Ballot, Lost, TxMode, ZkError};
-use zookeeper_client::SessionState;
+use wazoo_runtime::registry::RegistryStats;
+use wazoo_runtime::SessionEnd;
+use wazoo_runtime::{Claim, Lost, RecipeInfo, ZkError};
 
 use pb::ErrorKind;
 
@@ -125,11 +130,17 @@ pub fn internal(message: impl Into<String>) -> Status {
     bounded(ErrorKind::Internal, Code::Internal, message)
 }
 
+/// A client session another member of the group serves and that member still answers, or one
+/// being adopted by a third: UNAVAILABLE, CONNECTION_LOSS (message `member:`); try again there.
+pub fn elsewhere(message: impl Into<String>) -> Status {
+    bounded(ErrorKind::ConnectionLoss, Code::Unavailable, message)
+}
+
 /// The event a claim's loss sends on its Lost stream: the typed reason, and the words older
 /// clients read (`session-expired` for any end of the session, closed included).
 pub fn lost_event(why: &Lost) -> pb::LostEvent {
     let (loss_reason, reason) = match why {
-        Lost::Session(SessionState::Closed) => (pb::LossReason::SessionClosed, "session-expired"),
+        Lost::Session(SessionEnd::Closed) => (pb::LossReason::SessionClosed, "session-expired"),
         Lost::Session(_) => (pb::LossReason::SessionExpired, "session-expired"),
         Lost::NodeDeleted => (pb::LossReason::NodeDeleted, "node-deleted"),
         Lost::Revoked => (pb::LossReason::Revoked, "revoked"),
@@ -152,21 +163,48 @@ pub fn ended_event(loss_reason: pb::LossReason) -> Option<pb::LostEvent> {
     Some(pb::LostEvent { reason: reason.to_string(), loss_reason: loss_reason as i32 })
 }
 
-/// A TxCoordinate request's mode.
-pub fn tx_mode(mode: i32) -> Result<TxMode, Status> {
-    match pb::TxMode::try_from(mode) {
-        Ok(pb::TxMode::Coordinated) => Ok(TxMode::Coordinated),
-        Ok(pb::TxMode::AllToAll) => Ok(TxMode::AllToAll),
-        Err(_) => Err(invalid_argument("unknown transaction mode")),
-    }
+/// The version of the recipe a claim was made with (its short hash; empty for a claim taken up
+/// with Resume), as the replies carry it.
+pub fn recipe_version(held: &Claim) -> String {
+    held.version().map(|v| v.short_hash().to_string()).unwrap_or_default()
 }
 
-/// A TxVote request's ballot.
-pub fn ballot(ballot: i32) -> Result<Ballot, Status> {
-    match pb::Ballot::try_from(ballot) {
-        Ok(pb::Ballot::Commit) => Ok(Ballot::Commit),
-        Ok(pb::Ballot::Abort) => Ok(Ballot::Abort),
-        Err(_) => Err(invalid_argument("unknown ballot")),
+/// The recipes a host lists, as `Admin.ListRecipes` and `Admin.Reload` return them.
+pub fn recipe_list(listed: Vec<RecipeInfo>) -> pb::RecipeList {
+    let recipes = listed
+        .into_iter()
+        .map(|r| pb::Recipe {
+            name: r.name,
+            path: r.path.display().to_string(),
+            bytes: r.bytes,
+            world: r.serving.as_ref().map(|v| v.world.name().to_string()).unwrap_or_default(),
+            version: r.serving.as_ref().map(|v| v.short_hash().to_string()).unwrap_or_default(),
+            from_cache: r.serving.as_ref().is_some_and(|v| v.from_cache),
+            refused: r.refused.map(|f| f.reason).unwrap_or_default(),
+            functions: r.serving.as_ref().map(|v| v.functions()).unwrap_or_default(),
+            embedded: r.embedded,
+        })
+        .collect();
+    pb::RecipeList { recipes }
+}
+
+/// `Admin.Health`'s reply: how the ZooKeeper session stands (`status`, its id), the client
+/// sessions open and the handles they hold (`load`), and the registry's counters.
+pub fn health_reply(
+    status: String,
+    zookeeper_session: i64,
+    (client_sessions, handles): (u64, u64),
+    stats: &RegistryStats,
+) -> pb::HealthReply {
+    pb::HealthReply {
+        status,
+        zookeeper_session,
+        client_sessions,
+        handles,
+        compiles: stats.compiles.load(Ordering::Relaxed),
+        cache_hits: stats.cache_hits.load(Ordering::Relaxed),
+        swaps: stats.swaps.load(Ordering::Relaxed),
+        refusals: stats.refusals.load(Ordering::Relaxed),
     }
 }
 
@@ -290,8 +328,8 @@ mod tests {
     #[test]
     fn a_loss_carries_its_reason_typed_and_in_words() {
         let cases = [
-            (Lost::Session(SessionState::Expired), pb::LossReason::SessionExpired, "session-expired"),
-            (Lost::Session(SessionState::Closed), pb::LossReason::SessionClosed, "session-expired"),
+            (Lost::Session(SessionEnd::Expired), pb::LossReason::SessionExpired, "session-expired"),
+            (Lost::Session(SessionEnd::Closed), pb::LossReason::SessionClosed, "session-expired"),
             (Lost::NodeDeleted, pb::LossReason::NodeDeleted, "node-deleted"),
             (Lost::Revoked, pb::LossReason::Revoked, "revoked"),
             (Lost::CutOff(std::time::Duration::from_secs(1)), pb::LossReason::CutOff, "cut-off"),
@@ -301,23 +339,4 @@ mod tests {
             assert_eq!((event.loss_reason(), event.reason.as_str()), (typed, words), "{lost:?}");
         }
     }
-
-    #[test]
-    fn unknown_modes_and_ballots_are_invalid_arguments() {
-        assert!(matches!(tx_mode(pb::TxMode::AllToAll as i32), Ok(TxMode::AllToAll)));
-        assert!(matches!(ballot(pb::Ballot::Commit as i32), Ok(Ballot::Commit)));
-        for refused in [tx_mode(7).err(), ballot(7).err()] {
-            let s = refused.expect("refused");
-            assert_eq!(
-                (ErrorKind::of(&s), s.code()),
-                (Some(ErrorKind::InvalidArgument), Code::InvalidArgument)
-            );
-        }
-    }
-}
-
-/// A client session another member of the group serves and that member still answers, or one
-/// being adopted by a third: UNAVAILABLE, CONNECTION_LOSS (message `member:`); try again there.
-pub fn elsewhere(message: impl Into<String>) -> Status {
-    bounded(ErrorKind::ConnectionLoss, Code::Unavailable, message)
 }

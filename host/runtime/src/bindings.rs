@@ -1,18 +1,11 @@
 //! The WIT contract's generated bindings, kept in this one module. The rest of the host uses
 //! the types re-exported here and never names generated modules directly.
 //!
-//! The one host type the bindings name, the `watcher` resource's [`WatchSlot`], lives here too,
-//! so that this module depends on no other module of the host's but the store data it links
-//! (`state`).
+//! The host types the bindings name, those of the resources a guest holds, are below it
+//! (`slots`); nothing else of the host's is named here, so every module that needs a WIT type
+//! sits above this one.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
-use zookeeper_client::{OneshotWatcher, WatchedEvent};
-
-/// The `wazoo:zk` imports (with the host's [`WatchSlot`] as the `watcher` resource) and the
+/// The `wazoo:zk` imports (with the host's `slots` as their resources) and the
 /// `custom` world, whose one export is `run`. Every family's bindings reuse these imports.
 pub(crate) mod custom {
     wasmtime::component::bindgen!({
@@ -21,8 +14,8 @@ pub(crate) mod custom {
         imports: { default: async | trappable },
         exports: { default: async },
         with: {
-            "wazoo:zk/watch.watcher": super::WatchSlot,
-            "wazoo:zk/persistent.persistent-watcher": crate::persistent::PersistentSlot,
+            "wazoo:zk/watch.watcher": crate::slots::WatchSlot,
+            "wazoo:zk/persistent.persistent-watcher": crate::slots::PersistentSlot,
         },
     });
 }
@@ -99,9 +92,9 @@ macro_rules! families {
 
             /// Checks that `pre`'s exports have this world's types. A config component may
             /// also have those of `wazoo:recipes@0.1.0` ([`KazooCounterIndices`]).
-            pub(crate) fn check_exports(
+            pub(crate) fn check_exports<T: 'static>(
                 self,
-                pre: &wasmtime::component::InstancePre<crate::state::HostState>,
+                pre: &wasmtime::component::InstancePre<T>,
             ) -> anyhow::Result<()> {
                 let checked = match self {
                     $( World::$variant => $module::$pre::new(pre.clone()).map(drop), )*
@@ -155,7 +148,7 @@ families! {
     Cache => cache_recipe::CacheRecipePre, world "wazoo:recipes/cache-recipe", export "cache", default "cache";
 }
 
-pub(crate) use custom::wazoo::zk::{persistent, session, types, watch, znode};
+pub(crate) use custom::wazoo::zk::{contention, persistent, session, types, watch, znode};
 pub(crate) use custom::CustomPre;
 
 pub use cache_recipe::exports::wazoo::recipes::cache::{Change as CacheChange, Node as CachedNode};
@@ -170,6 +163,40 @@ pub use registration_recipe::exports::wazoo::recipes::registration::Tended;
 pub use rwlock_recipe::exports::wazoo::recipes::rwlock::{Held as RwHeld, Mode};
 pub use semaphore_recipe::exports::wazoo::recipes::semaphore::Lease;
 pub use transaction_recipe::exports::wazoo::recipes::two_phase_commit::{Ballot, Mode as TxMode, Outcome};
+
+impl From<zookeeper_client::Stat> for Stat {
+    fn from(s: zookeeper_client::Stat) -> Stat {
+        Stat {
+            czxid: s.czxid,
+            mzxid: s.mzxid,
+            pzxid: s.pzxid,
+            ctime: s.ctime,
+            mtime: s.mtime,
+            version: s.version,
+            cversion: s.cversion,
+            aversion: s.aversion,
+            ephemeral_owner: s.ephemeral_owner,
+            data_length: s.data_length,
+            num_children: s.num_children,
+        }
+    }
+}
+
+impl From<zookeeper_client::WatchedEvent> for WatchEvent {
+    /// A node event, or the session's end (`session-expired`, else `session-closed`).
+    fn from(e: zookeeper_client::WatchedEvent) -> WatchEvent {
+        use zookeeper_client::{EventType, SessionState};
+        let kind = match e.event_type {
+            EventType::NodeCreated => EventKind::NodeCreated,
+            EventType::NodeDeleted => EventKind::NodeDeleted,
+            EventType::NodeDataChanged => EventKind::NodeDataChanged,
+            EventType::NodeChildrenChanged => EventKind::NodeChildrenChanged,
+            EventType::Session if e.session_state == SessionState::Expired => EventKind::SessionExpired,
+            EventType::Session => EventKind::SessionClosed,
+        };
+        WatchEvent { kind, path: e.path }
+    }
+}
 
 impl CounterFormat {
     /// Every format, in the WIT's order.
@@ -194,20 +221,6 @@ pub(crate) enum ConfigBindings {
 }
 
 impl ConfigBindings {
-    /// Instantiates `pre` in `store` with the bindings its exports have.
-    pub(crate) async fn instantiate(
-        pre: &wasmtime::component::InstancePre<crate::state::HostState>,
-        store: &mut wasmtime::Store<crate::state::HostState>,
-    ) -> anyhow::Result<ConfigBindings> {
-        use crate::error::from_wasmtime;
-        if let Ok(typed) = config_recipe::ConfigRecipePre::new(pre.clone()) {
-            return Ok(ConfigBindings::Current(typed.instantiate_async(store).await.map_err(from_wasmtime)?));
-        }
-        let indices = KazooCounterIndices::new(pre)?;
-        let instance = pre.instantiate_async(&mut *store).await.map_err(from_wasmtime)?;
-        Ok(ConfigBindings::KazooOnly(indices.load(store, &instance)?))
-    }
-
     /// The `config` interface, the same in every version.
     pub(crate) fn wazoo_recipes_config(&self) -> &config_recipe::exports::wazoo::recipes::config::Guest {
         match self {
@@ -236,8 +249,8 @@ pub(crate) struct KazooCounterIndices {
 }
 
 impl KazooCounterIndices {
-    pub(crate) fn new(
-        pre: &wasmtime::component::InstancePre<crate::state::HostState>,
+    pub(crate) fn new<T: 'static>(
+        pre: &wasmtime::component::InstancePre<T>,
     ) -> anyhow::Result<KazooCounterIndices> {
         let component = pre.component();
         let counter = World::Config.export().replace("/config@", "/counter@");
@@ -264,9 +277,9 @@ impl KazooCounterIndices {
         })
     }
 
-    fn load(
+    pub(crate) fn load<T: 'static>(
         self,
-        store: &mut wasmtime::Store<crate::state::HostState>,
+        store: &mut wasmtime::Store<T>,
         instance: &wasmtime::component::Instance,
     ) -> anyhow::Result<KazooCounter> {
         Ok(KazooCounter {
@@ -276,44 +289,4 @@ impl KazooCounterIndices {
             built_against: self.built_against,
         })
     }
-}
-
-/// The host side of a `watcher` resource (its methods are `wazoo:zk/watch`, in the `watch`
-/// module): the armed watch, or the event it fired with. It counts against the host's watch
-/// limit until it is dropped.
-pub struct WatchSlot {
-    // Dropped first: dropping the client's watcher before it fired sends the removal that
-    // `guard` then repairs.
-    pub(crate) pending: Option<Pin<Box<dyn Future<Output = WatchedEvent> + Send>>>,
-    pub(crate) fired: Option<WatchEvent>,
-    live: Arc<AtomicUsize>,
-    /// Sets the path's persistent watches again if this one is dropped before it fired.
-    pub(crate) guard: Option<crate::persistent::OneShotGuard>,
-}
-
-impl WatchSlot {
-    pub(crate) fn new(watcher: OneshotWatcher, live: Arc<AtomicUsize>) -> WatchSlot {
-        WatchSlot { pending: Some(Box::pin(watcher.changed())), fired: None, live, guard: None }
-    }
-}
-
-impl Drop for WatchSlot {
-    fn drop(&mut self) {
-        self.live.fetch_sub(1, Ordering::Relaxed);
-        // The client's watcher goes before the guard, whatever the fields' order.
-        self.pending = None;
-    }
-}
-
-/// Registers every `wazoo:zk` import on `linker`.
-pub(crate) fn add_to_linker(
-    linker: &mut wasmtime::component::Linker<crate::state::HostState>,
-) -> anyhow::Result<()> {
-    use wasmtime::component::HasSelf;
-    types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-    znode::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-    watch::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-    session::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-    persistent::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-    Ok(())
 }

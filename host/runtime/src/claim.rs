@@ -12,13 +12,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use zookeeper_client::{EventType, SessionState};
-
 use crate::bindings::Mode;
 use crate::error::RecipeError;
 use crate::handle::{BarrierHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle, QueueHandle};
 use crate::handle::{RwLockHandle, SemaphoreHandle};
 use crate::keeper::Live;
+use crate::loss::{lost, Lost};
 use crate::registry::{Version, World};
 
 /// What a contender asks for.
@@ -80,7 +79,7 @@ pub enum ClaimKind {
 }
 
 /// The handle behind a claim.
-enum Holder {
+pub(crate) enum Holder {
     Lock(LockHandle),
     RwLock(RwLockHandle),
     Semaphore(SemaphoreHandle),
@@ -182,17 +181,6 @@ macro_rules! each {
 }
 
 impl Holder {
-    /// A fresh handle for `want`, from the host.
-    async fn new(host: &crate::Host, want: &Want, recipe: &str) -> anyhow::Result<Holder> {
-        Ok(match want {
-            Want::Lock => Holder::Lock(host.lock(recipe).await?),
-            Want::ReadWrite(_) => Holder::RwLock(host.rwlock(recipe).await?),
-            Want::Lease { .. } => Holder::Semaphore(host.semaphore(recipe).await?),
-            Want::Leadership { .. } => Holder::Election(host.election(recipe).await?),
-            Want::Membership { .. } => Holder::Group(host.group(recipe).await?),
-        })
-    }
-
     fn live(&self) -> &Arc<Live> {
         each!(self, h => h.live())
     }
@@ -273,7 +261,13 @@ impl Warm {
     /// A warm handle of `recipe` for `want`, if one is still good for `version` on `live`.
     /// Handles of any recipe whose session is not `live` go (they hold nothing), as do this
     /// recipe's handles of another version.
-    fn take(&self, recipe: &str, want: &Want, version: &Arc<Version>, live: &Arc<Live>) -> Option<Holder> {
+    pub(crate) fn take(
+        &self,
+        recipe: &str,
+        want: &Want,
+        version: &Arc<Version>,
+        live: &Arc<Live>,
+    ) -> Option<Holder> {
         let (found, stale) = {
             let mut handles = self.handles.lock().unwrap();
             let (keep, stale): (Vec<_>, Vec<_>) =
@@ -292,7 +286,7 @@ impl Warm {
     }
 
     /// Ends every warm handle (an instantiation found the host's instances used up).
-    fn clear(&self) -> usize {
+    pub(crate) fn clear(&self) -> usize {
         let all = std::mem::take(&mut *self.handles.lock().unwrap());
         all.len()
     }
@@ -310,7 +304,7 @@ impl Warm {
     }
 }
 
-/// A fresh handle about to contend for one [`Want`] ([`crate::Host::contender`]).
+/// A fresh handle about to contend for one [`Want`] (the host makes it: `Host::contender`).
 pub struct Contender {
     want: Want,
     holder: Holder,
@@ -336,24 +330,10 @@ impl Granted {
 }
 
 impl Contender {
-    pub(crate) async fn new(host: &crate::Host, want: Want, recipe: &str) -> anyhow::Result<Contender> {
-        if !matches!(want, Want::Lock | Want::ReadWrite(_) | Want::Lease { .. }) {
-            let holder = Holder::new(host, &want, recipe).await?;
-            return Ok(Contender { want, holder, warm: None });
-        }
-        let warm = host.warm().clone();
-        let version = host.version(recipe, want.world()).await?;
-        let live = host.current_live().await?;
-        let holder = match warm.take(recipe, &want, &version, &live) {
-            Some(holder) => holder,
-            None => match Holder::new(host, &want, recipe).await {
-                Ok(holder) => holder,
-                // Warm handles take instances of the host's pool: give them back and try again.
-                Err(_) if warm.clear() > 0 => Holder::new(host, &want, recipe).await?,
-                Err(e) => return Err(e),
-            },
-        };
-        Ok(Contender { want, holder, warm: Some((warm, recipe.to_string())) })
+    /// A contender for `want` with the handle `holder` (made, or taken warm, by the host);
+    /// with `warm`, the handle goes back to that pool when its claim is let go of cleanly.
+    pub(crate) fn new(want: Want, holder: Holder, warm: Option<(Arc<Warm>, String)>) -> Contender {
+        Contender { want, holder, warm }
     }
 
     pub fn want(&self) -> &Want {
@@ -560,100 +540,5 @@ impl std::fmt::Debug for Claim {
             .field("node", &self.node)
             .field("token", &self.token)
             .finish()
-    }
-}
-
-/// Curator's `__REVOKE__` and the seed's `unlock`.
-fn is_revocation(data: &[u8]) -> bool {
-    data == b"__REVOKE__" || data == b"unlock"
-}
-
-/// Why a held claim was lost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lost {
-    /// The session ended (expired, closed): every ephemeral node is gone.
-    Session(SessionState),
-    /// Someone deleted the claim's node.
-    NodeDeleted,
-    /// Someone asked the holder to let go (the node's data was set to `__REVOKE__` or
-    /// `unlock`); the node is still there until the holder releases.
-    Revoked,
-    /// ZooKeeper answered nothing the session sent for this long, [`crate::keeper::CUT_OFF`] of
-    /// its timeout: the ensemble may expire the session before the host hears of it again, so
-    /// the claim counts as lost now.
-    CutOff(Duration),
-}
-
-impl std::fmt::Display for Lost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Lost::Session(SessionState::Expired) => f.write_str("ZooKeeper session expired"),
-            Lost::Session(state) => write!(f, "ZooKeeper session ended ({state:?})"),
-            Lost::NodeDeleted => f.write_str("lock node was deleted"),
-            Lost::Revoked => f.write_str("revoked by another client"),
-            Lost::CutOff(after) => write!(
-                f,
-                "no answer from ZooKeeper for {:.1}s, 2/3 of the session timeout: assuming the session expired",
-                after.as_secs_f64()
-            ),
-        }
-    }
-}
-
-/// Resolves when the session behind `live` ends, `node` is deleted or revoked by someone else,
-/// or ZooKeeper has answered nothing for [`Live::cut_off_after`]: whichever comes first, and a
-/// known end of the session before the rest.
-pub(crate) async fn lost(live: Arc<Live>, node: Option<String>) -> Lost {
-    let node_gone = async {
-        let Some(node) = node else { return std::future::pending().await };
-        watch_deleted(&live, &node).await
-    };
-    tokio::select! {
-        biased;
-        state = live.wait_ended() => Lost::Session(state),
-        lost = node_gone => lost,
-        after = live.cut_off() => Lost::CutOff(after),
-    }
-}
-
-/// Waits until `node` is deleted (or the session ends), or its data asks its holder to let go.
-async fn watch_deleted(live: &Arc<Live>, node: &str) -> Lost {
-    let mut failures = 0u32;
-    loop {
-        let read = live.client.get_and_watch_data(node).await;
-        // A one-shot watch on a path this session also watches persistently replaces its mode
-        // on the server, and its removal (this future dropped: the claim let go) removes it.
-        let mut guard = match &read {
-            Ok(_) => Some(crate::persistent::OneShotGuard::set(live, node).await),
-            Err(_) => None,
-        };
-        match read {
-            Err(zookeeper_client::Error::NoNode) => return Lost::NodeDeleted,
-            Ok((data, _, watcher)) if is_revocation(&data) => {
-                // Gone unfired with the guard after it: the path's watches are set again.
-                drop(watcher);
-                return Lost::Revoked;
-            }
-            Ok((_, _, watcher)) => {
-                let event = watcher.changed().await;
-                if let Some(guard) = guard.as_mut() {
-                    guard.fired();
-                }
-                match event.event_type {
-                    EventType::NodeDeleted => return Lost::NodeDeleted,
-                    EventType::Session => return Lost::Session(event.session_state),
-                    // Data changed: look at it again.
-                    _ => {}
-                }
-            }
-            Err(zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed) => {
-                return Lost::Session(SessionState::Expired)
-            }
-            // Disconnected: the session may still be alive; look again once it reconnects.
-            Err(_) => {
-                failures += 1;
-                tokio::time::sleep(Duration::from_millis(100 * u64::from(failures.min(10)))).await;
-            }
-        }
     }
 }

@@ -23,10 +23,11 @@
 //! and the multi would pass it. Lock nodes are sequential, so that takes their parent emptied,
 //! reaped and made again within those milliseconds.
 
-use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError, MultiWriteResult};
+use zookeeper_client::{CreateMode, MultiWriteError, MultiWriteResult};
 
 use crate::error::from_client;
 use crate::paths;
+use crate::zk::{Access, Zk};
 use crate::ZkError;
 
 /// How many times a write that lost a race reads again before it gives up.
@@ -58,23 +59,24 @@ pub enum Written {
 }
 
 /// Fenced checks and writes on one ZooKeeper session.
-pub struct Fence<'a> {
-    pub client: &'a Client,
-    /// The ACL of the nodes a write creates (a tenant's are its own).
-    pub acls: Acls<'static>,
+pub struct Fence {
+    /// The session the checks and writes go on (a host's: `Live::zk`).
+    pub zk: Zk,
+    /// Who may use the nodes a write creates (a tenant's are its own).
+    pub access: Access,
     /// The largest value a write takes.
     pub max_bytes: usize,
 }
 
-impl Fence<'_> {
+impl Fence {
     /// Whether `node` still exists with fencing token `token`.
     pub async fn check(&self, node: &str, token: i64) -> Result<Holder, ZkError> {
         paths::check_node(node).map_err(ZkError::InvalidPath)?;
-        match self.client.sync(node).await {
+        match self.zk.client.sync(node).await {
             Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
             Err(e) => return Err(from_client(e)),
         }
-        let found = self.client.check_stat(node).await.map_err(from_client)?;
+        let found = self.zk.client.check_stat(node).await.map_err(from_client)?;
         Ok(match found {
             None => Holder::Gone,
             Some(stat) if stat.czxid == token => Holder::Holds,
@@ -99,14 +101,14 @@ impl Fence<'_> {
                 data.len()
             )));
         }
-        let create = CreateMode::Persistent.with_acls(self.acls);
+        let create = CreateMode::Persistent.with_acls(self.access.acls());
         for _ in 0..RACES {
-            let holder = match self.client.check_stat(node).await.map_err(from_client)? {
+            let holder = match self.zk.client.check_stat(node).await.map_err(from_client)? {
                 None => return Ok(Written::Gone),
                 Some(stat) if stat.czxid != token => return Ok(Written::OtherToken(stat.czxid)),
                 Some(stat) => stat,
             };
-            let (last, version) = match self.client.get_data(path).await {
+            let (last, version) = match self.zk.client.get_data(path).await {
                 Ok((data, stat)) => (last_token(path, &data)?, Some(stat.version)),
                 Err(zookeeper_client::Error::NoNode) => (None, None),
                 Err(e) => return Err(from_client(e)),
@@ -114,7 +116,7 @@ impl Fence<'_> {
             if let Some(last) = last.filter(|last| *last > token) {
                 return Ok(Written::Superseded { last });
             }
-            let mut multi = self.client.new_multi_writer();
+            let mut multi = self.zk.client.new_multi_writer();
             multi.add_check_version(node, holder.version).map_err(from_client)?;
             match version {
                 Some(version) => multi.add_set_data(path, &data, Some(version)),
@@ -135,7 +137,7 @@ impl Fence<'_> {
                 Err(MultiWriteError::OperationFailed {
                     index: 1,
                     source: zookeeper_client::Error::NoNode,
-                }) if version.is_none() => match self.client.mkdir(paths::parent(path), &create).await {
+                }) if version.is_none() => match self.zk.client.mkdir(paths::parent(path), &create).await {
                     Ok(()) | Err(zookeeper_client::Error::NodeExists) => {}
                     Err(e) => return Err(from_client(e)),
                 },

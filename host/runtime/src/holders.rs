@@ -135,11 +135,12 @@ pub struct Contenders {
 /// if known (ignored for other kinds; see the module's notes). A path that does not exist has
 /// no contenders.
 pub async fn read(
-    client: &Client,
+    zk: &crate::zk::Zk,
     path: &str,
     kind: Option<Kind>,
     leases: Option<u32>,
 ) -> Result<Contenders, ZkError> {
+    let client = &zk.client;
     paths::check_node(path).map_err(ZkError::InvalidPath)?;
     if leases == Some(0) {
         return Err(ZkError::InvalidArgument("a semaphore has at least 1 lease".into()));

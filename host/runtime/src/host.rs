@@ -9,13 +9,13 @@ use wasmtime::Engine;
 
 use crate::bindings::{
     BarrierRecipePre, CacheRecipePre, ConfigBindings, CustomPre, ElectionRecipePre, GroupRecipePre,
-    LockRecipePre, QueueRecipePre, RegistrationRecipePre, RwlockRecipePre, SemaphoreRecipePre,
-    TransactionRecipePre,
+    LockRecipePre, QueueRecipePre, RwlockRecipePre, SemaphoreRecipePre, TransactionRecipePre,
 };
+use crate::claim::{Contender, Holder, Want, Warm};
 use crate::faults::Faults;
 use crate::handle::{
     BarrierHandle, CacheHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle,
-    LockHandle, QueueHandle, RegistrationHandle, RwLockHandle, Sandbox, SemaphoreHandle, TransactionHandle,
+    LockHandle, QueueHandle, RwLockHandle, Sandbox, SemaphoreHandle, TransactionHandle,
 };
 use crate::keeper::{Keeper, KeeperConfig, Live};
 use crate::ledger::Ledger;
@@ -59,7 +59,7 @@ struct Inner {
     /// One component load at a time (in the hosts that share the registry too).
     loading: Arc<tokio::sync::Mutex<()>>,
     /// Handles of the lock family let go of cleanly, kept warm for the next contender.
-    warm: Arc<crate::claim::Warm>,
+    warm: Arc<Warm>,
     /// Whether the program's own components are served too.
     embedded: bool,
 }
@@ -99,7 +99,7 @@ impl Host {
                 registry: Arc::new(registry),
                 shared,
                 loading: Default::default(),
-                warm: Arc::new(crate::claim::Warm::new(config.limits.max_instances)),
+                warm: Arc::new(Warm::new(config.limits.max_instances)),
                 embedded: config.embedded.is_some(),
             }),
         })
@@ -123,7 +123,7 @@ impl Host {
                 engine: self.inner.engine.clone(),
                 keeper,
                 registry: self.inner.registry.clone(),
-                warm: Arc::new(crate::claim::Warm::new(shared.limits.max_instances)),
+                warm: Arc::new(Warm::new(shared.limits.max_instances)),
                 shared,
                 loading: self.inner.loading.clone(),
                 embedded: self.inner.embedded,
@@ -163,22 +163,42 @@ impl Host {
     }
 
     /// A fresh handle of the component `recipe` to contend for `want` ([`crate::claim`]).
-    pub async fn contender(
-        &self,
-        want: crate::claim::Want,
-        recipe: &str,
-    ) -> anyhow::Result<crate::claim::Contender> {
-        crate::claim::Contender::new(self, want, recipe).await
+    /// A contender of the lock family takes a warm handle when one is kept for the recipe's
+    /// current version on the current session ([`Warm`]).
+    pub async fn contender(&self, want: Want, recipe: &str) -> anyhow::Result<Contender> {
+        if !matches!(want, Want::Lock | Want::ReadWrite(_) | Want::Lease { .. }) {
+            let holder = self.holder(&want, recipe).await?;
+            return Ok(Contender::new(want, holder, None));
+        }
+        let warm = self.inner.warm.clone();
+        let version = self.version(recipe, want.world()).await?;
+        let live = self.current_live().await?;
+        let holder = match warm.take(recipe, &want, &version, &live) {
+            Some(holder) => holder,
+            None => match self.holder(&want, recipe).await {
+                Ok(holder) => holder,
+                // Warm handles take instances of the host's pool: give them back and try again.
+                Err(_) if warm.clear() > 0 => self.holder(&want, recipe).await?,
+                Err(e) => return Err(e),
+            },
+        };
+        Ok(Contender::new(want, holder, Some((warm, recipe.to_string()))))
     }
 
-    /// How many handles are kept warm for the next contender (see [`crate::claim::Warm`]).
+    /// A fresh handle for `want`.
+    async fn holder(&self, want: &Want, recipe: &str) -> anyhow::Result<Holder> {
+        Ok(match want {
+            Want::Lock => Holder::Lock(self.lock(recipe).await?),
+            Want::ReadWrite(_) => Holder::RwLock(self.rwlock(recipe).await?),
+            Want::Lease { .. } => Holder::Semaphore(self.semaphore(recipe).await?),
+            Want::Leadership { .. } => Holder::Election(self.election(recipe).await?),
+            Want::Membership { .. } => Holder::Group(self.group(recipe).await?),
+        })
+    }
+
+    /// How many handles are kept warm for the next contender (see [`Warm`]).
     pub fn warm_handles(&self) -> usize {
         self.inner.warm.len()
-    }
-
-    /// The pool of warm handles [`Host::contender`] takes from and a released claim gives back to.
-    pub(crate) fn warm(&self) -> &Arc<crate::claim::Warm> {
-        &self.inner.warm
     }
 
     /// The current session, rebuilt first if it has ended.
@@ -222,11 +242,6 @@ impl Host {
         instantiate!(self, recipe, World::Group, GroupRecipePre, GroupHandle)
     }
 
-    /// A new registration handle.
-    pub async fn registration(&self, recipe: &str) -> anyhow::Result<RegistrationHandle> {
-        instantiate!(self, recipe, World::Registration, RegistrationRecipePre, RegistrationHandle)
-    }
-
     /// A new cache handle.
     pub async fn cache(&self, recipe: &str) -> anyhow::Result<CacheHandle> {
         instantiate!(self, recipe, World::Cache, CacheRecipePre, CacheHandle)
@@ -237,7 +252,7 @@ impl Host {
     pub async fn config(&self, recipe: &str) -> anyhow::Result<ConfigHandle> {
         let version = self.version(recipe, World::Config).await?;
         let mut sandbox = self.sandbox(&version.name).await?;
-        let bindings = ConfigBindings::instantiate(&version.pre, &mut sandbox.store)
+        let bindings = instantiate_config(&version.pre, &mut sandbox.store)
             .await
             .map_err(|e| crate::error::instantiation(&version.path, e))?;
         sandbox.version = Some(version);
@@ -604,4 +619,20 @@ mod tests {
         assert_eq!(Allowed::new(&[]).named(), "none");
         assert_eq!(Allowed::cut(&"x".repeat(20_000)).len(), Allowed::PATTERN_SHOWN + "…".len());
     }
+}
+
+/// Instantiates a config component with the bindings its exports have: of this host's
+/// `wazoo:recipes`, or of 0.1.0, whose counter has no formats.
+async fn instantiate_config(
+    pre: &wasmtime::component::InstancePre<HostState>,
+    store: &mut wasmtime::Store<HostState>,
+) -> anyhow::Result<ConfigBindings> {
+    use crate::bindings::{config_recipe::ConfigRecipePre, KazooCounterIndices};
+    use crate::error::from_wasmtime;
+    if let Ok(typed) = ConfigRecipePre::new(pre.clone()) {
+        return Ok(ConfigBindings::Current(typed.instantiate_async(store).await.map_err(from_wasmtime)?));
+    }
+    let indices = KazooCounterIndices::new(pre)?;
+    let instance = pre.instantiate_async(&mut *store).await.map_err(from_wasmtime)?;
+    Ok(ConfigBindings::KazooOnly(indices.load(store, &instance)?))
 }

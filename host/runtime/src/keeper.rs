@@ -128,10 +128,31 @@ impl Default for KeeperConfig {
     }
 }
 
+/// How a ZooKeeper session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// The ensemble expired it: every ephemeral node it owned is gone.
+    Expired,
+    /// It was closed (by this process, or refused a reconnect by its gate).
+    Closed,
+    /// The ensemble refused its credentials.
+    AuthFailed,
+}
+
+impl From<SessionState> for SessionEnd {
+    fn from(state: SessionState) -> SessionEnd {
+        match state {
+            SessionState::Expired => SessionEnd::Expired,
+            SessionState::AuthFailed => SessionEnd::AuthFailed,
+            _ => SessionEnd::Closed,
+        }
+    }
+}
+
 /// One ZooKeeper session and its state.
 #[derive(Debug)]
 pub struct Live {
-    pub client: Client,
+    pub(crate) client: Client,
     /// Counts the sessions this keeper has built, from 1.
     pub generation: u64,
     ended: watch::Receiver<Option<SessionState>>,
@@ -140,7 +161,7 @@ pub struct Live {
     answered: watch::Receiver<Instant>,
     prober: tokio::task::AbortHandle,
     /// The paths this session watches persistently, for the repairs ZooKeeper 3.8 needs.
-    pub(crate) persistent: crate::persistent::Watched,
+    pub(crate) persistent: crate::watched::Watched,
 }
 
 impl Drop for Live {
@@ -191,27 +212,37 @@ impl Live {
         (session.id().0, session.password().to_vec())
     }
 
-    /// The terminal state, once the session has ended (expired or closed).
-    pub fn ended(&self) -> Option<SessionState> {
+    /// How the session ended, once it has.
+    pub fn ended(&self) -> Option<SessionEnd> {
         // The client's own state first: the watcher task may not have run yet.
         let state = self.client.state();
         if state.is_terminated() {
-            return Some(state);
+            return Some(state.into());
         }
-        *self.ended.borrow()
+        self.ended.borrow().map(SessionEnd::from)
     }
 
-    /// Resolves when the session ends, with its terminal state.
-    pub async fn wait_ended(&self) -> SessionState {
+    /// Resolves when the session ends, with how it ended.
+    pub async fn wait_ended(&self) -> SessionEnd {
         let mut rx = self.ended.clone();
         loop {
             if let Some(state) = *rx.borrow_and_update() {
-                return state;
+                return state.into();
             }
             if rx.changed().await.is_err() {
-                return SessionState::Closed;
+                return SessionEnd::Closed;
             }
         }
+    }
+
+    /// Whether the session is connected now (not between connections, not ended).
+    pub fn connected(&self) -> bool {
+        matches!(self.client.state(), SessionState::SyncConnected | SessionState::ConnectedReadOnly)
+    }
+
+    /// The session's negotiated timeout.
+    pub fn session_timeout(&self) -> Duration {
+        self.client.session_timeout()
     }
 
     /// How long this session may go without an answer before it counts as lost: [`CUT_OFF`] of
@@ -256,6 +287,41 @@ async fn probe(client: Client, answered: watch::Sender<Instant>) {
             Err(_) => {}
         }
         tokio::time::sleep_until(sent + every).await;
+    }
+}
+
+// The repairs of ZooKeeper 3.8's one watch mode per path (see `persistent`).
+impl Live {
+    /// Sets again the persistent modes this session watches `path` with (plain first, recursive
+    /// last: both requests go out at once), after something else changed the server's mode for
+    /// it, then tells the path's watchers `missed`: until the server had the modes back, a
+    /// change may have gone unreported. The extra watchers the client makes for this are dropped
+    /// at once; the client keeps the server's watch while the real ones remain.
+    pub(crate) async fn repair_persistent(&self, path: &str) {
+        let Some([plain, recursive]) = self.persistent.modes(path) else { return };
+        // zookeeper-client sends a request when it is called, so these go out back to back.
+        let plain = (plain > 0).then(|| self.client.watch(path, zookeeper_client::AddWatchMode::Persistent));
+        let recursive = (recursive > 0)
+            .then(|| self.client.watch(path, zookeeper_client::AddWatchMode::PersistentRecursive));
+        for (mode, added) in [("persistent", plain), ("recursive", recursive)] {
+            if let Some(added) = added {
+                if let Err(e) = added.await {
+                    tracing::debug!(path, mode, error = %e, "setting a watch again");
+                }
+            }
+        }
+        self.persistent.missed(path);
+    }
+
+    /// [`Live::repair_persistent`] in the background, if `path` is watched persistently.
+    pub(crate) fn repair_later(self: &Arc<Self>, path: &str) {
+        if !self.persistent.contains(path) {
+            return;
+        }
+        let (live, path) = (self.clone(), path.to_string());
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { live.repair_persistent(&path).await });
+        }
     }
 }
 
@@ -324,20 +390,6 @@ impl Keeper {
     pub fn config(&self) -> &KeeperConfig {
         &self.config
     }
-}
-
-/// A session without identity on `hosts` (no chroot), over TLS when `tls` is given: for the
-/// daemon's own bookkeeping outside any tenant's namespace (quotas).
-pub async fn connect_anonymous(hosts: &str, tls: Option<&ZkTls>) -> anyhow::Result<Client> {
-    let connector = Client::connector();
-    let connected = match tls {
-        Some(tls) => {
-            install_crypto_provider();
-            connector.with_tls(tls.options()?).secure_connect(hosts).await
-        }
-        None => connector.connect(hosts).await,
-    };
-    connected.map_err(|e| anyhow!("connecting to {hosts}: {e}"))
 }
 
 /// Splits `host:port,…/chroot` into the hosts and the chroot (if any).

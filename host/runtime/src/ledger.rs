@@ -19,8 +19,8 @@ use std::sync::Mutex;
 
 use zookeeper_client::{Client, Error};
 
-use crate::error::retry;
 use crate::paths;
+use crate::retry::retry;
 
 #[derive(Debug, Default)]
 pub struct Ledger {

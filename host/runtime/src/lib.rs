@@ -17,31 +17,40 @@ pub mod holders;
 mod host;
 pub mod keeper;
 pub mod ledger;
+mod loss;
 mod nodelay;
 mod output;
 pub mod paths;
 mod persistent;
 pub mod registry;
+mod retry;
 pub mod sandbox;
 mod session;
+mod slots;
 mod state;
 pub mod stats;
 mod versions;
+mod waiting;
 mod watch;
+mod watched;
+mod watching;
+pub mod zk;
 mod znode;
 
 pub use bindings::{
     Ballot, CacheChange, CachedNode, CounterFormat, Entry, EventKind, Held, Item, LeaderInfo, Leadership,
     Lease, Member, Membership, Mode, Outcome, RwHeld, Stat, Tended, TxMode, WatchEvent, ZkError,
 };
-pub use claim::{Claim, ClaimKind, Contender, Granted, Lost, Want};
+pub use claim::{Claim, ClaimKind, Contender, Granted, Want};
 pub use error::RecipeError;
 pub use handle::{
     BarrierHandle, CacheHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle,
-    LockHandle, QueueHandle, RegistrationHandle, RwLockHandle, SemaphoreHandle, TransactionHandle, Watching,
+    LockHandle, QueueHandle, RwLockHandle, SemaphoreHandle, TransactionHandle,
 };
 pub use host::{Host, HostConfig};
-pub use keeper::{KeeperConfig, Live, ZkTls};
+pub use keeper::{KeeperConfig, Live, SessionEnd, ZkTls};
+pub use loss::Lost;
 pub use registry::{RecipeInfo, Registry, World};
 pub use sandbox::SandboxLimits;
 pub use state::ClaimTag;
+pub use watching::Watching;

@@ -29,7 +29,6 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{types::ComponentItem, Component, InstancePre, Linker};
 use wasmtime::Engine;
 
-use crate::bindings;
 pub use crate::bindings::World;
 use crate::state::HostState;
 
@@ -162,7 +161,7 @@ impl Registry {
     pub fn new(engine: Engine, dir: PathBuf, cache: Option<PathBuf>) -> anyhow::Result<Registry> {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        bindings::add_to_linker(&mut linker)?;
+        add_zk_imports(&mut linker)?;
         let cache = cache.and_then(|dir| match private_dir(&dir) {
             Ok(()) => Some(dir),
             Err(e) => {
@@ -668,4 +667,18 @@ fn say_slow_compile(path: &Path, bytes: usize, cached_later: bool) {
         path.display(),
         bytes >> 20
     );
+}
+
+/// Registers every `wazoo:zk` import on `linker` (their host side: `znode`, `watch`, `session`,
+/// `persistent`, `contention`).
+fn add_zk_imports(linker: &mut wasmtime::component::Linker<crate::state::HostState>) -> anyhow::Result<()> {
+    use crate::bindings::{contention, persistent, session, types, watch, znode};
+    use wasmtime::component::HasSelf;
+    types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    znode::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    watch::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    session::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    persistent::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    contention::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    Ok(())
 }

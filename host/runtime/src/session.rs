@@ -2,8 +2,9 @@
 
 use crate::bindings::session::{Host, SessionInfo};
 use crate::bindings::types::ZkError;
-use crate::error::{from_client, retry, READ_RETRIES};
+use crate::error::from_client;
 use crate::paths;
+use crate::retry::{retry, READ_RETRIES};
 use crate::state::HostState;
 
 impl Host for HostState {

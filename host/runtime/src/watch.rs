@@ -5,46 +5,37 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use wasmtime::component::Resource;
-use zookeeper_client::{EventType, OneshotWatcher, SessionState, WatchedEvent};
+use zookeeper_client::{OneshotWatcher, WatchedEvent};
 
 use crate::bindings::types::{EventKind, Stat as WitStat, WatchEvent, ZkError};
 use crate::bindings::watch::{Host, HostWatcher};
-use crate::bindings::WatchSlot;
-use crate::error::{from_client, retry, READ_RETRIES};
+use crate::error::from_client;
 use crate::paths;
-use crate::persistent::OneShotGuard;
+use crate::retry::{retry, READ_RETRIES};
+use crate::slots::{OneShotGuard, WatchSlot};
 use crate::state::HostState;
 use crate::stats::Stats;
-use crate::znode::stat;
 
 type Reply<T> = wasmtime::Result<Result<T, ZkError>>;
 
 fn event(e: WatchedEvent) -> WatchEvent {
-    let kind = match e.event_type {
-        EventType::NodeCreated => EventKind::NodeCreated,
-        EventType::NodeDeleted => EventKind::NodeDeleted,
-        EventType::NodeDataChanged => EventKind::NodeDataChanged,
-        EventType::NodeChildrenChanged => EventKind::NodeChildrenChanged,
-        EventType::Session if e.session_state == SessionState::Expired => EventKind::SessionExpired,
-        EventType::Session => EventKind::SessionClosed,
-    };
-    WatchEvent { kind, path: e.path }
+    e.into()
 }
 
 /// Whether `kind` says the session ended rather than the node changed.
-fn session_ended(kind: EventKind) -> bool {
+pub(crate) fn session_ended(kind: EventKind) -> bool {
     matches!(kind, EventKind::SessionExpired | EventKind::SessionClosed)
 }
 
 /// Awaits `slot`'s watch for at most `timeout_ms` (none: without limit): the event, kept in the
 /// slot, or `timeout` (the watch stays armed). A node event counts as a guest woken.
-async fn await_slot(
+pub(crate) async fn await_slot(
     stats: &Stats,
     slot: &mut WatchSlot,
     timeout_ms: Option<u64>,
 ) -> Result<WatchEvent, ZkError> {
     if let Some(fired) = &slot.fired {
-        return Ok(fired.clone());
+        return Ok(event(fired.clone()));
     }
     let Some(pending) = slot.pending.as_mut() else {
         return Err(ZkError::Other("watch is no longer armed".into()));
@@ -53,17 +44,23 @@ async fn await_slot(
         None => Some(pending.await),
         Some(ms) => tokio::time::timeout(Duration::from_millis(ms), pending).await.ok(),
     };
-    let Some(e) = fired else { return Err(ZkError::Timeout) };
-    let e = event(e);
+    let Some(raw) = fired else { return Err(ZkError::Timeout) };
+    Ok(fire(stats, slot, raw))
+}
+
+/// Keeps the event `raw` that `slot`'s watch fired with, and returns it. A node event counts as a
+/// guest woken.
+pub(crate) fn fire(stats: &Stats, slot: &mut WatchSlot, raw: WatchedEvent) -> WatchEvent {
+    let e = event(raw.clone());
     slot.pending = None;
     if let Some(guard) = slot.guard.as_mut() {
         guard.fired();
     }
-    slot.fired = Some(e.clone());
+    slot.fired = Some(raw);
     if !session_ended(e.kind) {
         Stats::bump(&stats.watch_wakeups);
     }
-    Ok(e)
+    e
 }
 
 impl HostState {
@@ -71,7 +68,7 @@ impl HostState {
     /// Also sets again the persistent watches of `path`, whose mode the one-shot watch just
     /// replaced on the server (see `persistent`), and has them set again when it is dropped
     /// before it fired (dropping it removes the path's watch from the server).
-    async fn slot(&mut self, watcher: OneshotWatcher, path: &str) -> WatchSlot {
+    pub(crate) async fn slot(&mut self, watcher: OneshotWatcher, path: &str) -> WatchSlot {
         self.shared.stats.armed();
         let counted = self.shared.usage.watches.clone();
         counted.fetch_add(1, Ordering::Relaxed);
@@ -128,7 +125,7 @@ impl Host for HostState {
         let live = self.live.clone();
         let result = retry(READ_RETRIES, || live.client.check_and_watch_stat(&path)).await;
         match result {
-            Ok((st, watcher)) => Ok(Ok((st.map(stat), self.arm(watcher, &path).await?))),
+            Ok((st, watcher)) => Ok(Ok((st.map(WitStat::from), self.arm(watcher, &path).await?))),
             Err(e) => Ok(Err(from_client(e))),
         }
     }
@@ -143,7 +140,7 @@ impl Host for HostState {
         let live = self.live.clone();
         let result = retry(READ_RETRIES, || live.client.get_and_watch_data(&path)).await;
         match result {
-            Ok((data, st, watcher)) => Ok(Ok((data, stat(st), self.arm(watcher, &path).await?))),
+            Ok((data, st, watcher)) => Ok(Ok((data, st.into(), self.arm(watcher, &path).await?))),
             Err(e) => Ok(Err(from_client(e))),
         }
     }
@@ -162,7 +159,7 @@ impl Host for HostState {
         let result = retry(READ_RETRIES, || live.client.get_and_watch_children(&path)).await;
         match result {
             Ok((children, st, watcher)) => match self.check_children(children.len()) {
-                Ok(()) => Ok(Ok((children, stat(st), self.arm(watcher, &path).await?))),
+                Ok(()) => Ok(Ok((children, st.into(), self.arm(watcher, &path).await?))),
                 Err(e) => {
                     // Dropped unfired: the path's persistent watches are set again.
                     drop(self.slot(watcher, &path).await);
@@ -194,5 +191,13 @@ impl Host for HostState {
             Ok(_) => Ok(()),
             Err(e) => Err(e),
         })
+    }
+
+    async fn wait_any(
+        &mut self,
+        watchers: Vec<Resource<WatchSlot>>,
+        timeout_ms: Option<u64>,
+    ) -> Reply<(u32, WatchEvent)> {
+        self.wait_on_any(watchers, timeout_ms).await
     }
 }

@@ -1,5 +1,6 @@
 //! `wazoo:zk/znode`: reads and writes, each path checked, each ephemeral create recorded.
 
+mod contention;
 mod pipeline;
 
 use std::time::Duration;
@@ -10,27 +11,16 @@ use crate::bindings::types::{
     CreateMode, Created, MultiError, Op, OpResult, Stat as WitStat, Step, StepResult, ZkError,
 };
 use crate::bindings::znode::Host;
-use crate::error::{backoff, from_client, retry, READ_RETRIES};
+use crate::error::from_client;
 use crate::paths;
+use crate::retry::{backoff, retry, READ_RETRIES};
 use crate::state::HostState;
 use crate::stats::Stats;
 
 type Reply<T> = wasmtime::Result<Result<T, ZkError>>;
 
 pub(crate) fn stat(s: zookeeper_client::Stat) -> WitStat {
-    WitStat {
-        czxid: s.czxid,
-        mzxid: s.mzxid,
-        pzxid: s.pzxid,
-        ctime: s.ctime,
-        mtime: s.mtime,
-        version: s.version,
-        cversion: s.cversion,
-        aversion: s.aversion,
-        ephemeral_owner: s.ephemeral_owner,
-        data_length: s.data_length,
-        num_children: s.num_children,
-    }
+    s.into()
 }
 
 /// The client-side mode and options for a WIT create mode; with `private`, only the session's

@@ -29,9 +29,6 @@ const LATCH: &str = "latch-";
 const LATCH: &str = "lock-";
 /// How many times an acknowledgement is written again after another write came in between.
 const ACK_ATTEMPTS: u32 = 10;
-/// The contract waits on one watch at a time: an observer waiting on the leader's node looks at
-/// the acknowledgement's watch this often (milliseconds).
-const ACK_LOOK_MS: u64 = 100;
 
 struct Candidacy {
     path: String,
@@ -81,7 +78,7 @@ impl Guest for Election {
         // 1. Create an ephemeral sequential proposal holding our id; 2. list the proposals; 3. if
         // ours is the lowest we lead; 4. otherwise watch only the next lower one and look again.
         let deadline = Deadline::after_ms(timeout_ms);
-        let mine = zk::contend(&path, LATCH, id.as_bytes(), &[LATCH], deadline, zk::exclusive)?;
+        let mine = zk::contend(&path, LATCH, id.as_bytes(), &zk::exclusive(&[LATCH]), deadline)?;
         let leadership = Leadership { node: mine.path, token: mine.stat.czxid };
         CANDIDACY.with(|c| {
             *c.borrow_mut() = Some(Candidacy { path, leadership: leadership.clone(), acknowledged: false })
@@ -247,21 +244,10 @@ fn current_leader(path: &str) -> Result<Option<Leader>, ZkError> {
     }
 }
 
-/// Blocks until `first` or `second` fires, or the deadline passes (`timeout`).
+/// Blocks until `first` or `second` fires (`session-expired` if the session ended), or the
+/// deadline passes (`timeout`): one wait on both (the host's `wait-any`).
 fn wait_either(first: &Watcher, second: &Watcher, deadline: Deadline) -> Result<(), ZkError> {
-    loop {
-        let slice = deadline.remaining_ms().map_or(ACK_LOOK_MS, |left| left.min(ACK_LOOK_MS));
-        for (watcher, ms) in [(first, slice), (second, 0)] {
-            match watcher.changed(Some(ms)) {
-                Ok(_) => return Ok(()),
-                Err(ZkError::Timeout) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if deadline.expired() {
-            return Err(ZkError::Timeout);
-        }
-    }
+    zk::wait_any(&[first, second], deadline).map(|_| ())
 }
 
 /// Blocks until the election directory gains a child (or is created).

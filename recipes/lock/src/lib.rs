@@ -27,7 +27,7 @@ struct Lock;
 /// Steps 1 to 4 in Curator's layout.
 #[cfg(not(feature = "kazoo"))]
 fn contend(path: &str, deadline: Deadline) -> Result<Created, ZkError> {
-    zk::contend(path, LOCK_NAME, RECIPE_TAG, &[LOCK_NAME], deadline, zk::exclusive)
+    zk::contend(path, LOCK_NAME, RECIPE_TAG, &zk::exclusive(&[LOCK_NAME]), deadline)
 }
 
 /// Steps 1 to 4 in kazoo's layout: a `__lock__` node that waits for the nearest `__lock__` node
@@ -35,7 +35,7 @@ fn contend(path: &str, deadline: Deadline) -> Result<Created, ZkError> {
 #[cfg(feature = "kazoo")]
 fn contend(path: &str, deadline: Deadline) -> Result<Created, ZkError> {
     use zk::kazoo::{self, LOCK};
-    kazoo::contend(path, LOCK, RECIPE_TAG, deadline, kazoo::behind(&[LOCK]))
+    kazoo::contend(path, LOCK, RECIPE_TAG, &kazoo::behind(&[LOCK]), deadline)
 }
 
 impl Guest for Lock {

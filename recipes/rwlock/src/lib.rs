@@ -24,23 +24,16 @@ thread_local! {
     static HOLDING: Holding<(String, Mode), Held> = const { Holding::new() };
 }
 
-/// Reader: holds when no writer is queued before it; otherwise watches the lowest such writer
-/// (Curator's rule; when that writer goes, every reader behind it may proceed, so all wake).
-#[cfg(not(feature = "kazoo"))]
-fn reader(sorted: &[String], index: usize) -> zk::Turn {
-    match sorted[..index].iter().find(|c| c.contains(WRITE)) {
-        None => zk::Turn::Hold,
-        Some(writer) => zk::Turn::WaitFor(writer.clone()),
-    }
-}
-
 /// A contention in Curator's layout.
 #[cfg(not(feature = "kazoo"))]
 fn contend(path: &str, mode: Mode, deadline: Deadline) -> Result<Created, ZkError> {
     match mode {
-        Mode::Read => zk::contend(path, READ, &[], &MARKERS, deadline, reader),
+        // A reader holds when no writer is queued before it; otherwise it watches the lowest such
+        // writer (Curator's rule; when that writer goes, every reader behind it may proceed, so
+        // all wake).
+        Mode::Read => zk::contend(path, READ, &[], &zk::first_containing(&MARKERS, &[WRITE]), deadline),
         // A writer is an exclusive lock over readers and writers alike.
-        Mode::Write => zk::contend(path, WRITE, &[], &MARKERS, deadline, zk::exclusive),
+        Mode::Write => zk::contend(path, WRITE, &[], &zk::exclusive(&MARKERS), deadline),
     }
 }
 
@@ -51,8 +44,8 @@ fn contend(path: &str, mode: Mode, deadline: Deadline) -> Result<Created, ZkErro
 fn contend(path: &str, mode: Mode, deadline: Deadline) -> Result<Created, ZkError> {
     use zk::kazoo::{self, LOCK, MARKERS, RLOCK};
     match mode {
-        Mode::Read => kazoo::contend(path, RLOCK, &[], deadline, kazoo::first_ahead(&[LOCK])),
-        Mode::Write => kazoo::contend(path, LOCK, &[], deadline, kazoo::behind(&MARKERS)),
+        Mode::Read => kazoo::contend(path, RLOCK, &[], &kazoo::first_ahead(&[LOCK]), deadline),
+        Mode::Write => kazoo::contend(path, LOCK, &[], &kazoo::behind(&MARKERS), deadline),
     }
 }
 

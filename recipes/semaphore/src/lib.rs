@@ -78,7 +78,7 @@ impl Guest for Semaphore {
 #[cfg(not(feature = "kazoo"))]
 fn take_mutex(path: &str, _max_leases: u32, deadline: Deadline) -> Result<Created, ZkError> {
     let locks = zk::join(path, "locks");
-    zk::contend(&locks, LOCK_NAME, &[], &[LOCK_NAME], deadline, zk::exclusive)
+    zk::contend(&locks, LOCK_NAME, &[], &zk::exclusive(&[LOCK_NAME]), deadline)
 }
 
 /// The longest a try waits for the mutex while the leases are not all held: the mutex is
@@ -164,7 +164,7 @@ fn try_lease(path: &str, max_leases: u32) -> Result<Option<Lease>, ZkError> {
 fn take_mutex(path: &str, max_leases: u32, deadline: Deadline) -> Result<Created, ZkError> {
     use zk::kazoo::{self, LOCK};
     kazoo::ensure_semaphore(path, max_leases)?;
-    kazoo::contend(&format!("{path}-{LOCK}"), LOCK, &[], deadline, kazoo::behind(&[LOCK]))
+    kazoo::contend(&format!("{path}-{LOCK}"), LOCK, &[], &kazoo::behind(&[LOCK]), deadline)
 }
 
 /// Steps 2 and 3 in kazoo's layout: as the mutex holder, wait until fewer than `max_leases`

@@ -20,7 +20,8 @@
 //! So everyone gets one outcome, and within a bound: a participant waits at most its own
 //! timeout; without one, at most as long as the coordinator lives and waits (its timeout), plus,
 //! once the coordinator is gone, the time ZooKeeper takes to delete its node (at once when its
-//! handle ends, the session timeout when its process dies) and at most `SLICE_MS` more.
+//! handle ends, the session timeout when its process dies): a participant waits on the votes (or
+//! the decision) and on the coordinator's node at once (`wait-any`), so it sees the node go.
 //! Only a coordinator without a timeout, alive, waiting for a site that never votes, waits on.
 
 wazoo_guest::recipe_world!("wazoo:recipes/transaction-recipe@0.1.2");
@@ -34,10 +35,6 @@ use wazoo_guest::{self as zk, CreateMode, CreateOp, Deadline, DeleteOp, MultiErr
 const SITE: &str = "site-";
 /// How many times a multi whose reply was lost is looked into and sent again.
 const RETRIES: u32 = 20;
-/// A participant waiting for the votes (or the decision) and for the coordinator can block on
-/// one watch at a time: it blocks on the first in slices this long and looks at the other
-/// between them, so the coordinator's going is seen at most this late.
-const SLICE_MS: u64 = 100;
 
 /// `TX-coordinator`: the coordinator's node, there while it runs.
 fn coordinator_node(tx: &str) -> String {
@@ -89,23 +86,12 @@ fn coordinator_watch(tx: &str) -> Result<Option<Watcher>, ZkError> {
 }
 
 /// Blocks until `first` or `second` fires (`session-expired` if the session ended), or the
-/// deadline passes (`timeout`). `second` is looked at every `SLICE_MS`.
+/// deadline passes (`timeout`): one wait on both (the host's `wait-any`).
 fn wait_either(first: &Watcher, second: &Watcher, deadline: Deadline) -> Result<(), ZkError> {
-    loop {
-        if deadline.expired() {
-            return Err(ZkError::Timeout);
-        }
-        let step = deadline.remaining_ms().map_or(SLICE_MS, |left| left.min(SLICE_MS));
-        match zk::wait_on(first, Deadline::after_ms(Some(step))) {
-            Err(ZkError::Timeout) => {}
-            other => return other,
-        }
-        match second.changed(Some(0)) {
-            Ok(_) => return Ok(()),
-            Err(ZkError::Timeout) => {}
-            Err(e) => return Err(e),
-        }
+    if deadline.expired() {
+        return Err(ZkError::Timeout);
     }
+    zk::wait_any(&[first, second], deadline).map(|_| ())
 }
 
 /// Blocks on `first`, and on the coordinator's going too when a site waits (`coordinator`).

@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{check_path, timed_out, Waited};
+use crate::args::{check_path, timed_out, Waited};
 use crate::backend::{Backend, Failure, Participant};
 use crate::claims::interrupted;
 use crate::cli::BarrierCommand;
-use crate::supervise::{exit_status, Signals, Supervised};
+use crate::supervise::{exit_status, run_under, Cmd, Ended, Signals};
 use crate::{args, exit, show};
 
 /// How long what a double barrier's command left running has after SIGTERM.
@@ -101,24 +101,22 @@ pub(crate) async fn double_barrier(
     }
 }
 
-/// Runs a double barrier's command once inside, supervised as a claim's command is (its own
-/// process group or cgroup, gone with wazoo, signals forwarded to all of it); what it leaves
-/// running is stopped before the participant leaves. Its exit status.
+/// Runs a double barrier's command once inside, supervised as a claim's command is
+/// ([`run_under`]: its own process group or cgroup, gone with wazoo, signals forwarded to all of
+/// it); what it leaves running is stopped before the participant leaves. Its exit status.
 async fn run_between(path: &str, command: &[String], signals: &mut Signals) -> anyhow::Result<u8> {
-    let mut cmd = Supervised::spawn(command, &[("WAZOO_BARRIER_PATH".to_string(), path.to_string())])?;
-    let status = loop {
-        tokio::select! {
-            status = cmd.wait() => break status,
-            caught = signals.recv() => cmd.forward(caught),
+    let env = [("WAZOO_BARRIER_PATH".to_string(), path.to_string())];
+    let leftovers = format!("the command left processes running; stopping them before leaving {path}");
+    let cmd = Cmd { command, env: &env, grace: BETWEEN_GRACE, leftovers: Some(leftovers) };
+    // Nothing ends it but the command (CMD is required).
+    match run_under(cmd, signals, std::future::pending::<std::convert::Infallible>()).await? {
+        Ended::Exited(status) => {
+            let status = status.map_err(|e| anyhow::anyhow!("waiting for the command: {e}"))?;
+            Ok(exit_status(status))
         }
-    };
-    if cmd.remains() {
-        eprintln!("wazoo: the command left processes running; stopping them before leaving {path}");
-        cmd.stop(BETWEEN_GRACE).await;
+        Ended::By(never) => match never {},
+        Ended::Signalled(caught) => Ok(caught.status()),
     }
-    cmd.finish().await;
-    let status = status.map_err(|e| anyhow::anyhow!("waiting for the command: {e}"))?;
-    Ok(exit_status(status))
 }
 
 /// Entering a double barrier timed out: exit status 3.

@@ -1,6 +1,5 @@
-//! The commands, written once against a [`Backend`]: this process's own host
-//! ([`crate::local`]) or a `wazoo serve` daemon ([`crate::remote`]). [`run`] dispatches every
-//! subcommand that runs on a backend; the claim commands are [`crate::claims`], the rest are
+//! The commands, written once against a [`Backend`]: this process's own host (`local`) or a
+//! `wazoo serve` daemon (`remote`). [`run`] dispatches every subcommand that runs on a backend; the claim commands are [`crate::claims`], the rest are
 //! here by family. Everything a user sees is decided here, whatever the backend: the checks
 //! before anything is asked, the defaults, what is printed and the exit statuses.
 
@@ -16,7 +15,7 @@ use std::time::Duration;
 
 use wazoo_runtime::{Want, World};
 
-use crate::args::{self, WaitArgs};
+use crate::args;
 use crate::backend::Backend;
 use crate::claims::{self, Asked, Run};
 use crate::cli::{Command, GroupCommand, RecipesCommand};
@@ -160,8 +159,8 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
         Command::Componentize { .. } => Ok(local_only("componentize")),
         Command::Zk { .. } => Ok(local_only("zk")),
         // Main runs these before any backend; they ask nothing of anyone, here either.
-        Command::Completions { shell } => crate::completions(shell),
-        Command::Man { dir } => crate::man(dir.as_deref()),
+        Command::Completions { shell } => crate::manual::completions(shell),
+        Command::Man { dir } => crate::manual::man(dir.as_deref()),
     }
 }
 
@@ -182,55 +181,8 @@ fn local_only(name: &str) -> u8 {
     exit::USAGE
 }
 
-/// The path of a recipe's node, checked before anything is asked of ZooKeeper (`kind` names it
-/// in the message).
-pub(crate) fn check_path(kind: &str, path: &str) -> anyhow::Result<()> {
-    wazoo_runtime::paths::check_node(path).map_err(|why| exit::usage(format!("invalid {kind} path: {why}")))
-}
-
 /// An election participant's id when `--id` is not given: `HOSTNAME-PID`.
 fn default_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     format!("{}-{}", host.trim(), std::process::id())
-}
-
-/// What a command waited for when its `--timeout` passed.
-#[derive(Clone, Copy)]
-pub(crate) enum Waited {
-    Lock,
-    Lease,
-    Leadership,
-    QueueItem,
-    BarrierDown,
-}
-
-/// Says that `--timeout` passed while waiting at `path`: exit status 3.
-pub(crate) fn timed_out(waited: Waited, path: &str, timeout: Option<Duration>) -> u8 {
-    let after = args::human(timeout.unwrap_or_default());
-    match waited {
-        Waited::Lock => eprintln!("wazoo: timed out after {after} waiting for the lock at {path}"),
-        Waited::Lease => eprintln!("wazoo: no lease of {path} free after {after}"),
-        Waited::Leadership => eprintln!("wazoo: not leading {path} after {after}"),
-        Waited::QueueItem => eprintln!("wazoo: queue {path} empty after {after}"),
-        Waited::BarrierDown => eprintln!("wazoo: barrier {path} still up after {after}"),
-    }
-    exit::CONFLICT
-}
-
-/// A claim was not had: `--no-wait` found it taken, or `--timeout` passed. Exit status 3, or
-/// `--conflict-exit-code`; said on stderr unless `--quiet` (as flock says nothing then).
-pub(crate) fn not_held(waited: Waited, path: &str, wait: &WaitArgs) -> u8 {
-    if wait.quiet {
-        return wait.conflict_exit_code;
-    }
-    if wait.no_wait {
-        match waited {
-            Waited::Lease => eprintln!("wazoo: no lease of {path} free (--no-wait)"),
-            Waited::Leadership => eprintln!("wazoo: another leads {path} (--no-wait)"),
-            _ => eprintln!("wazoo: the lock at {path} is held by another (--no-wait)"),
-        }
-    } else {
-        timed_out(waited, path, wait.timeout);
-    }
-    wait.conflict_exit_code
 }

@@ -8,7 +8,7 @@ use wazoo_runtime::fence::{Holder, Written};
 use wazoo_runtime::holders::{Kind, State};
 use wazoo_runtime::LeaderInfo;
 
-use super::check_path;
+use crate::args::check_path;
 use crate::backend::{Backend, Failure};
 use crate::cli::{mode_name, FenceCommand};
 use crate::{exit, show};

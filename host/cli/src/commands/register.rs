@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::args::{human, HoldArgs};
+use crate::args::{check_path, human, HoldArgs};
 use crate::backend::{Backend, Failure, Instance};
-use crate::commands::check_path;
 use crate::exit;
-use crate::supervise::{exit_status, Caught, Signals, Supervised};
+use crate::supervise::{exited, run_under, Cmd, Ended, Signals};
 
 /// How long one `tend` waits when there is no TTL to keep alive. Short: through a daemon, a
 /// `tend` the command's end cancels still runs there until its wait ends, and the
@@ -144,7 +143,7 @@ pub(crate) async fn register_command(backend: &impl Backend, asked: Asked<'_>) -
         return Err(exit::usage(format!("--ttl {}: a TTL is at least {}", human(ttl), human(MIN_TTL))));
     }
     let mut signals = Signals::new()?;
-    let mut registered = match signals.interrupt(register(backend, &asked)).await {
+    let registered = match signals.interrupt(register(backend, &asked)).await {
         Ok(Ok(registered)) => registered,
         Ok(Err(NotRegistered::Taken)) => {
             eprintln!("wazoo: {} is another session's registration", asked.path);
@@ -167,46 +166,70 @@ pub(crate) async fn register_command(backend: &impl Backend, asked: Asked<'_>) -
         ("WAZOO_REGISTERED_PATH".to_string(), asked.path.to_string()),
         ("WAZOO_REGISTERED_DATA".to_string(), asked.data.to_string()),
     ];
-    let mut cmd = if asked.command.is_empty() {
+    if asked.command.is_empty() {
         match asked.json {
             false => crate::show::emit(&format!("registered {}", asked.path)),
             true => crate::show::line(json!({"path": asked.path, "data": asked.data})),
         }
-        None
-    } else {
-        match Supervised::spawn(asked.command, &env) {
-            Ok(cmd) => Some(cmd),
-            Err(e) => {
-                unregister(backend, &asked, Some(registered), Duration::ZERO).await;
-                return Err(e);
-            }
-        }
-    };
+    }
     // Tend at least three times per TTL, so a TTL node is touched in time.
     let every = asked.ttl.map(|t| t / 3).unwrap_or(TEND);
-    let (status, registered) = loop {
-        let tend_args = json!([every.as_millis() as u64]);
-        let step = {
-            // One tend at a time, kept across signals forwarded to CMD: a tend given up would
-            // end its instance, and the registration would blink.
-            let tend = registered.instance.call("registration.tend", &tend_args);
-            tokio::pin!(tend);
-            loop {
-                tokio::select! {
-                    status = wait(&mut cmd) => break Step::Ended(status),
-                    caught = signals.recv() => match cmd.as_ref() {
-                        Some(cmd) => cmd.forward(caught),
-                        None => break Step::Stopped,
-                    },
-                    outcome = &mut tend => break Step::Tended(outcome),
-                }
+    // The registration, while there is one: none while it is being made again.
+    let mut kept = Some(registered);
+    let tending = tend(backend, &asked, &mut kept, every);
+    let cmd = Cmd { command: asked.command, env: &env, grace, leftovers: None };
+    let ended = run_under(cmd, &mut signals, tending).await;
+    let status = match ended {
+        Err(e) => {
+            unregister(backend, &asked, kept, Duration::ZERO).await;
+            return Err(e);
+        }
+        Ok(Ended::Exited(status)) => exited(status),
+        Ok(Ended::Signalled(caught)) if kept.is_none() => {
+            eprintln!("wazoo: {} before {} was registered again", caught.name(), asked.path);
+            caught.status()
+        }
+        Ok(Ended::Signalled(_)) => 0,
+        // Lost for good (said, CMD stopped): what is left of it closed, no unregistering.
+        Ok(Ended::By(left)) => {
+            if let Some(instance) = left {
+                bounded_close(instance, asked.path).await;
             }
-        };
-        let outcome = match step {
-            Step::Ended(status) => break (ended(&mut cmd, status, grace).await, Some(registered)),
-            Step::Stopped => break (0, Some(registered)),
-            Step::Tended(outcome) => outcome,
-        };
+            return Ok(asked.hold.lost_exit_code);
+        }
+    };
+    if let Err(caught) = signals.interrupt(unregister(backend, &asked, kept, every)).await {
+        eprintln!(
+            "wazoo: {} while deleting {}: it stays until its session ends or its TTL passes",
+            caught.name(),
+            asked.path
+        );
+    }
+    Ok(status)
+}
+
+/// Keeps the registration in `kept` present: tends it every `every`, and registers again after
+/// a session's end (ZooKeeper out of reach, the recipe failed), `kept` empty meanwhile. Resolves
+/// only when it is lost for good (the path another session's, or no registration at all), having
+/// said why on stderr: with the instance still to close, if any. Dropped (CMD ended, a signal
+/// without CMD), it leaves `kept` as it was: one tend, or one registering again, given up.
+async fn tend<B: Backend>(
+    backend: &B,
+    asked: &Asked<'_>,
+    kept: &mut Option<Registered<B::Instance>>,
+    every: Duration,
+) -> Option<B::Instance> {
+    // What is said once it is lost, before CMD (if any) is stopped.
+    let lost = |not: &NotRegistered| match asked.command.is_empty() {
+        true => eprintln!("wazoo: {}", not.lost(asked.path)),
+        false => eprintln!("wazoo: {}; stopping the command", not.lost(asked.path)),
+    };
+    loop {
+        let registered = kept.as_mut().expect("registered while tended");
+        let tend_args = json!([every.as_millis() as u64]);
+        // One tend at a time, kept across signals forwarded to CMD: a tend given up would end
+        // its instance, and the registration would blink.
+        let outcome = registered.instance.call("registration.tend", &tend_args).await;
         let (kind, not) = match outcome {
             Ok(result) => match error_kind(&result) {
                 Some(kind) => {
@@ -231,56 +254,31 @@ pub(crate) async fn register_command(backend: &impl Backend, asked: Asked<'_>) -
             }
         };
         if not.is_final() {
-            let lost = lose(&mut cmd, &not.lost(asked.path), grace, asked.hold.lost_exit_code).await;
-            bounded_close(registered.instance, asked.path).await;
-            return Ok(lost);
+            lost(&not);
+            return kept.take().map(|registered| registered.instance);
         }
         // The session ended, ZooKeeper is out of reach, the recipe failed: register again on a
         // fresh instance (in the host's new session) while the command runs on.
         eprintln!("wazoo: tending {} failed ({kind}); registering again", asked.path);
-        match register_again(backend, &asked, registered, &mut cmd, &mut signals).await {
+        let old = kept.take().expect("registered while tended");
+        match register_again(backend, asked, old).await {
             Again::Registered(again) => {
-                registered = again;
+                *kept = Some(again);
                 eprintln!("wazoo: {} registered again", asked.path);
             }
             Again::TakenUp(again) => {
-                registered = again;
+                *kept = Some(again);
                 eprintln!(
                     "wazoo: {} taken up, the same node, through another daemon of the group",
                     asked.path
                 );
             }
             Again::Lost(not) => {
-                return Ok(lose(&mut cmd, &not.lost(asked.path), grace, asked.hold.lost_exit_code).await);
-            }
-            Again::Ended(status) => break (ended(&mut cmd, status, grace).await, None),
-            Again::Signalled(caught) => {
-                eprintln!("wazoo: {} before {} was registered again", caught.name(), asked.path);
-                break (caught.status(), None);
+                lost(&not);
+                return None;
             }
         }
-    };
-    if let Some(cmd) = cmd {
-        cmd.finish().await;
     }
-    if let Err(caught) = signals.interrupt(unregister(backend, &asked, registered, every)).await {
-        eprintln!(
-            "wazoo: {} while deleting {}: it stays until its session ends or its TTL passes",
-            caught.name(),
-            asked.path
-        );
-    }
-    Ok(status)
-}
-
-/// What ended one wait in the tending loop.
-enum Step<T> {
-    /// CMD ended: how.
-    Ended(Option<std::io::Result<std::process::ExitStatus>>),
-    /// A signal with no CMD to forward it to.
-    Stopped,
-    /// The tend's outcome.
-    Tended(T),
 }
 
 /// How registering again ended.
@@ -292,103 +290,39 @@ enum Again<I> {
     TakenUp(Registered<I>),
     /// The path is someone else's now, or no registration at all.
     Lost(NotRegistered),
-    /// CMD ended meanwhile: how.
-    Ended(Option<std::io::Result<std::process::ExitStatus>>),
-    /// A signal came, with no CMD to forward it to.
-    Signalled(Caught),
 }
 
 /// Registers `asked` again after tending `old` failed. If `old` stayed behind on a daemon that
 /// went, its session taken up by another member of the group, a fresh instance in that session
 /// takes the node up (the same node: watchers see no blink). Otherwise `old` is closed, then a
 /// fresh instance tried once every [`RETRY`] for as long as that fails (ZooKeeper out of reach,
-/// a session being made). Meanwhile CMD's end ends it, and signals go to CMD (without CMD, one
-/// ends it). Another session's registration, or a persistent node, at the path ends it too:
-/// lost.
+/// a session being made). Another session's registration, or a persistent node, at the path
+/// ends it: lost. (CMD's end, or a signal without CMD, ends it too, by dropping it.)
 async fn register_again<B: Backend>(
     backend: &B,
     asked: &Asked<'_>,
     old: Registered<B::Instance>,
-    cmd: &mut Option<Supervised>,
-    signals: &mut Signals,
 ) -> Again<B::Instance> {
-    let attempts = async {
-        let mut instance = old.instance;
-        if instance.renew(&[asked.path]).await {
-            match register_on(instance, asked).await {
-                Ok(registered) => return Again::TakenUp(registered),
-                Err(NotRegistered::Failed(why)) => eprintln!("wazoo: {why}; trying again"),
-                Err(not) => return Again::Lost(not),
-            }
-        } else {
-            bounded_close(instance, asked.path).await;
+    let mut instance = old.instance;
+    if instance.renew(&[asked.path]).await {
+        match register_on(instance, asked).await {
+            Ok(registered) => return Again::TakenUp(registered),
+            Err(NotRegistered::Failed(why)) => eprintln!("wazoo: {why}; trying again"),
+            Err(not) => return Again::Lost(not),
         }
-        loop {
-            match register(backend, asked).await {
-                Ok(registered) => return Again::Registered(registered),
-                Err(NotRegistered::Failed(why)) => {
-                    eprintln!("wazoo: {why}; trying again");
-                    tokio::time::sleep(RETRY).await;
-                }
-                Err(not) => return Again::Lost(not),
-            }
-        }
-    };
-    tokio::pin!(attempts);
+    } else {
+        bounded_close(instance, asked.path).await;
+    }
     loop {
-        tokio::select! {
-            again = &mut attempts => return again,
-            status = wait(cmd) => return Again::Ended(status),
-            caught = signals.recv() => match cmd.as_ref() {
-                Some(cmd) => cmd.forward(caught),
-                None => return Again::Signalled(caught),
-            },
+        match register(backend, asked).await {
+            Ok(registered) => return Again::Registered(registered),
+            Err(NotRegistered::Failed(why)) => {
+                eprintln!("wazoo: {why}; trying again");
+                tokio::time::sleep(RETRY).await;
+            }
+            Err(not) => return Again::Lost(not),
         }
     }
-}
-
-/// Waits for CMD, if any; never resolves without one.
-async fn wait(cmd: &mut Option<Supervised>) -> Option<std::io::Result<std::process::ExitStatus>> {
-    match cmd {
-        Some(cmd) => Some(cmd.wait().await),
-        None => std::future::pending().await,
-    }
-}
-
-/// After CMD's own process ended with `status`: whatever it left running stopped (SIGTERM,
-/// SIGKILL after `grace`); its exit status.
-async fn ended(
-    cmd: &mut Option<Supervised>,
-    status: Option<std::io::Result<std::process::ExitStatus>>,
-    grace: Duration,
-) -> u8 {
-    if let Some(cmd) = cmd.as_mut() {
-        if cmd.remains() {
-            cmd.stop(grace).await;
-        }
-    }
-    match status {
-        Some(Ok(status)) => exit_status(status),
-        Some(Err(e)) => {
-            eprintln!("wazoo: waiting for the command: {e}");
-            exit::FAILED
-        }
-        None => 0,
-    }
-}
-
-/// The registration is lost for good (`why`, said on stderr): CMD stopped (SIGTERM, SIGKILL
-/// after `grace`); `lost`, the exit status.
-async fn lose(cmd: &mut Option<Supervised>, why: &str, grace: Duration, lost: u8) -> u8 {
-    match cmd.take() {
-        Some(mut cmd) => {
-            eprintln!("wazoo: {why}; stopping the command");
-            cmd.stop(grace).await;
-            cmd.finish().await;
-        }
-        None => eprintln!("wazoo: {why}"),
-    }
-    lost
 }
 
 /// Closes `instance` (its ephemeral nodes deleted), giving up after [`UNREGISTER`] when

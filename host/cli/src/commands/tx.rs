@@ -3,7 +3,7 @@
 use serde_json::Value;
 use wazoo_runtime::{Outcome, World};
 
-use super::check_path;
+use crate::args::check_path;
 use crate::backend::{Backend, Failure};
 use crate::cli::TxCommand;
 use crate::{exit, show};

@@ -3,7 +3,7 @@
 
 use wazoo_runtime::{CacheChange, Entry, Membership};
 
-use super::{check_path, timed_out, Waited};
+use crate::args::{check_path, timed_out, Waited};
 use crate::backend::{Backend, Failure};
 use crate::cli::{ConfigCommand, CounterCommand, QueueCommand};
 use crate::{exit, show};

@@ -7,7 +7,9 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use zookeeper_client::{Client, Stat};
+use wazoo_runtime::error::describe;
+use wazoo_runtime::zk::Zk;
+use wazoo_runtime::{Stat, ZkError};
 
 use crate::backend::Deleted;
 use crate::cli::ZkCommand;
@@ -20,7 +22,7 @@ pub(crate) async fn zk(local: &Local, command: ZkCommand) -> anyhow::Result<u8> 
     let path = command.path().to_string();
     wazoo_runtime::paths::check(&path).map_err(|why| exit::usage(format!("invalid path: {why}")))?;
     let live = local.live().await?;
-    let client = &live.client;
+    let client = &live.zk();
     // Read what the ensemble has agreed on, not what a lagging server still holds.
     client.sync(&path).await.map_err(|e| failed(&path, e))?;
     match command {
@@ -40,8 +42,8 @@ pub(crate) async fn zk(local: &Local, command: ZkCommand) -> anyhow::Result<u8> 
             }
         }
         ZkCommand::Stat { json, .. } => {
-            let stat = client.check_stat(&path).await.map_err(|e| failed(&path, e))?;
-            let stat = stat.ok_or_else(|| failed(&path, zookeeper_client::Error::NoNode))?;
+            let stat = client.exists(&path).await.map_err(|e| failed(&path, e))?;
+            let stat = stat.ok_or_else(|| failed(&path, ZkError::NoNode))?;
             match json {
                 false => stat_lines(&stat).iter().for_each(|line| show::emit(line)),
                 true => {
@@ -88,20 +90,19 @@ pub(crate) fn show_deleted(path: &str, deleted: Deleted, version: Option<i32>, j
 
 /// The error of a read at `path`: a missing node is exit status 1 (`PATH does not exist`), a
 /// lost connection or session 69, anything else (not authorised, …) 70.
-fn failed(path: &str, e: zookeeper_client::Error) -> anyhow::Error {
-    use zookeeper_client::Error as E;
+fn failed(path: &str, e: ZkError) -> anyhow::Error {
     match e {
-        E::NoNode => Exit { code: exit::NOTHING, message: format!("{path} does not exist") }.into(),
-        E::ConnectionLoss | E::SessionExpired | E::ClientClosed | E::Timeout => {
-            exit::unavailable(format!("reading {path}: {e}"))
+        ZkError::NoNode => Exit { code: exit::NOTHING, message: format!("{path} does not exist") }.into(),
+        ZkError::ConnectionLoss | ZkError::SessionExpired => {
+            exit::unavailable(format!("reading {path}: {}", describe(&e)))
         }
-        e => anyhow::anyhow!("reading {path}: {e}"),
+        e => anyhow::anyhow!("reading {path}: {}", describe(&e)),
     }
 }
 
 /// The children of `path` sorted by name, without `/zookeeper`.
-async fn children(client: &Client, path: &str) -> Result<Vec<String>, zookeeper_client::Error> {
-    let mut names = client.list_children(path).await?;
+async fn children(client: &Zk, path: &str) -> Result<Vec<String>, ZkError> {
+    let mut names = client.children(path).await?;
     names.retain(|name| !(path == "/" && name == "zookeeper"));
     names.sort();
     Ok(names)
@@ -166,7 +167,7 @@ fn rfc3339(ms: i64) -> String {
 /// `zk tree`: `path` and the nodes below it, parents first and siblings by name, down to
 /// `depth` levels below it. Text: `NAME [N bytes]` indented two spaces a level (PATH itself
 /// named in full); JSON: a node object a line. A node deleted during the walk is left out.
-async fn tree(client: &Client, path: &str, depth: Option<u32>, json: bool) -> anyhow::Result<()> {
+async fn tree(client: &Zk, path: &str, depth: Option<u32>, json: bool) -> anyhow::Result<()> {
     // (path, the name shown, level below `path`)
     let mut stack = vec![(path.to_string(), path.to_string(), 0u32)];
     while let Some((at, name, level)) = stack.pop() {
@@ -174,7 +175,7 @@ async fn tree(client: &Client, path: &str, depth: Option<u32>, json: bool) -> an
         let read = read_node(client, &at, json).await;
         let (data, stat) = match read {
             Ok(found) => found,
-            Err(zookeeper_client::Error::NoNode) if !top => continue,
+            Err(ZkError::NoNode) if !top => continue,
             Err(e) => return Err(failed(&at, e)),
         };
         match json {
@@ -191,7 +192,7 @@ async fn tree(client: &Client, path: &str, depth: Option<u32>, json: bool) -> an
         }
         let names = match children(client, &at).await {
             Ok(names) => names,
-            Err(zookeeper_client::Error::NoNode) if !top => continue,
+            Err(ZkError::NoNode) if !top => continue,
             Err(e) => return Err(failed(&at, e)),
         };
         for name in names.into_iter().rev() {
@@ -202,16 +203,12 @@ async fn tree(client: &Client, path: &str, depth: Option<u32>, json: bool) -> an
 }
 
 /// A node's data (only when it is shown: `with_data`) and stat.
-async fn read_node(
-    client: &Client,
-    path: &str,
-    with_data: bool,
-) -> Result<(Vec<u8>, Stat), zookeeper_client::Error> {
+async fn read_node(client: &Zk, path: &str, with_data: bool) -> Result<(Vec<u8>, Stat), ZkError> {
     if with_data {
         return client.get_data(path).await;
     }
-    match client.check_stat(path).await? {
+    match client.exists(path).await? {
         Some(stat) => Ok((Vec::new(), stat)),
-        None => Err(zookeeper_client::Error::NoNode),
+        None => Err(ZkError::NoNode),
     }
 }

@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
+use wazoo_client::Ask;
 use wazoo_proto as pb;
 use wazoo_runtime::fence::{Holder, Written};
 use wazoo_runtime::holders::{Contender, Contenders, Kind, State};
 use wazoo_runtime::{
     Ballot, CacheChange, CachedNode, CounterFormat, Entry, LeaderInfo, Member, Membership, Mode, Outcome,
-    TxMode,
+    TxMode, Want,
 };
 
 use crate::backend::{Ending, RecipeRow, Revocation};
@@ -145,7 +146,6 @@ pub(super) fn recipe_row(r: pb::Recipe) -> RecipeRow {
     }
 }
 
-/// Why a claim was lost, worded as the local path words the same loss.
 /// What a Revoke came to: its `outcome`, or for a daemon older than that field its `released`
 /// (which such a daemon also said when it only asked).
 pub(super) fn revoked(reply: &pb::RevokeReply, graced: bool) -> Revocation {
@@ -157,29 +157,44 @@ pub(super) fn revoked(reply: &pb::RevokeReply, graced: bool) -> Revocation {
     }
 }
 
+/// Why a claim was lost, in the client's words ([`wazoo_client::Lost`]'s), which are the local
+/// path's for the same loss.
 pub(super) fn ending(lost: wazoo_client::Lost) -> Ending {
-    use wazoo_client::Lost;
-    let because = |why: String| Ending { why, revoked: false };
-    match lost {
-        Lost::SessionExpired => wazoo_runtime::Lost::Session(zookeeper_client::SessionState::Expired).into(),
-        Lost::SessionClosed => wazoo_runtime::Lost::Session(zookeeper_client::SessionState::Closed).into(),
-        Lost::NodeDeleted => wazoo_runtime::Lost::NodeDeleted.into(),
-        Lost::Revoked => wazoo_runtime::Lost::Revoked.into(),
-        Lost::CutOff => because(
-            "the wazoo daemon had no answer from ZooKeeper for 2/3 of its session timeout: assuming the session expired"
-                .to_string(),
-        ),
-        Lost::Released => because("another call released the claim".to_string()),
-        Lost::ClientSessionEnded => {
-            because("the wazoo daemon ended the claim's client session (closed, or no keepalive within its TTL)".to_string())
-        }
-        Lost::Disconnected(why) | Lost::Other(why) => because(why),
+    Ending { why: lost.to_string(), revoked: lost == wazoo_client::Lost::Revoked }
+}
+
+/// What a contender for `want` asks the daemon for.
+pub(super) fn ask(want: &Want) -> Ask {
+    match want {
+        Want::Lock => Ask::Acquire { family: pb::Family::Lock, leases: 0 },
+        Want::ReadWrite(Mode::Read) => Ask::Acquire { family: pb::Family::ReadLock, leases: 0 },
+        Want::ReadWrite(Mode::Write) => Ask::Acquire { family: pb::Family::WriteLock, leases: 0 },
+        Want::Lease { max_leases } => Ask::Acquire { family: pb::Family::Semaphore, leases: *max_leases },
+        Want::Leadership { id } => Ask::Campaign { id: id.clone() },
+        Want::Membership { name, data } => Ask::Join { name: name.clone(), data: data.clone() },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loss_is_worded_as_the_local_path_words_it() {
+        use wazoo_client::Lost as Remote;
+        use wazoo_runtime::{Lost as Local, SessionEnd};
+        let same = [
+            (Remote::SessionExpired, Local::Session(SessionEnd::Expired)),
+            (Remote::SessionClosed, Local::Session(SessionEnd::Closed)),
+            (Remote::NodeDeleted, Local::NodeDeleted),
+            (Remote::Revoked, Local::Revoked),
+        ];
+        for (remote, local) in same {
+            let (remote, local) = (ending(remote), Ending::from(local));
+            assert_eq!((remote.why, remote.revoked), (local.why, local.revoked));
+        }
+        assert!(ending(Remote::Revoked).revoked && !ending(Remote::CutOff).revoked);
+    }
 
     #[test]
     fn nobody_leads_when_the_event_names_no_node() {

@@ -12,12 +12,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tonic::Status;
 
-use super::state::{ClientSession, Counted, State};
-use crate::group::{hex, unhex, ClientRecord, Group, SessionRecord, LEASE};
+use super::state::{Adopted, ClientSession, Counted, State};
+use crate::group::{hex, unhex, Group, SessionRecord, LEASE};
 use crate::wire;
-use wazoo_runtime::{ClaimTag, Host};
-
-use wazoo_proto as pb;
 
 /// How long a member that seems dead is given to answer before its work is adopted.
 const PROBE: Duration = Duration::from_millis(300);
@@ -43,39 +40,6 @@ pub(crate) struct Adopter {
     adopting: tokio::sync::Mutex<std::collections::HashSet<String>>,
     /// Whether the members serve TLS (the probe then only sees whether the port answers).
     tls: bool,
-}
-
-/// A ZooKeeper session adopted from another member, and how many of its client sessions live.
-pub(crate) struct Adopted {
-    pub(crate) host: Host,
-    record: SessionRecord,
-    clients: AtomicUsize,
-}
-
-impl Adopted {
-    /// A client session of it ended: what that client still held under its name goes now (its
-    /// claims' nodes carry the client session in their names); with the last client, the
-    /// adopted ZooKeeper session is closed, which deletes whatever else is left of it.
-    pub(crate) async fn client_ended(&self, session: u64) {
-        if let Ok(live) = self.host.live().await {
-            let prefix = ClaimTag::session_prefix(session);
-            if let Ok(nodes) = live.client.list_ephemerals("/").await {
-                for node in nodes
-                    .iter()
-                    .filter(|n| n.rsplit('/').next().is_some_and(|name| name.starts_with(&prefix)))
-                {
-                    let _ = live.client.delete(node, None).await;
-                }
-            }
-        }
-        // With the last client, the adopted ZooKeeper session closes as its host is dropped.
-        if self.clients.fetch_sub(1, Ordering::AcqRel) == 1 {
-            tracing::info!(
-                session = format!("{:#x}", self.record.id),
-                "adopted ZooKeeper session has no client left: closing it"
-            );
-        }
-    }
 }
 
 impl Adopter {
@@ -134,35 +98,6 @@ impl Adopter {
             }
             tokio::time::sleep(every).await;
         }
-    }
-
-    /// Records a client session opened here.
-    pub(crate) async fn opened(&self, state: &State, session: &ClientSession) -> Result<(), Status> {
-        let zookeeper_session = match session.host.live().await {
-            Ok(live) => live.session_parts().0,
-            Err(e) => return Err(wire::no_zookeeper(e)),
-        };
-        let record = ClientRecord {
-            zookeeper_session,
-            member: self.group.me.clone(),
-            tenant: state.tenant.clone(),
-            ttl_ms: session.ttl.as_millis() as u64,
-            name: session.name.clone(),
-            secret: hex(&session.secret.unwrap_or_default()),
-        };
-        self.group.record_client(session.id, &record).await.map_err(wire::no_zookeeper)
-    }
-
-    /// Forgets a client session that ended (in the background).
-    pub(crate) fn forget(self: &Arc<Self>, session: u64) {
-        let group = self.group.clone();
-        tokio::spawn(async move { group.forget_client(session, &group.me).await });
-    }
-
-    /// Whether this member may end a client session its client did not close (see
-    /// [`Group::may_end_sessions`]; a member found adopted stops there).
-    pub(crate) async fn may_end_sessions(&self) -> bool {
-        self.group.may_end_sessions().await
     }
 
     /// `Sessions.Reattach` on `state`: the session, taken up here (adopting the work of the
@@ -319,29 +254,5 @@ impl Adopter {
             "adopted a member's sessions"
         );
         Ok(())
-    }
-
-    /// The group's members' addresses.
-    pub(crate) async fn members(&self) -> Vec<String> {
-        self.group.members().await.map(|m| m.into_iter().map(|(_, a)| a).collect()).unwrap_or_default()
-    }
-}
-
-/// The reply to an Open or a Reattach of `session`.
-pub(crate) async fn open_reply(state: &State, session: &ClientSession, secret: Vec<u8>) -> pb::OpenReply {
-    let zookeeper_timeout_ms = match session.host.live().await {
-        Ok(live) => live.client.session_timeout().as_millis() as u64,
-        Err(_) => 0,
-    };
-    let members = match &state.group {
-        Some(group) => group.members().await,
-        None => Vec::new(),
-    };
-    pb::OpenReply {
-        session: session.id,
-        ttl_ms: session.ttl.as_millis() as u64,
-        secret,
-        zookeeper_timeout_ms,
-        members,
     }
 }

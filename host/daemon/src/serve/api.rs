@@ -1,8 +1,9 @@
-//! The `Sessions` and `Admin` services, and the replies the services share.
+//! The `Sessions` and `Admin` services: client sessions opened, kept alive, closed and taken
+//! up again (`Reattach`, through the group's `adopt`), and the recipes and health of the host.
 
+use super::adopt::Adopter;
 use super::state::*;
 use super::{Events, MAX_NAME, MIN_TTL};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,22 +12,26 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt as _;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::group::Group;
 use crate::wire;
-use wazoo_runtime::{Claim, Outcome};
 
 use wazoo_proto as pb;
 
 use pb::admin_server::Admin;
 use pb::sessions_server::Sessions;
 
-/// The gRPC services, over the shared state.
+/// The `Sessions` and `Admin` services, over the shared state.
 #[derive(Clone)]
-pub(super) struct Api(pub(super) Arc<State>);
+pub(super) struct Api {
+    pub(super) state: Arc<State>,
+    /// The daemon's adopter of other members' sessions, when it is in a group.
+    pub(super) adopter: Option<Arc<Adopter>>,
+}
 
 impl std::ops::Deref for Api {
     type Target = State;
     fn deref(&self) -> &State {
-        &self.0
+        &self.state
     }
 }
 
@@ -86,15 +91,13 @@ impl Sessions for Api {
             }
             sessions.insert(id, session.clone());
         }
-        if let Some(group) = &self.group {
-            // Recorded before the client hears of it, so any member can take it up.
-            if let Err(e) = group.opened(&self.0, &session).await {
-                self.end_session(id, "the group's state could not record it").await;
-                return Err(e);
-            }
+        // In a group, recorded before the client hears of it, so any member can take it up.
+        if let Err(e) = self.record_opened(&session).await {
+            self.end_session(id, "the group's state could not record it").await;
+            return Err(e);
         }
         tracing::info!(session = id, name = %req.name, ttl_ms = ttl.as_millis() as u64, "client session opened");
-        Ok(Response::new(super::adopt::open_reply(&self.0, &session, secret).await))
+        Ok(Response::new(open_reply(&self.state, &session, secret).await))
     }
 
     async fn reattach(
@@ -102,24 +105,20 @@ impl Sessions for Api {
         request: Request<pb::ReattachRequest>,
     ) -> Result<Response<pb::OpenReply>, Status> {
         let req = request.into_inner();
-        let Some(group) = &self.group else {
+        let Some(adopter) = &self.adopter else {
             return Err(wire::unknown_session(format!(
                 "session: {} cannot be taken up: this daemon is in no group (serve --group)",
                 req.session
             )));
         };
-        let session = group.reattach(&self.0, req.session, &req.secret).await?;
+        let session = adopter.reattach(&self.state, req.session, &req.secret).await?;
         session.touch();
         tracing::info!(session = req.session, name = %session.name, "client session taken up");
-        Ok(Response::new(super::adopt::open_reply(&self.0, &session, Vec::new()).await))
+        Ok(Response::new(open_reply(&self.state, &session, Vec::new()).await))
     }
 
     async fn members(&self, _: Request<pb::Empty>) -> Result<Response<pb::MemberList>, Status> {
-        let members = match &self.group {
-            Some(group) => group.members().await,
-            None => Vec::new(),
-        };
-        Ok(Response::new(pb::MemberList { members }))
+        Ok(Response::new(pb::MemberList { members: members(&self.group).await }))
     }
 
     type KeepAliveStream = Events<pb::KeepAliveReply>;
@@ -131,7 +130,7 @@ impl Sessions for Api {
         let mut incoming = request.into_inner();
         let (tx, rx) = mpsc::channel(16);
         let mut slot = self.stream_slot()?;
-        let state = Arc::downgrade(&self.0);
+        let state = Arc::downgrade(&self.state);
         tokio::spawn(async move {
             let mut kept = Vec::new();
             let stopping = loop {
@@ -186,103 +185,46 @@ impl Sessions for Api {
 impl Admin for Api {
     async fn list_recipes(&self, _: Request<pb::Empty>) -> Result<Response<pb::RecipeList>, Status> {
         let listed = self.host.recipes().map_err(|e| wire::internal(format!("{e:#}")))?;
-        Ok(Response::new(recipe_list(listed)))
+        Ok(Response::new(wire::recipe_list(listed)))
     }
 
     async fn reload(&self, _: Request<pb::Empty>) -> Result<Response<pb::RecipeList>, Status> {
         let listed = self.host.reload().await.map_err(|e| wire::internal(format!("{e:#}")))?;
-        Ok(Response::new(recipe_list(listed)))
+        Ok(Response::new(wire::recipe_list(listed)))
     }
 
     async fn health(&self, _: Request<pb::Empty>) -> Result<Response<pb::HealthReply>, Status> {
         let (status, zookeeper_session) = zookeeper_status(&self.host).await;
-        let (client_sessions, handles) = self.load();
-        let stats = self.host.registry().stats();
-        Ok(Response::new(pb::HealthReply {
+        Ok(Response::new(wire::health_reply(
             status,
             zookeeper_session,
-            client_sessions,
-            handles,
-            compiles: stats.compiles.load(Ordering::Relaxed),
-            cache_hits: stats.cache_hits.load(Ordering::Relaxed),
-            swaps: stats.swaps.load(Ordering::Relaxed),
-            refusals: stats.refusals.load(Ordering::Relaxed),
-        }))
+            self.load(),
+            self.host.registry().stats(),
+        )))
     }
 }
 
-/// The health status while the ZooKeeper session is up.
-pub(super) const SERVING: &str = "serving";
-
-/// How the ZooKeeper session of `host` stands, for `Admin.Health` and `GET /healthz` alike:
-/// [`SERVING`] or why not (one line), and the session id (0 without a session). A session that
-/// ended is rebuilt first, as for any call.
-pub(super) async fn zookeeper_status(host: &wazoo_runtime::Host) -> (String, i64) {
-    match host.live().await {
-        Ok(live) => match live.ended() {
-            None => (SERVING.to_string(), live.session_id()),
-            Some(state) => (format!("ZooKeeper session ended ({state:?})"), live.session_id()),
-        },
-        Err(e) => (format!("no ZooKeeper session: {e:#}").replace('\n', " "), 0),
+/// The group's members' addresses (none outside a group, or when they cannot be read).
+async fn members(group: &Option<Arc<Group>>) -> Vec<String> {
+    match group {
+        Some(group) => {
+            group.members().await.map(|m| m.into_iter().map(|(_, a)| a).collect()).unwrap_or_default()
+        }
+        None => Vec::new(),
     }
 }
 
-pub(super) fn version_of(held: &Claim) -> String {
-    held.version().map(|v| v.short_hash().to_string()).unwrap_or_default()
-}
-
-pub(super) fn entry(found: Option<wazoo_runtime::Entry>) -> pb::ConfigEntry {
-    match found {
-        Some(e) => pb::ConfigEntry { exists: true, data: e.data, version: e.version },
-        None => pb::ConfigEntry::default(),
-    }
-}
-
-/// A cache's change as a `WatchEvent`.
-pub(super) fn watch_event(change: wazoo_runtime::CacheChange) -> pb::WatchEvent {
-    use wazoo_runtime::CacheChange as C;
-    let (kind, node) = match change {
-        C::Created(node) => (pb::WatchKind::Created, Some(node)),
-        C::Changed(node) => (pb::WatchKind::Changed, Some(node)),
-        C::Deleted(node) => (pb::WatchKind::Deleted, Some(node)),
-        C::Initialized => (pb::WatchKind::Initialized, None),
+/// The reply to an Open or a Reattach of `session`.
+async fn open_reply(state: &State, session: &ClientSession, secret: Vec<u8>) -> pb::OpenReply {
+    let zookeeper_timeout_ms = match session.host.live().await {
+        Ok(live) => live.session_timeout().as_millis() as u64,
+        Err(_) => 0,
     };
-    match node {
-        Some(n) => pb::WatchEvent {
-            kind: kind as i32,
-            path: n.path,
-            data: n.data,
-            version: n.stat.version,
-            czxid: n.stat.czxid,
-            mzxid: n.stat.mzxid,
-        },
-        None => pb::WatchEvent { kind: kind as i32, ..Default::default() },
+    pb::OpenReply {
+        session: session.id,
+        ttl_ms: session.ttl.as_millis() as u64,
+        secret,
+        zookeeper_timeout_ms,
+        members: members(&state.group).await,
     }
-}
-
-pub(super) fn membership(m: wazoo_runtime::Membership) -> pb::Membership {
-    let members = m.members.into_iter().map(|m| pb::Member { name: m.name, data: m.data }).collect();
-    pb::Membership { members, version: m.version }
-}
-
-pub(super) fn tx_outcome(outcome: Outcome) -> pb::TxOutcome {
-    pb::TxOutcome { committed: matches!(outcome, Outcome::Committed) }
-}
-
-pub(super) fn recipe_list(listed: Vec<wazoo_runtime::RecipeInfo>) -> pb::RecipeList {
-    let recipes = listed
-        .into_iter()
-        .map(|r| pb::Recipe {
-            name: r.name,
-            path: r.path.display().to_string(),
-            bytes: r.bytes,
-            world: r.serving.as_ref().map(|v| v.world.name().to_string()).unwrap_or_default(),
-            version: r.serving.as_ref().map(|v| v.short_hash().to_string()).unwrap_or_default(),
-            from_cache: r.serving.as_ref().is_some_and(|v| v.from_cache),
-            refused: r.refused.map(|f| f.reason).unwrap_or_default(),
-            functions: r.serving.as_ref().map(|v| v.functions()).unwrap_or_default(),
-            embedded: r.embedded,
-        })
-        .collect();
-    pb::RecipeList { recipes }
 }

@@ -7,6 +7,15 @@
 //! (its keepalive stream closes, or its TTL passes without a keepalive) closes its handles,
 //! which deletes their nodes.
 
+// The modules here, lowest first (none names one above it, and none names this file's parent
+// but through it): `state` (the client sessions, their claims, the ZooKeeper sessions adopted
+// for them); `adopt` (taking up another member's work, into the states) over `state`; `api`
+// (the `Sessions` and `Admin` services, which reach `adopt` for `Reattach`) over both;
+// `recipes` (the `Recipes` service, a file per family; inside it `claims` is below `election`
+// and `group`, and the other families name no sibling) over `state` alone. Below `serve`, at
+// the crate's top: `wire`, `group`, `metrics` and `tenants`, none of which names another
+// module of the crate.
+
 mod adopt;
 mod api;
 mod recipes;
@@ -36,6 +45,7 @@ use pb::recipes_server::RecipesServer;
 use pb::sessions_server::SessionsServer;
 
 use api::Api;
+use recipes::Service as RecipesService;
 use state::{reaper, watch_plugins, watcher, State};
 
 /// Shortest client-session TTL accepted.
@@ -49,12 +59,8 @@ const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
 /// The largest message the `Sessions` service reads (its messages are an id, a TTL and a
 /// name): a larger one is refused before it is read whole. The other services take gRPC's 4 MiB.
 const MAX_SESSIONS_MESSAGE: usize = 16 << 10;
-/// The longest timeout a call takes; a longer one means no timeout.
-const LONGEST_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
 /// How often expired client sessions are looked for.
 const REAP_EVERY: Duration = Duration::from_millis(100);
-/// How long a streaming call blocks in the recipe before it looks whether its client left.
-const STREAM_POLL: Duration = Duration::from_secs(1);
 
 /// How to serve.
 #[derive(Clone, Debug)]
@@ -225,12 +231,14 @@ async fn serve(
         }
         None => None,
     };
+    // The `Sessions` and `Admin` services of a state (`Reattach` takes up through the adopter).
+    let api = |state: &Arc<State>| Api { state: state.clone(), adopter: adopter.clone() };
     let new_state = |host: Host, name: Option<String>, clients: crate::tenants::ClientBounds| {
         if let Some(w) = &worker {
             host.registry().use_compile_worker(w.clone(), COMPILE_MEMORY, host.limits());
         }
         let state = Arc::new(State {
-            group: adopter.clone(),
+            group: adopter.as_ref().map(|a| a.group.clone()),
             host,
             tenant: name,
             sessions: Mutex::default(),
@@ -303,20 +311,20 @@ async fn serve(
     let builder = builder.clone().add_service(health).add_service(reflection);
     let mut server = match states.as_slice() {
         [(None, state)] => {
-            let api = Api(state.clone());
+            let api = api(state);
             tokio::spawn(
                 builder
                     .clone()
                     .add_service(sessions_server(api.clone()))
-                    .add_service(RecipesServer::new(api.clone()))
+                    .add_service(RecipesServer::new(RecipesService(state.clone())))
                     .add_service(AdminServer::new(api))
                     .serve_with_incoming_shutdown(incoming, until),
             )
         }
         _ => {
-            let sessions = ByTenant::new(&states, sessions_server);
-            let recipes = ByTenant::new(&states, RecipesServer::new);
-            let admin = ByTenant::new(&states, AdminServer::new);
+            let sessions = ByTenant::new(&states, |state| sessions_server(api(state)));
+            let recipes = ByTenant::new(&states, |state| RecipesServer::new(RecipesService(state.clone())));
+            let admin = ByTenant::new(&states, |state| AdminServer::new(api(state)));
             routes = Some((sessions.clone(), recipes.clone(), admin.clone()));
             tokio::spawn(
                 builder
@@ -369,9 +377,9 @@ async fn serve(
                 if let TenantChange::Put(t) = change {
                     let state = new_state(t.host, Some(t.name.clone()), t.clients);
                     tasks.insert(state.tenant.clone(), tend(&state, config.watch_every).await);
-                    sessions.insert(t.token_sha256, sessions_server(Api(state.clone())));
-                    recipes.insert(t.token_sha256, RecipesServer::new(Api(state.clone())));
-                    admin.insert(t.token_sha256, AdminServer::new(Api(state.clone())));
+                    sessions.insert(t.token_sha256, sessions_server(api(&state)));
+                    recipes.insert(t.token_sha256, RecipesServer::new(RecipesService(state.clone())));
+                    admin.insert(t.token_sha256, AdminServer::new(api(&state)));
                     states.push((Some(t.token_sha256), state));
                     tracing::info!(tenant = %t.name, "tenant serving");
                 }
@@ -441,7 +449,8 @@ fn health(
     tokio::task::JoinHandle<()>,
 ) {
     let (reporter, service) = tonic_health::server::health_reporter();
-    let names = ["", SessionsServer::<Api>::NAME, RecipesServer::<Api>::NAME, AdminServer::<Api>::NAME];
+    let names =
+        ["", SessionsServer::<Api>::NAME, RecipesServer::<RecipesService>::NAME, AdminServer::<Api>::NAME];
     let task = tokio::spawn(async move {
         let mut up = None;
         loop {
@@ -449,8 +458,9 @@ fn health(
             let mut all = true;
             for host in &hosts {
                 // The same judgement as `Admin.Health` and `/healthz`.
-                let status = tokio::time::timeout(Duration::from_secs(2), api::zookeeper_status(host)).await;
-                all &= matches!(status, Ok((s, _)) if s == api::SERVING);
+                let status =
+                    tokio::time::timeout(Duration::from_secs(2), state::zookeeper_status(host)).await;
+                all &= matches!(status, Ok((s, _)) if s == state::SERVING);
             }
             drop(hosts);
             if up != Some(all) {
@@ -478,9 +488,8 @@ struct ByTenant<S> {
 }
 
 impl<S> ByTenant<S> {
-    fn new(states: &[(Option<[u8; 32]>, Arc<State>)], make: impl Fn(Api) -> S) -> ByTenant<S> {
-        let routes =
-            states.iter().filter_map(|(token, state)| Some(((*token)?, make(Api(state.clone()))))).collect();
+    fn new(states: &[(Option<[u8; 32]>, Arc<State>)], make: impl Fn(&Arc<State>) -> S) -> ByTenant<S> {
+        let routes = states.iter().filter_map(|(token, state)| Some(((*token)?, make(state)))).collect();
         ByTenant { routes: Arc::new(std::sync::RwLock::new(routes)) }
     }
 
@@ -545,20 +554,6 @@ where
                     .into_http())
             }),
         }
-    }
-}
-
-/// A request's timeout: none beyond [`LONGEST_WAIT`], which is waiting for good (and could not
-/// be added to a clock).
-fn millis(ms: Option<u64>) -> Option<Duration> {
-    ms.map(Duration::from_millis).filter(|d| *d <= LONGEST_WAIT)
-}
-
-fn or<'a>(recipe: &'a str, default: &'a str) -> &'a str {
-    if recipe.is_empty() {
-        default
-    } else {
-        recipe
     }
 }
 

@@ -1,20 +1,21 @@
-//! What the daemon keeps: the client sessions and their claims, and the tasks that tend them
-//! (the reaper of expired sessions, the plugins watcher).
+//! What the daemon keeps: the client sessions and their claims, the ZooKeeper sessions adopted
+//! from another member of the group that some of them live on (`Adopted`), their records in
+//! the group, and the tasks that tend them (the reaper of expired sessions, the plugins
+//! watcher); and how a host's ZooKeeper session stands (`zookeeper_status`).
 
-use super::api::{version_of, zookeeper_status, SERVING};
 use super::REAP_EVERY;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 use tonic::{Response, Status};
 
+use crate::group::{hex, ClientRecord, Group, SessionRecord};
 use crate::metrics::{Check, Metrics, Sample, Source};
-use crate::wire::{self, no_handle, status};
-use wazoo_runtime::fence::Fence;
-use wazoo_runtime::{Claim, ClaimKind, Host, Want};
+use crate::wire;
+use wazoo_runtime::{Claim, ClaimKind, ClaimTag, Host};
 
 use wazoo_proto as pb;
 
@@ -35,8 +36,9 @@ pub(super) struct State {
     /// Set when this state stops serving (its tenant removed or replaced, the daemon stopping):
     /// every stream of its clients ends.
     pub(super) stopped: watch::Sender<bool>,
-    /// The daemon's group, when it is in one.
-    pub(super) group: Option<Arc<super::adopt::Adopter>>,
+    /// The daemon's group, when it is in one: where its client sessions are recorded (taking
+    /// up another member's is `adopt`'s).
+    pub(super) group: Option<Arc<Group>>,
 }
 
 /// One stream counted in [`State::streams`] while it lives, told when its state stops.
@@ -143,7 +145,41 @@ pub(super) struct ClientSession {
     /// SHA-256 of the secret its client presents to take it up again (in a group).
     pub(super) secret: Option<[u8; 32]>,
     /// The adopted ZooKeeper session it lives on, when another member of the group opened it.
-    pub(super) adopted: Option<Arc<super::adopt::Adopted>>,
+    pub(super) adopted: Option<Arc<Adopted>>,
+}
+
+/// A ZooKeeper session adopted from another member, and how many of its client sessions live.
+pub(super) struct Adopted {
+    pub(super) host: Host,
+    pub(super) record: SessionRecord,
+    pub(super) clients: AtomicUsize,
+}
+
+impl Adopted {
+    /// A client session of it ended: what that client still held under its name goes now (its
+    /// claims' nodes carry the client session in their names); with the last client, the
+    /// adopted ZooKeeper session is closed, which deletes whatever else is left of it.
+    pub(super) async fn client_ended(&self, session: u64) {
+        if let Ok(live) = self.host.live().await {
+            let prefix = ClaimTag::session_prefix(session);
+            let zk = live.zk();
+            if let Ok(nodes) = zk.ephemerals("/").await {
+                for node in nodes
+                    .iter()
+                    .filter(|n| n.rsplit('/').next().is_some_and(|name| name.starts_with(&prefix)))
+                {
+                    let _ = zk.delete(node, None).await;
+                }
+            }
+        }
+        // With the last client, the adopted ZooKeeper session closes as its host is dropped.
+        if self.clients.fetch_sub(1, Ordering::AcqRel) == 1 {
+            tracing::info!(
+                session = format!("{:#x}", self.record.id),
+                "adopted ZooKeeper session has no client left: closing it"
+            );
+        }
+    }
 }
 
 impl ClientSession {
@@ -230,9 +266,30 @@ impl State {
             tracing::info!(session = id, name = %session.name, "client session ended: {why}");
             session.end(Ended::SessionEnded).await;
             if let Some(group) = &self.group {
-                group.forget(id);
+                // Forgotten in the background.
+                let group = group.clone();
+                tokio::spawn(async move { group.forget_client(id, &group.me).await });
             }
         }
+    }
+
+    /// Records a client session opened here in the group, if the daemon is in one, so that
+    /// any member can take it up.
+    pub(super) async fn record_opened(&self, session: &ClientSession) -> Result<(), Status> {
+        let Some(group) = &self.group else { return Ok(()) };
+        let zookeeper_session = match session.host.live().await {
+            Ok(live) => live.session_parts().0,
+            Err(e) => return Err(wire::no_zookeeper(e)),
+        };
+        let record = ClientRecord {
+            zookeeper_session,
+            member: group.me.clone(),
+            tenant: self.tenant.clone(),
+            ttl_ms: session.ttl.as_millis() as u64,
+            name: session.name.clone(),
+            secret: hex(&session.secret.unwrap_or_default()),
+        };
+        group.record_client(session.id, &record).await.map_err(wire::no_zookeeper)
     }
 
     /// Ends a session its client did not close (its keepalives stopped). In a group, only while
@@ -314,41 +371,6 @@ impl State {
         Ok(StreamSlot { _counted: counted, stopped: self.stopped.subscribe() })
     }
 
-    /// Takes `want` at `path` for `session` with a fresh handle of `recipe`, and keeps it there.
-    pub(super) async fn claim(
-        &self,
-        session: &ClientSession,
-        want: Want,
-        recipe: &str,
-        path: &str,
-        timeout: Option<Duration>,
-        named: Option<wazoo_runtime::ClaimTag>,
-    ) -> Result<pb::Claim, Status> {
-        let _reserved = self.room_for_handle(session)?;
-        let mut contender = session.host.contender(want, recipe).await.map_err(no_handle)?;
-        if let Some(tag) = named {
-            contender.name_claim(tag);
-        }
-        // A session that ends while its call waits (in a lock's queue) cancels the call, and
-        // closing the contender deletes the node it queued.
-        let granted = match session.while_open(contender.acquire(path, timeout)).await {
-            Ok(Ok(granted)) => granted,
-            Ok(Err(e)) => {
-                contender.close().await;
-                return Err(status(e));
-            }
-            Err(ended) => {
-                contender.close().await;
-                return Err(ended);
-            }
-        };
-        let claim = contender.claim(granted);
-        let (node, fencing_token, recipe_version) =
-            (claim.node().to_string(), claim.token(), version_of(&claim));
-        let handle = self.keep(session, claim).await?;
-        Ok(pb::Claim { handle, node, fencing_token, recipe_version })
-    }
-
     pub(super) fn entry(
         &self,
         session: u64,
@@ -393,16 +415,6 @@ impl State {
         (sessions.len() as u64, handles as u64)
     }
 
-    /// Fenced checks and writes on the host's ZooKeeper session (`live`); the nodes a tenant's
-    /// writes create are its own.
-    pub(super) fn fence<'a>(&self, live: &'a wazoo_runtime::Live) -> Fence<'a> {
-        let acls = match self.tenant {
-            Some(_) => zookeeper_client::Acls::creator_all(),
-            None => zookeeper_client::Acls::anyone_all(),
-        };
-        Fence { client: &live.client, acls, max_bytes: self.host.limits().max_data_bytes }
-    }
-
     /// The host's ZooKeeper session, for calls that run on it without a recipe.
     pub(super) async fn live(&self) -> Result<Arc<wazoo_runtime::Live>, Status> {
         self.host.live().await.map_err(wire::no_zookeeper)
@@ -428,6 +440,22 @@ impl State {
         let recipe = if known { recipe } else { "other" };
         self.metrics.call(self.tenant.as_deref(), method, recipe, &code, started.elapsed());
         outcome.map(Response::new)
+    }
+}
+
+/// The health status while the ZooKeeper session is up.
+pub(super) const SERVING: &str = "serving";
+
+/// How the ZooKeeper session of `host` stands, for `Admin.Health` and `GET /healthz` alike:
+/// [`SERVING`] or why not (one line), and the session id (0 without a session). A session that
+/// ended is rebuilt first, as for any call.
+pub(super) async fn zookeeper_status(host: &wazoo_runtime::Host) -> (String, i64) {
+    match host.live().await {
+        Ok(live) => match live.ended() {
+            None => (SERVING.to_string(), live.session_id()),
+            Some(state) => (format!("ZooKeeper session ended ({state:?})"), live.session_id()),
+        },
+        Err(e) => (format!("no ZooKeeper session: {e:#}").replace('\n', " "), 0),
     }
 }
 

@@ -1,6 +1,5 @@
 //! The handles that take claims: lock, read/write lock, leader election, semaphore, group.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,9 +10,9 @@ use crate::bindings::lock_recipe::LockRecipe;
 use crate::bindings::rwlock_recipe::RwlockRecipe;
 use crate::bindings::semaphore_recipe::SemaphoreRecipe;
 use crate::bindings::{Held, LeaderInfo, Leadership, Lease, Membership, Mode, RwHeld};
-use crate::claim::Lost;
 use crate::error::RecipeError;
 use crate::keeper::Live;
+use crate::loss::Lost;
 
 /// A handle on one lock recipe instance.
 pub struct LockHandle {

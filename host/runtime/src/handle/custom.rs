@@ -1,13 +1,12 @@
 //! The handles of custom recipes: `run` of the custom world, and any export called by name.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use super::{HasBindings, Sandbox};
 use crate::bindings::custom::Custom;
-use crate::claim::Lost;
 use crate::error::RecipeError;
 use crate::keeper::Live;
+use crate::loss::Lost;
 
 /// A handle on one custom recipe instance.
 pub struct CustomHandle {

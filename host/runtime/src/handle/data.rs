@@ -1,7 +1,6 @@
 //! The handles of the data recipes: barrier (and double barrier), queue, configuration and
 //! counter, two-phase commit.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,9 +9,9 @@ use crate::bindings::barrier_recipe::BarrierRecipe;
 use crate::bindings::queue_recipe::QueueRecipe;
 use crate::bindings::transaction_recipe::TransactionRecipe;
 use crate::bindings::{Ballot, ConfigBindings, CounterFormat, Entry, Item, Outcome, TxMode, ZkError};
-use crate::claim::Lost;
 use crate::error::RecipeError;
 use crate::keeper::Live;
+use crate::loss::Lost;
 
 /// A handle on one barrier recipe instance.
 pub struct BarrierHandle {

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use wasmtime::Store;
 
-use crate::claim::Lost;
 use crate::error::RecipeError;
 use crate::keeper::Live;
 use crate::ledger::Ledger;
+use crate::loss::Lost;
 use crate::state::{HostState, Shared};
 use crate::stats::Stats;
 
@@ -91,9 +91,9 @@ impl Sandbox {
         }
     }
 
-    /// Resolves when this handle's claim on `node` is lost ([`crate::claim::lost`]).
+    /// Resolves when this handle's claim on `node` is lost ([`crate::loss::lost`]).
     fn lost(&self, node: Option<String>) -> impl Future<Output = Lost> + Send + 'static {
-        crate::claim::lost(self.live.clone(), node)
+        crate::loss::lost(self.live.clone(), node)
     }
 }
 
@@ -153,7 +153,7 @@ macro_rules! handle_basics {
             /// Resolves when the claim this handle holds is lost ([`Lost`]): its session ended,
             /// its node was deleted or revoked, or ZooKeeper stopped answering for 2/3 of the
             /// session timeout. Take it right after acquiring.
-            pub fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
+            pub fn lost(&self) -> impl std::future::Future<Output = Lost> + Send + 'static {
                 self.sandbox.lost(self.node.clone())
             }
 
@@ -199,10 +199,8 @@ mod cache;
 mod claiming;
 mod custom;
 mod data;
-mod registration;
 
-pub use cache::{CacheHandle, Watching};
+pub use cache::CacheHandle;
 pub use claiming::{ElectionHandle, GroupHandle, LockHandle, RwLockHandle, SemaphoreHandle};
 pub use custom::{CustomHandle, DynamicHandle};
 pub use data::{BarrierHandle, ConfigHandle, QueueHandle, TransactionHandle};
-pub use registration::RegistrationHandle;

@@ -30,6 +30,18 @@
 //! - `changed PATH MS`: `watch.exists-watch` on PATH, then `watcher.changed`; returns the event;
 //! - `owns PATH [DATA]`: `session.owns`; returns `true` or `false`.
 //!
+//! And the calls `wazoo:zk@0.1.4` added (tests/tests/sdk.rs):
+//!
+//! - `wait-any A B`: `watch.exists-watch` on A and on B, then `watch.wait-any` on both: within
+//!   50 ms (nothing fired: `timeout`), after setting B's data (B fires), at once again (B has
+//!   fired), and on A alone after deleting A; then on no watcher at all. A line per wait:
+//!   `INDEX KIND`, or the error;
+//! - `enter DIR`: `contention.enter` of `DIR/_c_<uuid>-lock-<seq>` under the exclusive lock's
+//!   rule, the contender kept by the handle; returns `NODE STANDING` (`held`, or `waiting PATH`);
+//! - `contender-standing`, `contender-wait MS`, `contender-withdraw`, `contender-drop`: the kept
+//!   contender's `standing` (as `enter` writes it), `wait` (`held`), `withdraw` (`withdrawn`),
+//!   and dropping it (`dropped`).
+//!
 //! And for the host's log of a recipe's output (tests/tests/sandbox.rs):
 //!
 //! - `print N`: writes `to stderr` to stderr, then `line 1` to `line N` to stdout; returns
@@ -72,6 +84,20 @@ impl Guest for Misbehave {
             ["pipeline-many", dir, n] => {
                 let steps = vec![zk::Step::Exists(dir.to_string()); n.parse().map_err(|_| USAGE)?];
                 return zk::pipeline(&steps).map(|r| format!("ok {}", r.len())).map_err(describe);
+            }
+            ["wait-any", a, b] => return wait_any(a, b),
+            ["enter", dir] => return enter(dir),
+            ["contender-standing"] => return with_contender(|c| c.standing().map(standing)),
+            ["contender-wait", ms] => {
+                let ms = millis(ms)?;
+                return with_contender(|c| c.wait(ms).map(|()| "held".to_string()));
+            }
+            ["contender-withdraw"] => return with_contender(|c| c.withdraw().map(|()| "withdrawn".into())),
+            ["contender-drop"] => {
+                return CONTENDER
+                    .with(|c| c.borrow_mut().take())
+                    .map(|_| "dropped".to_string())
+                    .ok_or_else(|| "no contender".to_string())
             }
             ["owns", path] => return zk::owns(path, None).map(|o| o.to_string()).map_err(describe),
             ["owns", path, data] => {
@@ -230,6 +256,51 @@ fn pipeline(dir: &str) -> Result<String, String> {
             Err(e) => format!("error {}", describe(e)),
         })
         .collect();
+    Ok(lines.join("\n"))
+}
+
+thread_local! {
+    static CONTENDER: std::cell::RefCell<Option<zk::Contender>> = const { std::cell::RefCell::new(None) };
+}
+
+fn standing(s: zk::Standing) -> String {
+    match s {
+        zk::Standing::Held => "held".into(),
+        zk::Standing::Waiting(path) => format!("waiting {path}"),
+    }
+}
+
+fn enter(dir: &str) -> Result<String, String> {
+    let naming = zk::Naming::Protected("lock-".into());
+    let contender = zk::enter(dir, &naming, b"sdk", &zk::exclusive(&["lock-"])).map_err(describe)?;
+    let node = contender.node().path;
+    let now = contender.standing().map(standing).map_err(describe)?;
+    CONTENDER.with(|c| *c.borrow_mut() = Some(contender));
+    Ok(format!("{node} {now}"))
+}
+
+fn with_contender(f: impl FnOnce(&zk::Contender) -> zk::Result<String>) -> Result<String, String> {
+    CONTENDER.with(|c| match c.borrow().as_ref() {
+        Some(contender) => f(contender).map_err(describe),
+        None => Err("no contender".into()),
+    })
+}
+
+fn wait_any(a: &str, b: &str) -> Result<String, String> {
+    let (_, on_a) = zk::exists_watch(a).map_err(describe)?;
+    let (_, on_b) = zk::exists_watch(b).map_err(describe)?;
+    let answer = |r: zk::Result<(u32, zk::WatchEvent)>| match r {
+        Ok((at, event)) => format!("{at} {:?}", event.kind),
+        Err(e) => describe(e),
+    };
+    let any = |watchers: &[&zk::Watcher], ms| answer(zk::wit::watch::wait_any(watchers, ms));
+    let mut lines = vec![any(&[&on_a, &on_b], Some(50))];
+    zk::set_data(b, b"changed", None).map_err(describe)?;
+    lines.push(any(&[&on_a, &on_b], Some(5000)));
+    lines.push(any(&[&on_a, &on_b], Some(0)));
+    zk::delete(a, None).map_err(describe)?;
+    lines.push(any(&[&on_a], None));
+    lines.push(any(&[], Some(0)));
     Ok(lines.join("\n"))
 }
 

@@ -1,0 +1,413 @@
+//! The claims every claiming family shares: Acquire (a lock, a read or a write lock, a
+//! semaphore's lease, by `Family`), Release, a `Hold` stream's claims one after another, a
+//! claim's Lost stream, and Resume of a claim taken up from another member of the group; and
+//! their messages: what an Acquire asks for (`want_of`), its claim id (`claim_tag`), a granted
+//! claim as a `Claim` (`claim`, which Campaign and GroupJoin make theirs with too).
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::{millis, or, Service};
+use crate::serve::state::{ClientSession, Ended, State, StreamSlot};
+use crate::serve::Events;
+use crate::wire::{self, no_handle, status};
+use wazoo_runtime::{Claim, Mode, Want};
+
+use wazoo_proto as pb;
+
+pub(super) async fn acquire(
+    service: &Service,
+    request: Request<pb::AcquireRequest>,
+) -> Result<Response<pb::Claim>, Status> {
+    let req = request.into_inner();
+    let want = want_of(&req)?;
+    let recipe = or(&req.recipe, want.world().default_recipe()).to_string();
+    service
+        .measured("Acquire", &recipe, async {
+            let session = service.session(req.session)?;
+            let named = claim_tag(req.session, &req.claim_id, req.retry)?;
+            claim(service, &session, want, &recipe, &req.path, millis(req.timeout_ms), named).await
+        })
+        .await
+}
+
+pub(super) async fn release(
+    service: &Service,
+    request: Request<pb::HandleRef>,
+) -> Result<Response<pb::Empty>, Status> {
+    let req = request.into_inner();
+    service.measured("Release", "", service.release_handle(req.session, req.handle)).await
+}
+
+pub(super) async fn hold(
+    service: &Service,
+    request: Request<Streaming<pb::HoldRequest>>,
+) -> Result<Response<Events<pb::HoldEvent>>, Status> {
+    let steps = request.into_inner();
+    let slot = service.stream_slot()?;
+    let (tx, rx) = mpsc::channel(2);
+    tokio::spawn(Service(service.0.clone()).holding(steps, slot, tx));
+    Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+}
+
+pub(super) async fn lost(
+    service: &Service,
+    request: Request<pb::HandleRef>,
+) -> Result<Response<Events<pb::LostEvent>>, Status> {
+    let req = request.into_inner();
+    let (_, entry) = service.entry(req.session, req.handle)?;
+    let lost = match entry.held.lock().await.as_ref() {
+        Some(held) => held.lost(),
+        None => return Err(wire::unknown_handle(format!("handle: {} was released", req.handle))),
+    };
+    let ended = entry.ended.subscribe();
+    let ending = entry.ending();
+    let mut slot = service.stream_slot()?;
+    let (tx, rx) = mpsc::channel(1);
+    tokio::spawn(async move {
+        let event = tokio::select! {
+            // What happened to the claim itself goes first when several are ready.
+            biased;
+            // A handle ended in the daemon deletes its node too: the loss is told as that
+            // end, and a claim given up on purpose (a Release) is no loss at all.
+            why = lost => match *ended.borrow() {
+                Some(how) => how.loss().and_then(wire::ended_event),
+                None => Some(wire::lost_event(&why)),
+            },
+            how = ending => how.loss().and_then(wire::ended_event),
+            // The daemon or the tenant stopping closes the claim's ZooKeeper session (a
+            // claim released just before is still no loss).
+            () = slot.stopped() => match *ended.borrow() {
+                Some(how) => how.loss().and_then(wire::ended_event),
+                None => wire::ended_event(pb::LossReason::SessionClosed),
+            },
+            _ = tx.closed() => None,
+        };
+        if let Some(event) = event {
+            let _ = tx.send(Ok(event)).await;
+        }
+    });
+    Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+}
+
+pub(super) async fn resume(
+    service: &Service,
+    request: Request<pb::ResumeRequest>,
+) -> Result<Response<pb::Claim>, Status> {
+    let req = request.into_inner();
+    service
+        .measured("Resume", "", async {
+            let session = service.session(req.session)?;
+            wazoo_runtime::paths::check_node(&req.node)
+                .map_err(|why| wire::invalid_argument(format!("node: {why}")))?;
+            let _reserved = service.room_for_handle(&session)?;
+            let live = session.host.live().await.map_err(wire::no_zookeeper)?;
+            let stat =
+                live.zk().exists(&req.node).await.map_err(|e| {
+                    wire::no_zookeeper(anyhow::anyhow!("{}", wazoo_runtime::error::describe(&e)))
+                })?;
+            let held = stat.is_some_and(|s| {
+                s.ephemeral_owner == live.session_id()
+                    && (req.fencing_token == 0 || s.czxid == req.fencing_token)
+            });
+            if !held {
+                return Err(wire::unknown_handle(format!(
+                    "handle: {} is not held in this session (gone, or another's)",
+                    req.node
+                )));
+            }
+            let claim = Claim::adopted(kind_of_node(&req.node), live, req.node.clone(), req.fencing_token);
+            let handle = service.keep(&session, claim).await?;
+            tracing::info!(session = req.session, node = %req.node, "claim taken up");
+            Ok(pb::Claim {
+                handle,
+                node: req.node,
+                fencing_token: req.fencing_token,
+                recipe_version: String::new(),
+            })
+        })
+        .await
+}
+
+/// The claim a `Hold` stream holds.
+struct Holding {
+    session: u64,
+    handle: u64,
+    /// Resolves when the claim is lost; followed until it has been told.
+    lost: std::pin::Pin<Box<dyn std::future::Future<Output = wazoo_runtime::Lost> + Send>>,
+    /// Resolves, with how, once the handle ends outside this stream (a Release from another
+    /// call, its client session ending): followed until it has.
+    ending: std::pin::Pin<Box<dyn std::future::Future<Output = Ended> + Send>>,
+    /// How the handle ended, once it has: looked at when the claim's loss comes, since ending
+    /// the handle deletes its node too.
+    ended: tokio::sync::watch::Receiver<Option<Ended>>,
+    /// Whether the stream was told the claim is lost (once).
+    told: bool,
+    /// Whether the handle ended outside this stream: a `release` then has nothing to let go.
+    gone: bool,
+}
+
+impl Holding {
+    /// The one `lost` event of a claim that ended outside the stream `how`.
+    fn ended_event(how: Ended) -> Option<pb::LostEvent> {
+        match how {
+            Ended::Released => wire::ended_event(pb::LossReason::Released),
+            how => how.loss().and_then(wire::ended_event),
+        }
+    }
+}
+
+impl Service {
+    /// Lets go of `handle` of `session` and ends it.
+    async fn release_handle(&self, session: u64, handle: u64) -> Result<pb::Empty, Status> {
+        let (session, entry) = self.entry(session, handle)?;
+        session.handles.lock().unwrap().remove(&handle);
+        entry.ended.send_replace(Some(Ended::Released));
+        let held = entry.held.lock().await.take();
+        let Some(held) = held else { return Ok(pb::Empty {}) };
+        held.release().await.map(|()| pb::Empty {}).map_err(status)
+    }
+
+    /// Serves one `Hold` stream: its steps in order, the held claim's loss as it comes, and on
+    /// the way out the release of a claim still held.
+    async fn holding(
+        self,
+        mut steps: Streaming<pb::HoldRequest>,
+        mut slot: StreamSlot,
+        tx: mpsc::Sender<Result<pb::HoldEvent, Status>>,
+    ) {
+        use pb::hold_event::Event;
+        use pb::hold_request::Step;
+        let event = |event: Event| Ok(pb::HoldEvent { event: Some(event) });
+        let mut held: Option<Holding> = None;
+        let ended: Result<(), Status> = loop {
+            let step = match held.as_mut() {
+                None => tokio::select! {
+                    step = steps.message() => step,
+                    () = slot.stopped() => break Ok(()),
+                },
+                Some(Holding { lost, ending, ended, told, gone, .. }) => {
+                    let told_now = tokio::select! {
+                        // What happened to the claim goes before the next step and the stop.
+                        biased;
+                        // A handle ended outside the stream deletes its node too: the loss is
+                        // told as that end.
+                        why = lost, if !*told => {
+                            let how = *ended.borrow();
+                            Ok(match how {
+                                Some(how) => Holding::ended_event(how),
+                                None => Some(wire::lost_event(&why)),
+                            })
+                        }
+                        how = ending, if !*gone => {
+                            *gone = true;
+                            Ok(if *told { None } else { Holding::ended_event(how) })
+                        }
+                        step = steps.message() => Err(step),
+                        // The daemon or the tenant stopping closes the claim's ZooKeeper session.
+                        () = slot.stopped() => {
+                            if !*told {
+                                let lost = match *ended.borrow() {
+                                    Some(how) => Holding::ended_event(how),
+                                    None => wire::ended_event(pb::LossReason::SessionClosed),
+                                };
+                                if let Some(lost) = lost {
+                                    let _ = tx.send(event(Event::Lost(lost))).await;
+                                }
+                            }
+                            break Ok(());
+                        }
+                    };
+                    match told_now {
+                        Err(step) => step,
+                        Ok(lost) => {
+                            if let (Some(lost), false) = (lost, *told) {
+                                *told = true;
+                                if tx.send(event(Event::Lost(lost))).await.is_err() {
+                                    break Ok(());
+                                }
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
+            let step = match step {
+                Ok(Some(pb::HoldRequest { step: Some(step) })) => step,
+                Ok(Some(pb::HoldRequest { step: None })) => {
+                    break Err(wire::invalid_argument("a HoldRequest names no step"))
+                }
+                // The client's side ended, or the stream broke.
+                Ok(None) | Err(_) => break Ok(()),
+            };
+            match step {
+                Step::Acquire(_) if held.is_some() => {
+                    break Err(wire::invalid_argument("this stream holds a claim already: release it first"))
+                }
+                Step::Acquire(req) => {
+                    let taken = tokio::select! {
+                        taken = self.acquire_held(req) => taken,
+                        // Nobody to hand the claim to: dropping the call ends its handle.
+                        () = tx.closed() => break Ok(()),
+                        () = slot.stopped() => break Ok(()),
+                    };
+                    match taken {
+                        Ok((claim, holding)) => {
+                            held = Some(holding);
+                            if tx.send(event(Event::Claim(claim))).await.is_err() {
+                                break Ok(());
+                            }
+                        }
+                        Err(e) => break Err(e),
+                    }
+                }
+                Step::Release(_) => {
+                    let Some(holding) = held.take() else {
+                        break Err(wire::invalid_argument("this stream holds no claim to release"));
+                    };
+                    // A handle that ended outside the stream has nothing left to let go.
+                    if !holding.gone {
+                        let released = self
+                            .measured(
+                                "Hold/release",
+                                "",
+                                self.release_handle(holding.session, holding.handle),
+                            )
+                            .await;
+                        if let Err(e) = released {
+                            break Err(e);
+                        }
+                    }
+                    if tx.send(event(Event::Released(pb::Empty {}))).await.is_err() {
+                        break Ok(());
+                    }
+                }
+            }
+        };
+        if let Some(holding) = held.filter(|h| !h.gone) {
+            let _ = self.release_handle(holding.session, holding.handle).await;
+        }
+        if let Err(e) = ended {
+            let _ = tx.send(Err(e)).await;
+        }
+    }
+
+    /// A `Hold` stream's acquire: the claim, kept in the request's session as Acquire keeps
+    /// it, and what the stream follows of it.
+    async fn acquire_held(&self, req: pb::AcquireRequest) -> Result<(pb::Claim, Holding), Status> {
+        let want = want_of(&req)?;
+        let recipe = or(&req.recipe, want.world().default_recipe()).to_string();
+        self.measured("Hold/acquire", &recipe, async {
+            let session = self.session(req.session)?;
+            let named = claim_tag(req.session, &req.claim_id, req.retry)?;
+            let claim =
+                claim(self, &session, want, &recipe, &req.path, millis(req.timeout_ms), named).await?;
+            let (_, entry) = self.entry(req.session, claim.handle)?;
+            let lost = match entry.held.lock().await.as_ref() {
+                Some(held) => held.lost(),
+                None => return Err(wire::unknown_handle(format!("handle: {} was released", claim.handle))),
+            };
+            let holding = Holding {
+                session: req.session,
+                handle: claim.handle,
+                lost: Box::pin(lost),
+                ending: Box::pin(entry.ending()),
+                ended: entry.ended.subscribe(),
+                told: false,
+                gone: false,
+            };
+            Ok((claim, holding))
+        })
+        .await
+        .map(Response::into_inner)
+    }
+}
+
+/// The most bytes of a claim id.
+const MAX_CLAIM_ID: usize = 64;
+
+/// The name an Acquire gives its claim, if any ([`wazoo_runtime::ClaimTag`]).
+pub(super) fn claim_tag(
+    session: u64,
+    claim_id: &str,
+    retry: bool,
+) -> Result<Option<wazoo_runtime::ClaimTag>, Status> {
+    if claim_id.is_empty() {
+        if retry {
+            return Err(wire::invalid_argument("retry: a claim sent again needs its claim_id"));
+        }
+        return Ok(None);
+    }
+    if claim_id.len() > MAX_CLAIM_ID {
+        return Err(wire::invalid_argument(format!("claim_id: at most {MAX_CLAIM_ID} bytes")));
+    }
+    Ok(Some(wazoo_runtime::ClaimTag::new(session, claim_id, retry)))
+}
+
+/// What a claim node's name says it is (for one taken up with Resume).
+fn kind_of_node(node: &str) -> wazoo_runtime::ClaimKind {
+    use wazoo_runtime::ClaimKind;
+    let name = node.rsplit('/').next().unwrap_or(node);
+    if name.contains("__READ__") || name.contains("__rlock__") {
+        ClaimKind::Read
+    } else if name.contains("__WRIT__") {
+        ClaimKind::Write
+    } else if name.contains("-lease-") || node.contains("/leases/") {
+        ClaimKind::Lease
+    } else if name.contains("latch-") {
+        ClaimKind::Leadership
+    } else if name.contains("-lock-") || name.contains("__lock__") {
+        ClaimKind::Lock
+    } else {
+        ClaimKind::Membership
+    }
+}
+
+/// What an Acquire (or a `Hold` stream's acquire) asks for.
+fn want_of(req: &pb::AcquireRequest) -> Result<Want, Status> {
+    let family = pb::Family::try_from(req.family).map_err(|_| wire::invalid_argument("unknown family"))?;
+    Ok(match family {
+        pb::Family::Lock => Want::Lock,
+        pb::Family::ReadLock => Want::ReadWrite(Mode::Read),
+        pb::Family::WriteLock => Want::ReadWrite(Mode::Write),
+        pb::Family::Semaphore => Want::Lease { max_leases: req.max_leases },
+    })
+}
+
+/// Takes `want` at `path` for `session` with a fresh handle of `recipe`, and keeps it there.
+pub(super) async fn claim(
+    state: &State,
+    session: &ClientSession,
+    want: Want,
+    recipe: &str,
+    path: &str,
+    timeout: Option<Duration>,
+    named: Option<wazoo_runtime::ClaimTag>,
+) -> Result<pb::Claim, Status> {
+    let _reserved = state.room_for_handle(session)?;
+    let mut contender = session.host.contender(want, recipe).await.map_err(no_handle)?;
+    if let Some(tag) = named {
+        contender.name_claim(tag);
+    }
+    // A session that ends while its call waits (in a lock's queue) cancels the call, and
+    // closing the contender deletes the node it queued.
+    let granted = match session.while_open(contender.acquire(path, timeout)).await {
+        Ok(Ok(granted)) => granted,
+        Ok(Err(e)) => {
+            contender.close().await;
+            return Err(status(e));
+        }
+        Err(ended) => {
+            contender.close().await;
+            return Err(ended);
+        }
+    };
+    let claim = contender.claim(granted);
+    let (node, fencing_token, recipe_version) =
+        (claim.node().to_string(), claim.token(), wire::recipe_version(&claim));
+    let handle = state.keep(session, claim).await?;
+    Ok(pb::Claim { handle, node, fencing_token, recipe_version })
+}
