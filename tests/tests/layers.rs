@@ -411,8 +411,101 @@ struct Edge {
     evidence: String,
 }
 
+/// Methods of a type defined in a module other than the type's own (`impl HostState { … }` in
+/// `znode`, say): a call `.name(` or `Type::name(` anywhere depends on that module though it
+/// names no path. Only names that no other such impl and no type's own impl defines count, so
+/// a call resolves to one module.
+fn spread_methods(krate: &Crate) -> BTreeMap<String, ModPath> {
+    let own_module = |ty: &str| {
+        krate.modules.iter().find_map(|(path, m)| {
+            let text = &m.text[m.span.0..m.span.1];
+            ["struct ", "enum "]
+                .iter()
+                .any(|k| {
+                    text.match_indices(&format!("{k}{ty}")).any(|(at, found)| {
+                        text[at + found.len()..].bytes().next().is_some_and(|c| !is_ident(c))
+                    })
+                })
+                .then(|| path.clone())
+        })
+    };
+    let mut found: BTreeMap<String, Vec<ModPath>> = BTreeMap::new();
+    let mut own: BTreeSet<String> = BTreeSet::new();
+    for (path, module) in &krate.modules {
+        let text = &module.text;
+        let mut i = module.span.0;
+        while let Some(p) = text[i..module.span.1].find("impl") {
+            let at = i + p;
+            i = at + 4;
+            if (at > 0 && is_ident(text.as_bytes()[at - 1]))
+                || text[at + 4..].bytes().next().is_some_and(is_ident)
+            {
+                continue;
+            }
+            let Some(open) = text[at..module.span.1].find('{').map(|o| at + o) else { break };
+            let head = &text[at + 4..open];
+            if head.contains(" for ") || head.contains(';') {
+                continue;
+            }
+            let ty: String = head
+                .trim()
+                .trim_start_matches(|c| c == '<')
+                .rsplit(|c: char| c.is_whitespace() || c == '>')
+                .find(|w| !w.is_empty())
+                .unwrap_or("")
+                .rsplit("::")
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            let close = matching(text, open);
+            let spread = !ty.is_empty() && own_module(&ty).is_some_and(|m| &m != path);
+            let body = &text[open..close];
+            for (f, _) in body.match_indices("fn ") {
+                let name: String =
+                    body[f + 3..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                if name.is_empty() {
+                    continue;
+                }
+                if spread {
+                    found.entry(name).or_default().push(path.clone());
+                } else {
+                    own.insert(name);
+                }
+            }
+            i = close;
+        }
+    }
+    found
+        .into_iter()
+        .filter(|(name, at)| at.len() == 1 && !own.contains(name))
+        .map(|(name, mut at)| (name, at.remove(0)))
+        .collect()
+}
+
 fn edges(krate: &Crate) -> Vec<Edge> {
     let mut out = Vec::new();
+    let methods = spread_methods(krate);
+    for (path, module) in &krate.modules {
+        let text = &module.text[module.span.0..module.span.1];
+        for (name, to) in &methods {
+            if to.starts_with(path) || path.starts_with(to) {
+                continue;
+            }
+            let call = [format!(".{name}("), format!("::{name}(")];
+            if let Some(at) = call.iter().filter_map(|c| text.find(c.as_str())).min() {
+                let at = module.span.0 + at;
+                let line = module.text[..at].matches('\n').count() + 1;
+                let rel = module.file.strip_prefix(root()).unwrap_or(&module.file).display().to_string();
+                out.push(Edge {
+                    from: path.clone(),
+                    to: to.clone(),
+                    evidence: format!("{rel}:{line} calls {name}"),
+                });
+            }
+        }
+    }
     for (path, module) in &krate.modules {
         let skip = inline_spans(module);
         for (at, named) in references(module, &skip) {
@@ -599,6 +692,18 @@ fn the_check_finds_a_circle() {
 
     std::fs::write(src.join("a.rs"), "pub struct Thing;\n").unwrap();
     assert!(circles(&load("example", &src.join("lib.rs"))).is_empty());
+    // A method of `Thing` defined in `b`, called from `a`, where `b` names `a`: a circle no
+    // path shows.
+    std::fs::write(src.join("a.rs"), "pub struct Thing;\nfn f(t: &Thing) { t.helper_only_b_has(); }\n")
+        .unwrap();
+    std::fs::write(
+        src.join("b/c.rs"),
+        "pub struct Other;\nimpl crate::Thing { pub fn helper_only_b_has(&self) {} }\n",
+    )
+    .unwrap();
+    let found = circles(&load("example", &src.join("lib.rs")));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("src/a.rs:2 calls helper_only_b_has"), "{}", found[0]);
 }
 
 /// The crates' own arrows, as ARCHITECTURE.md's table states them: each crate's wazoo

@@ -5,6 +5,7 @@
 //! recipe handle is one component instance in its own sandboxed store ([`sandbox`]); the
 //! [`ledger`] deletes what a handle leaves behind.
 
+mod admit;
 mod bindings;
 pub mod claim;
 pub mod dynamic;
@@ -30,7 +31,6 @@ mod slots;
 mod state;
 pub mod stats;
 mod versions;
-mod waiting;
 mod watch;
 mod watched;
 mod watching;

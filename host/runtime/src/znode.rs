@@ -15,7 +15,6 @@ use crate::error::from_client;
 use crate::paths;
 use crate::retry::{backoff, retry, READ_RETRIES};
 use crate::state::HostState;
-use crate::stats::Stats;
 
 type Reply<T> = wasmtime::Result<Result<T, ZkError>>;
 
@@ -98,64 +97,6 @@ pub(crate) fn protect(
 }
 
 impl HostState {
-    /// Counts a ZooKeeper operation, refused once the host's operations per second are spent.
-    pub(crate) fn count_call(&self) -> Result<(), ZkError> {
-        let per_sec = self.shared.limits.ops_per_sec;
-        if !self.shared.usage.take_op(per_sec) {
-            Stats::bump(&self.shared.stats.limit_hits);
-            return Err(ZkError::LimitExceeded(format!(
-                "more than {per_sec} ZooKeeper operations per second"
-            )));
-        }
-        Stats::bump(&self.shared.stats.calls);
-        Ok(())
-    }
-
-    /// Room for `n` more nodes under the host's node limit.
-    fn admit_nodes(&self, n: usize) -> Result<(), ZkError> {
-        let max = self.shared.limits.max_znodes;
-        let now = self.shared.usage.znodes.load(std::sync::atomic::Ordering::Relaxed);
-        if max > 0 && now.max(0) as u64 + n as u64 > max {
-            Stats::bump(&self.shared.stats.limit_hits);
-            return Err(ZkError::LimitExceeded(format!("{now} nodes created; the limit is {max}")));
-        }
-        Ok(())
-    }
-
-    fn nodes_changed(&self, delta: i64) {
-        self.shared.usage.znodes.fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// A listing of at most the limit's children.
-    pub(crate) fn check_children(&self, n: usize) -> Result<(), ZkError> {
-        let max = self.shared.limits.max_children;
-        if n > max {
-            Stats::bump(&self.shared.stats.limit_hits);
-            return Err(ZkError::LimitExceeded(format!(
-                "the node has {n} children; a listing returns at most {max}"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Data within the per-node limit and the bytes-per-second budget (which it then spends).
-    fn check_data(&self, data: &[u8]) -> Result<(), ZkError> {
-        let max = self.shared.limits.max_data_bytes;
-        if data.len() > max {
-            Stats::bump(&self.shared.stats.limit_hits);
-            return Err(ZkError::LimitExceeded(format!(
-                "node data is {} bytes; the limit is {max}",
-                data.len()
-            )));
-        }
-        let per_sec = self.shared.limits.bytes_per_sec;
-        if !self.shared.usage.take_bytes(per_sec, data.len()) {
-            Stats::bump(&self.shared.stats.limit_hits);
-            return Err(ZkError::LimitExceeded(format!("more than {per_sec} bytes written per second")));
-        }
-        Ok(())
-    }
-
     async fn do_create(&mut self, path: String, data: Vec<u8>, mode: CreateMode) -> Result<Created, ZkError> {
         let create = self.prepare_create(path, data, mode)?;
         let live = self.live.clone();
