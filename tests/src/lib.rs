@@ -81,24 +81,10 @@ pub fn kazoo_recipes() -> Vec<String> {
         .collect()
 }
 
-/// Whether the manifest `text` declares the feature `feature`: a `feature = …` key in its
-/// `[features]` table. A line check (this crate has no TOML parser), enough for the recipe
-/// crates' plain manifests; `host/cli/build.rs` has the same check.
+/// Whether the manifest `text` declares the feature `feature` (a key of its `[features]` table).
 fn declares_feature(text: &str, feature: &str) -> bool {
-    let mut in_features = false;
-    for line in text.lines() {
-        let line = line.split('#').next().unwrap_or_default().trim();
-        if line.starts_with('[') {
-            in_features = line == "[features]";
-        } else if in_features {
-            if let Some((key, _)) = line.split_once('=') {
-                if key.trim().trim_matches('"') == feature {
-                    return true;
-                }
-            }
-        }
-    }
-    false
+    let manifest: toml::Table = text.parse().unwrap_or_else(|e| panic!("a recipe's Cargo.toml: {e}"));
+    manifest.get("features").and_then(toml::Value::as_table).is_some_and(|f| f.contains_key(feature))
 }
 
 /// The plugins directory, with the recipe components freshly built from this workspace, plus the
