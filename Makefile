@@ -52,7 +52,7 @@ demo: build
 	./target/release/wazoo demo
 
 test: build
-	$(CARGO) test --release --no-fail-fast --workspace --exclude wazoo-guest --exclude wazoo-misbehave $(foreach r,$(RECIPES),--exclude wazoo-$(r))
+	$(CARGO) test --release --no-fail-fast --workspace --exclude wazoo-guest --exclude wazoo-misbehave --exclude wazoo-baton $(foreach r,$(RECIPES),--exclude wazoo-$(r))
 	$(CARGO) test --target x86_64-unknown-linux-gnu -p wazoo-guest -p wazoo-cache
 	$(MAKE) publish-check
 

@@ -88,7 +88,8 @@ fn declares_feature(text: &str, feature: &str) -> bool {
 }
 
 /// The plugins directory, with the recipe components freshly built from this workspace, plus the
-/// test-only guests of `tests/guests/` (`misbehave`: traps, spins or grows on command), and the
+/// test-only guests of `tests/guests/` (`misbehave`: traps, spins or grows on command; `baton`:
+/// the example claim family, whose description stays out of this directory), and the
 /// kazoo-format builds of [`kazoo_recipes`] (`lock-kazoo`, …: the same crates with their feature
 /// `kazoo`, built into a target directory of their own as the Makefile does, since the other
 /// feature set writes the same output file).
@@ -99,6 +100,8 @@ pub fn plugins() -> PathBuf {
             let root = root();
             let mut components = recipes();
             components.push("misbehave".to_string());
+            // The example claim family of ARCHITECTURE.md (tests/tests/family.rs).
+            components.push("baton".to_string());
             let status = Command::new(env!("CARGO"))
                 .current_dir(&root)
                 .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir", "target/guests"])

@@ -5,6 +5,7 @@
 //! look, and its node and token are the ones the recipe returns when it acquires later.
 
 use std::time::Duration;
+use wazoo_runtime::family;
 
 use wazoo_proto::{recipes_client::RecipesClient, ContenderMode, HoldersKind, HoldersRequest};
 use wazoo_runtime::holders::{self, Contender, Contenders, Kind, State};
@@ -67,7 +68,7 @@ async fn a_lock_lists_its_holder_then_its_waiters_and_the_next_one_holds_after_a
     assert_ne!(s1, s2);
 
     let nobody = look(&checker, &path, None, None).await;
-    assert_eq!(nobody, Contenders { kind: Kind::Lock, contenders: vec![] }, "no such path: nobody");
+    assert_eq!(nobody, Contenders { kind: &family::LOCK, contenders: vec![] }, "no such path: nobody");
 
     let mut a = one.lock("lock").await.unwrap();
     let held_a = a.acquire(&path, None).await.unwrap();
@@ -83,7 +84,7 @@ async fn a_lock_lists_its_holder_then_its_waiters_and_the_next_one_holds_after_a
     }
 
     let seen = look(&checker, &path, None, None).await;
-    assert_eq!(seen.kind, Kind::Lock);
+    assert_eq!(seen.kind, &family::LOCK);
     assert_eq!(states(&seen), vec![Holds, Waits, Waits]);
     assert_eq!(sessions(&seen), vec![s1, s2, s1]);
     assert_eq!(
@@ -95,7 +96,7 @@ async fn a_lock_lists_its_holder_then_its_waiters_and_the_next_one_holds_after_a
     }
     well_formed(&seen.contenders, &path, "-lock-");
     assert_eq!(
-        look(&checker, &path, Some(Kind::Lock), Some(3)).await,
+        look(&checker, &path, Some(&family::LOCK), Some(3)).await,
         seen,
         "the kind given, leases ignored"
     );
@@ -143,7 +144,7 @@ async fn readers_share_until_a_writer_queues_and_the_rest_wait_behind_it() {
     }
 
     let seen = look(&checker, &path, None, None).await;
-    assert_eq!(seen.kind, Kind::ReadWrite);
+    assert_eq!(seen.kind, &family::RWLOCK);
     assert_eq!(states(&seen), vec![Holds, Holds, Waits, Waits]);
     let modes: Vec<Option<Mode>> = seen.contenders.iter().map(|c| c.mode).collect();
     assert_eq!(modes, vec![Some(Mode::Read), Some(Mode::Read), Some(Mode::Write), Some(Mode::Read)]);
@@ -153,7 +154,7 @@ async fn readers_share_until_a_writer_queues_and_the_rest_wait_behind_it() {
     for (c, marker) in seen.contenders.iter().zip(["__READ__", "__READ__", "__WRIT__", "__READ__"]) {
         well_formed(std::slice::from_ref(c), &path, marker);
     }
-    assert_eq!(look(&checker, &path, Some(Kind::ReadWrite), None).await, seen);
+    assert_eq!(look(&checker, &path, Some(&family::RWLOCK), None).await, seen);
 
     // One reader gone: the writer still waits for the other.
     r1.release().await.unwrap();
@@ -208,8 +209,8 @@ async fn a_semaphore_lists_its_lease_holders_the_waiting_lease_and_the_queue() {
         wait_children(&checker, dir, n).await;
     }
 
-    let seen = look(&checker, &path, Some(Kind::Semaphore), Some(2)).await;
-    assert_eq!(seen.kind, Kind::Semaphore);
+    let seen = look(&checker, &path, Some(&family::SEMAPHORE), Some(2)).await;
+    assert_eq!(seen.kind, &family::SEMAPHORE);
     assert_eq!(states(&seen), vec![Holds, Holds, Waits, Waits, Waits]);
     assert_eq!(sessions(&seen), vec![s1, s2, s3, s1, s2]);
     assert_eq!(nodes(&seen)[..2], [lease_a.node.clone(), lease_b.node.clone()]);
@@ -263,7 +264,7 @@ async fn a_semaphore_lists_its_lease_holders_the_waiting_lease_and_the_queue() {
     assert_eq!(nodes(&now), vec![lease_d.node.clone(), lease_e.node.clone()]);
     d.release().await.unwrap();
     e.release().await.unwrap();
-    assert!(look(&checker, &path, Some(Kind::Semaphore), None).await.contenders.is_empty());
+    assert!(look(&checker, &path, Some(&family::SEMAPHORE), None).await.contenders.is_empty());
     for h in [a, b, c, d, e] {
         h.close().await;
     }
@@ -292,7 +293,7 @@ async fn an_election_lists_its_leader_and_candidates_with_their_ids() {
     }
 
     let seen = look(&checker, &path, None, None).await;
-    assert_eq!(seen.kind, Kind::Election);
+    assert_eq!(seen.kind, &family::ELECTION);
     assert_eq!(states(&seen), vec![Holds, Waits, Waits]);
     let ids: Vec<&[u8]> = seen.contenders.iter().map(|c| c.data.as_slice()).collect();
     assert_eq!(ids, vec![&b"alpha"[..], b"beta", b"gamma"]);
@@ -302,7 +303,7 @@ async fn an_election_lists_its_leader_and_candidates_with_their_ids() {
         (term.node.as_str(), term.token)
     );
     well_formed(&seen.contenders, &path, "-latch-");
-    assert_eq!(look(&checker, &path, Some(Kind::Election), None).await, seen);
+    assert_eq!(look(&checker, &path, Some(&family::ELECTION), None).await, seen);
 
     alpha.resign().await.unwrap();
     let mut candidates = candidates.into_iter();
@@ -357,7 +358,7 @@ async fn curator_mutex_contenders_are_listed_as_curator_lists_them() {
     wait_children(&checker, &path, 3).await;
 
     let seen = look(&checker, &path, None, None).await;
-    assert_eq!(seen.kind, Kind::Lock);
+    assert_eq!(seen.kind, &family::LOCK);
     assert_eq!(nodes(&seen), participants(&mut viewer).await, "Curator's order");
     assert_eq!(seen.contenders[0].node, first_node, "Curator's holder");
     assert_eq!(states(&seen), vec![Holds, Waits, Waits]);
@@ -480,7 +481,7 @@ async fn curator_latch_participants_are_listed_as_curator_lists_them() {
             .collect()
     };
     let seen = look(&checker, &path, None, None).await;
-    assert_eq!(seen.kind, Kind::Election);
+    assert_eq!(seen.kind, &family::ELECTION);
     assert_eq!(as_curator(&seen), vec!["curator-1:leader", "wazoo-1:waits", "curator-2:waits"]);
     assert_eq!(as_curator(&seen), participants(&mut viewer).await);
     well_formed(&seen.contenders, &path, "-latch-");
@@ -538,7 +539,7 @@ async fn curator_semaphore_lease_nodes_are_the_ones_curator_lists() {
     wait_children(&checker, &locks, 2).await;
 
     let seen = look(&checker, &path, None, Some(2)).await;
-    assert_eq!(seen.kind, Kind::Semaphore);
+    assert_eq!(seen.kind, &family::SEMAPHORE);
     assert_eq!(states(&seen), vec![Holds, Holds, Waits, Waits]);
     assert_eq!(seen.contenders[1].node, lease.node);
     let s = sessions(&seen);
@@ -618,13 +619,14 @@ async fn the_daemon_answers_as_the_library_reads() {
         path: path.to_string(),
         kind: kind as i32,
         leases,
+        ..Default::default()
     };
     let cases = [
-        (ask(&rw_path, HoldersKind::Detect, None), Kind::ReadWrite),
-        (ask(&rw_path, HoldersKind::ReadWrite, None), Kind::ReadWrite),
-        (ask(&sem_path, HoldersKind::Detect, None), Kind::Semaphore),
-        (ask(&sem_path, HoldersKind::Semaphore, Some(1)), Kind::Semaphore),
-        (ask(&unique("holders-daemon-none"), HoldersKind::Election, None), Kind::Election),
+        (ask(&rw_path, HoldersKind::Detect, None), &family::RWLOCK),
+        (ask(&rw_path, HoldersKind::ReadWrite, None), &family::RWLOCK),
+        (ask(&sem_path, HoldersKind::Detect, None), &family::SEMAPHORE),
+        (ask(&sem_path, HoldersKind::Semaphore, Some(1)), &family::SEMAPHORE),
+        (ask(&unique("holders-daemon-none"), HoldersKind::Election, None), &family::ELECTION),
     ];
     for (request, kind) in cases {
         let asked = (request.path.clone(), request.kind, request.leases);
@@ -636,10 +638,11 @@ async fn the_daemon_answers_as_the_library_reads() {
         let read = look(&checker, &asked.0, given, asked.2).await;
         assert_eq!(read.kind, kind);
         let expected = match kind {
-            Kind::Lock => HoldersKind::Lock,
-            Kind::ReadWrite => HoldersKind::ReadWrite,
-            Kind::Semaphore => HoldersKind::Semaphore,
-            Kind::Election => HoldersKind::Election,
+            &family::LOCK => HoldersKind::Lock,
+            &family::RWLOCK => HoldersKind::ReadWrite,
+            &family::SEMAPHORE => HoldersKind::Semaphore,
+            &family::ELECTION => HoldersKind::Election,
+            other => panic!("{} has no holders", other.name),
         };
         assert_eq!(reply.kind, expected as i32, "{asked:?}");
         assert_eq!(reply.contenders.len(), read.contenders.len(), "{asked:?}");
@@ -719,7 +722,7 @@ async fn bad_input_and_unknown_names_are_errors_never_panics() {
         }
     }
     let path = unique("holders-bad");
-    match holders::read(&Zk::from_client(checker.clone()), &path, Some(Kind::Semaphore), Some(0)).await {
+    match holders::read(&Zk::from_client(checker.clone()), &path, Some(&family::SEMAPHORE), Some(0)).await {
         Err(ZkError::InvalidArgument(why)) => assert!(why.contains("lease"), "{why}"),
         other => panic!("leases 0: {other:?}"),
     }
@@ -732,7 +735,7 @@ async fn bad_input_and_unknown_names_are_errors_never_panics() {
         Err(ZkError::InvalidArgument(why)) => assert!(why.contains("pass the kind"), "{why}"),
         other => panic!("unknown names: {other:?}"),
     }
-    for kind in [Kind::Lock, Kind::ReadWrite, Kind::Semaphore, Kind::Election] {
+    for kind in [&family::LOCK, &family::RWLOCK, &family::SEMAPHORE, &family::ELECTION] {
         let seen = look(&checker, &path, Some(kind), None).await;
         assert_eq!(seen, Contenders { kind, contenders: vec![] });
     }
@@ -755,8 +758,8 @@ async fn bad_input_and_unknown_names_are_errors_never_panics() {
         }
         other => panic!("mixed names: {other:?}"),
     }
-    assert_eq!(nodes(&look(&checker, &mixed, Some(Kind::Lock), None).await), vec![held.node.clone()]);
-    let stray = look(&checker, &mixed, Some(Kind::Election), None).await;
+    assert_eq!(nodes(&look(&checker, &mixed, Some(&family::LOCK), None).await), vec![held.node.clone()]);
+    let stray = look(&checker, &mixed, Some(&family::ELECTION), None).await;
     assert_eq!((states(&stray), stray.contenders[0].data.as_slice()), (vec![Holds], &b"stray"[..]));
     lock.release().await.unwrap();
     lock.close().await;

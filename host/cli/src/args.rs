@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use clap::Args;
+use wazoo_runtime::family::Family;
 
 use crate::exit;
 
@@ -255,9 +256,8 @@ pub(crate) fn check_path(kind: &str, path: &str) -> anyhow::Result<()> {
 /// What a command waited for when its `--timeout` passed.
 #[derive(Clone, Copy)]
 pub(crate) enum Waited {
-    Lock,
-    Lease,
-    Leadership,
+    /// A claim of a family: its words are in its description.
+    Claim(&'static Family),
     QueueItem,
     BarrierDown,
 }
@@ -266,9 +266,7 @@ pub(crate) enum Waited {
 pub(crate) fn timed_out(waited: Waited, path: &str, timeout: Option<Duration>) -> u8 {
     let after = human(timeout.unwrap_or_default());
     match waited {
-        Waited::Lock => eprintln!("wazoo: timed out after {after} waiting for the lock at {path}"),
-        Waited::Lease => eprintln!("wazoo: no lease of {path} free after {after}"),
-        Waited::Leadership => eprintln!("wazoo: not leading {path} after {after}"),
+        Waited::Claim(family) => eprintln!("wazoo: {}", family.say(family.timed_out, path, None, &after)),
         Waited::QueueItem => eprintln!("wazoo: queue {path} empty after {after}"),
         Waited::BarrierDown => eprintln!("wazoo: barrier {path} still up after {after}"),
     }
@@ -282,11 +280,11 @@ pub(crate) fn not_held(waited: Waited, path: &str, wait: &WaitArgs) -> u8 {
         return wait.conflict_exit_code;
     }
     if wait.no_wait {
-        match waited {
-            Waited::Lease => eprintln!("wazoo: no lease of {path} free (--no-wait)"),
-            Waited::Leadership => eprintln!("wazoo: another leads {path} (--no-wait)"),
-            _ => eprintln!("wazoo: the lock at {path} is held by another (--no-wait)"),
-        }
+        let family = match waited {
+            Waited::Claim(family) => family,
+            _ => &wazoo_runtime::family::LOCK,
+        };
+        eprintln!("wazoo: {}", family.say(family.taken, path, None, ""));
     } else {
         timed_out(waited, path, wait.timeout);
     }

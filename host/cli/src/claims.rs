@@ -12,7 +12,6 @@ use wazoo_runtime::Want;
 
 use crate::args::{check_path, not_held, HoldArgs, Statuses, WaitArgs, Waited};
 use crate::backend::{Backend, Contender, Ending, Failure, Granted, Holding};
-use crate::cli::mode_name;
 use crate::supervise::{default_grace, exited, run_under, Caught, Cmd, Ended, Signals};
 use crate::{exit, show};
 
@@ -34,99 +33,47 @@ pub(crate) struct Asked<'a> {
 }
 
 impl Asked<'_> {
-    /// The path's kind, for the usage error of an invalid one.
-    fn path_kind(&self) -> &'static str {
-        match self.want {
-            Want::Lock | Want::ReadWrite(_) => "lock",
-            Want::Lease { .. } => "semaphore",
-            Want::Leadership { .. } => "election",
-            Want::Membership { .. } => "group",
-        }
-    }
-
     /// What is held, for messages ("lock at /x", "lease of /s").
     fn what(&self) -> String {
-        let path = self.path;
-        match &self.want {
-            Want::Lock => format!("lock at {path}"),
-            Want::ReadWrite(mode) => format!("{} lock at {path}", mode_name(*mode)),
-            Want::Lease { .. } => format!("lease of {path}"),
-            Want::Leadership { .. } => format!("leadership of {path}"),
-            Want::Membership { name, .. } => format!("membership of {path} as {name}"),
-        }
+        self.want.family().what(self.path, self.want.param().as_ref())
     }
 
     /// The context of a failure to get it.
     fn doing(&self) -> String {
-        let path = self.path;
-        match &self.want {
-            Want::Lease { .. } => format!("cannot take a lease of {path}"),
-            Want::Leadership { .. } => format!("cannot campaign in {path}"),
-            Want::Membership { .. } => format!("group {path}"),
-            _ => format!("cannot acquire the {}", self.what()),
-        }
+        let family = self.want.family();
+        family.say(family.failing, self.path, self.want.param().as_ref(), "")
     }
 
     fn waited(&self) -> Waited {
-        match self.want {
-            Want::Lease { .. } => Waited::Lease,
-            Want::Leadership { .. } => Waited::Leadership,
-            _ => Waited::Lock,
-        }
+        Waited::Claim(self.want.family())
     }
 
-    /// What is printed of the claim when there is no command ([`show::held`]). A member's node
-    /// is named by the group's path and its name.
+    /// What is printed of the claim when there is no command ([`show::held`]). A family whose
+    /// node is the claim's own name (a member) has no token.
     fn held(&self, granted: &Granted) -> show::Held {
         let path = self.path.to_string();
-        let (node, token) = (granted.node.clone(), Some(granted.token));
-        match &self.want {
-            Want::Lock => show::Held { path, node, token, named: None },
-            Want::ReadWrite(mode) => {
-                show::Held { path, node, token, named: Some(("mode", mode_name(*mode).to_string())) }
+        let named = self.want.param().map(|p| (p.key, p.value));
+        match self.want.family().node_env {
+            Some(_) => show::Held { path, node: granted.node.clone(), token: Some(granted.token), named },
+            None => {
+                let node = format!("{}/{}", self.path, named.as_ref().map_or("", |(_, v)| v.as_str()));
+                show::Held { path, node, token: None, named }
             }
-            Want::Lease { .. } => show::Held { path, node, token, named: None },
-            Want::Leadership { id } => show::Held { path, node, token, named: Some(("id", id.clone())) },
-            Want::Membership { name, .. } => show::Held {
-                node: format!("{path}/{name}"),
-                path,
-                token: None,
-                named: Some(("member", name.clone())),
-            },
         }
     }
 
     /// The environment of CMD.
     fn env(&self, granted: Granted) -> Vec<(String, String)> {
-        self.env_of(granted).into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-    }
-
-    fn env_of(&self, granted: Granted) -> Vec<(&'static str, String)> {
-        let path = self.path.to_string();
-        let Granted { node, token } = granted;
-        match &self.want {
-            Want::Lock | Want::ReadWrite(_) => {
-                let mut env = vec![("WAZOO_LOCK_PATH", path)];
-                if let Want::ReadWrite(mode) = self.want {
-                    env.push(("WAZOO_LOCK_MODE", mode_name(mode).to_string()));
-                }
-                env.push(("WAZOO_FENCING_TOKEN", token.to_string()));
-                env.push(("WAZOO_LOCK_NODE", node));
-                env
-            }
-            Want::Lease { .. } => vec![
-                ("WAZOO_FENCING_TOKEN", token.to_string()),
-                ("WAZOO_LEASE_NODE", node),
-                ("WAZOO_SEMAPHORE_PATH", path),
-            ],
-            Want::Leadership { id } => vec![
-                ("WAZOO_FENCING_TOKEN", token.to_string()),
-                ("WAZOO_LEADER_NODE", node),
-                ("WAZOO_ELECTION_PATH", path),
-                ("WAZOO_LEADER_ID", id.clone()),
-            ],
-            Want::Membership { name, .. } => vec![("WAZOO_GROUP_PATH", path), ("WAZOO_MEMBER", name.clone())],
+        let family = self.want.family();
+        let mut env = vec![(family.path_env.to_string(), self.path.to_string())];
+        if let Some(param) = self.want.param() {
+            env.push((param.env.to_string(), param.value));
         }
+        if let Some(node_env) = family.node_env {
+            env.push(("WAZOO_FENCING_TOKEN".to_string(), granted.token.to_string()));
+            env.push((node_env.to_string(), granted.node));
+        }
+        env
     }
 }
 
@@ -166,7 +113,7 @@ async fn term(
     extra: Vec<(String, String)>,
 ) -> anyhow::Result<Term> {
     // Refuse a bad path before asking anyone (the host checks it again for the recipe).
-    check_path(asked.path_kind(), asked.path)?;
+    check_path(asked.want.family().path_word, asked.path)?;
     let what = asked.what();
     let mut contender = match signals.interrupt(backend.contender(&asked.want, asked.recipe, &what)).await {
         Ok(contender) => contender?,
@@ -244,10 +191,7 @@ async fn noting_the_wait<T>(
         done = &mut acquiring => return done,
         () = tokio::time::sleep(WAIT_NOTICE) => {}
     }
-    let leases = match want {
-        Want::Lease { max_leases } => Some(*max_leases),
-        _ => None,
-    };
+    let leases = want.leases();
     let say = async {
         let Ok(found) = backend.holders(path, None, leases).await else { return };
         let holders: Vec<String> = found
@@ -257,7 +201,7 @@ async fn noting_the_wait<T>(
             .map(|c| {
                 // A leader's data is its id; a lock's is the recipe's own stamp, no one's name.
                 let data = String::from_utf8_lossy(&c.data);
-                let named = matches!(want, Want::Leadership { .. })
+                let named = want.family().data_names_holder
                     && !data.is_empty()
                     && data.len() <= 80
                     && !data.chars().any(char::is_control);
@@ -425,7 +369,7 @@ pub(crate) async fn claim_all(
         all.release_quietly().await;
         return match failed {
             Err(Failure::Timeout) => Ok(match run.wait {
-                Some(wait) => not_held(Waited::Lock, path, wait),
+                Some(wait) => not_held(Waited::Claim(&wazoo_runtime::family::LOCK), path, wait),
                 None => exit::FAILED,
             }),
             Err(failure) => Err(failure.into_error(format!("cannot acquire the {what}"))),

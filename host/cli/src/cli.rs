@@ -225,6 +225,32 @@ pub(crate) enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<String>,
     },
+    /// Run CMD while holding a claim of FAMILY at PATH: a family served from its description
+    /// (FAMILY.family.toml beside its claim recipe in the plugins directory; through a daemon,
+    /// in the daemon's too). Without CMD, hold it until a signal
+    Claim {
+        /// The family, as its description file names it
+        family: String,
+        /// Claim path, e.g. /app/batons/deploy
+        path: String,
+        /// The contender's node data, for a family whose description names it (shown by
+        /// `holders`, and given to CMD)
+        #[arg(long)]
+        data: Option<String>,
+        #[command(flatten)]
+        wait: WaitArgs,
+        #[command(flatten)]
+        hold: HoldArgs,
+        /// Without CMD: the `held` line as JSON, {"path","node","token"}
+        #[arg(long)]
+        json: bool,
+        /// Claim recipe component [default: the family's own]
+        #[arg(long)]
+        recipe: Option<String>,
+        /// The command to run and its arguments: everything after the path (or after `--`)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
     /// Share out the items among the members of PATH (kazoo SetPartitioner) and run CMD on this
     /// member's share (WAZOO_PARTITION: a file, one item a line); when the membership changes,
     /// stop CMD, share again and run it again
@@ -303,9 +329,10 @@ pub(crate) enum Command {
     /// in queue order, with their data, session and fencing token (exit status 1 if none)
     Holders {
         path: String,
-        /// lock, rwlock, semaphore or election [default: told by the node names]
+        /// lock, rwlock, semaphore, election, or a described family [default: told by the
+        /// node names]
         #[arg(long)]
-        kind: Option<wazoo_runtime::holders::Kind>,
+        kind: Option<String>,
         /// A semaphore's lease count: the first N lease nodes hold [default: every lease node
         /// but a waiting one]
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
@@ -561,6 +588,7 @@ impl Command {
             | Command::Rwlock { command, .. }
             | Command::Semaphore { command, .. }
             | Command::Elect { command, .. }
+            | Command::Claim { command, .. }
             | Command::Partition { command, .. }
             | Command::Register { command, .. }
             | Command::DoubleBarrier { command, .. }
@@ -1028,12 +1056,7 @@ pub(crate) enum RecipesCommand {
 }
 
 /// A read/write lock's mode as the commands say it: `read` or `write`.
-pub(crate) fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Read => "read",
-        Mode::Write => "write",
-    }
-}
+pub(crate) use wazoo_runtime::family::mode_name;
 
 fn parse_mode(text: &str) -> Result<Mode, String> {
     match text {

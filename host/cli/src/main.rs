@@ -203,6 +203,12 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
         _ => {}
     }
     let mut config = host_config(&cli)?;
+    // The families described beside the recipes, for the commands that serve them: `claim`,
+    // `holders` and the daemon. A description that cannot be read is refused here.
+    if matches!(cli.command, Command::Claim { .. } | Command::Holders { .. } | Command::Serve { .. }) {
+        wazoo_runtime::family::load_dir(&cli.plugins)
+            .map_err(|e| exit::usage(format!("family description {e}")))?;
+    }
     match (cli.command, &cli.server) {
         // Scaffolding asks neither ZooKeeper nor a daemon, with or without --server.
         (Command::New { command: NewCommand::Recipe { name, lang, dir, json } }, _) => {

@@ -91,6 +91,15 @@ const CMD_ENVIRONMENT: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     ("group join", &[("WAZOO_GROUP_PATH", "The group's path."), ("WAZOO_MEMBER", "This member's name.")]),
+    (
+        "claim",
+        &[
+            ("WAZOO_<FAMILY>_PATH", "The claim's path (FAMILY in capitals, - as _)."),
+            ("WAZOO_<FAMILY>_NODE", "The claim's node."),
+            ("WAZOO_FENCING_TOKEN", "The claim node's czxid."),
+            ("the description's data.env", "--data, for a family whose description names it."),
+        ],
+    ),
     ("partition", &[("WAZOO_PARTITION", "A file naming this member's items, one a line.")]),
 ];
 
@@ -150,6 +159,13 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
             ("wazoo elect /app/leader --id $(hostname) ./primary.sh", "Run ./primary.sh while leading."),
             ("wazoo elect --requeue /app/leader ./primary.sh", "Campaign again each time ./primary.sh ends."),
         ],
+    ),
+    (
+        "claim",
+        &[(
+            "wazoo claim baton /app/batons/release --data $(hostname) ./release.sh",
+            "Run ./release.sh holding the baton of a family described by baton.family.toml beside baton.wasm.",
+        )],
     ),
     (
         "group join",

@@ -474,8 +474,12 @@ impl Backend for Remote {
         kind: Option<Kind>,
         leases: Option<u32>,
     ) -> Result<Contenders, Failure> {
-        let request =
-            pb::HoldersRequest { path: path.to_string(), kind: convert::holders_kind(kind) as i32, leases };
+        let request = pb::HoldersRequest {
+            path: path.to_string(),
+            kind: convert::holders_kind(kind) as i32,
+            leases,
+            described: kind.filter(|k| k.is_described()).map(|k| k.name.to_string()).unwrap_or_default(),
+        };
         Ok(convert::contenders(self.answer(self.recipes().await?.holders(bounded(request)).await)?))
     }
 

@@ -553,6 +553,7 @@ impl LockOptions {
             recipe: self.recipe.clone(),
             claim_id: String::new(),
             retry: false,
+            ..Default::default()
         }
     }
 }
@@ -563,6 +564,9 @@ pub enum Ask {
     /// `Acquire`: the lock, the read or write side of a read/write lock, or a semaphore lease
     /// (`family`), and for a semaphore how many may hold it at once (`leases`).
     Acquire { family: pb::Family, leases: u32 },
+    /// `Acquire` of a family the daemon serves from its description (`described`), with the
+    /// contender's node `data`.
+    Described { family: String, data: Vec<u8> },
     /// `Campaign`: leadership of an election, as participant `id`.
     Campaign { id: String },
     /// `GroupJoin`: membership of a group, as member `name` with `data`.
@@ -673,6 +677,21 @@ impl Contender {
                     recipe,
                     claim_id,
                     retry,
+                    ..Default::default()
+                };
+                recipes.acquire(request).await
+            }
+            Ask::Described { family, data } => {
+                let request = pb::AcquireRequest {
+                    session,
+                    path,
+                    described: family.clone(),
+                    data: data.clone(),
+                    timeout_ms,
+                    recipe,
+                    claim_id,
+                    retry,
+                    ..Default::default()
                 };
                 recipes.acquire(request).await
             }

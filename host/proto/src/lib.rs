@@ -21,6 +21,26 @@ pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "
 /// The `domain` of the `google.rpc.ErrorInfo` the daemon's errors carry.
 pub const ERROR_DOMAIN: &str = "wazoo.v1";
 
+/// The claim families `Holders` reads, by the names the runtime's family table and the CLI give
+/// them, and their values on the wire. The one place a kind's name meets its number.
+const HOLDERS_KINDS: &[(&str, HoldersKind)] = &[
+    ("lock", HoldersKind::Lock),
+    ("rwlock", HoldersKind::ReadWrite),
+    ("semaphore", HoldersKind::Semaphore),
+    ("election", HoldersKind::Election),
+];
+
+/// The wire value of the kind named `name`: `Detect` for a name the wire has no value for (the
+/// daemon then tells the kind from the nodes).
+pub fn holders_kind(name: &str) -> HoldersKind {
+    HOLDERS_KINDS.iter().find(|(n, _)| *n == name).map_or(HoldersKind::Detect, |(_, k)| *k)
+}
+
+/// The name of the kind `kind` is on the wire; none for `Detect`.
+pub fn holders_kind_name(kind: HoldersKind) -> Option<&'static str> {
+    HOLDERS_KINDS.iter().find(|(_, k)| *k == kind).map(|(n, _)| *n)
+}
+
 impl ErrorKind {
     /// A status of `code` and `message` that carries this kind: its details are a
     /// `google.rpc.Status` (the same code and message) holding one `google.rpc.ErrorInfo`

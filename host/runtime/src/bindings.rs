@@ -91,7 +91,7 @@ macro_rules! families {
             }
 
             /// Checks that `pre`'s exports have this world's types. A config component may
-            /// also have those of `wazoo:recipes@0.1.0` ([`KazooCounterIndices`]).
+            /// also have those of `wazoo:recipes@0.1.0` ([`config_recipe_0_1_0`]).
             pub(crate) fn check_exports<T: 'static>(
                 self,
                 pre: &wasmtime::component::InstancePre<T>,
@@ -101,7 +101,9 @@ macro_rules! families {
                     World::Custom => custom::CustomPre::new(pre.clone()).map(drop),
                 };
                 let checked = match checked {
-                    Err(e) if self == World::Config => KazooCounterIndices::new(pre).map(drop).map_err(|_| e),
+                    Err(e) if self == World::Config => {
+                        config_recipe_0_1_0::ConfigRecipePre::new(pre.clone()).map(drop).map_err(|_| e)
+                    }
                     checked => checked,
                 };
                 checked.map_err(|e| anyhow::anyhow!("its exports do not have the types of {}: {e:#}", self.name()))
@@ -146,12 +148,16 @@ families! {
         export "registration", default "registration";
     /// `wazoo:recipes/cache-recipe`
     Cache => cache_recipe::CacheRecipePre, world "wazoo:recipes/cache-recipe", export "cache", default "cache";
+    /// `wazoo:recipes/claim-recipe`: the claim families served from their description alone
+    /// (`family`); each names its own default recipe.
+    Claim => claim_recipe::ClaimRecipePre, world "wazoo:recipes/claim-recipe", export "claim", default "";
 }
 
 pub(crate) use custom::wazoo::zk::{contention, persistent, session, types, watch, znode};
 pub(crate) use custom::CustomPre;
 
 pub use cache_recipe::exports::wazoo::recipes::cache::{Change as CacheChange, Node as CachedNode};
+pub use claim_recipe::exports::wazoo::recipes::claim::Held as ClaimHeld;
 pub use config_recipe::exports::wazoo::recipes::config::Entry;
 pub use config_recipe::exports::wazoo::recipes::counter::CounterFormat;
 pub use custom::wazoo::zk::types::{EventKind, Stat, WatchEvent, ZkError};
@@ -213,80 +219,39 @@ impl CounterFormat {
     }
 }
 
+/// `wazoo:recipes@0.1.0`'s config world, which the host still serves: `config` as today's, and a
+/// `counter` with only `value` and `add` (kazoo's format). Older versions the host accepts are
+/// kept as WIT, not as tables of exports: this one is `wit/old/recipes@0.1.0/recipes.wit`, read
+/// from a root of its own whose `deps/` holds the `wazoo:zk@0.1.2` it was last built on. It is not
+/// under `wit/deps/`, because every package there joins the resolve of `wit/` that the families
+/// above (and every guest) are generated from, and two versions of `wazoo:recipes` in one resolve
+/// make bindgen name the package's modules by version (`recipes0_1_2`) everywhere. Its
+/// `wazoo:zk` is today's bindings (`with`), so its `zk-error` is [`ZkError`]; a 0.1.0 component's
+/// imports (`wazoo:zk@0.1.0` to `0.1.2`) are linked to this host's later 0.1 by semver.
+pub(crate) mod config_recipe_0_1_0 {
+    wasmtime::component::bindgen!({
+        path: "../../wit/old/recipes@0.1.0",
+        world: "wazoo:recipes/config-recipe@0.1.0",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "wazoo:zk": super::custom::wazoo::zk },
+    });
+}
+
+impl From<config_recipe_0_1_0::exports::wazoo::recipes::config::Entry> for Entry {
+    /// 0.1.0's entry is today's.
+    fn from(e: config_recipe_0_1_0::exports::wazoo::recipes::config::Entry) -> Entry {
+        Entry { data: e.data, version: e.version }
+    }
+}
+
 /// The config family's bindings of one instance: of a component built against this host's
 /// `wazoo:recipes`, or of one built against 0.1.0, whose counter has no formats.
 pub(crate) enum ConfigBindings {
     Current(config_recipe::ConfigRecipe),
-    KazooOnly(KazooCounter),
-}
-
-impl ConfigBindings {
-    /// The `config` interface, the same in every version.
-    pub(crate) fn wazoo_recipes_config(&self) -> &config_recipe::exports::wazoo::recipes::config::Guest {
-        match self {
-            ConfigBindings::Current(b) => b.wazoo_recipes_config(),
-            ConfigBindings::KazooOnly(k) => &k.config,
-        }
-    }
-}
-
-/// The exports of a config component built against `wazoo:recipes@0.1.0`: `config` as today, and
-/// a `counter` with only `value` and `add` (kazoo's format).
-pub(crate) struct KazooCounter {
-    pub(crate) config: config_recipe::exports::wazoo::recipes::config::Guest,
-    pub(crate) value: wasmtime::component::TypedFunc<(String,), (Result<i64, ZkError>,)>,
-    pub(crate) add: wasmtime::component::TypedFunc<(String, i64), (Result<i64, ZkError>,)>,
-    /// The `wazoo:recipes` version it was built against, as its export names say.
-    pub(crate) built_against: String,
-}
-
-/// Where a `wazoo:recipes@0.1.0` config component's exports are, found before instantiating.
-pub(crate) struct KazooCounterIndices {
-    config: config_recipe::exports::wazoo::recipes::config::GuestIndices,
-    value: wasmtime::component::ComponentExportIndex,
-    add: wasmtime::component::ComponentExportIndex,
-    built_against: String,
-}
-
-impl KazooCounterIndices {
-    pub(crate) fn new<T: 'static>(
-        pre: &wasmtime::component::InstancePre<T>,
-    ) -> anyhow::Result<KazooCounterIndices> {
-        let component = pre.component();
-        let counter = World::Config.export().replace("/config@", "/counter@");
-        let engine = component.engine();
-        let built_against = component
-            .component_type()
-            .exports(engine)
-            .find_map(|(name, _)| Some(name.strip_prefix("wazoo:recipes/counter@")?.to_string()))
-            .ok_or_else(|| anyhow::anyhow!("no exported instance named `{counter}`"))?;
-        // Found by semver: the 0.1.0 export answers a lookup of this host's version.
-        let instance = component
-            .get_export_index(None, counter.as_str())
-            .ok_or_else(|| anyhow::anyhow!("no exported instance named `{counter}`"))?;
-        let function = |name: &str| {
-            component
-                .get_export_index(Some(&instance), name)
-                .ok_or_else(|| anyhow::anyhow!("instance export `{counter}` does not have export `{name}`"))
-        };
-        Ok(KazooCounterIndices {
-            config: config_recipe::exports::wazoo::recipes::config::GuestIndices::new(pre)?,
-            value: function("value")?,
-            add: function("add")?,
-            built_against,
-        })
-    }
-
-    pub(crate) fn load<T: 'static>(
-        self,
-        store: &mut wasmtime::Store<T>,
-        instance: &wasmtime::component::Instance,
-    ) -> anyhow::Result<KazooCounter> {
-        Ok(KazooCounter {
-            config: self.config.load(&mut *store, instance)?,
-            value: instance.get_typed_func(&mut *store, self.value)?,
-            add: instance.get_typed_func(&mut *store, self.add)?,
-            built_against: self.built_against,
-        })
-    }
+    KazooOnly {
+        bindings: config_recipe_0_1_0::ConfigRecipe,
+        /// The `wazoo:recipes` version it was built against, as its export names say.
+        built_against: String,
+    },
 }

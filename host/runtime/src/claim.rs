@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use crate::bindings::Mode;
 use crate::error::RecipeError;
+use crate::family::{self, mode_name, Family, Param, Said};
 use crate::handle::{BarrierHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle, QueueHandle};
-use crate::handle::{RwLockHandle, SemaphoreHandle};
+use crate::handle::{ClaimHandle, RwLockHandle, SemaphoreHandle};
 use crate::keeper::Live;
 use crate::loss::{lost, Lost};
 use crate::registry::{Version, World};
@@ -33,17 +34,49 @@ pub enum Want {
     Leadership { id: String },
     /// Membership of a group as `name`, with `data`.
     Membership { name: String, data: Vec<u8> },
+    /// A claim of a family served from its description (the `claim` world), with `data` as the
+    /// contender's node data.
+    Claim { family: &'static Family, data: Vec<u8> },
 }
 
 impl Want {
     /// The recipe world that serves it.
     pub fn world(&self) -> World {
+        self.family().world
+    }
+
+    /// Its family's description.
+    pub fn family(&self) -> &'static Family {
         match self {
-            Want::Lock => World::Lock,
-            Want::ReadWrite(_) => World::RwLock,
-            Want::Lease { .. } => World::Semaphore,
-            Want::Leadership { .. } => World::Election,
-            Want::Membership { .. } => World::Group,
+            Want::Lock => &family::LOCK,
+            Want::ReadWrite(_) => &family::RWLOCK,
+            Want::Lease { .. } => &family::SEMAPHORE,
+            Want::Leadership { .. } => &family::ELECTION,
+            Want::Membership { .. } => &family::GROUP,
+            Want::Claim { family, .. } => family,
+        }
+    }
+
+    /// The one thing it names besides its path, if any.
+    pub fn param(&self) -> Option<Param> {
+        let (key, env, value, said) = match self {
+            Want::ReadWrite(mode) => ("mode", "WAZOO_LOCK_MODE", mode_name(*mode).to_string(), Said::Before),
+            Want::Leadership { id } => ("id", "WAZOO_LEADER_ID", id.clone(), Said::No),
+            Want::Membership { name, .. } => ("member", "WAZOO_MEMBER", name.clone(), Said::AsName),
+            Want::Claim { family, data } => {
+                let spec = family.data.as_ref()?;
+                (spec.key, spec.env, String::from_utf8_lossy(data).into_owned(), Said::No)
+            }
+            Want::Lock | Want::Lease { .. } => return None,
+        };
+        Some(Param { key, env, value, said })
+    }
+
+    /// A semaphore's number of leases; none for other kinds.
+    pub fn leases(&self) -> Option<u32> {
+        match self {
+            Want::Lease { max_leases } => Some(*max_leases),
+            _ => None,
         }
     }
 
@@ -55,6 +88,7 @@ impl Want {
             Want::Lease { .. } => ClaimKind::Lease,
             Want::Leadership { .. } => ClaimKind::Leadership,
             Want::Membership { .. } => ClaimKind::Membership,
+            Want::Claim { .. } => ClaimKind::Described,
         }
     }
 }
@@ -76,6 +110,8 @@ pub enum ClaimKind {
     Participant,
     /// A custom recipe instance kept between calls, with whatever it owns.
     Instance,
+    /// A claim of a family served from its description.
+    Described,
 }
 
 /// The handle behind a claim.
@@ -85,6 +121,7 @@ pub(crate) enum Holder {
     Semaphore(SemaphoreHandle),
     Election(ElectionHandle),
     Group(GroupHandle),
+    Claim(ClaimHandle),
     Queue(QueueHandle),
     Barrier(BarrierHandle),
     Dynamic(DynamicHandle),
@@ -172,6 +209,7 @@ macro_rules! each {
             Holder::Semaphore($h) => $body,
             Holder::Election($h) => $body,
             Holder::Group($h) => $body,
+            Holder::Claim($h) => $body,
             Holder::Queue($h) => $body,
             Holder::Barrier($h) => $body,
             Holder::Dynamic($h) => $body,
@@ -197,6 +235,7 @@ impl Holder {
             Holder::Semaphore(h) => h.release().await,
             Holder::Election(h) => h.resign().await,
             Holder::Group(h) => h.leave().await,
+            Holder::Claim(h) => h.release().await,
             // Closing the handle deletes the claim (the item goes back to the queue), the
             // participant's node, the ephemeral item, or whatever the instance owns.
             Holder::Queue(_) | Holder::Barrier(_) | Holder::Dynamic(_) => Ok(()),
@@ -364,6 +403,9 @@ impl Contender {
                 // Membership has no wait, and no token: the member's node is its name.
                 h.join(path, name, data).await?;
                 (if path == "/" { format!("/{name}") } else { format!("{path}/{name}") }, 0)
+            }
+            (Holder::Claim(h), Want::Claim { data, .. }) => {
+                h.acquire(path, data, timeout).await.map(|g| (g.node, g.token))?
             }
             _ => unreachable!("a contender's handle is made for its want"),
         };

@@ -44,55 +44,16 @@
 use zookeeper_client::Client;
 
 use crate::error::from_client;
+use crate::family::{Family, Marker, Nodes};
 use crate::{paths, Mode, ZkError};
 
-/// Curator's node markers: the 10-digit sequence follows each.
-const LOCK: &str = "lock-";
-const READ: &str = "__READ__";
-/// Curator spells it WRIT, not WRITE.
-const WRITE: &str = "__WRIT__";
-const LATCH: &str = "latch-";
-const LEASE: &str = "lease-";
-/// A semaphore's two directories.
-const LEASES: &str = "leases";
-const LOCKS: &str = "locks";
 /// ZooKeeper's sequence suffix: `%010d`.
 const SEQUENCE_DIGITS: usize = 10;
 
-/// The kind of claim at a path, which says how its nodes are named and who holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Lock,
-    ReadWrite,
-    Semaphore,
-    Election,
-}
-
-impl Kind {
-    /// The name the CLI uses: `lock`, `rwlock`, `semaphore`, `election`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Lock => "lock",
-            Kind::ReadWrite => "rwlock",
-            Kind::Semaphore => "semaphore",
-            Kind::Election => "election",
-        }
-    }
-}
-
-impl std::str::FromStr for Kind {
-    type Err = String;
-
-    fn from_str(name: &str) -> Result<Kind, String> {
-        match name {
-            "lock" => Ok(Kind::Lock),
-            "rwlock" => Ok(Kind::ReadWrite),
-            "semaphore" => Ok(Kind::Semaphore),
-            "election" => Ok(Kind::Election),
-            other => Err(format!("unknown kind {other:?}: lock, rwlock, semaphore or election")),
-        }
-    }
-}
+/// The kind of claim at a path, which says how its nodes are named and who holds: a family
+/// whose contenders queue ([`Family::queued`]); its name is the CLI's (`lock`, `rwlock`,
+/// `semaphore`, `election`).
+pub type Kind = &'static Family;
 
 /// Where a contender stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,15 +115,21 @@ pub async fn read(
         Some(kind) => kind,
         None => match detect(path, &list(client, path).await?)? {
             Some(kind) => kind,
-            None => return Ok(Contenders { kind: Kind::Lock, contenders: Vec::new() }),
+            None => return Ok(Contenders { kind: &crate::family::LOCK, contenders: Vec::new() }),
         },
     };
-    let contenders = match kind {
-        Kind::Semaphore => semaphore(client, path, leases).await?,
-        _ => {
-            let queue = read_nodes(client, path, queued(kind, list(client, path).await?)).await?;
+    let contenders = match &kind.nodes {
+        Nodes::Leases { leases: lease_dir, lease, locks, lock } => {
+            let dirs = (paths::join(path, lease_dir), paths::join(path, locks));
+            semaphore(client, dirs, (lease, lock), leases).await?
+        }
+        Nodes::Queue(markers) => {
+            let queue = read_nodes(client, path, queued(markers, list(client, path).await?)).await?;
             let modes: Vec<Option<Mode>> = queue.iter().map(|c| c.mode).collect();
             queue.into_iter().zip(queue_states(&modes)).map(|(c, state)| Contender { state, ..c }).collect()
+        }
+        Nodes::Members => {
+            return Err(ZkError::InvalidArgument(format!("a {} has no queue to read", kind.name)))
         }
     };
     // Nobody of the kind asked for, at a path whose children are all of another kind: the
@@ -172,9 +139,7 @@ pub async fn read(
             if other != kind {
                 return Err(ZkError::InvalidArgument(format!(
                     "{path} is a {} (its children are in that format), not a {}: pass --kind {}",
-                    other.name(),
-                    kind.name(),
-                    other.name()
+                    other.name, kind.name, other.name
                 )));
             }
         }
@@ -183,10 +148,14 @@ pub async fn read(
 }
 
 /// The lease nodes, then the waiters' mutex nodes (see the module's notes).
-async fn semaphore(client: &Client, path: &str, leases: Option<u32>) -> Result<Vec<Contender>, ZkError> {
-    let (lease_dir, lock_dir) = (paths::join(path, LEASES), paths::join(path, LOCKS));
-    let lease_names = sequenced(list(client, &lease_dir).await?, LEASE, None);
-    let lock_names = sequenced(list(client, &lock_dir).await?, LOCK, None);
+async fn semaphore(
+    client: &Client,
+    (lease_dir, lock_dir): (String, String),
+    (lease, lock): (&str, &str),
+    leases: Option<u32>,
+) -> Result<Vec<Contender>, ZkError> {
+    let lease_names = sequenced(list(client, &lease_dir).await?, lease, None);
+    let lock_names = sequenced(list(client, &lock_dir).await?, lock, None);
     let held = read_nodes(client, &lease_dir, lease_names).await?;
     let waiting = read_nodes(client, &lock_dir, lock_names).await?;
     let owners: Vec<Owner> = held.iter().map(Owner::of).collect();
@@ -256,41 +225,33 @@ fn sequenced(children: Vec<String>, marker: &str, mode: Option<Mode>) -> Vec<Nam
     named
 }
 
-/// The contenders among `children` of a lock, read/write lock or election, in order.
-fn queued(kind: Kind, children: Vec<String>) -> Vec<Named> {
-    match kind {
-        Kind::Lock => sequenced(children, LOCK, None),
-        Kind::Election => sequenced(children, LATCH, None),
-        Kind::ReadWrite => {
-            let (writers, readers): (Vec<String>, Vec<String>) =
-                children.into_iter().partition(|name| sequence(name, WRITE).is_some());
-            let mut both = sequenced(readers, READ, Some(Mode::Read));
-            both.extend(sequenced(writers, WRITE, Some(Mode::Write)));
-            both.sort_by_key(|n| n.sequence);
-            both
-        }
-        Kind::Semaphore => Vec::new(),
+/// The contenders among `children` of a family that queues by `markers`, in order.
+fn queued(markers: &[Marker], children: Vec<String>) -> Vec<Named> {
+    let mut all: Vec<Named> = Vec::new();
+    let mut rest = children;
+    for marker in markers {
+        let (these, others): (Vec<String>, Vec<String>) =
+            rest.into_iter().partition(|name| sequence(name, marker.text).is_some());
+        all.extend(sequenced(these, marker.text, marker.mode));
+        rest = others;
     }
+    all.sort_by_key(|n| n.sequence);
+    all
 }
 
-/// The kind a child's name shows.
+/// The kind a child's name shows: the first family whose markers (or directories) it has.
 fn kind_of(name: &str) -> Option<Kind> {
-    if name == LEASES || name == LOCKS {
-        Some(Kind::Semaphore)
-    } else if sequence(name, LOCK).is_some() {
-        Some(Kind::Lock)
-    } else if sequence(name, READ).is_some() || sequence(name, WRITE).is_some() {
-        Some(Kind::ReadWrite)
-    } else if sequence(name, LATCH).is_some() {
-        Some(Kind::Election)
-    } else {
-        None
-    }
+    Family::queued().find(|family| match &family.nodes {
+        Nodes::Queue(markers) => markers.iter().any(|m| sequence(name, m.text).is_some()),
+        Nodes::Leases { leases, locks, .. } => name == *leases || name == *locks,
+        Nodes::Members => false,
+    })
 }
 
 /// The one kind all of `children` (of `path`) show; none when there are no children.
 fn detect(path: &str, children: &[String]) -> Result<Option<Kind>, ZkError> {
-    let pass = "pass the kind (lock, rwlock, semaphore or election)";
+    let names: Vec<&str> = Family::queued().map(|f| f.name).collect();
+    let pass = format!("pass the kind ({})", crate::family::or_list(&names));
     let mut found: Option<Kind> = None;
     for name in children {
         match (kind_of(name), found) {
@@ -302,8 +263,7 @@ fn detect(path: &str, children: &[String]) -> Result<Option<Kind>, ZkError> {
             (Some(kind), Some(seen)) if kind != seen => {
                 return Err(ZkError::InvalidArgument(format!(
                     "{path} has children of more than one kind ({} and {}); {pass}",
-                    seen.name(),
-                    kind.name()
+                    seen.name, kind.name
                 )))
             }
             (kind, _) => found = kind,
@@ -377,7 +337,19 @@ fn semaphore_states(leases: &[Owner], head: Option<Owner>, limit: Option<u32>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::family::{ELECTION, LOCK as LOCKS, RWLOCK, SEMAPHORE};
     use State::{Holds, Waits};
+
+    const LOCK: &str = "lock-";
+    const READ: &str = "__READ__";
+    const WRITE: &str = "__WRIT__";
+
+    fn markers(kind: Kind) -> &'static [Marker] {
+        match &kind.nodes {
+            Nodes::Queue(markers) => markers,
+            _ => &[],
+        }
+    }
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
@@ -401,12 +373,12 @@ mod tests {
     #[test]
     fn kinds_are_told_by_names() {
         let lock = names(&["_c_a-lock-0000000002", "_c_b-lock-0000000001"]);
-        assert_eq!(detect("/p", &lock).unwrap(), Some(Kind::Lock));
+        assert_eq!(detect("/p", &lock).unwrap(), Some(&LOCKS));
         let rw = names(&["_c_a-__READ__0000000001", "_c_b-__WRIT__0000000002"]);
-        assert_eq!(detect("/p", &rw).unwrap(), Some(Kind::ReadWrite));
-        assert_eq!(detect("/p", &names(&["_c_a-latch-0000000001"])).unwrap(), Some(Kind::Election));
-        assert_eq!(detect("/p", &names(&["leases", "locks"])).unwrap(), Some(Kind::Semaphore));
-        assert_eq!(detect("/p", &names(&["locks"])).unwrap(), Some(Kind::Semaphore));
+        assert_eq!(detect("/p", &rw).unwrap(), Some(&RWLOCK));
+        assert_eq!(detect("/p", &names(&["_c_a-latch-0000000001"])).unwrap(), Some(&ELECTION));
+        assert_eq!(detect("/p", &names(&["leases", "locks"])).unwrap(), Some(&SEMAPHORE));
+        assert_eq!(detect("/p", &names(&["locks"])).unwrap(), Some(&SEMAPHORE));
         assert_eq!(detect("/p", &[]).unwrap(), None);
         for bad in [names(&["_c_a-lock-0000000001", "_c_b-latch-0000000002"]), names(&["item-0000000001"])] {
             match detect("/p", &bad) {
@@ -425,7 +397,7 @@ mod tests {
             "_c_b-lock-0000000007",
             "_c_d-latch-0000000001",
         ]);
-        let order: Vec<i64> = queued(Kind::Lock, children).iter().map(|n| n.sequence).collect();
+        let order: Vec<i64> = queued(markers(&LOCKS), children).iter().map(|n| n.sequence).collect();
         assert_eq!(order, vec![3, 7, 10]);
         let children = names(&[
             "_c_w-__WRIT__0000000003",
@@ -435,7 +407,7 @@ mod tests {
             "_c_x-lock-0000000000",
         ]);
         let order: Vec<(i64, Option<Mode>)> =
-            queued(Kind::ReadWrite, children).iter().map(|n| (n.sequence, n.mode)).collect();
+            queued(markers(&RWLOCK), children).iter().map(|n| (n.sequence, n.mode)).collect();
         assert_eq!(
             order,
             vec![(1, Some(Mode::Read)), (2, Some(Mode::Read)), (3, Some(Mode::Write)), (4, Some(Mode::Read))]
@@ -482,9 +454,10 @@ mod tests {
 
     #[test]
     fn kind_names_round_trip() {
-        for kind in [Kind::Lock, Kind::ReadWrite, Kind::Semaphore, Kind::Election] {
-            assert_eq!(kind.name().parse::<Kind>(), Ok(kind));
+        for kind in [&LOCKS, &RWLOCK, &SEMAPHORE, &ELECTION] {
+            assert_eq!(Family::holders_kind(kind.name), Ok(kind));
         }
-        assert!("queue".parse::<Kind>().is_err());
+        assert!(Family::holders_kind("queue").is_err());
+        assert!(Family::holders_kind("group").is_err(), "a group has no queue");
     }
 }

@@ -8,14 +8,14 @@ use anyhow::{anyhow, bail};
 use wasmtime::Engine;
 
 use crate::bindings::{
-    BarrierRecipePre, CacheRecipePre, ConfigBindings, CustomPre, ElectionRecipePre, GroupRecipePre,
-    LockRecipePre, QueueRecipePre, RwlockRecipePre, SemaphoreRecipePre, TransactionRecipePre,
+    BarrierRecipePre, CacheRecipePre, ClaimRecipePre, ConfigBindings, CustomPre, ElectionRecipePre,
+    GroupRecipePre, LockRecipePre, QueueRecipePre, RwlockRecipePre, SemaphoreRecipePre, TransactionRecipePre,
 };
 use crate::claim::{Contender, Holder, Want, Warm};
 use crate::faults::Faults;
 use crate::handle::{
-    BarrierHandle, CacheHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle,
-    LockHandle, QueueHandle, RwLockHandle, Sandbox, SemaphoreHandle, TransactionHandle,
+    BarrierHandle, CacheHandle, ClaimHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle,
+    GroupHandle, LockHandle, QueueHandle, RwLockHandle, Sandbox, SemaphoreHandle, TransactionHandle,
 };
 use crate::keeper::{Keeper, KeeperConfig, Live};
 use crate::ledger::Ledger;
@@ -193,6 +193,7 @@ impl Host {
             Want::Lease { .. } => Holder::Semaphore(self.semaphore(recipe).await?),
             Want::Leadership { .. } => Holder::Election(self.election(recipe).await?),
             Want::Membership { .. } => Holder::Group(self.group(recipe).await?),
+            Want::Claim { .. } => Holder::Claim(self.claim(recipe).await?),
         })
     }
 
@@ -220,6 +221,12 @@ impl Host {
     /// A new leader election handle.
     pub async fn election(&self, recipe: &str) -> anyhow::Result<ElectionHandle> {
         instantiate!(self, recipe, World::Election, ElectionRecipePre, ElectionHandle)
+    }
+
+    /// A new handle of a claim recipe (`wazoo:recipes/claim-recipe`), for a family served from
+    /// its description.
+    pub async fn claim(&self, recipe: &str) -> anyhow::Result<ClaimHandle> {
+        instantiate!(self, recipe, World::Claim, ClaimRecipePre, ClaimHandle)
     }
 
     /// A new barrier handle.
@@ -622,17 +629,24 @@ mod tests {
 }
 
 /// Instantiates a config component with the bindings its exports have: of this host's
-/// `wazoo:recipes`, or of 0.1.0, whose counter has no formats.
+/// `wazoo:recipes`, or of 0.1.0 (`config_recipe_0_1_0`, from its WIT), whose counter has no formats.
 async fn instantiate_config(
     pre: &wasmtime::component::InstancePre<HostState>,
     store: &mut wasmtime::Store<HostState>,
 ) -> anyhow::Result<ConfigBindings> {
-    use crate::bindings::{config_recipe::ConfigRecipePre, KazooCounterIndices};
+    use crate::bindings::{config_recipe::ConfigRecipePre, config_recipe_0_1_0};
     use crate::error::from_wasmtime;
     if let Ok(typed) = ConfigRecipePre::new(pre.clone()) {
         return Ok(ConfigBindings::Current(typed.instantiate_async(store).await.map_err(from_wasmtime)?));
     }
-    let indices = KazooCounterIndices::new(pre)?;
-    let instance = pre.instantiate_async(&mut *store).await.map_err(from_wasmtime)?;
-    Ok(ConfigBindings::KazooOnly(indices.load(store, &instance)?))
+    let typed = config_recipe_0_1_0::ConfigRecipePre::new(pre.clone())?;
+    // The version its export names say (its counter is found by semver, so it may not be 0.1.0).
+    let component = pre.component();
+    let built_against = component
+        .component_type()
+        .exports(component.engine())
+        .find_map(|(name, _)| Some(name.strip_prefix("wazoo:recipes/counter@")?.to_string()))
+        .ok_or_else(|| anyhow!("no exported instance named `wazoo:recipes/counter@0.1.0`"))?;
+    let bindings = typed.instantiate_async(store).await.map_err(from_wasmtime)?;
+    Ok(ConfigBindings::KazooOnly { bindings, built_against })
 }

@@ -11,6 +11,7 @@ pub mod claim;
 pub mod dynamic;
 pub mod embedded;
 pub mod error;
+pub mod family;
 pub mod faults;
 pub mod fence;
 mod handle;
@@ -38,14 +39,14 @@ pub mod zk;
 mod znode;
 
 pub use bindings::{
-    Ballot, CacheChange, CachedNode, CounterFormat, Entry, EventKind, Held, Item, LeaderInfo, Leadership,
-    Lease, Member, Membership, Mode, Outcome, RwHeld, Stat, Tended, TxMode, WatchEvent, ZkError,
+    Ballot, CacheChange, CachedNode, ClaimHeld, CounterFormat, Entry, EventKind, Held, Item, LeaderInfo,
+    Leadership, Lease, Member, Membership, Mode, Outcome, RwHeld, Stat, Tended, TxMode, WatchEvent, ZkError,
 };
 pub use claim::{Claim, ClaimKind, Contender, Granted, Want};
 pub use error::RecipeError;
 pub use handle::{
-    BarrierHandle, CacheHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle, GroupHandle,
-    LockHandle, QueueHandle, RwLockHandle, SemaphoreHandle, TransactionHandle,
+    BarrierHandle, CacheHandle, ClaimHandle, ConfigHandle, CustomHandle, DynamicHandle, ElectionHandle,
+    GroupHandle, LockHandle, QueueHandle, RwLockHandle, SemaphoreHandle, TransactionHandle,
 };
 pub use host::{Host, HostConfig};
 pub use keeper::{KeeperConfig, Live, SessionEnd, ZkTls};

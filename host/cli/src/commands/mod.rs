@@ -13,6 +13,7 @@ pub(crate) mod zk;
 
 use std::time::Duration;
 
+use wazoo_runtime::family::Family;
 use wazoo_runtime::{Want, World};
 
 use crate::args;
@@ -47,6 +48,14 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
             let run = Run { wait: Some(&wait), hold: &hold, command: &command, json };
             let paths: Vec<String> = std::iter::once(path).chain(also).collect();
             claims::claim_all(backend, &paths, &recipe, run).await
+        }
+        Command::Claim { family, path, data, wait, hold, json, recipe, command } => {
+            let family = described(&family, data.is_some())?;
+            let want = Want::Claim { family, data: data.unwrap_or_default().into_bytes() };
+            let recipe = recipe.unwrap_or_else(|| family.recipe.to_string());
+            let asked = Asked { want, path: &path, recipe: &recipe };
+            claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command, json })
+                .await
         }
         Command::Rwlock { mode, path, wait, hold, json, recipe, command } => {
             let asked = Asked { want: Want::ReadWrite(mode), path: &path, recipe: &recipe };
@@ -138,6 +147,12 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
             observe::leader(backend, &path, watch, &recipe, json).await
         }
         Command::Holders { path, kind, leases, json } => {
+            let kind = match kind {
+                Some(name) => {
+                    Some(Family::holders_kind(&name).map_err(|e| exit::usage(format!("--kind: {e}")))?)
+                }
+                None => None,
+            };
             observe::holders(backend, &path, kind, leases, json).await
         }
         Command::Revoke { node, grace, json } => observe::revoke(backend, &node, grace, json).await,
@@ -185,4 +200,37 @@ fn local_only(name: &str) -> u8 {
 fn default_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     format!("{}-{}", host.trim(), std::process::id())
+}
+
+/// The described family `name` for `wazoo claim`, or a usage error saying where it is described.
+fn described(name: &str, with_data: bool) -> anyhow::Result<&'static Family> {
+    let family = match Family::named(name) {
+        Some(family) if family.is_described() => family,
+        Some(family) => {
+            return Err(exit::usage(format!(
+                "{name} is a standard family: use `wazoo {}` (`wazoo claim` takes a described family)",
+                match family.name {
+                    "election" => "elect",
+                    "group" => "group join",
+                    other => other,
+                }
+            )))
+        }
+        None => {
+            let known: Vec<&str> =
+                Family::all().into_iter().filter(|f| f.is_described()).map(|f| f.name).collect();
+            let known = match known.is_empty() {
+                true => "none is described".to_string(),
+                false => format!("described: {}", known.join(", ")),
+            };
+            return Err(exit::usage(format!(
+                "no family {name:?}: describe it in {name}{} in the plugins directory ({known})",
+                wazoo_runtime::family::DESCRIPTION
+            )));
+        }
+    };
+    if with_data && family.data.is_none() {
+        return Err(exit::usage(format!("the family {name} takes no --data (its description names none)")));
+    }
+    Ok(family)
 }

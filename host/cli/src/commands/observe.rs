@@ -87,7 +87,7 @@ pub(crate) async fn holders(
         session: c.session,
         data: &c.data,
     });
-    show::contenders(json, found.kind.name(), rows);
+    show::contenders(json, found.kind.name, rows);
     Ok(if found.contenders.is_empty() { no_holders(path) } else { 0 })
 }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use wazoo_client::Ask;
 use wazoo_proto as pb;
+use wazoo_runtime::family::{self, Family};
 use wazoo_runtime::fence::{Holder, Written};
 use wazoo_runtime::holders::{Contender, Contenders, Kind, State};
 use wazoo_runtime::{
@@ -46,19 +47,15 @@ pub(super) fn leader(event: pb::LeaderEvent) -> Option<LeaderInfo> {
 pub(super) fn holders_kind(kind: Option<Kind>) -> pb::HoldersKind {
     match kind {
         None => pb::HoldersKind::Detect,
-        Some(Kind::Lock) => pb::HoldersKind::Lock,
-        Some(Kind::ReadWrite) => pb::HoldersKind::ReadWrite,
-        Some(Kind::Semaphore) => pb::HoldersKind::Semaphore,
-        Some(Kind::Election) => pb::HoldersKind::Election,
+        Some(kind) => wazoo_proto::holders_kind(kind.name),
     }
 }
 
 pub(super) fn contenders(reply: pb::HoldersReply) -> Contenders {
-    let kind = match reply.kind() {
-        pb::HoldersKind::ReadWrite => Kind::ReadWrite,
-        pb::HoldersKind::Semaphore => Kind::Semaphore,
-        pb::HoldersKind::Election => Kind::Election,
-        pb::HoldersKind::Lock | pb::HoldersKind::Detect => Kind::Lock,
+    let kind = match reply.described.as_str() {
+        "" => wazoo_proto::holders_kind_name(reply.kind()).and_then(Family::named).unwrap_or(&family::LOCK),
+        // A family the daemon describes and this side does not: labelled by its name.
+        described => Family::named(described).unwrap_or_else(|| family::unknown(described)),
     };
     let contenders = reply
         .contenders
@@ -172,6 +169,9 @@ pub(super) fn ask(want: &Want) -> Ask {
         Want::Lease { max_leases } => Ask::Acquire { family: pb::Family::Semaphore, leases: *max_leases },
         Want::Leadership { id } => Ask::Campaign { id: id.clone() },
         Want::Membership { name, data } => Ask::Join { name: name.clone(), data: data.clone() },
+        Want::Claim { family, data } => {
+            Ask::Described { family: family.name.to_string(), data: data.clone() }
+        }
     }
 }
 
@@ -250,7 +250,7 @@ mod tests {
             ],
         };
         let found = contenders(reply);
-        assert_eq!(found.kind, Kind::ReadWrite);
+        assert_eq!(found.kind, &family::RWLOCK);
         let seen: Vec<_> = found.contenders.iter().map(|c| (c.sequence, c.state, c.mode)).collect();
         assert_eq!(seen, [(1, State::Holds, Some(Mode::Read)), (2, State::Waits, Some(Mode::Write))]);
         assert_eq!(holders_kind(None), pb::HoldersKind::Detect);

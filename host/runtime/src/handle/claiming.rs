@@ -1,15 +1,17 @@
-//! The handles that take claims: lock, read/write lock, leader election, semaphore, group.
+//! The handles that take claims: lock, read/write lock, leader election, semaphore, group, and
+//! a claim of a family served from its description (`ClaimHandle`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::{HasBindings, Sandbox};
+use crate::bindings::claim_recipe::ClaimRecipe;
 use crate::bindings::election_recipe::ElectionRecipe;
 use crate::bindings::group_recipe::GroupRecipe;
 use crate::bindings::lock_recipe::LockRecipe;
 use crate::bindings::rwlock_recipe::RwlockRecipe;
 use crate::bindings::semaphore_recipe::SemaphoreRecipe;
-use crate::bindings::{Held, LeaderInfo, Leadership, Lease, Membership, Mode, RwHeld};
+use crate::bindings::{ClaimHeld, Held, LeaderInfo, Leadership, Lease, Membership, Mode, RwHeld};
 use crate::error::RecipeError;
 use crate::keeper::Live;
 use crate::loss::Lost;
@@ -255,5 +257,41 @@ impl GroupHandle {
     ) -> Result<Membership, RecipeError> {
         let ms = timeout.map(|t| t.as_millis() as u64);
         Ok(call!(self, wazoo_recipes_group.call_watch(path, known, ms))?)
+    }
+}
+
+/// A handle on one claim recipe instance (`wazoo:recipes/claim-recipe`): the one handle of every
+/// family served from its description ([`crate::family`]).
+pub struct ClaimHandle {
+    sandbox: Sandbox,
+    bindings: ClaimRecipe,
+    node: Option<String>,
+}
+
+impl HasBindings for ClaimHandle {
+    type Bindings = ClaimRecipe;
+}
+
+handle_basics!(ClaimHandle);
+
+impl ClaimHandle {
+    /// Blocks until a claim at `path` is held, with `data` as the contender's node data, or
+    /// `timeout` passes.
+    pub async fn acquire(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        timeout: Option<Duration>,
+    ) -> Result<ClaimHeld, RecipeError> {
+        let ms = timeout.map(|t| t.as_millis() as u64);
+        let held = call!(self, wazoo_recipes_claim.call_acquire(path, data, ms))?;
+        self.claimed(Some(&held.node));
+        Ok(held)
+    }
+
+    pub async fn release(&mut self) -> Result<(), RecipeError> {
+        call!(self, wazoo_recipes_claim.call_release())?;
+        self.claimed(None);
+        Ok(())
     }
 }

@@ -125,7 +125,16 @@ handle_basics!(ConfigHandle);
 impl ConfigHandle {
     /// The value at `path`, or none.
     pub async fn get(&mut self, path: &str) -> Result<Option<Entry>, RecipeError> {
-        Ok(call!(self, wazoo_recipes_config.call_get(path))?)
+        self.sandbox.enter()?;
+        let store = &mut self.sandbox.store;
+        let result = match &self.bindings {
+            ConfigBindings::Current(b) => b.wazoo_recipes_config().call_get(store, path).await,
+            ConfigBindings::KazooOnly { bindings, .. } => {
+                let got = bindings.wazoo_recipes_config().call_get(store, path).await;
+                got.map(|r| r.map(|entry| entry.map(Entry::from)))
+            }
+        };
+        Ok(self.sandbox.leave(result).await??)
     }
 
     /// Writes `data` (compare-and-set with `expected_version`); returns the new version.
@@ -135,7 +144,17 @@ impl ConfigHandle {
         data: &[u8],
         expected_version: Option<i32>,
     ) -> Result<i32, RecipeError> {
-        Ok(call!(self, wazoo_recipes_config.call_set(path, data, expected_version))?)
+        self.sandbox.enter()?;
+        let store = &mut self.sandbox.store;
+        let result = match &self.bindings {
+            ConfigBindings::Current(b) => {
+                b.wazoo_recipes_config().call_set(store, path, data, expected_version).await
+            }
+            ConfigBindings::KazooOnly { bindings, .. } => {
+                bindings.wazoo_recipes_config().call_set(store, path, data, expected_version).await
+            }
+        };
+        Ok(self.sandbox.leave(result).await??)
     }
 
     /// Blocks until the version differs from `known`, or `timeout` passes.
@@ -146,7 +165,16 @@ impl ConfigHandle {
         timeout: Option<Duration>,
     ) -> Result<Option<Entry>, RecipeError> {
         let ms = timeout.map(|t| t.as_millis() as u64);
-        Ok(call!(self, wazoo_recipes_config.call_watch(path, known, ms))?)
+        self.sandbox.enter()?;
+        let store = &mut self.sandbox.store;
+        let result = match &self.bindings {
+            ConfigBindings::Current(b) => b.wazoo_recipes_config().call_watch(store, path, known, ms).await,
+            ConfigBindings::KazooOnly { bindings, .. } => {
+                let seen = bindings.wazoo_recipes_config().call_watch(store, path, known, ms).await;
+                seen.map(|r| r.map(|entry| entry.map(Entry::from)))
+            }
+        };
+        Ok(self.sandbox.leave(result).await??)
     }
 
     /// The counter at `path` in kazoo's format (0 when absent).
@@ -166,10 +194,10 @@ impl ConfigHandle {
             ConfigBindings::Current(b) => {
                 b.wazoo_recipes_counter().call_value_in(&mut self.sandbox.store, path, format).await
             }
-            ConfigBindings::KazooOnly(k) => match self.kazoo_only(format, &k.built_against) {
-                Ok(()) => {
-                    k.value.call_async(&mut self.sandbox.store, (path.to_string(),)).await.map(|(r,)| r)
-                }
+            ConfigBindings::KazooOnly { bindings, built_against } => match self
+                .kazoo_only(format, built_against)
+            {
+                Ok(()) => bindings.wazoo_recipes_counter().call_value(&mut self.sandbox.store, path).await,
                 Err(e) => Ok(Err(e)),
             },
         };
@@ -188,12 +216,14 @@ impl ConfigHandle {
             ConfigBindings::Current(b) => {
                 b.wazoo_recipes_counter().call_add_in(&mut self.sandbox.store, path, delta, format).await
             }
-            ConfigBindings::KazooOnly(k) => match self.kazoo_only(format, &k.built_against) {
-                Ok(()) => {
-                    k.add.call_async(&mut self.sandbox.store, (path.to_string(), delta)).await.map(|(r,)| r)
+            ConfigBindings::KazooOnly { bindings, built_against } => {
+                match self.kazoo_only(format, built_against) {
+                    Ok(()) => {
+                        bindings.wazoo_recipes_counter().call_add(&mut self.sandbox.store, path, delta).await
+                    }
+                    Err(e) => Ok(Err(e)),
                 }
-                Err(e) => Ok(Err(e)),
-            },
+            }
         };
         Ok(self.sandbox.leave(result).await??)
     }

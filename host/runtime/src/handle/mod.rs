@@ -201,6 +201,6 @@ mod custom;
 mod data;
 
 pub use cache::CacheHandle;
-pub use claiming::{ElectionHandle, GroupHandle, LockHandle, RwLockHandle, SemaphoreHandle};
+pub use claiming::{ClaimHandle, ElectionHandle, GroupHandle, LockHandle, RwLockHandle, SemaphoreHandle};
 pub use custom::{CustomHandle, DynamicHandle};
 pub use data::{BarrierHandle, ConfigHandle, QueueHandle, TransactionHandle};

@@ -24,7 +24,7 @@ pub(super) async fn acquire(
 ) -> Result<Response<pb::Claim>, Status> {
     let req = request.into_inner();
     let want = want_of(&req)?;
-    let recipe = or(&req.recipe, want.world().default_recipe()).to_string();
+    let recipe = or(&req.recipe, want.family().recipe).to_string();
     service
         .measured("Acquire", &recipe, async {
             let session = service.session(req.session)?;
@@ -299,7 +299,7 @@ impl Service {
     /// it, and what the stream follows of it.
     async fn acquire_held(&self, req: pb::AcquireRequest) -> Result<(pb::Claim, Holding), Status> {
         let want = want_of(&req)?;
-        let recipe = or(&req.recipe, want.world().default_recipe()).to_string();
+        let recipe = or(&req.recipe, want.family().recipe).to_string();
         self.measured("Hold/acquire", &recipe, async {
             let session = self.session(req.session)?;
             let named = claim_tag(req.session, &req.claim_id, req.retry)?;
@@ -351,7 +351,15 @@ pub(super) fn claim_tag(
 fn kind_of_node(node: &str) -> wazoo_runtime::ClaimKind {
     use wazoo_runtime::ClaimKind;
     let name = node.rsplit('/').next().unwrap_or(node);
-    if name.contains("__READ__") || name.contains("__rlock__") {
+    let described = wazoo_runtime::family::Family::all().into_iter().filter(|f| f.is_described()).any(|f| {
+        let split = name.len().saturating_sub(10);
+        let head = name.get(..split).unwrap_or("");
+        let sequenced = name.get(split..).is_some_and(|d| d.len() == 10 && d.bytes().all(|b| b.is_ascii_digit()));
+        sequenced && matches!(&f.nodes, wazoo_runtime::family::Nodes::Queue(markers) if markers.iter().any(|m| head.ends_with(m.text)))
+    });
+    if described {
+        ClaimKind::Described
+    } else if name.contains("__READ__") || name.contains("__rlock__") {
         ClaimKind::Read
     } else if name.contains("__WRIT__") {
         ClaimKind::Write
@@ -368,6 +376,17 @@ fn kind_of_node(node: &str) -> wazoo_runtime::ClaimKind {
 
 /// What an Acquire (or a `Hold` stream's acquire) asks for.
 fn want_of(req: &pb::AcquireRequest) -> Result<Want, Status> {
+    if !req.described.is_empty() {
+        return match wazoo_runtime::family::Family::named(&req.described) {
+            Some(family) if family.is_described() => Ok(Want::Claim { family, data: req.data.clone() }),
+            _ => Err(wire::invalid_argument(format!(
+                "described: this daemon describes no family {:?} (no {}{} in its plugins directory)",
+                req.described,
+                req.described,
+                wazoo_runtime::family::DESCRIPTION
+            ))),
+        };
+    }
     let family = pb::Family::try_from(req.family).map_err(|_| wire::invalid_argument("unknown family"))?;
     Ok(match family {
         pb::Family::Lock => Want::Lock,

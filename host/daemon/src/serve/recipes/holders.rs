@@ -7,6 +7,7 @@ use tonic::{Request, Response, Status};
 use super::Service;
 use crate::wire::{self, status};
 use wazoo_runtime::error::RecipeError;
+use wazoo_runtime::family::Family;
 use wazoo_runtime::holders::{self, Contenders, Kind, State};
 use wazoo_runtime::Mode;
 
@@ -19,7 +20,17 @@ pub(super) async fn holders(
     let req = request.into_inner();
     service
         .measured("Holders", "holders", async {
-            let kind = kind_of(req.kind)?;
+            let kind = match req.described.as_str() {
+                "" => kind_of(req.kind)?,
+                name => match Family::named(name).filter(|f| f.is_described()) {
+                    Some(family) => Some(family),
+                    None => {
+                        return Err(wire::invalid_argument(format!(
+                            "described: this daemon describes no family {name:?}"
+                        )))
+                    }
+                },
+            };
             // A tenant's client is rooted in its namespace, as for FenceCheck.
             let live = service.live().await?;
             let found = holders::read(&live.zk(), &req.path, kind, req.leases)
@@ -34,22 +45,17 @@ pub(super) async fn holders(
 fn kind_of(kind: i32) -> Result<Option<Kind>, Status> {
     Ok(match pb::HoldersKind::try_from(kind) {
         Ok(pb::HoldersKind::Detect) => None,
-        Ok(pb::HoldersKind::Lock) => Some(Kind::Lock),
-        Ok(pb::HoldersKind::ReadWrite) => Some(Kind::ReadWrite),
-        Ok(pb::HoldersKind::Semaphore) => Some(Kind::Semaphore),
-        Ok(pb::HoldersKind::Election) => Some(Kind::Election),
+        Ok(kind) => match wazoo_proto::holders_kind_name(kind).and_then(Family::named) {
+            Some(family) => Some(family),
+            None => return Err(wire::invalid_argument("invalid-argument: unknown holders kind")),
+        },
         Err(_) => return Err(wire::invalid_argument("invalid-argument: unknown holders kind")),
     })
 }
 
 /// What was found, as a `HoldersReply`.
 fn reply(found: Contenders) -> pb::HoldersReply {
-    let kind = match found.kind {
-        Kind::Lock => pb::HoldersKind::Lock,
-        Kind::ReadWrite => pb::HoldersKind::ReadWrite,
-        Kind::Semaphore => pb::HoldersKind::Semaphore,
-        Kind::Election => pb::HoldersKind::Election,
-    };
+    let kind = wazoo_proto::holders_kind(found.kind.name);
     let contenders = found
         .contenders
         .into_iter()
@@ -67,5 +73,9 @@ fn reply(found: Contenders) -> pb::HoldersReply {
             fencing_token: c.token,
         })
         .collect();
-    pb::HoldersReply { kind: kind as i32, contenders }
+    let described = match found.kind.is_described() {
+        true => found.kind.name.to_string(),
+        false => String::new(),
+    };
+    pb::HoldersReply { kind: kind as i32, contenders, described }
 }
