@@ -248,6 +248,7 @@ mod tests {
                     ..Default::default()
                 },
             ],
+            described: String::new(),
         };
         let found = contenders(reply);
         assert_eq!(found.kind, &family::RWLOCK);
