@@ -58,7 +58,12 @@ test: build
 
 # The crates meant for crates.io (the daemon's contract and its Rust client) package and build
 # as published; the others say why not (`publish = false` in their Cargo.toml).
+# The dry run builds the packages it made in the dev profile, where cargo takes a registry
+# package of the same name and version as built already: a proto changed since an earlier run
+# would be verified against the old build. Nothing else here builds these two in the dev profile,
+# so those builds go first.
 publish-check:
+	$(CARGO) clean --profile dev -p wazoo-proto -p wazoo-client
 	$(CARGO) publish --dry-run --allow-dirty -p wazoo-proto -p wazoo-client
 
 bench: build
