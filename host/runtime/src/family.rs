@@ -217,6 +217,17 @@ impl Family {
         Family::all().into_iter().filter(|f| !matches!(f.nodes, Nodes::Members))
     }
 
+    /// The family whose contenders' nodes are named like the child `name` of a claim's path:
+    /// the first, standard ones before described ones, whose markers (or a semaphore's
+    /// directories) it has.
+    pub fn of_child(name: &str) -> Option<&'static Family> {
+        Family::queued().find(|family| match &family.nodes {
+            Nodes::Queue(markers) => markers.iter().any(|m| sequence(name, m.text).is_some()),
+            Nodes::Leases { leases, locks, .. } => name == *leases || name == *locks,
+            Nodes::Members => false,
+        })
+    }
+
     /// Whether it is served from its description alone (the `claim` world).
     pub fn is_described(&self) -> bool {
         self.world == World::Claim
@@ -245,6 +256,19 @@ impl Family {
             _ => format!("{claim} {at} {path}"),
         }
     }
+}
+
+/// ZooKeeper's sequence suffix: `%010d`.
+const SEQUENCE_DIGITS: usize = 10;
+
+/// The sequence of a node named `<anything><marker><10 digits>`.
+pub fn sequence(name: &str, marker: &str) -> Option<i64> {
+    let split = name.len().checked_sub(SEQUENCE_DIGITS)?;
+    let (head, digits) = (name.get(..split)?, name.get(split..)?);
+    if !head.ends_with(marker) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// `template` with each `{key}` of `values` put in, in one pass: a value that itself holds

@@ -44,11 +44,8 @@
 use zookeeper_client::Client;
 
 use crate::error::from_client;
-use crate::family::{Family, Marker, Nodes};
+use crate::family::{sequence, Family, Marker, Nodes};
 use crate::{paths, Mode, ZkError};
-
-/// ZooKeeper's sequence suffix: `%010d`.
-const SEQUENCE_DIGITS: usize = 10;
 
 /// The kind of claim at a path, which says how its nodes are named and who holds: a family
 /// whose contenders queue ([`Family::queued`]); its name is the CLI's (`lock`, `rwlock`,
@@ -205,16 +202,6 @@ async fn read_nodes(client: &Client, dir: &str, names: Vec<Named>) -> Result<Vec
     Ok(read)
 }
 
-/// The sequence of a node named `<anything><marker><10 digits>`.
-fn sequence(name: &str, marker: &str) -> Option<i64> {
-    let split = name.len().checked_sub(SEQUENCE_DIGITS)?;
-    let (head, digits) = (name.get(..split)?, name.get(split..)?);
-    if !head.ends_with(marker) || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
 /// The names of `children` that carry `marker`, with `mode`, ordered by sequence.
 fn sequenced(children: Vec<String>, marker: &str, mode: Option<Mode>) -> Vec<Named> {
     let mut named: Vec<Named> = children
@@ -239,13 +226,9 @@ fn queued(markers: &[Marker], children: Vec<String>) -> Vec<Named> {
     all
 }
 
-/// The kind a child's name shows: the first family whose markers (or directories) it has.
+/// The kind a child's name shows.
 fn kind_of(name: &str) -> Option<Kind> {
-    Family::queued().find(|family| match &family.nodes {
-        Nodes::Queue(markers) => markers.iter().any(|m| sequence(name, m.text).is_some()),
-        Nodes::Leases { leases, locks, .. } => name == *leases || name == *locks,
-        Nodes::Members => false,
-    })
+    Family::of_child(name)
 }
 
 /// The one kind all of `children` (of `path`) show; none when there are no children.

@@ -351,12 +351,7 @@ pub(super) fn claim_tag(
 fn kind_of_node(node: &str) -> wazoo_runtime::ClaimKind {
     use wazoo_runtime::ClaimKind;
     let name = node.rsplit('/').next().unwrap_or(node);
-    let described = wazoo_runtime::family::Family::all().into_iter().filter(|f| f.is_described()).any(|f| {
-        let split = name.len().saturating_sub(10);
-        let head = name.get(..split).unwrap_or("");
-        let sequenced = name.get(split..).is_some_and(|d| d.len() == 10 && d.bytes().all(|b| b.is_ascii_digit()));
-        sequenced && matches!(&f.nodes, wazoo_runtime::family::Nodes::Queue(markers) if markers.iter().any(|m| head.ends_with(m.text)))
-    });
+    let described = wazoo_runtime::family::Family::of_child(name).is_some_and(|f| f.is_described());
     if described {
         ClaimKind::Described
     } else if name.contains("__READ__") || name.contains("__rlock__") {
