@@ -401,4 +401,12 @@ int wz_contend(const char *dir, int naming, const char *name, const void *data, 
 }
 #endif
 
+/* Declares the wire protocol this recipe speaks (`name/major`, e.g. "curator-mutex/1") in the
+ * component's `wazoo-protocol` custom section: the registry refuses to switch a recipe to a build
+ * that speaks another unless the operator says so (docs/src/recipes/registry.md). Use once, at
+ * file scope. (clang's section attribute makes a data segment, not a custom section: hence the
+ * assembler directive.) */
+#define WAZOO_PROTOCOL(text) \
+    __asm__(".section \".custom_section.wazoo-protocol\",\"\",@\n.ascii \"" text "\"\n.text\n")
+
 #endif /* WAZOO_GUEST_H */

@@ -21,6 +21,8 @@ const recipes = [
     name: 'election-js',
     source: 'election/election.js',
     world: 'wazoo:recipes/election-recipe@0.1.2',
+    // Curator's LeaderLatch format, as recipes/election.
+    protocol: 'curator-leader-latch/1',
     out: resolve(root, 'plugins', 'election-js.wasm'),
   },
 ];
@@ -53,8 +55,27 @@ for (const recipe of recipes) {
   await mkdir(dirname(out), { recursive: true });
   // Write beside and rename, so a watching host never loads a half-written file.
   const tmp = `${out}.tmp-${process.pid}`;
-  await writeFile(tmp, component);
+  await writeFile(tmp, recipe.protocol ? declareProtocol(component, recipe.protocol) : component);
   await rename(tmp, out);
   const secs = ((Date.now() - started) / 1000).toFixed(1);
   console.log(`${recipe.name}: ${out} (${component.length} bytes, ${secs}s)`);
+}
+
+// The component with a top-level `wazoo-protocol` custom section naming the wire protocol it
+// speaks (docs/src/recipes/index.md, "Declaring the wire protocol"): componentize-js has no way
+// to emit one from the source, so it is appended to the finished component.
+function declareProtocol(component, protocol) {
+  const leb = (n) => {
+    const out = [];
+    do {
+      let byte = n & 0x7f;
+      n >>>= 7;
+      if (n) byte |= 0x80;
+      out.push(byte);
+    } while (n);
+    return out;
+  };
+  const name = Buffer.from('wazoo-protocol');
+  const body = Buffer.concat([Buffer.from(leb(name.length)), name, Buffer.from(protocol)]);
+  return Buffer.concat([Buffer.from(component), Buffer.from([0]), Buffer.from(leb(body.length)), body]);
 }

@@ -57,6 +57,24 @@ trap 'rm -f "$tmp"' EXIT
     VIRTUAL_ENV="$build/venv" "${cpy[@]}" -q -d "$root/wit" -w "$world" \
         componentize -p "$stage" -o "$tmp" app
 )
+# The wire protocol it speaks, in a top-level `wazoo-protocol` custom section
+# (docs/src/recipes/index.md, "Declaring the wire protocol"): componentize-py cannot emit one
+# from the source, so it is appended to the finished component.
+python3 - "$tmp" curator-semaphore-v2/1 <<'PY'
+import sys
+path, protocol = sys.argv[1], sys.argv[2].encode()
+def leb(n):
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+name = b"wazoo-protocol"
+body = leb(len(name)) + name + protocol
+with open(path, "ab") as f:
+    f.write(b"\x00" + leb(len(body)) + body)
+PY
 chmod 644 "$tmp"
 mv -f "$tmp" "$out"
 trap - EXIT

@@ -21,6 +21,8 @@
 
 #include "wazoo_guest.h"
 
+WAZOO_PROTOCOL("wazoo-barrier/1");
+
 #define PROC "proc-"
 
 /* The double barrier this handle entered (one instance serves one handle). */

@@ -15,6 +15,8 @@
 
 #include "wazoo_guest.h"
 
+WAZOO_PROTOCOL("curator-mutex/1");
+
 /* Curator's lock name: the sequence follows it. */
 #define LOCK_NAME "lock-"
 

@@ -285,6 +285,69 @@ macro_rules! recipe_world {
     };
 }
 
+/// Declares the wire protocol this recipe speaks, as the host reads it before it lets a recipe
+/// switch builds: `wazoo_guest::protocol!("curator-mutex/1");` once in the recipe crate, beside
+/// `recipe_world!`. It puts the string in the custom section `wazoo-protocol` of the core module,
+/// which the component keeps. The convention is `<name>/<major>` (a peer's format, or
+/// `wazoo-<recipe>` for wazoo's own; the next major for a change older builds would misread):
+/// 1 to 128 bytes of letters, digits and `-_./:@+`, checked as the crate compiles. A build with
+/// another format declares its own string under the same `cfg` as that format:
+///
+/// ```ignore
+/// #[cfg(not(feature = "kazoo"))]
+/// wazoo_guest::protocol!("curator-mutex/1");
+/// #[cfg(feature = "kazoo")]
+/// wazoo_guest::protocol!("kazoo-lock/1");
+/// ```
+#[macro_export]
+macro_rules! protocol {
+    ($protocol:literal) => {
+        const _: () = ::core::assert!(
+            $crate::valid_protocol($protocol),
+            ::core::concat!(
+                "wazoo_guest::protocol!(",
+                ::core::stringify!($protocol),
+                "): a protocol is 1 to 128 bytes of letters, digits and `-_./:@+`"
+            )
+        );
+        /// The `wazoo-protocol` custom section (a section of that name only on WebAssembly).
+        #[used]
+        #[cfg_attr(target_family = "wasm", unsafe(link_section = "wazoo-protocol"))]
+        static WAZOO_PROTOCOL: [u8; $protocol.len()] = $crate::protocol_bytes($protocol);
+    };
+}
+
+/// Whether `protocol` is one the host accepts (`protocol!` checks it as the crate compiles).
+#[doc(hidden)]
+pub const fn valid_protocol(protocol: &str) -> bool {
+    let bytes = protocol.as_bytes();
+    if bytes.is_empty() || bytes.len() > 128 {
+        return false;
+    }
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/' | b':' | b'@' | b'+')) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// `protocol`'s bytes as an array, for `protocol!`'s static.
+#[doc(hidden)]
+pub const fn protocol_bytes<const N: usize>(protocol: &str) -> [u8; N] {
+    let bytes = protocol.as_bytes();
+    let mut out = [0; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = bytes[i];
+        i += 1;
+    }
+    out
+}
+
 /// Deletes `path`, trying again through connection loss. A node already gone (or gone with an
 /// expired session) counts as deleted.
 pub fn delete_retrying(path: &str) -> Result<()> {
@@ -475,5 +538,19 @@ mod tests {
         assert_eq!(parent("/a/b"), "/a");
         assert_eq!(parent("/a"), "/");
         assert_eq!(node_name("/a/b"), "b");
+    }
+
+    // The host's wazoo_runtime::protocol::declared accepts exactly these.
+    #[test]
+    fn protocol_strings() {
+        crate::protocol!("kazoo-lock/1");
+        assert_eq!(&WAZOO_PROTOCOL, b"kazoo-lock/1");
+        for good in ["curator-mutex/1", "a", "abcXYZ019-_./:@+", &"a".repeat(128)] {
+            assert!(valid_protocol(good), "{good:?}");
+        }
+        for bad in ["", "curator mutex/1", "lock/1\n", "caf\u{e9}/1", "semi;colon", &"a".repeat(129)] {
+            assert!(!valid_protocol(bad), "{bad:?}");
+        }
+        assert_eq!(protocol_bytes::<3>("x/1"), *b"x/1");
     }
 }

@@ -123,6 +123,18 @@ pub(crate) trait Backend {
 
     /// The recipe components there are, and what to say when there are none.
     async fn recipes(&self) -> Result<Recipes, Failure>;
+    /// Checks a component and publishes it to the recipe registry in ZooKeeper.
+    async fn publish(
+        &self,
+        request: wazoo_proto::PublishRequest,
+    ) -> Result<wazoo_proto::PublishReply, Failure>;
+    /// A recipe's rollout: its current version and canary, the hosts' reports, its history.
+    async fn rollout(&self, name: &str) -> Result<wazoo_proto::RolloutReply, Failure>;
+    /// Makes an earlier version of a recipe current again.
+    async fn rollback(
+        &self,
+        request: wazoo_proto::RollbackRequest,
+    ) -> Result<wazoo_proto::PublishReply, Failure>;
     /// The functions `recipe` exports, with their WIT types, as [`Backend::call`] names them.
     async fn functions(&self, recipe: &str) -> Result<Vec<String>, Failure>;
     /// Calls export `function` of a fresh instance of `recipe` with `args` (a JSON array or

@@ -91,6 +91,15 @@ pub(crate) struct Cli {
     /// else ~/.cache/wazoo/components]; `none` compiles on every start
     #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_CACHE")]
     pub(crate) cache: Option<PathBuf>,
+    /// Serve the recipe registry's versions (`wazoo recipes publish`) of every recipe it holds,
+    /// as `wazoo serve` always does, instead of the plugins directory's (WAZOO_REGISTRY: true or
+    /// false)
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_REGISTRY")]
+    pub(crate) registry: bool,
+    /// Serve only registry components signed by one of these keys (a TOML file of `[[key]]`
+    /// entries: see `wazoo recipes keygen`): for `serve`, and for commands run with --registry
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WAZOO_TRUSTED_KEYS", value_name = "FILE")]
+    pub(crate) trusted_keys: Option<PathBuf>,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -541,9 +550,14 @@ pub(crate) enum Command {
         /// ZooKeeper identity its state belongs to; every member has the same
         #[arg(long, value_name = "FILE", requires = "group")]
         group_secret_file: Option<PathBuf>,
-        /// The address clients and the other members reach this daemon at (default: --listen)
-        #[arg(long, value_name = "HOST:PORT", requires = "group")]
+        /// The address clients and the other members reach this daemon at (default: --listen);
+        /// also its name in the recipe registry's reports (default: HOSTNAME:PORT)
+        #[arg(long, value_name = "HOST:PORT")]
         advertise: Option<String>,
+        /// Do not follow the recipe registry in ZooKeeper: serve the plugins directory's and
+        /// the program's own recipes only
+        #[arg(long)]
+        no_registry: bool,
         /// Once it serves, one JSON line {"grpc","metrics"} (metrics null when off) instead of
         /// the `serving gRPC on …` line
         #[arg(long)]
@@ -1039,6 +1053,93 @@ pub(crate) enum NewCommand {
 
 #[derive(Subcommand)]
 pub(crate) enum RecipesCommand {
+    /// Check a component as a plugins file is checked and publish it to the recipe registry in
+    /// ZooKeeper as NAME: every host that follows the registry (each `wazoo serve`, commands
+    /// run with --registry) then serves it, with no failed call
+    Publish {
+        /// The recipe's name (1 to 128 of letters, digits, '.', '_', '-')
+        name: String,
+        /// The component (.wasm, at most 64 MiB)
+        file: PathBuf,
+        /// Sign it with this key file (from `wazoo recipes keygen`); may be given more than once
+        #[arg(long, value_name = "KEYFILE")]
+        sign: Vec<PathBuf>,
+        /// Serve it first on N hosts; it becomes current everywhere once each has served it
+        /// --canary-for and --canary-calls with no trap and no sandbox limit hit, and is
+        /// withdrawn (the reason in its history) at the first trap or limit hit
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+        canary: Option<u32>,
+        /// With --canary: how long each canary host serves it first
+        #[arg(long, default_value = "30s", value_parser = args::positive_duration, requires = "canary")]
+        canary_for: Duration,
+        /// With --canary: how many calls each canary host answers with it first
+        #[arg(long, default_value_t = 0, requires = "canary")]
+        canary_calls: u64,
+        /// Switch the recipe's wire protocol (the component declares another than the version in
+        /// service): every host stops new claims of the recipe and drains the old version's
+        /// before any serves the new one
+        #[arg(long)]
+        new_protocol: bool,
+        /// Then wait until every following host serves it (exit status 3 past --timeout, 1 if a
+        /// host refused it)
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: how long to wait
+        #[arg(long, default_value = "60s", value_parser = args::positive_duration, requires = "wait")]
+        timeout: Duration,
+        /// One JSON object
+        #[arg(long)]
+        json: bool,
+    },
+    /// NAME's rollout: its current version and canary, and what each following host serves
+    Status {
+        name: String,
+        /// Wait until every following host serves the current version (the canary, on a canary
+        /// host): exit status 3 past --timeout, 1 if a host refused it
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: how long to wait
+        #[arg(long, default_value = "60s", value_parser = args::positive_duration, requires = "wait")]
+        timeout: Duration,
+        /// One JSON object
+        #[arg(long)]
+        json: bool,
+    },
+    /// NAME's versions in the registry: each publish, rollback, canary, promotion and
+    /// withdrawal, oldest first, with digest, protocol, who and when
+    History {
+        name: String,
+        /// One JSON object per event
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make an earlier version of NAME current again on every following host: DIGEST (at least
+    /// 8 hex digits of its SHA-256, as `history` shows), else the one current before
+    Rollback {
+        name: String,
+        digest: Option<String>,
+        /// The version speaks another wire protocol than the current one: drain first
+        #[arg(long)]
+        new_protocol: bool,
+        /// Then wait until every following host serves it
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: how long to wait
+        #[arg(long, default_value = "60s", value_parser = args::positive_duration, requires = "wait")]
+        timeout: Duration,
+        /// One JSON object
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make an ed25519 signing key ID: the private key goes to --out (mode 0600, never
+    /// overwritten); the `[[key]]` entry hosts trust it by (--trusted-keys) goes to stdout
+    Keygen {
+        /// The key's name, as signatures and trusted-keys files name it (letters, digits, `._@-`)
+        id: String,
+        /// Where to write the private key
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
     /// List components with the world each implements
     List {
         /// One JSON object per line

@@ -23,6 +23,10 @@ use crate::backend::{
     Recipes, Revocation,
 };
 use crate::exit;
+use wazoo_daemon::serve::{published, Publishing};
+use wazoo_proto as pb;
+use wazoo_runtime::rollout::{Follower, Store, ROOT};
+use wazoo_runtime::signing::TrustedKeys;
 
 /// How long one `observe` call blocks before `leader --watch` goes on with another (each call's
 /// guest CPU is limited).
@@ -36,16 +40,62 @@ pub(crate) struct Local {
     keeper: OnceCell<Keeper>,
     /// What lives until [`Backend::end`]: an ephemeral queue item's handle.
     kept: Mutex<Vec<Claim>>,
+    /// `--registry`: the host serves the recipe registry's versions.
+    follow: bool,
+    /// `--trusted-keys`: the keys registry components must be signed by.
+    trusted: Option<Arc<TrustedKeys>>,
 }
 
 impl Local {
     pub(crate) fn new(config: HostConfig) -> Local {
-        Local { config, host: OnceCell::new(), keeper: OnceCell::new(), kept: Mutex::new(Vec::new()) }
+        Local {
+            config,
+            host: OnceCell::new(),
+            keeper: OnceCell::new(),
+            kept: Mutex::new(Vec::new()),
+            follow: false,
+            trusted: None,
+        }
     }
 
-    /// The host, started (connected to ZooKeeper) on the first call.
+    /// With `follow`, the host serves the recipe registry's versions (checked against `trusted`).
+    pub(crate) fn following(self, follow: bool, trusted: Option<Arc<TrustedKeys>>) -> Local {
+        Local { follow, trusted, ..self }
+    }
+
+    /// The host, started (connected to ZooKeeper) on the first call; with `--registry`, serving
+    /// the registry's versions from the start.
     pub(crate) async fn host(&self) -> anyhow::Result<&Host> {
-        self.host.get_or_try_init(|| Host::start(self.config.clone())).await
+        self.host
+            .get_or_try_init(|| async {
+                let host = Host::start(self.config.clone()).await?;
+                if self.follow {
+                    self.follower(&host).start().await?;
+                }
+                Ok(host)
+            })
+            .await
+    }
+
+    /// A follower of the registry for `host`, reporting as this command (`HOSTNAME-cli-PID`).
+    fn follower(&self, host: &Host) -> Arc<Follower> {
+        let me = format!("{}-cli-{}", wazoo_runtime::rollout::host_name(), std::process::id());
+        Follower::new(host.clone(), ROOT, &me, self.registry_dir(), self.trusted.clone())
+    }
+
+    /// Where fetched and published components are kept: beside the compiled ones.
+    fn registry_dir(&self) -> std::path::PathBuf {
+        match &self.config.cache {
+            Some(cache) => cache.join("registry"),
+            None => std::env::temp_dir().join(format!("wazoo-registry-{}", std::process::id())),
+        }
+    }
+
+    /// The registry, on the host's session.
+    async fn store(&self) -> Result<(&Host, Store), Failure> {
+        let host = self.host().await?;
+        let live = host.live().await?;
+        Ok((host, Store::new(live.zk(), ROOT, host.access())))
     }
 
     /// A ZooKeeper session of this process's own, without a host (connected on the first call):
@@ -338,6 +388,22 @@ impl Backend for Local {
         Ok(Recipes { rows, none: format!("no components in {plugins} (build them with `make recipes`)") })
     }
 
+    async fn publish(&self, request: pb::PublishRequest) -> Result<pb::PublishReply, Failure> {
+        let (host, store) = self.store().await?;
+        let publishing = Publishing { trusted: self.trusted.clone(), ..Publishing::default() };
+        published::publish_on(host, &store, &self.registry_dir(), &publishing, request).await.map_err(refused)
+    }
+
+    async fn rollout(&self, name: &str) -> Result<pb::RolloutReply, Failure> {
+        let (host, store) = self.store().await?;
+        published::rollout_on(host, &store, name).await.map_err(refused)
+    }
+
+    async fn rollback(&self, request: pb::RollbackRequest) -> Result<pb::PublishReply, Failure> {
+        let (host, store) = self.store().await?;
+        published::rollback_on(host, &store, &Publishing::default(), request).await.map_err(refused)
+    }
+
     async fn functions(&self, recipe: &str) -> Result<Vec<String>, Failure> {
         let registry = self.registry()?;
         let path = registry.resolve(recipe);
@@ -520,4 +586,15 @@ pub(crate) async fn delete_node(zk: &Zk, path: &str, version: Option<i32>) -> an
         }
         Err(e) => Err(anyhow::anyhow!("deleting {path}: {}", describe(&e))),
     }
+}
+
+/// A registry call's refusal, with the exit status the same refusal through a daemon has.
+fn refused(status: tonic::Status) -> Failure {
+    let code = match wazoo_proto::ErrorKind::of(&status) {
+        Some(kind) => exit::kind_code(kind),
+        None => exit::FAILED,
+    };
+    let text = status.message();
+    let text = text.strip_prefix("recipe: ").unwrap_or(text).to_string();
+    Failure::Error { code, text, after_context: true }
 }

@@ -44,7 +44,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context as _};
 use tokio::signal::unix::{signal, SignalKind};
 
-use cli::{Cli, Command, NewCommand};
+use cli::{Cli, Command, NewCommand, RecipesCommand};
 use wazoo_runtime::{Host, HostConfig, KeeperConfig, SandboxLimits, ZkTls};
 use wazoo_testkit::{ServerOptions, ZkServer};
 
@@ -148,11 +148,17 @@ impl Typed {
         // Global options typed after the subcommand are propagated up, with their source.
         let typed = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
         Typed {
-            host_options: [("zookeeper", "--zookeeper"), ("plugins", "--plugins"), ("cache", "--cache")]
-                .into_iter()
-                .filter(|(id, _)| typed(id))
-                .map(|(_, flag)| flag)
-                .collect(),
+            host_options: [
+                ("zookeeper", "--zookeeper"),
+                ("plugins", "--plugins"),
+                ("cache", "--cache"),
+                ("registry", "--registry"),
+                ("trusted_keys", "--trusted-keys"),
+            ]
+            .into_iter()
+            .filter(|(id, _)| typed(id))
+            .map(|(_, flag)| flag)
+            .collect(),
             server_from_env: matches.value_source("server") == Some(ValueSource::EnvVariable),
         }
     }
@@ -171,6 +177,26 @@ impl Typed {
 }
 
 async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
+    // A command that loads no recipe would ignore the registry's options: refused, not ignored.
+    let loads_none = matches!(
+        cli.command,
+        Command::Completions { .. }
+            | Command::Man { .. }
+            | Command::Componentize { .. }
+            | Command::New { .. }
+            | Command::Zk { .. }
+            | Command::Server { .. }
+            | Command::Demo { .. }
+            | Command::Recipes { command: RecipesCommand::Keygen { .. } }
+    );
+    // Typed only: the environment's WAZOO_REGISTRY and WAZOO_TRUSTED_KEYS are let be.
+    let typed_registry = typed.host_options.iter().any(|o| *o == "--registry" || *o == "--trusted-keys");
+    if loads_none && typed_registry {
+        return Err(exit::usage("--registry and --trusted-keys are for commands that serve recipes"));
+    }
+    if let Command::Recipes { command: RecipesCommand::Keygen { id, out } } = &cli.command {
+        return commands::rollout::keygen(id, out);
+    }
     // Completions and manual pages ask nothing of anyone and read none of the other options.
     match &cli.command {
         Command::Completions { shell } => return manual::completions(*shell),
@@ -245,10 +271,35 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
                 group,
                 group_secret_file,
                 advertise,
+                no_registry,
                 json,
             },
             None,
         ) => {
+            let typed_keys = typed.host_options.contains(&"--trusted-keys");
+            if typed.host_options.contains(&"--registry") && no_registry {
+                return Err(exit::usage("--registry and --no-registry contradict each other"));
+            }
+            if typed_keys && no_registry {
+                return Err(exit::usage(
+                    "--trusted-keys checks the registry's components: it means nothing with --no-registry",
+                ));
+            }
+            if typed_keys && tenants.is_some() {
+                return Err(exit::usage(
+                    "--trusted-keys is the one host's; with --tenants each tenant names its own (trusted_keys in the tenants file)",
+                ));
+            }
+            // WAZOO_TRUSTED_KEYS is the one host's; with --tenants each tenant names its own.
+            let trusted_keys = match (no_registry, tenants.is_some()) {
+                (false, false) => cli.trusted_keys.as_deref().map(read_trusted_keys).transpose()?,
+                _ => None,
+            };
+            if let Some(addr) = &advertise {
+                if addr.parse::<std::net::SocketAddr>().is_err() && !addr.contains(':') {
+                    return Err(exit::usage(format!("--advertise {addr:?}: expected HOST:PORT")));
+                }
+            }
             if cli.token.is_some() || cli.tls_ca.is_some() {
                 return Err(exit::usage(
                     "--token and --tls-ca are a client's; a daemon takes --token-file (or --tenants) and --tls-client-ca",
@@ -290,11 +341,6 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
             let group = match (group, group_secret_file) {
                 (Some(name), Some(file)) => {
                     let secret = read_secret("--group-secret-file", "group's secret", &file)?;
-                    if let Some(addr) = &advertise {
-                        if addr.parse::<std::net::SocketAddr>().is_err() && !addr.contains(':') {
-                            return Err(exit::usage(format!("--advertise {addr:?}: expected HOST:PORT")));
-                        }
-                    }
                     let (hosts, _) = wazoo_runtime::keeper::split_chroot(&config.keeper.zookeeper);
                     // Every ZooKeeper session of this member (each tenant's) asks the fence
                     // before it reconnects.
@@ -304,7 +350,7 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
                         fence,
                         name,
                         secret,
-                        advertise,
+                        advertise: advertise.clone(),
                         hosts: hosts.to_string(),
                         tls: config.keeper.tls.clone(),
                         session_timeout: config.keeper.session_timeout,
@@ -320,6 +366,9 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
                 token,
                 bounds: limits,
                 group,
+                registry: !no_registry,
+                trusted_keys,
+                advertise,
             };
             serve(config, settings, &metrics, tenants.as_deref(), json).await
         }
@@ -372,7 +421,21 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
         (command, None) if stop_in_jeopardy(&command)? => Err(exit::usage(
             "--stop-in-jeopardy is for a claim held through a daemon group (--server A,B): a local claim is lost, not in jeopardy, when ZooKeeper goes out of reach",
         )),
-        (command, None) => commands::run(&local::Local::new(config), command).await,
+        (command, None) => {
+            if typed.host_options.contains(&"--trusted-keys") && !cli.registry {
+                return Err(exit::usage(
+                    "--trusted-keys checks the registry's components: give --registry too (or use it with serve)",
+                ));
+            }
+            let trusted = match cli.registry {
+                true => cli.trusted_keys.as_deref().map(read_trusted_keys).transpose()?,
+                false => None,
+            };
+            // The registry's own commands need no following host, only its trusted keys.
+            let serves = !matches!(command, Command::Recipes { .. });
+            let local = local::Local::new(config).following(cli.registry && serves, trusted);
+            commands::run(&local, command).await
+        }
     }
 }
 
@@ -438,6 +501,15 @@ fn embedded() -> Option<std::path::PathBuf> {
             None
         }
     }
+}
+
+/// `--trusted-keys FILE`, read and checked strictly: a fault is a usage error naming the file.
+fn read_trusted_keys(
+    path: &std::path::Path,
+) -> anyhow::Result<std::sync::Arc<wazoo_runtime::signing::TrustedKeys>> {
+    wazoo_runtime::signing::TrustedKeys::load(path)
+        .map(std::sync::Arc::new)
+        .map_err(|e| exit::usage(format!("--trusted-keys: {e:#}")))
 }
 
 /// `--zookeeper-digest-file`: the `USER:PASSWORD` on the file's first line.

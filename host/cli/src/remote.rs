@@ -555,6 +555,26 @@ impl Backend for Remote {
         Ok(Recipes { rows, none })
     }
 
+    async fn publish(&self, request: pb::PublishRequest) -> Result<pb::PublishReply, Failure> {
+        let reply = self.client().await?.admin().publish(request).await;
+        self.answer(reply)
+    }
+
+    async fn rollout(&self, name: &str) -> Result<pb::RolloutReply, Failure> {
+        let reply = self
+            .client()
+            .await?
+            .admin()
+            .rollout(bounded(pb::RolloutRequest { name: name.to_string() }))
+            .await;
+        self.answer(reply)
+    }
+
+    async fn rollback(&self, request: pb::RollbackRequest) -> Result<pb::PublishReply, Failure> {
+        let reply = self.client().await?.admin().rollback(request).await;
+        self.answer(reply)
+    }
+
     async fn functions(&self, recipe: &str) -> Result<Vec<String>, Failure> {
         let Some(found) = self.listed().await?.into_iter().find(|r| r.name == recipe) else {
             return Err(self.strange(format!("the wazoo daemon at {} has no recipe {recipe:?}", self.addr)));

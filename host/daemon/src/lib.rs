@@ -8,6 +8,7 @@
 
 pub mod group;
 pub mod metrics;
+pub mod publishing;
 pub mod serve;
 pub mod tenants;
 pub mod wire;

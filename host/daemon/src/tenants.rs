@@ -70,6 +70,8 @@ pub struct Tenant {
     pub host: Host,
     /// What the tenant's clients may hold in the daemon, where it differs from the daemon's.
     pub clients: ClientBounds,
+    /// What it may publish to its registry.
+    pub publishing: crate::publishing::Publishing,
 }
 
 /// A tenant's caps on its client sessions (`limits.client_sessions`, `limits.handles`,
@@ -98,7 +100,14 @@ pub struct TenantSpec {
     pub clients: ClientBounds,
     /// ZooKeeper hard quota on the root: nodes (the root included) and bytes; None for none.
     pub quota: Option<(Option<u64>, Option<u64>)>,
+    /// The trusted-keys file and its text (a changed file is a changed tenant on SIGHUP).
+    pub trusted_keys: Option<(PathBuf, String)>,
+    /// The most bytes (deflated) its registry components may take.
+    pub registry_bytes: u64,
 }
+
+/// A tenant's registry quota when the file gives none: ZooKeeper keeps every node in memory.
+pub const REGISTRY_MIB: u64 = 32;
 
 impl std::fmt::Debug for TenantSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -110,6 +119,8 @@ impl std::fmt::Debug for TenantSpec {
             .field("limits", &self.limits)
             .field("clients", &self.clients)
             .field("quota", &self.quota)
+            .field("trusted_keys", &self.trusted_keys.as_ref().map(|(p, _)| p))
+            .field("registry_bytes", &self.registry_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -139,6 +150,10 @@ struct Entry {
     limits: Option<Limits>,
     #[serde(default, deserialize_with = "quota_table")]
     quota: Option<Quota>,
+    /// The keys whose signatures the tenant's host requires of registry components.
+    trusted_keys: Option<PathBuf>,
+    /// The most MiB (deflated) the tenant's registry components may take.
+    registry_mib: Option<u64>,
 }
 
 /// A tenant's `limits`, as written.
@@ -344,7 +359,25 @@ fn tenant(t: Value) -> anyhow::Result<TenantSpec> {
             Some((znodes, bytes))
         }
     };
+    let trusted_keys = match entry.trusted_keys {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| anyhow!("trusted_keys {}: {e}", path.display()))?;
+            wazoo_runtime::signing::TrustedKeys::parse(&text, &path.display().to_string())
+                .map_err(|e| anyhow!("trusted_keys: {e:#}"))?;
+            Some((path, text))
+        }
+        None => None,
+    };
+    let registry_bytes = match entry.registry_mib {
+        Some(0) => bail!("registry_mib must be at least 1"),
+        Some(mib) if mib > 1 << 20 => bail!("registry_mib is too large (at most {})", 1u64 << 20),
+        Some(mib) => mib << 20,
+        None => REGISTRY_MIB << 20,
+    };
     Ok(TenantSpec {
+        trusted_keys,
+        registry_bytes,
         name,
         token_sha256,
         zookeeper_secret,
@@ -523,7 +556,45 @@ pub async fn start(spec: &TenantSpec, base: &HostConfig) -> anyhow::Result<Tenan
             .await
             .with_context(|| format!("setting the ZooKeeper quota of tenant {}", spec.name))?;
     }
-    Ok(Tenant { name: spec.name.clone(), token_sha256: spec.token_sha256, host, clients: spec.clients })
+    let trusted = match &spec.trusted_keys {
+        Some((path, text)) => Some(std::sync::Arc::new(
+            wazoo_runtime::signing::TrustedKeys::parse(text, &path.display().to_string())
+                .with_context(|| format!("tenant {}", spec.name))?,
+        )),
+        None => None,
+    };
+    let publishing = crate::publishing::Publishing {
+        by: Some(format!("tenant {}", spec.name)),
+        quota: Some(spec.registry_bytes),
+        reserved: operator_recipes(base),
+        trusted,
+    };
+    Ok(Tenant {
+        name: spec.name.clone(),
+        token_sha256: spec.token_sha256,
+        host,
+        clients: spec.clients,
+        publishing,
+    })
+}
+
+/// The operator's own recipes: the components in the daemon's plugins directory and those the
+/// program carries. A tenant may not publish under their names.
+fn operator_recipes(base: &HostConfig) -> Vec<String> {
+    let mut names = Vec::new();
+    for dir in std::iter::once(&base.plugins).chain(base.embedded.as_ref()) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "wasm") {
+                if let Some(stem) = path.file_stem() {
+                    names.push(stem.to_string_lossy().into_owned());
+                }
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// Sets ZooKeeper's hard quota on `root`, which exists (what `setquota -N -B` writes): the limit

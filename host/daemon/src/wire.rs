@@ -104,6 +104,18 @@ pub fn wrong_handle(message: String) -> Status {
     bounded(ErrorKind::WrongHandle, Code::FailedPrecondition, message)
 }
 
+/// A component the registry refuses (a check, a signature, a protocol, a quota):
+/// FAILED_PRECONDITION, RECIPE_UNAVAILABLE (message `recipe:`).
+pub fn refused(e: anyhow::Error) -> Status {
+    let text = format!("{e:#}").split_whitespace().collect::<Vec<_>>().join(" ");
+    bounded(ErrorKind::RecipeUnavailable, Code::FailedPrecondition, format!("recipe: {text}"))
+}
+
+/// A recipe the registry does not hold: NOT_FOUND, NO_NODE.
+pub fn not_published(message: String) -> Status {
+    bounded(ErrorKind::NoNode, Code::NotFound, message)
+}
+
 /// A request field the daemon refuses itself: INVALID_ARGUMENT, INVALID_ARGUMENT.
 pub fn invalid_argument(message: impl Into<String>) -> Status {
     bounded(ErrorKind::InvalidArgument, Code::InvalidArgument, message)
@@ -183,6 +195,8 @@ pub fn recipe_list(listed: Vec<RecipeInfo>) -> pb::RecipeList {
             refused: r.refused.map(|f| f.reason).unwrap_or_default(),
             functions: r.serving.as_ref().map(|v| v.functions()).unwrap_or_default(),
             embedded: r.embedded,
+            published: r.published,
+            protocol: r.serving.as_ref().and_then(|v| v.protocol.clone()).unwrap_or_default(),
         })
         .collect();
     pb::RecipeList { recipes }

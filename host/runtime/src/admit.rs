@@ -10,11 +10,19 @@ use crate::state::HostState;
 use crate::stats::Stats;
 
 impl HostState {
+    /// Counts a call refused for a sandbox limit, for the host and for the version it runs.
+    pub(crate) fn limit_hit(&self) {
+        Stats::bump(&self.shared.stats.limit_hits);
+        if let Some(usage) = &self.version_usage {
+            Stats::bump(&usage.limit_hits);
+        }
+    }
+
     /// Counts a ZooKeeper operation, refused once the host's operations per second are spent.
     pub(crate) fn count_call(&self) -> Result<(), ZkError> {
         let per_sec = self.shared.limits.ops_per_sec;
         if !self.shared.usage.take_op(per_sec) {
-            Stats::bump(&self.shared.stats.limit_hits);
+            self.limit_hit();
             return Err(ZkError::LimitExceeded(format!(
                 "more than {per_sec} ZooKeeper operations per second"
             )));
@@ -28,7 +36,7 @@ impl HostState {
         let max = self.shared.limits.max_znodes;
         let now = self.shared.usage.znodes.load(std::sync::atomic::Ordering::Relaxed);
         if max > 0 && now.max(0) as u64 + n as u64 > max {
-            Stats::bump(&self.shared.stats.limit_hits);
+            self.limit_hit();
             return Err(ZkError::LimitExceeded(format!("{now} nodes created; the limit is {max}")));
         }
         Ok(())
@@ -42,7 +50,7 @@ impl HostState {
     pub(crate) fn check_children(&self, n: usize) -> Result<(), ZkError> {
         let max = self.shared.limits.max_children;
         if n > max {
-            Stats::bump(&self.shared.stats.limit_hits);
+            self.limit_hit();
             return Err(ZkError::LimitExceeded(format!(
                 "the node has {n} children; a listing returns at most {max}"
             )));
@@ -54,7 +62,7 @@ impl HostState {
     pub(crate) fn check_data(&self, data: &[u8]) -> Result<(), ZkError> {
         let max = self.shared.limits.max_data_bytes;
         if data.len() > max {
-            Stats::bump(&self.shared.stats.limit_hits);
+            self.limit_hit();
             return Err(ZkError::LimitExceeded(format!(
                 "node data is {} bytes; the limit is {max}",
                 data.len()
@@ -62,7 +70,7 @@ impl HostState {
         }
         let per_sec = self.shared.limits.bytes_per_sec;
         if !self.shared.usage.take_bytes(per_sec, data.len()) {
-            Stats::bump(&self.shared.stats.limit_hits);
+            self.limit_hit();
             return Err(ZkError::LimitExceeded(format!("more than {per_sec} bytes written per second")));
         }
         Ok(())
@@ -73,7 +81,7 @@ impl HostState {
         let max = self.shared.limits.max_watches;
         let now = self.shared.usage.watches.load(Ordering::Relaxed);
         if now >= max {
-            Stats::bump(&self.shared.stats.limit_hits);
+            self.limit_hit();
             return Err(ZkError::LimitExceeded(format!("{now} watches armed; the limit is {max}")));
         }
         self.count_call()

@@ -74,7 +74,7 @@ macro_rules! instantiate {
             .instantiate_async(&mut sandbox.store)
             .await
             .map_err(|e| crate::error::instantiation(&version.path, crate::error::from_wasmtime(e)))?;
-        sandbox.version = Some(version);
+        sandbox.runs(version);
         Ok($handle::new(sandbox, bindings))
     }};
 }
@@ -157,6 +157,11 @@ impl Host {
         &self.inner.shared.stats
     }
 
+    /// The current ZooKeeper session's id, if it is usable now.
+    pub fn session_now(&self) -> Option<i64> {
+        self.inner.keeper.session_now()
+    }
+
     /// The current ZooKeeper session (rebuilt first if it expired).
     pub async fn live(&self) -> anyhow::Result<Arc<Live>> {
         self.inner.keeper.live().await
@@ -195,6 +200,11 @@ impl Host {
             Want::Membership { .. } => Holder::Group(self.group(recipe).await?),
             Want::Claim { .. } => Holder::Claim(self.claim(recipe).await?),
         })
+    }
+
+    /// Ends every handle kept warm (they hold their component version alive).
+    pub fn cool(&self) -> usize {
+        self.inner.warm.clear()
     }
 
     /// How many handles are kept warm for the next contender (see [`Warm`]).
@@ -262,7 +272,7 @@ impl Host {
         let bindings = instantiate_config(&version.pre, &mut sandbox.store)
             .await
             .map_err(|e| crate::error::instantiation(&version.path, e))?;
-        sandbox.version = Some(version);
+        sandbox.runs(version);
         Ok(ConfigHandle::new(sandbox, bindings))
     }
 
@@ -286,7 +296,7 @@ impl Host {
             .instantiate_async(&mut sandbox.store)
             .await
             .map_err(|e| crate::error::instantiation(&version.path, crate::error::from_wasmtime(e)))?;
-        sandbox.version = Some(version);
+        sandbox.runs(version);
         Ok(DynamicHandle::new(sandbox, instance))
     }
 
@@ -303,6 +313,16 @@ impl Host {
 
     /// The version of `recipe` that new handles get, whatever its world.
     pub async fn serving(&self, recipe: &str) -> anyhow::Result<Arc<Version>> {
+        // A recipe switching wire protocol takes no new handle until the old version drained, and
+        // a recipe the registry's follower follows none on a session it has not looked on yet.
+        let session = self.current_live().await?.zk().session_id();
+        self.inner.registry.open(recipe, session).await;
+        self.loaded(recipe).await
+    }
+
+    /// The version of `recipe` that new handles get (loaded now if it is new or changed), even
+    /// while new handles of it wait for a switch of protocol.
+    pub async fn loaded(&self, recipe: &str) -> anyhow::Result<Arc<Version>> {
         if let Some(allowed) = &self.inner.allowed {
             if recipe.contains('/') || recipe.ends_with(".wasm") {
                 bail!(
@@ -360,6 +380,39 @@ impl Host {
             listed.retain(|r| !r.embedded || allowed.matches(&r.name));
         }
         Ok(listed)
+    }
+
+    /// Who may use the nodes the host's own callers make: only its identity when it has one
+    /// (a tenant's), else anyone.
+    pub fn access(&self) -> crate::zk::Access {
+        match self.inner.shared.private_acls {
+            true => crate::zk::Access::Private,
+            false => crate::zk::Access::Open,
+        }
+    }
+
+    /// Whether this host may load the recipe `name` (a tenant's `recipes` patterns).
+    pub fn allows(&self, name: &str) -> bool {
+        self.inner.allowed.as_ref().is_none_or(|allowed| allowed.matches(name))
+    }
+
+    /// Loads `path` (compiled or from the cache), checks it and instantiates it once as a trial,
+    /// as a changed plugins file is, and installs it: a version ready to serve. Unlike a
+    /// plugins file, a refusal is an error here, for the caller to say.
+    pub async fn load_file(&self, path: &Path) -> anyhow::Result<Arc<Version>> {
+        let _one = self.inner.loading.lock().await;
+        if let Lookup::Serving(v) = self.inner.registry.lookup(path)? {
+            return Ok(v);
+        }
+        let host = self.clone();
+        let file = path.to_path_buf();
+        let loaded = tokio::task::spawn_blocking(move || host.inner.registry.load(&file)).await?;
+        let checked = match loaded {
+            Ok(v) => self.trial(&v).await.map(|()| v),
+            Err(e) => Err(e),
+        };
+        // A refusal is the caller's to say (a publish, a follower's report).
+        checked.map(|v| self.inner.registry.install(v))
     }
 
     /// Loads a new or changed file, one load at a time.

@@ -390,6 +390,12 @@ impl Keeper {
     pub fn config(&self) -> &KeeperConfig {
         &self.config
     }
+
+    /// The current session's id, if it is usable now (not ended, not being rebuilt).
+    pub fn session_now(&self) -> Option<i64> {
+        let current = self.current.try_lock().ok()?;
+        current.ended().is_none().then(|| current.client.session_id().0)
+    }
 }
 
 /// Splits `host:port,…/chroot` into the hosts and the chroot (if any).

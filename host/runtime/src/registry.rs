@@ -17,7 +17,7 @@
 //! holds is native code.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +31,7 @@ use wasmtime::Engine;
 
 pub use crate::bindings::World;
 use crate::state::HostState;
+pub use crate::stats::Usage;
 
 pub use crate::versions::PACKAGES;
 
@@ -54,6 +55,10 @@ pub struct Version {
     /// Time spent compiling it (zero when it came from the cache).
     pub compile_time: Duration,
     pub loaded_at: SystemTime,
+    /// The wire protocol it declares ([`crate::protocol`]), if any.
+    pub protocol: Option<String>,
+    /// What its handles did: calls, traps and sandbox limits hit (a canary's record).
+    pub usage: Arc<Usage>,
     pub(crate) pre: InstancePre<HostState>,
     stamp: Stamp,
 }
@@ -113,6 +118,9 @@ pub struct RecipeInfo {
     /// Whether it is carried in the program's binary (no file of its name in the plugins
     /// directory overrides it).
     pub embedded: bool,
+    /// Whether it came from the registry in ZooKeeper ([`crate::rollout`]), which wins over the
+    /// plugins directory and the program's own for the names it holds.
+    pub published: bool,
 }
 
 /// Counters for reports and metrics.
@@ -152,6 +160,15 @@ pub struct Registry {
     worker: Mutex<Option<CompileWorker>>,
     serving: Mutex<HashMap<PathBuf, Arc<Version>>>,
     refused: Mutex<HashMap<PathBuf, Refusal>>,
+    /// Recipes served from the registry in ZooKeeper: name → the fetched component's file.
+    published: Mutex<HashMap<String, PathBuf>>,
+    /// Recipes whose new handles wait (a switch of wire protocol drains the old version first).
+    closed: Mutex<HashSet<String>>,
+    /// Recipes the registry's follower follows, and the ZooKeeper session on which it last
+    /// confirmed what serves them: on another session (the one before expired) new handles
+    /// wait until it looked again, since a switch of protocol may have happened meanwhile.
+    confirmed: Mutex<HashMap<String, Option<i64>>>,
+    reopened: tokio::sync::Notify,
     stats: RegistryStats,
 }
 
@@ -179,12 +196,21 @@ impl Registry {
             worker: Mutex::new(None),
             serving: Mutex::default(),
             refused: Mutex::default(),
+            published: Mutex::default(),
+            closed: Mutex::default(),
+            confirmed: Mutex::default(),
+            reopened: tokio::sync::Notify::new(),
             stats: RegistryStats::default(),
         })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Where compiled code is cached, if anywhere.
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.cache.as_deref()
     }
 
     /// Serves the components in `dir` (see [`crate::embedded::materialize`]) for recipes that
@@ -194,8 +220,12 @@ impl Registry {
         self
     }
 
-    /// The file of recipe `name`: in the plugins directory, else the embedded one, if any.
+    /// The file of recipe `name`: the one the registry in ZooKeeper published, else the one in
+    /// the plugins directory, else the embedded one, if any.
     fn file_of(&self, name: &str) -> PathBuf {
+        if let Some(published) = self.published.lock().unwrap().get(name) {
+            return published.clone();
+        }
         let file = self.dir.join(format!("{name}.wasm"));
         match &self.embedded {
             Some(embedded) if !file.exists() => {
@@ -208,6 +238,76 @@ impl Registry {
             }
             _ => file,
         }
+    }
+
+    /// Serves `file` (a component fetched from the registry in ZooKeeper, loaded and installed
+    /// already) for new handles of recipe `name`; `None` goes back to the plugins directory.
+    pub fn publish(&self, name: &str, file: Option<PathBuf>) {
+        let mut published = self.published.lock().unwrap();
+        match file {
+            Some(file) => published.insert(name.to_string(), file),
+            None => published.remove(name),
+        };
+    }
+
+    /// The file the registry in ZooKeeper serves for `name`, if it serves one.
+    pub fn published(&self, name: &str) -> Option<PathBuf> {
+        self.published.lock().unwrap().get(name).cloned()
+    }
+
+    /// Makes new handles of recipe `name` wait (`open` false) until it is opened again.
+    pub fn gate(&self, name: &str, open: bool) {
+        let mut closed = self.closed.lock().unwrap();
+        if open {
+            closed.remove(name);
+            self.reopened.notify_waiters();
+        } else {
+            closed.insert(name.to_string());
+        }
+    }
+
+    /// Waits while recipe `name` is closed ([`Registry::gate`]), or followed but not confirmed on
+    /// `session` ([`Registry::confirm`]).
+    pub async fn open(&self, name: &str, session: i64) {
+        loop {
+            let reopened = self.reopened.notified();
+            if self.admits(name, session) {
+                return;
+            }
+            reopened.await;
+        }
+    }
+
+    /// Whether a new handle of `name` made on `session` goes ahead now ([`Registry::open`]).
+    pub fn admits(&self, name: &str, session: i64) -> bool {
+        let confirmed = match self.confirmed.lock().unwrap().get(name) {
+            Some(on) => *on == Some(session),
+            None => true,
+        };
+        confirmed && !self.closed.lock().unwrap().contains(name)
+    }
+
+    /// Makes new handles of `name` wait until the follower confirms it ([`Registry::confirm`]).
+    pub fn follow(&self, name: &str) {
+        self.confirmed.lock().unwrap().entry(name.to_string()).or_insert(None);
+    }
+
+    /// The follower looked at `name` on `session`: new handles made on it go ahead.
+    pub fn confirm(&self, name: &str, session: i64) {
+        self.confirmed.lock().unwrap().insert(name.to_string(), Some(session));
+        self.reopened.notify_waiters();
+    }
+
+    /// Stops following `name` (its follower stopped): new handles no longer wait for it.
+    pub fn unfollow(&self, name: &str) {
+        self.confirmed.lock().unwrap().remove(name);
+        self.closed.lock().unwrap().remove(name);
+        self.reopened.notify_waiters();
+    }
+
+    /// The version serving new handles of `name`, if one was loaded.
+    pub fn current(&self, name: &str) -> Option<Arc<Version>> {
+        self.serving.lock().unwrap().get(&self.file_of(name)).cloned()
     }
 
     pub fn stats(&self) -> &RegistryStats {
@@ -288,6 +388,8 @@ impl Registry {
         }
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         let sha256 = hex(&Sha256::digest(&bytes));
+        // Read now (the compile takes the bytes), said once the bytes are known to be a component.
+        let protocol = crate::protocol::declared(&bytes);
         let cached = self.cache_file(&sha256);
         let mut from_cache = false;
         let mut compile_time = Duration::ZERO;
@@ -319,6 +421,7 @@ impl Registry {
                 component
             }
         };
+        let protocol = protocol.map_err(|e| anyhow!("{}", one_line(&format!("{e:#}"))))?;
         crate::versions::check(&self.engine, &component)?;
         let world = self.world_of(&component)?;
         let pre = self
@@ -335,6 +438,8 @@ impl Registry {
             from_cache,
             compile_time,
             loaded_at: SystemTime::now(),
+            protocol,
+            usage: Arc::default(),
             pre,
             stamp,
         })
@@ -431,7 +536,25 @@ impl Registry {
                 }
             }
         }
+        // A recipe the registry in ZooKeeper serves shows as that, whatever file names it here.
+        let published = self.published.lock().unwrap().clone();
+        files.retain(|(path, _)| {
+            !path.file_stem().is_some_and(|n| published.contains_key(n.to_string_lossy().as_ref()))
+        });
         let mut found = Vec::new();
+        for (name, path) in published {
+            let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            let serving = self.serving.lock().unwrap().get(&path).cloned();
+            found.push(RecipeInfo {
+                name,
+                path,
+                bytes,
+                serving,
+                refused: None,
+                embedded: false,
+                published: true,
+            });
+        }
         for (path, embedded) in files {
             if path.extension().and_then(|e| e.to_str()) != Some("wasm") {
                 continue;
@@ -466,7 +589,7 @@ impl Registry {
                     }),
                 ),
             };
-            found.push(RecipeInfo { name, path, bytes, serving, refused, embedded });
+            found.push(RecipeInfo { name, path, bytes, serving, refused, embedded, published: false });
         }
         found.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(found)
@@ -553,7 +676,8 @@ impl Registry {
                     .map_err(|e| anyhow!("loading the compiled {}: {e:#}", path.display()))
             }
             Some(s) => {
-                let said = stderr.lines().find_map(|l| l.strip_prefix("wazoo-compile: ")).map(str::to_string);
+                // What the worker said, however many lines it took (wasmparser's take several).
+                let said = stderr.split_once("wazoo-compile: ").map(|(_, why)| one_line(why));
                 match said {
                     Some(why) => Err(anyhow!("{} is not a valid wasm component: {why}", path.display())),
                     // An allocation failed (the abort message says so), or the worker was killed.
@@ -614,7 +738,7 @@ fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -86,6 +86,8 @@ pub struct HostState {
     /// finds it there ([`crate::DynamicHandle::take_up`]): the node an instance of the same
     /// client made through a daemon that is gone. Each is taken up once.
     pub(crate) take_up: Vec<String>,
+    /// The record of the component version this handle runs, once it is known.
+    pub(crate) version_usage: Option<Arc<crate::stats::Usage>>,
 }
 
 /// A claim named by its client ([`crate::Contender::name_claim`]): every protected node the
@@ -141,6 +143,7 @@ impl HostState {
             clock,
             claim: None,
             take_up: Vec::new(),
+            version_usage: None,
         }
     }
 }

@@ -51,3 +51,15 @@ impl Stats {
         self.armed.notify_waiters();
     }
 }
+
+/// What the handles of one component version ([`crate::registry::Version`]) did since it was
+/// loaded: a canary's record.
+#[derive(Debug, Default)]
+pub struct Usage {
+    /// Calls into the component (an acquire, a release, …).
+    pub calls: AtomicU64,
+    /// Calls that trapped (a sandbox limit of memory or CPU time included).
+    pub traps: AtomicU64,
+    /// Host calls refused because a sandbox limit was reached (`limit-exceeded`).
+    pub limit_hits: AtomicU64,
+}

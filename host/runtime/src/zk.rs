@@ -240,6 +240,63 @@ impl Zk {
         async move { sent.await.map(|(s, w)| (s.as_ref().map(stat), Watch(w))).map_err(from_client) }
     }
 
+    /// The node's data and stat, and a watch on its change or deletion.
+    pub fn get_data_watch<'a>(
+        &'a self,
+        path: &str,
+    ) -> impl Future<Output = Result<(Vec<u8>, Stat, Watch), ZkError>> + Send + 'a {
+        let sent = self.client.get_and_watch_data(path);
+        async move { sent.await.map(|(d, s, w)| (d, stat(&s), Watch(w))).map_err(from_client) }
+    }
+
+    /// Makes a persistent sequential node `path` + a ten-digit sequence number; its full path.
+    pub fn create_sequential<'a>(
+        &'a self,
+        path: &'a str,
+        data: &[u8],
+        access: Access,
+    ) -> impl Future<Output = Result<String, ZkError>> + Send + 'a {
+        let sent = self.client.create(path, data, &CreateMode::PersistentSequential.with_acls(access.acls()));
+        async move { sent.await.map(|(_, seq)| format!("{path}{seq}")).map_err(from_client) }
+    }
+
+    /// Applies `ops` as one transaction: all of them, or (with the index of the one that
+    /// failed and why) none.
+    pub fn multi<'a>(&'a self, ops: &[Op]) -> impl Future<Output = Result<(), MultiError>> + Send + 'a {
+        let mut writer = self.client.new_multi_writer();
+        let mut bad = None;
+        for (i, op) in ops.iter().enumerate() {
+            let added = match op {
+                Op::Check { path, version } => writer.add_check_version(path, *version),
+                Op::Create { path, data, sequential, access } => {
+                    let mode =
+                        if *sequential { CreateMode::PersistentSequential } else { CreateMode::Persistent };
+                    writer.add_create(path, data, &mode.with_acls(access.acls()))
+                }
+                Op::SetData { path, data, version } => writer.add_set_data(path, data, *version),
+                Op::Delete { path, version } => writer.add_delete(path, *version),
+            };
+            if let Err(e) = added {
+                bad.get_or_insert((i, from_client(e)));
+            }
+        }
+        let sent = bad.is_none().then(|| writer.commit());
+        async move {
+            if let Some((index, error)) = bad {
+                return Err(MultiError { index: Some(index), error });
+            }
+            match sent.expect("sent").await {
+                Ok(_) => Ok(()),
+                Err(zookeeper_client::MultiWriteError::OperationFailed { index, source }) => {
+                    Err(MultiError { index: Some(index), error: from_client(source) })
+                }
+                Err(zookeeper_client::MultiWriteError::RequestFailed { source }) => {
+                    Err(MultiError { index: None, error: from_client(source) })
+                }
+            }
+        }
+    }
+
     /// The node's children's names, and a watch on them.
     pub fn children_watch<'a>(
         &'a self,
@@ -248,6 +305,27 @@ impl Zk {
         let sent = self.client.list_and_watch_children(path);
         async move { sent.await.map(|(c, w)| (c, Watch(w))).map_err(from_client) }
     }
+}
+
+/// One operation of a [`Zk::multi`] transaction.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// The node's version is `version`.
+    Check { path: String, version: i32 },
+    /// Makes a persistent node (`sequential`: with a sequence number after `path`).
+    Create { path: String, data: Vec<u8>, sequential: bool, access: Access },
+    /// Sets the node's data, if its version is `version` when one is given.
+    SetData { path: String, data: Vec<u8>, version: Option<i32> },
+    /// Deletes the node, if its version is `version` when one is given.
+    Delete { path: String, version: Option<i32> },
+}
+
+/// Why a [`Zk::multi`] applied nothing: the operation that failed (`None`: the request itself,
+/// a connection loss for one, after which the transaction may or may not have been applied).
+#[derive(Clone, Debug)]
+pub struct MultiError {
+    pub index: Option<usize>,
+    pub error: ZkError,
 }
 
 /// Whether an error says the session is gone for good (expired, or closed).

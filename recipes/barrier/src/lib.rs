@@ -15,6 +15,7 @@
 //! container where wazoo made it, removed by ZooKeeper once no process is left.
 
 wazoo_guest::recipe_world!("wazoo:recipes/barrier-recipe@0.1.2");
+wazoo_guest::protocol!("wazoo-barrier/1");
 
 use std::cell::RefCell;
 

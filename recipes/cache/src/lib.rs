@@ -73,6 +73,7 @@
 //! one: the cache is over, and a new one is started on a new handle, in the host's new session.
 
 wazoo_guest::recipe_world!("wazoo:recipes/cache-recipe@0.1.2");
+wazoo_guest::protocol!("wazoo-cache/1");
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};

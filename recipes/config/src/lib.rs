@@ -4,6 +4,7 @@
 //! int) or Curator's `DistributedAtomicLong` (an 8-byte big-endian long).
 
 wazoo_guest::recipe_world!("wazoo:recipes/config-recipe@0.1.2");
+wazoo_guest::protocol!("wazoo-config/1");
 
 use exports::wazoo::recipes::config::{Entry, Guest as Config};
 use exports::wazoo::recipes::counter::{CounterFormat, Guest as Counter};

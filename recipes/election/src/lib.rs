@@ -11,6 +11,10 @@
 //! longer leads). Resigning deletes the acknowledgement and the node together.
 
 wazoo_guest::recipe_world!("wazoo:recipes/election-recipe@0.1.2");
+#[cfg(not(feature = "selector"))]
+wazoo_guest::protocol!("curator-leader-latch/1");
+#[cfg(feature = "selector")]
+wazoo_guest::protocol!("curator-leader-selector/1");
 
 use std::cell::RefCell;
 

@@ -8,6 +8,7 @@
 //! members come back.
 
 wazoo_guest::recipe_world!("wazoo:recipes/group-recipe@0.1.2");
+wazoo_guest::protocol!("wazoo-group/1");
 
 use std::cell::RefCell;
 

@@ -6,6 +6,10 @@
 //! (kazoo's `Lock` and `WriteLock`), so kazoo clients and wazoo exclude each other.
 
 wazoo_guest::recipe_world!("wazoo:recipes/lock-recipe@0.1.2");
+#[cfg(not(feature = "kazoo"))]
+wazoo_guest::protocol!("curator-mutex/1");
+#[cfg(feature = "kazoo")]
+wazoo_guest::protocol!("kazoo-lock/1");
 
 use exports::wazoo::recipes::lock::{Guest, Held};
 use wazoo_guest::{self as zk, Created, Deadline, Holding, ZkError};

@@ -34,6 +34,7 @@
 //! leader.
 
 wazoo_guest::recipe_world!("wazoo:recipes/queue-recipe@0.1.2");
+wazoo_guest::protocol!("wazoo-queue/1");
 
 use std::cell::RefCell;
 use std::collections::{HashSet, VecDeque};

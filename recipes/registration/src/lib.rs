@@ -14,6 +14,7 @@
 //! keeps it alive while the registrant tends it.
 
 wazoo_guest::recipe_world!("wazoo:recipes/registration-recipe@0.1.2");
+wazoo_guest::protocol!("wazoo-registration/1");
 
 use std::cell::RefCell;
 

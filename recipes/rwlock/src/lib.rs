@@ -8,6 +8,10 @@
 //! contender ahead of them.
 
 wazoo_guest::recipe_world!("wazoo:recipes/rwlock-recipe@0.1.2");
+#[cfg(not(feature = "kazoo"))]
+wazoo_guest::protocol!("curator-rwlock/1");
+#[cfg(feature = "kazoo")]
+wazoo_guest::protocol!("kazoo-rwlock/1");
 
 use exports::wazoo::recipes::rwlock::{Guest, Held, Mode};
 use wazoo_guest::{self as zk, Created, Deadline, Holding, ZkError};

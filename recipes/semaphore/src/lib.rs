@@ -9,6 +9,10 @@
 //! children are under `<path>`.
 
 wazoo_guest::recipe_world!("wazoo:recipes/semaphore-recipe@0.1.2");
+#[cfg(not(feature = "kazoo"))]
+wazoo_guest::protocol!("curator-semaphore-v2/1");
+#[cfg(feature = "kazoo")]
+wazoo_guest::protocol!("kazoo-semaphore/1");
 
 use std::cell::RefCell;
 

@@ -25,6 +25,7 @@
 //! Only a coordinator without a timeout, alive, waiting for a site that never votes, waits on.
 
 wazoo_guest::recipe_world!("wazoo:recipes/transaction-recipe@0.1.2");
+wazoo_guest::protocol!("wazoo-transaction/1");
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -2,6 +2,7 @@
 //! data size and, for ephemeral nodes, the owning session. A small example of the `custom` world.
 
 wazoo_guest::recipe_world!("wazoo:recipes/custom@0.1.2");
+wazoo_guest::protocol!("wazoo-tree/1");
 
 use std::fmt::Write as _;
 

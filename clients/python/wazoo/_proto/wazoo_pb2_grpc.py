@@ -1929,6 +1929,21 @@ class AdminStub(object):
                 request_serializer=wazoo__pb2.Empty.SerializeToString,
                 response_deserializer=wazoo__pb2.HealthReply.FromString,
                 _registered_method=True)
+        self.Publish = channel.unary_unary(
+                '/wazoo.v1.Admin/Publish',
+                request_serializer=wazoo__pb2.PublishRequest.SerializeToString,
+                response_deserializer=wazoo__pb2.PublishReply.FromString,
+                _registered_method=True)
+        self.Rollout = channel.unary_unary(
+                '/wazoo.v1.Admin/Rollout',
+                request_serializer=wazoo__pb2.RolloutRequest.SerializeToString,
+                response_deserializer=wazoo__pb2.RolloutReply.FromString,
+                _registered_method=True)
+        self.Rollback = channel.unary_unary(
+                '/wazoo.v1.Admin/Rollback',
+                request_serializer=wazoo__pb2.RollbackRequest.SerializeToString,
+                response_deserializer=wazoo__pb2.PublishReply.FromString,
+                _registered_method=True)
 
 
 class AdminServicer(object):
@@ -1955,6 +1970,34 @@ class AdminServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Publish(self, request, context):
+        """Checks a component as a plugins file is checked (world, WIT version, imports, limits, a
+        trial instantiation; its signature when the host trusts keys; its wire protocol against
+        the one in service), stores it in the registry in ZooKeeper (a tenant's own, within its
+        `recipes` patterns and quota) and makes it current on every host that follows the
+        registry, or its canary. FAILED_PRECONDITION with the reason when refused. Requests up to
+        80 MiB are accepted here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Rollout(self, request, context):
+        """A recipe's rollout: its current version and canary, each following host's report, and its
+        history. NOT_FOUND when the registry does not hold it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Rollback(self, request, context):
+        """Makes an earlier version current again (`digest`: at least 8 hex digits of its sha256;
+        empty: the one current before).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1972,6 +2015,21 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Health,
                     request_deserializer=wazoo__pb2.Empty.FromString,
                     response_serializer=wazoo__pb2.HealthReply.SerializeToString,
+            ),
+            'Publish': grpc.unary_unary_rpc_method_handler(
+                    servicer.Publish,
+                    request_deserializer=wazoo__pb2.PublishRequest.FromString,
+                    response_serializer=wazoo__pb2.PublishReply.SerializeToString,
+            ),
+            'Rollout': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rollout,
+                    request_deserializer=wazoo__pb2.RolloutRequest.FromString,
+                    response_serializer=wazoo__pb2.RolloutReply.SerializeToString,
+            ),
+            'Rollback': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rollback,
+                    request_deserializer=wazoo__pb2.RollbackRequest.FromString,
+                    response_serializer=wazoo__pb2.PublishReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2056,6 +2114,87 @@ class Admin(object):
             '/wazoo.v1.Admin/Health',
             wazoo__pb2.Empty.SerializeToString,
             wazoo__pb2.HealthReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Publish(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wazoo.v1.Admin/Publish',
+            wazoo__pb2.PublishRequest.SerializeToString,
+            wazoo__pb2.PublishReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rollout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wazoo.v1.Admin/Rollout',
+            wazoo__pb2.RolloutRequest.SerializeToString,
+            wazoo__pb2.RolloutReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rollback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wazoo.v1.Admin/Rollback',
+            wazoo__pb2.RollbackRequest.SerializeToString,
+            wazoo__pb2.PublishReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -105,6 +105,10 @@ impl Served {
             token: None,
             bounds: Default::default(),
             group: None,
+            // The benches serve the plugins directory's recipes, as before the registry.
+            registry: false,
+            trusted_keys: None,
+            advertise: None,
         };
         let task = tokio::spawn(wazoo_daemon::serve::run(
             host.clone(),

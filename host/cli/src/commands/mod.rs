@@ -7,6 +7,7 @@ mod barrier;
 mod observe;
 mod recipes;
 mod register;
+pub(crate) mod rollout;
 mod tx;
 mod values;
 pub(crate) mod zk;
@@ -165,6 +166,39 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
         Command::Recipes { command: RecipesCommand::Functions { recipe, json: true } } => {
             functions_json(backend, &recipe).await
         }
+        Command::Recipes {
+            command:
+                RecipesCommand::Publish {
+                    name,
+                    file,
+                    sign,
+                    canary,
+                    canary_for,
+                    canary_calls,
+                    new_protocol,
+                    wait,
+                    timeout,
+                    json,
+                },
+        } => {
+            let canary = canary.map(|hosts| (hosts, canary_for, canary_calls));
+            let then = rollout::Rollout { wait: wait.then_some(timeout), json };
+            rollout::publish(backend, &name, &file, &sign, canary, new_protocol, then).await
+        }
+        Command::Recipes { command: RecipesCommand::Status { name, wait, timeout, json } } => {
+            rollout::status(backend, &name, wait.then_some(timeout), json).await
+        }
+        Command::Recipes { command: RecipesCommand::History { name, json } } => {
+            rollout::history(backend, &name, json).await
+        }
+        Command::Recipes {
+            command: RecipesCommand::Rollback { name, digest, new_protocol, wait, timeout, json },
+        } => {
+            let then = rollout::Rollout { wait: wait.then_some(timeout), json };
+            rollout::rollback(backend, &name, digest.as_deref(), new_protocol, then).await
+        }
+        // Main runs it before any backend: it asks nothing of anyone.
+        Command::Recipes { command: RecipesCommand::Keygen { id, out } } => rollout::keygen(&id, &out),
         Command::Call { recipe, function, args } => recipes::call(backend, &recipe, &function, &args).await,
         Command::Run { component, args } => recipes::run(backend, &component, &args).await,
         Command::Server { .. } => Ok(local_only("server")),

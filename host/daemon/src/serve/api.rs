@@ -193,6 +193,27 @@ impl Admin for Api {
         Ok(Response::new(wire::recipe_list(listed)))
     }
 
+    async fn publish(
+        &self,
+        request: Request<pb::PublishRequest>,
+    ) -> Result<Response<pb::PublishReply>, Status> {
+        super::published::publish(&self.state, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn rollout(
+        &self,
+        request: Request<pb::RolloutRequest>,
+    ) -> Result<Response<pb::RolloutReply>, Status> {
+        super::published::rollout(&self.state, &request.into_inner().name).await.map(Response::new)
+    }
+
+    async fn rollback(
+        &self,
+        request: Request<pb::RollbackRequest>,
+    ) -> Result<Response<pb::PublishReply>, Status> {
+        super::published::rollback(&self.state, request.into_inner()).await.map(Response::new)
+    }
+
     async fn health(&self, _: Request<pb::Empty>) -> Result<Response<pb::HealthReply>, Status> {
         let (status, zookeeper_session) = zookeeper_status(&self.host).await;
         Ok(Response::new(wire::health_reply(

@@ -18,6 +18,7 @@
 
 mod adopt;
 mod api;
+pub mod published;
 mod recipes;
 mod state;
 
@@ -81,7 +82,15 @@ pub struct ServeConfig {
     /// The group this daemon is a member of (joined), if any: its client sessions are recorded
     /// there and taken up by another member when this one dies or stops.
     pub group: Option<crate::group::GroupJoin>,
+    /// Follow the recipe registry in ZooKeeper ([`wazoo_runtime::rollout`]).
+    pub registry: bool,
+    /// The keys whose signatures the one host ([`run`]) requires of registry components.
+    pub trusted_keys: Option<Arc<wazoo_runtime::signing::TrustedKeys>>,
+    /// This daemon's name in the registry's reports (else its gRPC address).
+    pub advertise: Option<String>,
 }
+
+pub use crate::publishing::Publishing;
 
 /// The daemon's TLS identity, PEM; with `client_ca`, every client must show a certificate that
 /// CA signed (mutual TLS), which authenticates it.
@@ -137,7 +146,8 @@ pub async fn run(
         <[u8; 32]>::from(sha2::Sha256::digest(t.as_bytes()))
     });
     let clients = Default::default();
-    serve(vec![Served { name: None, token, host, clients }], config, None, ready, shutdown).await
+    let publishing = Publishing { trusted: config.trusted_keys.clone(), ..Publishing::default() };
+    serve(vec![Served { name: None, token, host, clients, publishing }], config, None, ready, shutdown).await
 }
 
 /// Serves each tenant's host to the clients that present its token (gRPC metadata
@@ -157,7 +167,13 @@ pub async fn run_tenants(
     anyhow::ensure!(!tenants.is_empty(), "no tenants to serve");
     let hosts = tenants
         .into_iter()
-        .map(|t| Served { name: Some(t.name), token: Some(t.token_sha256), host: t.host, clients: t.clients })
+        .map(|t| Served {
+            name: Some(t.name),
+            token: Some(t.token_sha256),
+            host: t.host,
+            clients: t.clients,
+            publishing: t.publishing,
+        })
         .collect();
     serve(hosts, config, Some(changes), ready, shutdown).await
 }
@@ -178,6 +194,7 @@ struct Served {
     host: Host,
     /// The tenant's own caps, where it has them.
     clients: crate::tenants::ClientBounds,
+    publishing: Publishing,
 }
 
 async fn serve(
@@ -233,35 +250,44 @@ async fn serve(
     };
     // The `Sessions` and `Admin` services of a state (`Reattach` takes up through the adopter).
     let api = |state: &Arc<State>| Api { state: state.clone(), adopter: adopter.clone() };
-    let new_state = |host: Host, name: Option<String>, clients: crate::tenants::ClientBounds| {
-        if let Some(w) = &worker {
-            host.registry().use_compile_worker(w.clone(), COMPILE_MEMORY, host.limits());
-        }
-        let state = Arc::new(State {
-            group: adopter.as_ref().map(|a| a.group.clone()),
-            host,
-            tenant: name,
-            sessions: Mutex::default(),
-            next: AtomicU64::new(1),
-            metrics: metrics.clone(),
-            streams: Arc::default(),
-            stopped: tokio::sync::watch::channel(false).0,
-            bounds: Bounds {
-                sessions_per_tenant: clients.sessions.unwrap_or(config.bounds.sessions_per_tenant),
-                handles_per_session: clients.handles.unwrap_or(config.bounds.handles_per_session),
-                max_ttl: clients.max_ttl.unwrap_or(config.bounds.max_ttl),
-                ..config.bounds
-            },
-            open: open.clone(),
-        });
-        if let Some(adopter) = &adopter {
-            adopter.serve(&state);
-        }
-        state
-    };
+    let me = config
+        .advertise
+        .clone()
+        .unwrap_or_else(|| format!("{}:{}", wazoo_runtime::rollout::host_name(), grpc.port()));
+    let new_state =
+        |host: Host, name: Option<String>, clients: crate::tenants::ClientBounds, publishing: Publishing| {
+            if let Some(w) = &worker {
+                host.registry().use_compile_worker(w.clone(), COMPILE_MEMORY, host.limits());
+            }
+            let rollout =
+                config.registry.then(|| follower(&host, &me, name.as_deref(), publishing.trusted.clone()));
+            let state = Arc::new(State {
+                group: adopter.as_ref().map(|a| a.group.clone()),
+                host,
+                tenant: name,
+                sessions: Mutex::default(),
+                next: AtomicU64::new(1),
+                metrics: metrics.clone(),
+                streams: Arc::default(),
+                stopped: tokio::sync::watch::channel(false).0,
+                bounds: Bounds {
+                    sessions_per_tenant: clients.sessions.unwrap_or(config.bounds.sessions_per_tenant),
+                    handles_per_session: clients.handles.unwrap_or(config.bounds.handles_per_session),
+                    max_ttl: clients.max_ttl.unwrap_or(config.bounds.max_ttl),
+                    ..config.bounds
+                },
+                open: open.clone(),
+                rollout,
+                publishing,
+            });
+            if let Some(adopter) = &adopter {
+                adopter.serve(&state);
+            }
+            state
+        };
     let mut states = Vec::new();
-    for Served { name, token, host, clients } in hosts {
-        states.push((token, new_state(host, name, clients)));
+    for Served { name, token, host, clients, publishing } in hosts {
+        states.push((token, new_state(host, name, clients, publishing)));
     }
     let metrics_addr = match config.metrics {
         Some(addr) => {
@@ -317,14 +343,14 @@ async fn serve(
                     .clone()
                     .add_service(sessions_server(api.clone()))
                     .add_service(RecipesServer::new(RecipesService(state.clone())))
-                    .add_service(AdminServer::new(api))
+                    .add_service(admin_server(api))
                     .serve_with_incoming_shutdown(incoming, until),
             )
         }
         _ => {
             let sessions = ByTenant::new(&states, |state| sessions_server(api(state)));
             let recipes = ByTenant::new(&states, |state| RecipesServer::new(RecipesService(state.clone())));
-            let admin = ByTenant::new(&states, |state| AdminServer::new(api(state)));
+            let admin = ByTenant::new(&states, |state| admin_server(api(state)));
             routes = Some((sessions.clone(), recipes.clone(), admin.clone()));
             tokio::spawn(
                 builder
@@ -368,6 +394,9 @@ async fn serve(
                     for task in tasks.remove(&old.tenant).unwrap_or_default() {
                         task.abort();
                     }
+                    if let Some(follower) = &old.rollout {
+                        follower.stop();
+                    }
                     let closing: Vec<_> = old.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
                     for session in closing {
                         session.end(state::Ended::Stopping).await;
@@ -375,11 +404,11 @@ async fn serve(
                     tracing::info!(tenant = %name, "tenant stopped");
                 }
                 if let TenantChange::Put(t) = change {
-                    let state = new_state(t.host, Some(t.name.clone()), t.clients);
+                    let state = new_state(t.host, Some(t.name.clone()), t.clients, t.publishing);
                     tasks.insert(state.tenant.clone(), tend(&state, config.watch_every).await);
                     sessions.insert(t.token_sha256, sessions_server(api(&state)));
                     recipes.insert(t.token_sha256, RecipesServer::new(RecipesService(state.clone())));
-                    admin.insert(t.token_sha256, AdminServer::new(api(&state)));
+                    admin.insert(t.token_sha256, admin_server(api(&state)));
                     states.push((Some(t.token_sha256), state));
                     tracing::info!(tenant = %t.name, "tenant serving");
                 }
@@ -504,6 +533,12 @@ impl<S> ByTenant<S> {
 
 /// The plugins watcher and the session reaper of `state`, after a first look at its plugins.
 async fn tend(state: &Arc<State>, every: Duration) -> Vec<tokio::task::JoinHandle<()>> {
+    // The registry's versions serve before any client does.
+    if let Some(follower) = &state.rollout {
+        if let Err(e) = follower.start().await {
+            tracing::warn!("following the recipe registry: {e:#}");
+        }
+    }
     let mut seen = HashMap::new();
     watch_plugins(state, &mut seen).await;
     vec![tokio::spawn(watcher(state.clone(), seen, every)), tokio::spawn(reaper(state.clone()))]
@@ -558,3 +593,29 @@ where
 }
 
 type Events<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// A follower of the registry for `host`, reporting as `me` (with its tenant's name), keeping
+/// fetched components beside its compiled ones (else in a private directory of its own).
+fn follower(
+    host: &Host,
+    me: &str,
+    tenant: Option<&str>,
+    trusted: Option<Arc<wazoo_runtime::signing::TrustedKeys>>,
+) -> Arc<wazoo_runtime::rollout::Follower> {
+    let base = match host.registry().cache_dir() {
+        Some(cache) => cache.join("registry"),
+        None => std::env::temp_dir().join(format!("wazoo-registry-{}", std::process::id())),
+    };
+    let dir = match tenant {
+        Some(t) => base.join(t),
+        None => base,
+    };
+    wazoo_runtime::rollout::Follower::new(host.clone(), wazoo_runtime::rollout::ROOT, me, dir, trusted)
+}
+
+/// The largest `Admin` request: a component to publish (at most 64 MiB) and its signatures.
+const ADMIN_MAX_REQUEST: usize = 80 << 20;
+
+fn admin_server(api: Api) -> AdminServer<Api> {
+    AdminServer::new(api).max_decoding_message_size(ADMIN_MAX_REQUEST)
+}

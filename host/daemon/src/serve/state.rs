@@ -39,6 +39,10 @@ pub(super) struct State {
     /// The daemon's group, when it is in one: where its client sessions are recorded (taking
     /// up another member's is `adopt`'s).
     pub(super) group: Option<Arc<Group>>,
+    /// The host's follower of the recipe registry in ZooKeeper, unless it follows none.
+    pub(super) rollout: Option<Arc<wazoo_runtime::rollout::Follower>>,
+    /// What the state's clients may publish.
+    pub(super) publishing: crate::publishing::Publishing,
 }
 
 /// One stream counted in [`State::streams`] while it lives, told when its state stops.

@@ -39,6 +39,12 @@ impl Sandbox {
         Sandbox { store, live, ledger, retired: false, cleaned: false, shared, version: None }
     }
 
+    /// Records that this handle runs `version`.
+    pub(crate) fn runs(&mut self, version: Arc<crate::registry::Version>) {
+        self.store.data_mut().version_usage = Some(version.usage.clone());
+        self.version = Some(version);
+    }
+
     /// Marks a call as begun. If the caller drops the call's future, the mark stays: the
     /// instance is then in an unknown state and is never called again.
     fn enter(&mut self) -> Result<(), RecipeError> {
@@ -47,6 +53,9 @@ impl Sandbox {
         }
         self.retired = true;
         self.store.data_mut().clock.begin();
+        if let Some(version) = &self.version {
+            Stats::bump(&version.usage.calls);
+        }
         Ok(())
     }
 
@@ -59,6 +68,9 @@ impl Sandbox {
             }
             Err(trap) => {
                 Stats::bump(&self.shared.stats.traps);
+                if let Some(version) = &self.version {
+                    Stats::bump(&version.usage.traps);
+                }
                 let why = match trap.downcast_ref::<wasmtime::Trap>() {
                     Some(wasmtime::Trap::Interrupt) => format!(
                         "the recipe ran longer than its CPU limit of {:?} per call",

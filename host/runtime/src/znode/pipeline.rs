@@ -18,7 +18,6 @@ use crate::bindings::znode::Host;
 use crate::error::from_client;
 use crate::paths;
 use crate::state::HostState;
-use crate::stats::Stats;
 
 /// Most steps in one pipeline.
 pub(crate) const MAX_STEPS: usize = 64;
@@ -66,7 +65,7 @@ impl HostState {
         steps: Vec<Step>,
     ) -> Result<Vec<Result<StepResult, ZkError>>, ZkError> {
         if steps.len() > MAX_STEPS {
-            Stats::bump(&self.shared.stats.limit_hits);
+            self.limit_hit();
             return Err(ZkError::LimitExceeded(format!(
                 "a pipeline of {} steps; at most {MAX_STEPS}",
                 steps.len()
