@@ -137,10 +137,14 @@ pub async fn publish(
             _ => Ok(version),
         },
         // Said of the component, not of the host's private copy of it.
-        Err(e) => Err(anyhow!(
-            "{}",
-            format!("{e:#}").replace(&file.display().to_string(), &format!("recipe {}", p.name))
-        )),
+        Err(e) => {
+            let text = format!("{e:#}");
+            let path = file.display().to_string();
+            match text.contains(&path) {
+                true => Err(anyhow!("{}", text.replace(&path, &format!("recipe {}", p.name)))),
+                false => Err(anyhow!("recipe {}: {text}", p.name)),
+            }
+        }
     };
     let version = match checked {
         Ok(version) => version,
