@@ -490,7 +490,8 @@ impl Follower {
             }
         }
         let me = self.clone();
-        let task = tokio::spawn(async move { me.watch_names().await });
+        let joined = store.zk().session_id();
+        let task = tokio::spawn(async move { me.watch_names(joined).await });
         self.tasks.lock().unwrap().push(task.abort_handle());
         Ok(())
     }
@@ -507,13 +508,18 @@ impl Follower {
 
     /// Follows the list of recipes (each new one gets a follower task), and keeps this host in
     /// the registry's hosts (again on a new session).
-    async fn watch_names(self: Arc<Self>) {
+    async fn watch_names(self: Arc<Self>, mut joined: i64) {
         loop {
             let listed = match self.store().await {
-                Ok(store) => match store.join(&self.id).await {
-                    Ok(()) => store.names_watch().await,
+                // Entered again only on a new session (`start` entered it on the first).
+                Ok(store) if store.zk().session_id() != joined => match store.join(&self.id).await {
+                    Ok(()) => {
+                        joined = store.zk().session_id();
+                        store.names_watch().await
+                    }
                     Err(e) => Err(e),
                 },
+                Ok(store) => store.names_watch().await,
                 Err(e) => Err(e),
             };
             match listed {
