@@ -10,29 +10,20 @@ pub fn deploy(dest: &Path, bytes: &[u8]) {
     std::fs::rename(&tmp, dest).unwrap();
 }
 
-/// The lock recipe's node data, as built (`recipes/lock`): the swap tests rewrite its `v1`.
-pub const LOCK_TAG_V1: &[u8] = b"wazoo lock recipe v1";
-
-/// `component` with its one occurrence of `from` replaced by `to` (same length): for a string
-/// constant, a recipe that behaves the same but writes `to` where it wrote `from`.
-pub fn retagged(component: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
-    assert_eq!(from.len(), to.len(), "a retag keeps the length");
-    let hits: Vec<usize> =
-        component.windows(from.len()).enumerate().filter(|(_, w)| *w == from).map(|(i, _)| i).collect();
-    assert_eq!(hits.len(), 1, "{:?} occurs {} times", String::from_utf8_lossy(from), hits.len());
-    let mut out = component.to_vec();
-    out[hits[0]..hits[0] + to.len()].copy_from_slice(to);
-    out
-}
-
 /// `component` with a custom section appended: the same recipe, a different file and hash.
 pub fn relabelled(component: &[u8], label: &str) -> Vec<u8> {
-    let name = b"wazoo-test-label";
-    let mut payload = vec![name.len() as u8];
-    payload.extend_from_slice(name);
-    payload.extend_from_slice(label.as_bytes());
+    with_section(component, "wazoo-test-label", label.as_bytes())
+}
+
+/// `component` with a top-level custom section `name` holding `payload` appended: the same
+/// recipe (world, imports, exports, declared protocol), another sha256.
+pub fn with_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    leb(name.len(), &mut body);
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(payload);
     let mut out = component.to_vec();
-    section(0, &payload, &mut out);
+    section(0, &body, &mut out);
     out
 }
 

@@ -107,10 +107,15 @@ impl Daemon {
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let line =
             within(LIMIT, "wazoo serve is ready", lines.next_line()).await.unwrap().expect("a ready line");
-        // "serving gRPC on ADDR, metrics on http://ADDR/metrics"
+        // "serving gRPC on ADDR, metrics on http://ADDR/metrics, console on http://ADDR/"
         let grpc = line.split_whitespace().nth(3).unwrap().trim_end_matches(',').to_string();
-        let metrics = line.split("http://").nth(1).unwrap().trim_end_matches("/metrics").to_string();
+        let metrics = line.split("http://").nth(1).unwrap().split('/').next().unwrap().to_string();
         Daemon { _child: child, grpc, metrics }
+    }
+
+    /// The address of its metrics port (`/metrics`, `/healthz` and the web console), `HOST:PORT`.
+    pub fn metrics_address(&self) -> &str {
+        &self.metrics
     }
 
     /// The daemon's process id (for signals).

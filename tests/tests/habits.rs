@@ -437,14 +437,16 @@ async fn config_watch_prints_what_watch_prints() {
 async fn a_wait_is_said_after_a_second_unless_quiet() {
     let checker = client(&zk().address()).await;
     let path = unique("habits-wait");
-    let mut holder = Running::start(cli().args(["lock", &path]));
+    let mut holder = Running::start(cli().args(["lock", "--id", "deployer-1", &path]));
     holder.line("the lock is held").await;
     let mut quiet = Running::start(cli().args(["lock", "-q", &path, "true"]));
     wait_children(&checker, &path, 2).await;
     let mut noisy = Running::start(cli().args(["lock", &path, "true"]));
     let mut said = BufReader::new(noisy.child.stderr.take().unwrap()).lines();
     let line = within(LIMIT, "the wait is said", said.next_line()).await.unwrap().unwrap();
-    assert!(line.starts_with(&format!("wazoo: waiting for the lock at {path} held by session 0x")), "{line}");
+    // Who holds it: its --id, its session and its token.
+    let held_by = format!("wazoo: waiting for the lock at {path} held by deployer-1 (session 0x");
+    assert!(line.starts_with(&held_by), "{line}");
     // Giving up is said too, unless -q (the exit status says it, as flock's does).
     let (code, _, stderr) = output(cli().args(["lock", "-n", &path, "true"])).await;
     assert_eq!(code, 3);

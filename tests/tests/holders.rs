@@ -19,7 +19,9 @@ use State::{Holds, Waits};
 
 const LIMIT: Duration = Duration::from_secs(60);
 /// What wazoo's lock recipe writes into its node.
-const LOCK_TAG: &[u8] = b"wazoo lock recipe v1";
+/// A lock node's data when its handle was told no identity: blank (the recipe leaves it to the
+/// host).
+const LOCK_TAG: &[u8] = b"";
 
 /// The contenders at `path`, or a panic.
 async fn look(checker: &Client, path: &str, kind: Option<Kind>, leases: Option<u32>) -> Contenders {

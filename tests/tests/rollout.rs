@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
-use wazoo_tests::components::{relabelled, traps_at_start};
+use wazoo_tests::components::{relabelled, traps_at_start, with_section};
 use wazoo_tests::daemon::{output, wazoo_at, Daemon};
 use wazoo_tests::procs::Running;
 use wazoo_tests::{client, plugins, root, unique, wazoo_bin, within, zk};
@@ -272,31 +272,6 @@ fn now_ms() -> u64 {
 /// The components of the repository's `plugins/` (the builds the binary embeds).
 fn component(name: &str) -> Vec<u8> {
     std::fs::read(root().join("plugins").join(format!("{name}.wasm"))).unwrap()
-}
-
-/// `component` with a top-level custom section `name` holding `payload` appended: the same
-/// recipe (world, imports, exports, declared protocol), another sha256.
-fn with_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
-    fn leb128(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    let mut body = Vec::new();
-    leb128(name.len(), &mut body);
-    body.extend_from_slice(name.as_bytes());
-    body.extend_from_slice(payload);
-    let mut out = component.to_vec();
-    out.push(0);
-    leb128(body.len(), &mut out);
-    out.extend_from_slice(&body);
-    out
 }
 
 /// `n` bytes that do not deflate (xorshift from `seed`).

@@ -51,6 +51,7 @@ use wazoo_runtime::rollout::{self, Event, Follower, Manifest, Pointer, Publish, 
 use wazoo_runtime::zk::Access;
 use wazoo_runtime::Host;
 use wazoo_tests::chaos::{Lab, Site};
+use wazoo_tests::components::with_section;
 use wazoo_tests::matrix::{Kind, KINDS};
 use wazoo_tests::proxy::{op, Action, Request};
 use wazoo_tests::{config, plugins, wait_gone, zk};
@@ -79,31 +80,6 @@ const FOLLOWER: &str = "follower";
 
 // ---------------------------------------------------------------------------------------------
 // Components
-
-/// `component` with a top-level custom section `name` holding `payload` appended: the same
-/// component (same world, imports, exports and declared protocol), another sha256.
-fn with_custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
-    fn leb128(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    let mut body = Vec::new();
-    leb128(name.len(), &mut body);
-    body.extend_from_slice(name.as_bytes());
-    body.extend_from_slice(payload);
-    let mut out = component.to_vec();
-    out.push(0);
-    leb128(body.len(), &mut out);
-    out.extend_from_slice(&body);
-    out
-}
 
 /// One version of `lock`: its bytes, digest and declared protocol (as the host reads them).
 #[derive(Clone)]
@@ -324,7 +300,7 @@ impl Bench {
         let files = tempfile::tempdir().expect("a private directory");
         let v1_bytes = std::fs::read(plugins.join("lock.wasm")).expect("lock.wasm");
         let v2_bytes =
-            with_custom_section(&v1_bytes, "wazoo-rollout-test", b"lock v2: the same code, another digest");
+            with_section(&v1_bytes, "wazoo-rollout-test", b"lock v2: the same code, another digest");
         let kazoo_bytes = std::fs::read(plugins.join("lock-kazoo.wasm")).expect("lock-kazoo.wasm");
         let v2_file = files.path().join("lock-v2.wasm");
         std::fs::write(&v2_file, &v2_bytes).unwrap();
@@ -1340,7 +1316,7 @@ impl Bench {
 #[test]
 fn a_custom_section_changes_the_digest_not_the_component() {
     let plain = b"\0asm\x0d\x00\x01\x00".to_vec();
-    let with = with_custom_section(&plain, "x", &[7u8; 200]);
+    let with = with_section(&plain, "x", &[7u8; 200]);
     // 0, size 202 as LEB128 (0xca 0x01), name length 1, "x", payload.
     assert_eq!(&with[plain.len()..plain.len() + 5], &[0, 0xca, 0x01, 1, b'x']);
     assert_eq!(with.len(), plain.len() + 3 + 202);

@@ -20,7 +20,7 @@ its claims, its registrations and its watches on through another member (see `Cl
 """
 from .client import (
     CALL_TIMEOUT, CUT_OFF, MIN_TTL, PING_EVERY, PING_TIMEOUT, REATTACH_TRY, SILENCE, TEND, Claim, Client,
-    Contender, Member, NodeStat, Registration, Stream, WatchEvent,
+    ClaimInfo, Contender, Member, NodeStat, Registration, SessionClaim, SessionInfo, Stream, WatchEvent,
 )
 from .errors import (
     BadVersion,
@@ -59,6 +59,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CALL_TIMEOUT", "CUT_OFF", "MIN_TTL", "PING_EVERY", "PING_TIMEOUT", "REATTACH_TRY", "SILENCE", "TEND",
     "Claim", "Client", "Registration", "Member", "Stream", "WatchEvent", "Contender", "NodeStat", "Lock",
+    "ClaimInfo", "SessionInfo", "SessionClaim",
     "Election", "Party", "DataWatch", "ChildrenWatch",
     "WazooError", "Unavailable", "LockLost", "Cancelled", "Timeout", "NoNode", "NodeExists", "BadVersion",
     "NotEmpty", "NoChildrenForEphemerals", "InvalidPath", "InvalidArgument", "ConnectionLoss", "SessionExpired",

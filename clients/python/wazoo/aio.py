@@ -39,7 +39,8 @@ from ._proto import wazoo_pb2_grpc as rpc
 from .client import (
     _HANDLE_GONE, _SETTLE, CALL_TIMEOUT, CUT_OFF, PING_EVERY, PING_TIMEOUT, Addresses, Contender, Data,
     Member, NodeStat, Pem, WatchEvent, _addresses, _bytes, _contender, _format, _holders_request, _millis,
-    _pem, _watch_event, _FAMILY_KINDS, check_settings, claim_prefix, loss_reason,
+    _pem, _watch_event, _FAMILY_KINDS, check_settings, claim_prefix, loss_reason, ClaimInfo, SessionInfo,
+    _claim_info, _session_info,
 )
 from .errors import Cancelled, LockLost, NoNode, Timeout, Unavailable, WazooError, from_rpc
 
@@ -441,10 +442,10 @@ class Client:
     # Claims.
 
     async def _acquire(self, path: str, family: int, timeout: Optional[float], recipe: str, leases: int = 0,
-                       pending: Optional["_Pending"] = None) -> Claim:
+                       pending: Optional["_Pending"] = None, holder_id: str = "") -> Claim:
         request = pb.AcquireRequest(
             session=self.session_id, path=path, family=family, max_leases=leases,
-            timeout_ms=_millis(timeout), recipe=recipe, claim_id=uuid.uuid4().hex,
+            timeout_ms=_millis(timeout), recipe=recipe, claim_id=uuid.uuid4().hex, holder_id=holder_id,
         )
         return await self._claim(path, "Acquire", request, timeout, pending)
 
@@ -510,23 +511,25 @@ class Client:
         `path` only, when given); each raises `wazoo.Cancelled`. Returns how many."""
         return sum(1 for p in list(self._pending) if (path is None or p.path == path) and p.cancel())
 
-    async def lock(self, path: str, timeout: Optional[float] = None, recipe: str = "") -> Claim:
+    async def lock(self, path: str, timeout: Optional[float] = None, recipe: str = "", holder_id: str = "") -> Claim:
         """Takes the lock at `path`, waiting until it is held or `timeout` seconds pass
-        (`wazoo.Timeout`)."""
-        return await self._acquire(path, pb.LOCK, timeout, recipe)
+        (`wazoo.Timeout`); `holder_id` as `wazoo.Client.lock`'s."""
+        return await self._acquire(path, pb.LOCK, timeout, recipe, holder_id=holder_id)
 
-    async def rwlock(self, path: str, mode: str = "write", timeout: Optional[float] = None, recipe: str = "") -> Claim:
+    async def rwlock(self, path: str, mode: str = "write", timeout: Optional[float] = None, recipe: str = "",
+                     holder_id: str = "") -> Claim:
         """Takes the `mode` ("read" or "write") side of the read/write lock at `path`."""
         families = {"read": pb.READ_LOCK, "write": pb.WRITE_LOCK}
         if mode not in families:
             raise ValueError(f"a read/write lock's mode is 'read' or 'write', not {mode!r}")
-        return await self._acquire(path, families[mode], timeout, recipe)
+        return await self._acquire(path, families[mode], timeout, recipe, holder_id=holder_id)
 
-    async def semaphore(self, path: str, leases: int, timeout: Optional[float] = None, recipe: str = "") -> Claim:
+    async def semaphore(self, path: str, leases: int, timeout: Optional[float] = None, recipe: str = "",
+                        holder_id: str = "") -> Claim:
         """Takes one of the `leases` leases of the semaphore at `path`."""
         if leases < 1:
             raise ValueError(f"a semaphore has at least one lease, not {leases}")
-        return await self._acquire(path, pb.SEMAPHORE, timeout, recipe, leases)
+        return await self._acquire(path, pb.SEMAPHORE, timeout, recipe, leases, holder_id=holder_id)
 
     async def elect(self, path: str, id: str, timeout: Optional[float] = None, recipe: str = "") -> Claim:
         """Runs for leadership of the election at `path` as candidate `id`; the `Claim` is the
@@ -550,21 +553,21 @@ class Client:
             return []
         return [Member(m.name, m.data) for m in membership.members]
 
-    def Lock(self, path: str, recipe: str = "") -> "Lock":
+    def Lock(self, path: str, recipe: str = "", identifier: str = "") -> "Lock":
         """The lock at `path` as kazoo's `Lock`, for asyncio: `await lock.acquire(blocking=False)`
-        is False at once when it is not free."""
-        return Lock(self, path, pb.LOCK, recipe=recipe)
+        is False at once when it is not free; `identifier` as `wazoo.Client.Lock`'s."""
+        return Lock(self, path, pb.LOCK, recipe=recipe, identifier=identifier)
 
-    def ReadLock(self, path: str, recipe: str = "") -> "Lock":
-        return Lock(self, path, pb.READ_LOCK, recipe=recipe)
+    def ReadLock(self, path: str, recipe: str = "", identifier: str = "") -> "Lock":
+        return Lock(self, path, pb.READ_LOCK, recipe=recipe, identifier=identifier)
 
-    def WriteLock(self, path: str, recipe: str = "") -> "Lock":
-        return Lock(self, path, pb.WRITE_LOCK, recipe=recipe)
+    def WriteLock(self, path: str, recipe: str = "", identifier: str = "") -> "Lock":
+        return Lock(self, path, pb.WRITE_LOCK, recipe=recipe, identifier=identifier)
 
-    def Semaphore(self, path: str, max_leases: int = 1, recipe: str = "") -> "Lock":
+    def Semaphore(self, path: str, max_leases: int = 1, recipe: str = "", identifier: str = "") -> "Lock":
         if max_leases < 1:
             raise ValueError(f"a semaphore has at least one lease, not {max_leases}")
-        return Lock(self, path, pb.SEMAPHORE, leases=max_leases, recipe=recipe)
+        return Lock(self, path, pb.SEMAPHORE, leases=max_leases, recipe=recipe, identifier=identifier)
 
     # Who holds, who waits.
 
@@ -580,6 +583,16 @@ class Client:
     async def leader(self, path: str) -> Optional[Contender]:
         """As `wazoo.Client.leader`."""
         return next(iter(await self.holders(path, "election")), None)
+
+    async def list_claims(self, prefix: str = "/") -> List[ClaimInfo]:
+        """As `wazoo.Client.list_claims`."""
+        reply = await self._call(self.admin.ListClaims, pb.ListClaimsRequest(prefix=prefix))
+        return [_claim_info(c) for c in reply.claims]
+
+    async def list_sessions(self) -> List[SessionInfo]:
+        """As `wazoo.Client.list_sessions`."""
+        reply = await self._call(self.admin.ListSessions, pb.Empty())
+        return [_session_info(s) for s in reply.sessions]
 
     # Queues, configuration, counters, watches.
 
@@ -684,7 +697,9 @@ class Lock:
     task, makes a waiting `acquire` raise `wazoo.Cancelled`, leaving no node; it does nothing
     when none waits."""
 
-    def __init__(self, client: Client, path: str, family: int, leases: int = 0, recipe: str = ""):
+    def __init__(self, client: Client, path: str, family: int, leases: int = 0, recipe: str = "",
+                 identifier: str = ""):
+        self.identifier = identifier
         self.client = client
         self.path = path
         self._family = family
@@ -708,7 +723,8 @@ class Lock:
         self._pending = _Pending(self.path)
         try:
             claim = await self.client._acquire(self.path, self._family, timeout if blocking else 0.0,
-                                               self._recipe, self._leases, self._pending)
+                                               self._recipe, self._leases, self._pending,
+                                               holder_id=self.identifier)
         except Timeout:
             if blocking:
                 raise

@@ -125,9 +125,10 @@ class Contender(NamedTuple):
 
     `node` is its node's path; `sequence` the node's sequence number; `holds` whether it holds
     the lock or lease, or leads (False: it waits); `mode` "read" or "write" for a read/write
-    lock, else None; `data` the node's data (an election candidate's id); `session` the
-    ZooKeeper session that owns the node; `token` the node's czxid, the fencing token its
-    holder was given."""
+    lock, else None; `data` the node's data (an election candidate's id, a holder's identity);
+    `session` the ZooKeeper session that owns the node; `token` the node's czxid, the fencing
+    token its holder was given; `since_ms` when the node was made (milliseconds since the Unix
+    epoch): since when it holds or waits."""
 
     node: str
     sequence: int
@@ -136,6 +137,7 @@ class Contender(NamedTuple):
     data: bytes
     session: int
     token: int
+    since_ms: int = 0
 
     @property
     def id(self) -> str:
@@ -163,7 +165,63 @@ def _holders_request(path: str, kind: str, leases: Optional[int]) -> Any:
 
 def _contender(c: Any) -> Contender:
     mode = {pb.CONTENDER_MODE_READ: "read", pb.CONTENDER_MODE_WRITE: "write"}.get(c.mode)
-    return Contender(c.node, c.sequence, c.holds, mode, c.data, c.session, c.fencing_token)
+    return Contender(c.node, c.sequence, c.holds, mode, c.data, c.session, c.fencing_token, c.since_ms)
+
+
+class ClaimInfo(NamedTuple):
+    """A claim under a prefix (`Client.list_claims`): its `path`, its `kind` ("lock", "rwlock",
+    "semaphore", "election", or "described" for a family the daemon describes), and its
+    `contenders`, holders first, then waiters in queue order."""
+
+    path: str
+    kind: str
+    contenders: List[Contender]
+
+
+class SessionClaim(NamedTuple):
+    """A claim of a client session (`SessionInfo.claims`): its handle, the `path` it was taken at,
+    its `family` ("lock", "read-lock", "write-lock", "semaphore", "election", …), whether it
+    `holds` (else it waits), its `node`, fencing `token`, and `since_ms` (milliseconds since the
+    Unix epoch)."""
+
+    handle: int
+    path: str
+    family: str
+    holds: bool
+    node: str
+    token: int
+    since_ms: int
+
+
+class SessionInfo(NamedTuple):
+    """A client session open on the daemon (`Client.list_sessions`): its id, the `name` its
+    client gave, the `peer` address it called from ("" when not known), `opened_ms`
+    (milliseconds since the Unix epoch) and its `claims`."""
+
+    session: int
+    name: str
+    peer: str
+    opened_ms: int
+    claims: List[SessionClaim]
+
+
+#: `ClaimInfo.kind` by the wire's kind.
+_CLAIM_KINDS = {
+    pb.HOLDERS_KIND_LOCK: "lock",
+    pb.HOLDERS_KIND_READ_WRITE: "rwlock",
+    pb.HOLDERS_KIND_SEMAPHORE: "semaphore",
+    pb.HOLDERS_KIND_ELECTION: "election",
+}
+
+
+def _claim_info(c: Any) -> ClaimInfo:
+    return ClaimInfo(c.path, _CLAIM_KINDS.get(c.kind, "described"), [_contender(x) for x in c.contenders])
+
+
+def _session_info(s: Any) -> SessionInfo:
+    claims = [SessionClaim(c.handle, c.path, c.family, c.holds, c.node, c.fencing_token, c.since_ms)
+              for c in s.claims]
+    return SessionInfo(s.session, s.name, s.peer, s.opened_ms, claims)
 
 
 #: No item handed out yet.
@@ -1768,41 +1826,46 @@ class Client:
 
     def _acquire(
         self, path: str, family: int, timeout: Optional[float], recipe: str, leases: int = 0,
-        pending: Optional["_Pending"] = None,
+        pending: Optional["_Pending"] = None, holder_id: str = "",
     ) -> Claim:
         request = pb.AcquireRequest(
             session=self.session_id, path=path, family=family, max_leases=leases,
-            timeout_ms=_millis(timeout), recipe=recipe,
+            timeout_ms=_millis(timeout), recipe=recipe, holder_id=holder_id,
             # The claim's name: an Acquire sent again through another daemon of the group finds
             # the node the first one made, and keeps its place in the queue.
             claim_id=uuid.uuid4().hex,
         )
         return self._claim(path, "Acquire", request, timeout, pending)
 
-    def lock(self, path: str, timeout: Optional[float] = None, recipe: str = "") -> Claim:
+    def lock(self, path: str, timeout: Optional[float] = None, recipe: str = "", holder_id: str = "") -> Claim:
         """Takes the lock at `path`, waiting until it is held or `timeout` seconds pass
         (`wazoo.Timeout`; None waits as long as it takes, while the daemon answers its pings:
         `wazoo.Unavailable` otherwise). `recipe` names the lock recipe (the daemon's standard
-        one when empty). Use the `Claim` as a context manager, or call its `release()`.
-        Another thread may cancel the wait (`cancel_pending`): it then raises
-        `wazoo.Cancelled`, and leaves no node."""
-        return self._acquire(path, pb.LOCK, timeout, recipe)
+        one when empty). `holder_id` says who holds it (at most 128 bytes of printable text;
+        this session's name when empty): the daemon writes it into the lock's node with the
+        session's name and address, where `holders`, `list_claims` and kazoo show it. Use the
+        `Claim` as a context manager, or call its `release()`. Another thread may cancel the
+        wait (`cancel_pending`): it then raises `wazoo.Cancelled`, and leaves no node."""
+        return self._acquire(path, pb.LOCK, timeout, recipe, holder_id=holder_id)
 
     def rwlock(
-        self, path: str, mode: str = "write", timeout: Optional[float] = None, recipe: str = ""
+        self, path: str, mode: str = "write", timeout: Optional[float] = None, recipe: str = "",
+        holder_id: str = "",
     ) -> Claim:
         """Takes the `mode` ("read" or "write") side of the read/write lock at `path`, as
         `lock` takes a lock."""
         families = {"read": pb.READ_LOCK, "write": pb.WRITE_LOCK}
         if mode not in families:
             raise ValueError(f"a read/write lock's mode is 'read' or 'write', not {mode!r}")
-        return self._acquire(path, families[mode], timeout, recipe)
+        return self._acquire(path, families[mode], timeout, recipe, holder_id=holder_id)
 
-    def semaphore(self, path: str, leases: int, timeout: Optional[float] = None, recipe: str = "") -> Claim:
+    def semaphore(
+        self, path: str, leases: int, timeout: Optional[float] = None, recipe: str = "", holder_id: str = ""
+    ) -> Claim:
         """Takes one of the `leases` leases of the semaphore at `path`, as `lock` takes a lock."""
         if leases < 1:
             raise ValueError(f"a semaphore has at least one lease, not {leases}")
-        return self._acquire(path, pb.SEMAPHORE, timeout, recipe, leases)
+        return self._acquire(path, pb.SEMAPHORE, timeout, recipe, leases, holder_id=holder_id)
 
     def elect(self, path: str, id: str, timeout: Optional[float] = None, recipe: str = "") -> Claim:
         """Runs for leadership of the election at `path` as candidate `id` (shown to observers),
@@ -1986,32 +2049,50 @@ class Client:
         when nobody leads."""
         return next(iter(self.holders(path, "election")), None)
 
+    def list_claims(self, prefix: str = "/") -> List[ClaimInfo]:
+        """Every claim (lock, read/write lock, semaphore, election) at `prefix` or below it, by
+        path, read by the daemon from ZooKeeper: each with its contenders, holders first, then
+        waiters in queue order, with their identities (`Contender.data`), tokens and `since_ms`.
+        Claims taken by any client (wazoo, Curator, kazoo) show; a tenant sees its namespace
+        only. `wazoo.InvalidPath` for a malformed prefix, `wazoo.LimitExceeded` past 10000 nodes
+        below it."""
+        reply = self._call(self.admin.ListClaims, pb.ListClaimsRequest(prefix=prefix))
+        return [_claim_info(c) for c in reply.claims]
+
+    def list_sessions(self) -> List[SessionInfo]:
+        """The client sessions open on the daemon (a tenant's own only), oldest first: name,
+        peer address, when opened, and the claims each holds."""
+        reply = self._call(self.admin.ListSessions, pb.Empty())
+        return [_session_info(s) for s in reply.sessions]
+
     # kazoo's recipe objects.
 
-    def Lock(self, path: str, recipe: str = "") -> "_recipes.Lock":
+    def Lock(self, path: str, recipe: str = "", identifier: str = "") -> "_recipes.Lock":
         """The lock at `path` as kazoo's `Lock`: `acquire(blocking=True, timeout=None)` returns
         True once it is held, or False at once with `blocking=False` when it is not free;
-        `release()`, `contenders()`, `is_acquired`, and `with lock:`."""
+        `release()`, `contenders()`, `is_acquired`, and `with lock:`. `identifier` (a keyword:
+        the second argument is the recipe) is kazoo's: who holds it, in the lock's node, with
+        this session's name and address."""
         from .recipes import Lock
-        return Lock(self, path, pb.LOCK, recipe=recipe)
+        return Lock(self, path, pb.LOCK, recipe=recipe, identifier=identifier)
 
-    def ReadLock(self, path: str, recipe: str = "") -> "_recipes.Lock":
+    def ReadLock(self, path: str, recipe: str = "", identifier: str = "") -> "_recipes.Lock":
         """The read side of the read/write lock at `path`, as `Lock` (kazoo's `ReadLock`)."""
         from .recipes import Lock
-        return Lock(self, path, pb.READ_LOCK, recipe=recipe)
+        return Lock(self, path, pb.READ_LOCK, recipe=recipe, identifier=identifier)
 
-    def WriteLock(self, path: str, recipe: str = "") -> "_recipes.Lock":
+    def WriteLock(self, path: str, recipe: str = "", identifier: str = "") -> "_recipes.Lock":
         """The write side of the read/write lock at `path`, as `Lock` (kazoo's `WriteLock`)."""
         from .recipes import Lock
-        return Lock(self, path, pb.WRITE_LOCK, recipe=recipe)
+        return Lock(self, path, pb.WRITE_LOCK, recipe=recipe, identifier=identifier)
 
-    def Semaphore(self, path: str, max_leases: int = 1, recipe: str = "") -> "_recipes.Lock":
+    def Semaphore(self, path: str, max_leases: int = 1, recipe: str = "", identifier: str = "") -> "_recipes.Lock":
         """A lease of the semaphore at `path` with `max_leases` leases, as `Lock` (kazoo's
         `Semaphore`; `lease_holders()` as kazoo's)."""
         from .recipes import Lock
         if max_leases < 1:
             raise ValueError(f"a semaphore has at least one lease, not {max_leases}")
-        return Lock(self, path, pb.SEMAPHORE, leases=max_leases, recipe=recipe)
+        return Lock(self, path, pb.SEMAPHORE, leases=max_leases, recipe=recipe, identifier=identifier)
 
     def Election(self, path: str, identifier: str = "", recipe: str = "") -> "_recipes.Election":
         """The election at `path` as kazoo's `Election`, this client a candidate named

@@ -42,12 +42,15 @@ class Lock:
     released). With nothing waiting, `cancel()` does nothing.
 
     One `Lock` holds at most one claim: `acquire` while it holds one raises `RuntimeError`.
-    Unlike kazoo's, the lock node carries no identifier (the daemon's `Acquire` takes none):
-    tell contenders apart by `Contender.session` and `node`."""
+    As kazoo's, the lock node carries an `identifier`: the daemon writes it there with the
+    client session's name and address (`identifier (session NAME from ADDRESS)`), which is what
+    `contenders()` lists."""
 
-    def __init__(self, client: "Client", path: str, family: int, leases: int = 0, recipe: str = ""):
+    def __init__(self, client: "Client", path: str, family: int, leases: int = 0, recipe: str = "",
+                 identifier: str = ""):
         self.client = client
         self.path = path
+        self.identifier = identifier
         self._family = family
         self._leases = leases
         self._recipe = recipe
@@ -83,7 +86,7 @@ class Lock:
             self._pending = _Pending(self.path)
             try:
                 claim = self.client._acquire(self.path, self._family, wait, self._recipe, self._leases,
-                                             self._pending)
+                                             self._pending, holder_id=self.identifier)
             except Timeout:
                 if blocking:
                     raise

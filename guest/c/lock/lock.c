@@ -20,9 +20,9 @@ WAZOO_PROTOCOL("curator-mutex/1");
 /* Curator's lock name: the sequence follows it. */
 #define LOCK_NAME "lock-"
 
-/* The lock node's data: which recipe build holds it (Curator writes the client's address there
- * and reads nothing back, so any data interoperates). */
-#define RECIPE_TAG "wazoo lock recipe (C) v1"
+/* The lock node's data is left empty: the host writes the holder's identity there (wazoo lock
+ * --id; through a daemon, with the client session's name and address), where Curator writes its
+ * client's address and kazoo its identifier. */
 
 /* Curator's revocation message. */
 #define REVOKE "__REVOKE__"
@@ -61,7 +61,7 @@ static int acquire(char *path, wz_deadline deadline) {
     wz_rule rule = wz_rule_exclusive(ORDER, 1);
     char *node = NULL;
     int64_t token = 0;
-    int rc = wz_contend(path, WZ_NAMED_PROTECTED, LOCK_NAME, RECIPE_TAG, strlen(RECIPE_TAG), &rule,
+    int rc = wz_contend(path, WZ_NAMED_PROTECTED, LOCK_NAME, "", 0, &rule,
                         deadline, &node, &token);
     if (rc != WZ_OK) {
         free(path);

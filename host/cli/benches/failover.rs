@@ -529,7 +529,7 @@ impl State {
                 self.bench.scratch.join(format!("daemon-{n:03}.log")).display()
             ),
         };
-        // "serving gRPC on ADDR, metrics on http://ADDR/metrics"
+        // "serving gRPC on ADDR, metrics on http://ADDR/metrics, console on http://ADDR/"
         let grpc = line
             .split_whitespace()
             .nth(3)

@@ -1037,28 +1037,7 @@ async fn wazoo(scratch: PathBuf, zookeeper: String, args: Vec<String>) -> anyhow
 }
 
 fn labelled(component: &[u8], label: &str) -> Vec<u8> {
-    let name = b"wazoo-bench-version";
-    let mut body = Vec::new();
-    leb(name.len(), &mut body);
-    body.extend_from_slice(name);
-    body.extend_from_slice(label.as_bytes());
-    let mut out = component.to_vec();
-    out.push(0);
-    leb(body.len(), &mut out);
-    out.extend_from_slice(&body);
-    out
-}
-
-fn leb(mut n: usize, out: &mut Vec<u8>) {
-    loop {
-        let byte = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
+    common::with_section(component, "wazoo-bench-version", label.as_bytes())
 }
 
 fn path(p: &Path) -> &str {

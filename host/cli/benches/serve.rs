@@ -569,16 +569,6 @@ impl Drop for Client {
     }
 }
 
-/// `component` with a custom section appended: the same recipe, a different file and hash.
 fn relabelled(component: &[u8], label: &str) -> Vec<u8> {
-    let name = b"wazoo-bench-label";
-    let mut payload = vec![name.len() as u8];
-    payload.extend_from_slice(name);
-    payload.extend_from_slice(label.as_bytes());
-    assert!(payload.len() < 128, "one LEB128 byte of section size");
-    let mut out = component.to_vec();
-    out.push(0);
-    out.push(payload.len() as u8);
-    out.extend_from_slice(&payload);
-    out
+    common::with_section(component, "wazoo-bench-label", label.as_bytes())
 }

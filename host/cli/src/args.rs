@@ -72,6 +72,20 @@ pub(crate) fn max_ttl(text: &str) -> Result<Duration, String> {
 }
 
 /// An election participant's id: not empty, one line of printable text.
+/// Who a claim is for unless `--id` says: `HOSTNAME:PID`, as Curator and kazoo name a client.
+pub(crate) fn default_id() -> String {
+    format!("{}:{}", wazoo_runtime::rollout::host_name(), std::process::id())
+}
+
+/// A claim's `--id`: one line of printable text, at most 128 bytes (what a daemon takes).
+pub(crate) fn holder_id(text: &str) -> Result<String, String> {
+    let id = participant_id(text)?;
+    if id.len() > 128 {
+        return Err(format!("an id is at most 128 bytes, not {}", id.len()));
+    }
+    Ok(id)
+}
+
 pub(crate) fn participant_id(text: &str) -> Result<String, String> {
     if text.is_empty() || text.chars().any(char::is_control) {
         return Err(format!("{text:?}: an id is one line of printable text, not empty"));

@@ -20,8 +20,15 @@ pub(crate) trait Backend {
     type Contender: Contender;
     type Participant: Participant;
     type Instance: Instance;
-    /// A fresh contender for `want` running `recipe`; `label` names it in a daemon's logs.
-    async fn contender(&self, want: &Want, recipe: &str, label: &str) -> anyhow::Result<Self::Contender>;
+    /// A fresh contender for `want` running `recipe`, for `id` (its node's data where the recipe
+    /// leaves it blank); `label` names it in a daemon's logs.
+    async fn contender(
+        &self,
+        want: &Want,
+        recipe: &str,
+        label: &str,
+        id: &str,
+    ) -> anyhow::Result<Self::Contender>;
 
     /// Appends `data` to the queue at `path`: the item's node. An `ephemeral` item lives until
     /// [`Backend::end`].
@@ -92,6 +99,12 @@ pub(crate) trait Backend {
         kind: Option<Kind>,
         leases: Option<u32>,
     ) -> Result<Contenders, Failure>;
+    /// Every claim at `prefix` or below it, by path, each with its contenders in queue order
+    /// (no recipe; see `wazoo_runtime::holders::under`).
+    async fn claims(&self, prefix: &str) -> Result<Vec<(String, Contenders)>, Failure>;
+    /// The daemon's client sessions (the caller's tenant's), oldest first; `None` on this
+    /// process's own host, which has none.
+    async fn sessions(&self) -> Result<Option<Vec<SessionInfo>>, Failure>;
     /// Asks the holder of claim node `node` to let go; with `grace`, deletes the node if it has
     /// not within that time. What came of it.
     async fn revoke(&self, node: &str, grace: Option<Duration>) -> Result<Revocation, Failure>;
@@ -352,6 +365,35 @@ impl From<wazoo_runtime::RecipeError> for Failure {
             },
         }
     }
+}
+
+/// A daemon's client session, as `Admin.ListSessions` gives it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SessionInfo {
+    pub(crate) id: u64,
+    /// The name its client gave.
+    pub(crate) name: String,
+    /// The address its client called from (empty: not known).
+    pub(crate) peer: String,
+    /// When it was opened, in milliseconds since the Unix epoch.
+    pub(crate) opened_ms: i64,
+    pub(crate) claims: Vec<SessionClaim>,
+}
+
+/// A claim of a daemon's client session.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SessionClaim {
+    pub(crate) handle: u64,
+    /// The path it was taken at.
+    pub(crate) path: String,
+    /// `lock`, `read-lock`, `write-lock`, `semaphore`, `election`, …
+    pub(crate) family: String,
+    /// Held (else waited for).
+    pub(crate) holds: bool,
+    pub(crate) node: String,
+    pub(crate) token: i64,
+    /// Since when, in milliseconds since the Unix epoch.
+    pub(crate) since_ms: i64,
 }
 
 /// A ZooKeeper error met outside a recipe (`holders`, `fence`), as a recipe's.

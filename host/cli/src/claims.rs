@@ -30,6 +30,8 @@ pub(crate) struct Asked<'a> {
     pub(crate) want: Want,
     pub(crate) path: &'a str,
     pub(crate) recipe: &'a str,
+    /// Who the claim is for (`--id`): its node's data where the recipe leaves it blank.
+    pub(crate) id: &'a str,
 }
 
 impl Asked<'_> {
@@ -115,10 +117,11 @@ async fn term(
     // Refuse a bad path before asking anyone (the host checks it again for the recipe).
     check_path(asked.want.family().path_word, asked.path)?;
     let what = asked.what();
-    let mut contender = match signals.interrupt(backend.contender(&asked.want, asked.recipe, &what)).await {
-        Ok(contender) => contender?,
-        Err(caught) => return Ok(Term::Interrupted(interrupted(caught, &what))),
-    };
+    let mut contender =
+        match signals.interrupt(backend.contender(&asked.want, asked.recipe, &what, asked.id)).await {
+            Ok(contender) => contender?,
+            Err(caught) => return Ok(Term::Interrupted(interrupted(caught, &what))),
+        };
     let timeout = run.wait.and_then(WaitArgs::wait);
     let acquiring = contender.acquire(asked.path, timeout);
     let noted = noting_the_wait(backend, asked.path, &asked.want, &what, run.wait, acquiring);
@@ -199,11 +202,12 @@ async fn noting_the_wait<T>(
             .iter()
             .filter(|c| c.state == wazoo_runtime::holders::State::Holds)
             .map(|c| {
-                // A leader's data is its id; a lock's is the recipe's own stamp, no one's name.
+                // A leader's data is its id; a lock's, lease's, read or write lock's, its
+                // holder's identity (`--id`; through a daemon, with the client session's name).
                 let data = String::from_utf8_lossy(&c.data);
                 let named = want.family().data_names_holder
                     && !data.is_empty()
-                    && data.len() <= 80
+                    && data.len() <= 200
                     && !data.chars().any(char::is_control);
                 match named {
                     true => format!("{data} (session 0x{:x}, token {})", c.session, c.token),
@@ -295,10 +299,11 @@ pub(crate) async fn claim_all(
     backend: &impl Backend,
     paths: &[String],
     recipe: &str,
+    id: &str,
     run: Run<'_>,
 ) -> anyhow::Result<u8> {
     if let [path] = paths {
-        return claim(backend, Asked { want: Want::Lock, path, recipe }, run).await;
+        return claim(backend, Asked { want: Want::Lock, path, recipe, id }, run).await;
     }
     let mut sorted: Vec<&str> = paths.iter().map(String::as_str).collect();
     sorted.sort_unstable();
@@ -319,7 +324,7 @@ pub(crate) async fn claim_all(
     let mut grace = None;
     for path in sorted.iter().copied() {
         let what = format!("lock at {path}");
-        let mut contender = match signals.interrupt(backend.contender(&Want::Lock, recipe, &what)).await {
+        let mut contender = match signals.interrupt(backend.contender(&Want::Lock, recipe, &what, id)).await {
             Ok(Ok(contender)) => contender,
             Ok(Err(error)) => {
                 all.release_quietly().await;

@@ -137,6 +137,11 @@ pub(crate) enum Command {
         /// Also hold the lock at PATH (repeat for more): every lock or none, taken in path order
         #[arg(long, short = 'p', value_name = "PATH")]
         also: Vec<String>,
+        /// Who holds it, written into the claim's node and shown by `holders`, `claims`, kazoo's
+        /// contenders() (default: HOSTNAME:PID; through a daemon with the client session's name
+        /// and address; at most 128 bytes)
+        #[arg(long, value_parser = args::holder_id)]
+        id: Option<String>,
         #[command(flatten)]
         wait: WaitArgs,
         #[command(flatten)]
@@ -159,6 +164,11 @@ pub(crate) enum Command {
         mode: Mode,
         /// Lock path, e.g. /app/locks/config
         path: String,
+        /// Who holds it, written into the claim's node and shown by `holders`, `claims`, kazoo's
+        /// contenders() (default: HOSTNAME:PID; through a daemon with the client session's name
+        /// and address; at most 128 bytes)
+        #[arg(long, value_parser = args::holder_id)]
+        id: Option<String>,
         #[command(flatten)]
         wait: WaitArgs,
         #[command(flatten)]
@@ -181,6 +191,11 @@ pub(crate) enum Command {
         /// How many holders at once, 1 or more (every participant must agree)
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         leases: u32,
+        /// Who holds it, written into the claim's node and shown by `holders`, `claims`, kazoo's
+        /// contenders() (default: HOSTNAME:PID; through a daemon with the client session's name
+        /// and address; at most 128 bytes)
+        #[arg(long, value_parser = args::holder_id)]
+        id: Option<String>,
         #[command(flatten)]
         wait: WaitArgs,
         #[command(flatten)]
@@ -200,7 +215,7 @@ pub(crate) enum Command {
     Elect {
         /// Election path, e.g. /app/election
         path: String,
-        /// This participant's id, shown to observers (default: hostname-pid)
+        /// This participant's id, the node's data, shown to observers (default: HOSTNAME:PID)
         #[arg(long, value_parser = args::participant_id)]
         id: Option<String>,
         #[command(flatten)]
@@ -349,6 +364,35 @@ pub(crate) enum Command {
         /// One JSON object per line
         #[arg(long)]
         json: bool,
+    },
+    /// List every claim (lock, read/write lock, semaphore, election in Curator's formats, and
+    /// kazoo's locks) at PREFIX or below it: a row per contender, holders first, then waiters in
+    /// queue order, with identity, token and age (exit status 1 if none)
+    Claims {
+        /// Where to look: every claim at PREFIX or below it (at most 10000 nodes)
+        #[arg(default_value = "/")]
+        prefix: String,
+        /// One JSON document: {"prefix","claims":[{"path","kind","contenders":[…]}]}
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a daemon's client sessions (with --server; a tenant's own): name, peer address, when
+    /// opened, and the claims each holds (exit status 1 if none)
+    Sessions {
+        /// One JSON document: {"sessions":[{"session","name","peer","opened_ms","claims":[…]}]}
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the claims under PREFIX (holders, then waiters in queue order, with identity,
+    /// token and age) and, through --server, the daemon's client sessions, refreshed in place
+    /// until q or Ctrl-C; when stdout is not a terminal, print it once and exit
+    Top {
+        /// Where to look: every claim at PREFIX or below it
+        #[arg(default_value = "/")]
+        prefix: String,
+        /// How often to look again (e.g. 500ms, 2s; at least 100ms)
+        #[arg(long, default_value = "1s", value_name = "DUR", value_parser = args::watch_every)]
+        every: Duration,
     },
     /// Print the current leader of the election at PATH without contending
     Leader {

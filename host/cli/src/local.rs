@@ -20,7 +20,7 @@ use wazoo_runtime::{
 
 use crate::backend::{
     Backend, Contender, Deleted, Ending, Failure, Granted, Holding, Instance, Participant, RecipeRow,
-    Recipes, Revocation,
+    Recipes, Revocation, SessionInfo,
 };
 use crate::exit;
 use wazoo_daemon::serve::{published, Publishing};
@@ -124,8 +124,15 @@ impl Backend for Local {
     type Participant = LocalParticipant;
     type Instance = DynamicHandle;
 
-    async fn contender(&self, want: &Want, recipe: &str, _label: &str) -> anyhow::Result<LocalContender> {
-        let inner = self.host().await?.contender(want.clone(), recipe).await?;
+    async fn contender(
+        &self,
+        want: &Want,
+        recipe: &str,
+        _label: &str,
+        id: &str,
+    ) -> anyhow::Result<LocalContender> {
+        let mut inner = self.host().await?.contender(want.clone(), recipe).await?;
+        inner.identify(id);
         Ok(LocalContender { inner, granted: None })
     }
 
@@ -310,6 +317,15 @@ impl Backend for Local {
     ) -> Result<Contenders, Failure> {
         let live = self.live().await?;
         Ok(wazoo_runtime::holders::read(&live.zk(), path, kind, leases).await?)
+    }
+
+    async fn claims(&self, prefix: &str) -> Result<Vec<(String, Contenders)>, Failure> {
+        let live = self.live().await?;
+        Ok(wazoo_runtime::holders::under(&live.zk(), prefix, wazoo_runtime::holders::MAX_VISITED).await?)
+    }
+
+    async fn sessions(&self) -> Result<Option<Vec<SessionInfo>>, Failure> {
+        Ok(None)
     }
 
     async fn revoke(&self, node: &str, grace: Option<Duration>) -> Result<Revocation, Failure> {

@@ -17,8 +17,9 @@
 //! - `manual` (`--help`'s tables, manual pages, completions) is above `cli`; `claims` above
 //!   `args`, `backend`, `cli`, `show` and `supervise`;
 //! - `partition` is above `claims`;
-//! - `commands` is above all of those (inside it, `values` above `zk`, the others use no
-//!   sibling), and this root above `commands`: no module uses what is defined here.
+//! - `commands` is above all of those (inside it, `values` above `zk`, `top` above `listing`,
+//!   the others use no sibling), and this root above `commands`: no module uses what is defined
+//!   here.
 
 // `out!`, defined in `show`, for every module declared after it.
 #[macro_use]
@@ -231,7 +232,11 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
     let mut config = host_config(&cli)?;
     // The families described beside the recipes, for the commands that serve them: `claim`,
     // `holders` and the daemon. A description that cannot be read is refused here.
-    if matches!(cli.command, Command::Claim { .. } | Command::Holders { .. } | Command::Serve { .. }) {
+    let described = matches!(
+        cli.command,
+        Command::Claim { .. } | Command::Holders { .. } | Command::Claims { .. } | Command::Top { .. }
+    );
+    if described || matches!(cli.command, Command::Serve { .. }) {
         wazoo_runtime::family::load_dir(&cli.plugins)
             .map_err(|e| exit::usage(format!("family description {e}")))?;
     }
@@ -546,7 +551,7 @@ async fn serve(
             "{}",
             serde_json::json!({"grpc": grpc.to_string(), "metrics": metrics.map(|m| m.to_string())})
         ),
-        Some(m) => out!("serving gRPC on {grpc}, metrics on http://{m}/metrics"),
+        Some(m) => out!("serving gRPC on {grpc}, metrics on http://{m}/metrics, console on http://{m}/"),
         None => out!("serving gRPC on {grpc}"),
     };
     let shutdown = async {

@@ -134,6 +134,10 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "Both locks or neither, taken in path order.",
             ),
             ("wazoo lock /app/locks/maintenance", "Print `held NODE token T` and hold until Ctrl-C."),
+            (
+                "wazoo lock --id deploy@$(hostname) /app/locks/deploy ./deploy.sh",
+                "Say who holds it: `holders`, `claims` and kazoo show the id (default HOSTNAME:PID).",
+            ),
         ],
     ),
     (
@@ -209,6 +213,31 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
     ("watch", &[("wazoo watch -r --initial /services", "Every node below /services, then every change.")]),
     ("zk rm", &[("wazoo zk rm /app/config/old", "Delete a node; another's claim node only with --force.")]),
     ("holders", &[("wazoo holders /app/locks/deploy", "Who holds the lock and who waits, in queue order.")]),
+    (
+        "claims",
+        &[
+            ("wazoo claims /app", "Every lock, semaphore and election under /app: who holds, who waits, since when."),
+            ("wazoo --server 127.0.0.1:7181 claims --json", "The same through a daemon, as one JSON document."),
+        ],
+    ),
+    (
+        "sessions",
+        &[(
+            "wazoo --server 127.0.0.1:7181 sessions",
+            "The daemon's client sessions and their claims; without --server, exit status 2.",
+        )],
+    ),
+    (
+        "top",
+        &[
+            ("wazoo top /app", "Who holds and who waits under /app, refreshed every second until q or Ctrl-C."),
+            (
+                "wazoo --server 127.0.0.1:7181 top --every 5s",
+                "Every claim of the daemon's namespace and its client sessions, every 5 s.",
+            ),
+            ("wazoo top /app | grep waits", "Not on a terminal: one snapshot, then exit."),
+        ],
+    ),
     ("counter add", &[("wazoo counter add /app/visits -1", "Subtract one.")]),
     (
         "serve",

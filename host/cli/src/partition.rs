@@ -103,7 +103,7 @@ pub(crate) async fn partition(backend: &impl Backend, asked: Asked<'_>) -> anyho
     // Join the group.
     let what = format!("membership of {members_dir} as {}", asked.member);
     let want = Want::Membership { name: asked.member.to_string(), data: Vec::new() };
-    let mut contender = backend.contender(&want, World::Group.default_recipe(), &what).await?;
+    let mut contender = backend.contender(&want, World::Group.default_recipe(), &what, asked.member).await?;
     let joined = match signals.interrupt(contender.acquire(&members_dir, None)).await {
         Ok(Ok(_)) => contender,
         Ok(Err(failure)) => {
@@ -194,14 +194,16 @@ where
             for item in &mine {
                 let node = format!("{items_dir}/{item}");
                 let label = format!("partition item {node}");
-                let mut lock =
-                    match backend.contender(&Want::Lock, World::Lock.default_recipe(), &label).await {
-                        Ok(lock) => lock,
-                        Err(error) => {
-                            stop = Some(Stop::Done(Err(error)));
-                            break;
-                        }
-                    };
+                let mut lock = match backend
+                    .contender(&Want::Lock, World::Lock.default_recipe(), &label, &crate::args::default_id())
+                    .await
+                {
+                    Ok(lock) => lock,
+                    Err(error) => {
+                        stop = Some(Stop::Done(Err(error)));
+                        break;
+                    }
+                };
                 let taken = tokio::select! {
                     taken = self.until(lock.acquire(&node, None)) => taken,
                     ending = held.first_lost() => {

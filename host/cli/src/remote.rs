@@ -31,7 +31,7 @@ use wazoo_runtime::{
 
 use crate::backend::{
     Backend, Contender, Deleted, Ending, Failure, Granted, Holding, Instance, Participant, Recipes,
-    Revocation,
+    Revocation, SessionInfo,
 };
 use crate::exit;
 use convert::{by_path, millis};
@@ -289,9 +289,16 @@ impl Backend for Remote {
     type Participant = RemoteParticipant;
     type Instance = RemoteInstance;
 
-    async fn contender(&self, want: &Want, recipe: &str, label: &str) -> anyhow::Result<RemoteContender> {
+    async fn contender(
+        &self,
+        want: &Want,
+        recipe: &str,
+        label: &str,
+        id: &str,
+    ) -> anyhow::Result<RemoteContender> {
         let session = self.session(self.ttl, format!("wazoo {label}")).await?;
-        Ok(RemoteContender { remote: self.clone(), inner: session.contender(convert::ask(want), recipe) })
+        let inner = session.contender(convert::ask(want), recipe).holder_id(id);
+        Ok(RemoteContender { remote: self.clone(), inner })
     }
 
     async fn queue_put(
@@ -481,6 +488,17 @@ impl Backend for Remote {
             described: kind.filter(|k| k.is_described()).map(|k| k.name.to_string()).unwrap_or_default(),
         };
         Ok(convert::contenders(self.answer(self.recipes().await?.holders(bounded(request)).await)?))
+    }
+
+    async fn claims(&self, prefix: &str) -> Result<Vec<(String, Contenders)>, Failure> {
+        let request = pb::ListClaimsRequest { prefix: prefix.to_string() };
+        let reply = self.client().await?.admin().list_claims(bounded(request)).await;
+        Ok(convert::claim_list(self.answer(reply)?))
+    }
+
+    async fn sessions(&self) -> Result<Option<Vec<SessionInfo>>, Failure> {
+        let reply = self.client().await?.admin().list_sessions(bounded(pb::Empty {})).await;
+        Ok(Some(convert::sessions(self.answer(reply)?)))
     }
 
     async fn revoke(&self, node: &str, grace: Option<Duration>) -> Result<Revocation, Failure> {

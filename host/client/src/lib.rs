@@ -395,6 +395,22 @@ impl Client {
         SessionsClient::new(self.channel.clone())
     }
 
+    /// The client sessions open on the daemon, the caller's tenant's only (`Admin.ListSessions`):
+    /// each with its name, peer address, when it was opened and the claims it holds. Bounded
+    /// by [`CALL_TIMEOUT`].
+    pub async fn list_sessions(&self) -> Result<Vec<pb::ClientSessionInfo>, Error> {
+        Ok(self.admin().list_sessions(bounded(pb::Empty {})).await?.into_inner().sessions)
+    }
+
+    /// Every claim at `prefix` or below it in the caller's tenant's namespace (`"/"`: all),
+    /// read from ZooKeeper by the daemon (`Admin.ListClaims`): each with its kind and its
+    /// contenders, holders first, then waiters in queue order. Claims taken by any client
+    /// (wazoo, Curator, kazoo) show. Bounded by [`CALL_TIMEOUT`].
+    pub async fn list_claims(&self, prefix: &str) -> Result<Vec<pb::ClaimInfo>, Error> {
+        let request = pb::ListClaimsRequest { prefix: prefix.to_string() };
+        Ok(self.admin().list_claims(bounded(request)).await?.into_inner().claims)
+    }
+
     /// Opens a client session of `ttl` (the daemon may clamp it), kept alive from a task while
     /// the returned [`Session`] lives; `name` names it in the daemon's logs. When the daemon
     /// breaks off without an answer (it died since [`Client::connect`]) or cannot reach
@@ -527,6 +543,9 @@ pub struct LockOptions {
     pub ttl: Duration,
     /// The recipe serving it; empty for the daemon's default.
     pub recipe: String,
+    /// Who holds it (`AcquireRequest.holder_id`): written into the claim's node with the client
+    /// session's name and address; empty for the session's name.
+    pub holder_id: String,
 }
 
 impl Default for LockOptions {
@@ -537,6 +556,7 @@ impl Default for LockOptions {
             timeout: None,
             ttl: Duration::from_secs(10),
             recipe: String::new(),
+            holder_id: String::new(),
         }
     }
 }
@@ -553,6 +573,7 @@ impl LockOptions {
             recipe: self.recipe.clone(),
             claim_id: String::new(),
             retry: false,
+            holder_id: self.holder_id.clone(),
             ..Default::default()
         }
     }
@@ -603,17 +624,27 @@ pub struct Contender {
     recipe: String,
     /// What the daemon granted.
     granted: Option<pb::Claim>,
+    /// Who it contends for (`AcquireRequest.holder_id`); empty for the session's name.
+    holder_id: String,
 }
 
 impl Session {
     /// A contender for `ask`, served by `recipe` (empty for the daemon's default), in this
     /// session, which it keeps from now on.
     pub fn contender(self, ask: Ask, recipe: impl Into<String>) -> Contender {
-        Contender { session: self, ask, recipe: recipe.into(), granted: None }
+        Contender { session: self, ask, recipe: recipe.into(), granted: None, holder_id: String::new() }
     }
 }
 
 impl Contender {
+    /// Names who this contender is for (an Acquire's `holder_id`: at most 128 bytes of
+    /// printable text): the daemon writes it into the claim's node with the client session's
+    /// name and address, where `holders`, `claims`, kazoo and Curator show it.
+    pub fn holder_id(mut self, id: impl Into<String>) -> Contender {
+        self.holder_id = id.into();
+        self
+    }
+
     /// Asks for the claim at `path` and waits until it is had, or `timeout` passes (an error of
     /// kind [`ErrorKind::Timeout`]); a membership is had at once. The call ends with the client
     /// session. In a daemon group, a daemon that breaks off without an answer is not a failure:
@@ -677,6 +708,7 @@ impl Contender {
                     recipe,
                     claim_id,
                     retry,
+                    holder_id: self.holder_id.clone(),
                     ..Default::default()
                 };
                 recipes.acquire(request).await
@@ -691,6 +723,7 @@ impl Contender {
                     recipe,
                     claim_id,
                     retry,
+                    holder_id: self.holder_id.clone(),
                     ..Default::default()
                 };
                 recipes.acquire(request).await

@@ -6,6 +6,7 @@
 //! It stands on `wazoo-runtime` (the host, its handles and registry) and `wazoo-proto` (the
 //! wire); nothing below depends on it.
 
+pub mod console;
 pub mod group;
 pub mod metrics;
 pub mod publishing;

@@ -385,6 +385,27 @@ impl Contender {
         each!(&mut self.holder, h => h.tag(Some(tag)))
     }
 
+    /// Says who this contender's claim is for (`wazoo lock --id`; through a daemon, the client's
+    /// id, session name and address): the data of its node, where its recipe leaves the node's
+    /// data blank, as every standard claim recipe but an election does. Curator and kazoo show a
+    /// contender's data as its client's identity; so does [`crate::holders`].
+    pub fn identify(&mut self, identity: &str) {
+        let identity: Option<std::sync::Arc<str>> = (!identity.is_empty()).then(|| identity.into());
+        match &mut self.holder {
+            Holder::Lock(h) => h.identify(identity),
+            Holder::RwLock(h) => h.identify(identity),
+            Holder::Semaphore(h) => h.identify(identity),
+            Holder::Election(h) => h.identify(identity),
+            Holder::Group(h) => h.identify(identity),
+            Holder::Claim(h) => h.identify(identity),
+            Holder::Queue(h) => h.identify(identity),
+            Holder::Barrier(h) => h.identify(identity),
+            Holder::Dynamic(h) => h.identify(identity),
+            // A node taken up as it is: made already.
+            Holder::Node(_) => {}
+        }
+    }
+
     /// Blocks until what is wanted at `path` is held, or `timeout` passes (`timeout`, leaving no
     /// node). Cancelled (dropped mid-call), the handle is retired: [`Contender::close`] it.
     pub async fn acquire(&mut self, path: &str, timeout: Option<Duration>) -> Result<Granted, RecipeError> {

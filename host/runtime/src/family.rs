@@ -47,8 +47,9 @@ pub struct Family {
     /// Its node's name in CMD's environment, and whether the claim has a fencing token
     /// (`WAZOO_FENCING_TOKEN`); none for a family whose node is named by the claim itself.
     pub node_env: Option<&'static str>,
-    /// Whether a contender's node data is the contender's name (an election's candidate id),
-    /// which says who holds when someone waits.
+    /// Whether a contender's node data is the contender's name (an election's candidate id; a
+    /// lock's, read/write lock's or lease's holder identity, `--id`), which says who holds when
+    /// someone waits.
     pub data_names_holder: bool,
 }
 
@@ -121,7 +122,7 @@ pub const LOCK: Family = Family {
     nodes: Nodes::Queue(&[Marker { text: "lock-", mode: None }]),
     path_env: "WAZOO_LOCK_PATH",
     node_env: Some("WAZOO_LOCK_NODE"),
-    data_names_holder: false,
+    data_names_holder: true,
 };
 
 /// Curator's `InterProcessReadWriteLock`: `PATH/…__READ__<seq>`, `PATH/…__WRIT__<seq>` (Curator
@@ -152,7 +153,7 @@ pub const SEMAPHORE: Family = Family {
     nodes: Nodes::Leases { leases: "leases", lease: "lease-", locks: "locks", lock: "lock-" },
     path_env: "WAZOO_SEMAPHORE_PATH",
     node_env: Some("WAZOO_LEASE_NODE"),
-    data_names_holder: false,
+    data_names_holder: true,
 };
 
 /// Curator's `LeaderLatch`: `PATH/…latch-<seq>`, data the candidate's id; the first leads.

@@ -41,6 +41,9 @@
 //! vanish between the listing and their read are left out, and the states are those of the nodes
 //! read. Children whose names match no format are ignored.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use zookeeper_client::Client;
 
 use crate::error::from_client;
@@ -72,12 +75,15 @@ pub struct Contender {
     /// Read or write: for a read/write lock only.
     pub mode: Option<Mode>,
     /// The node's data: an election participant's id; for a lock, whatever its client wrote
-    /// (wazoo's recipe tag, Curator's client address).
+    /// (the holder's identity: `--id`, kazoo's identifier, Curator's client address).
     pub data: Vec<u8>,
     /// The session that owns the node (its `ephemeralOwner`).
     pub session: i64,
     /// The node's czxid: the fencing token the recipe returned to the contender.
     pub token: i64,
+    /// When the node was made (its ctime), in milliseconds since the Unix epoch: when its
+    /// contender queued (a holder that waited first holds since the node ahead of it went).
+    pub since_ms: i64,
 }
 
 /// The contenders of a claim, in queue order: holders first.
@@ -181,10 +187,35 @@ struct Named {
 /// Reads every node of `names` under `dir` (the requests go out together), keeping their order
 /// and leaving out those already gone. Every state is `Waits` until the rules decide.
 async fn read_nodes(client: &Client, dir: &str, names: Vec<Named>) -> Result<Vec<Contender>, ZkError> {
-    let nodes: Vec<String> = names.iter().map(|n| paths::join(dir, &n.name)).collect();
-    let replies: Vec<_> = nodes.iter().map(|node| client.get_data(node)).collect();
-    let mut read = Vec::with_capacity(names.len());
-    for ((named, node), reply) in names.into_iter().zip(nodes).zip(replies) {
+    received(send_reads(client, dir, names)).await
+}
+
+/// A node's read, sent: zookeeper-client sends a request when it is called, so reads sent one
+/// after another (of one claim, or of every claim under a prefix) share round trips.
+struct Sent {
+    named: Named,
+    node: String,
+    reply: Pin<
+        Box<dyn Future<Output = Result<(Vec<u8>, zookeeper_client::Stat), zookeeper_client::Error>> + Send>,
+    >,
+}
+
+/// Sends the reads of every node of `names` under `dir`, in their order.
+fn send_reads(client: &Client, dir: &str, names: Vec<Named>) -> Vec<Sent> {
+    names
+        .into_iter()
+        .map(|named| {
+            let node = paths::join(dir, &named.name);
+            let reply = Box::pin(client.get_data(&node));
+            Sent { named, node, reply }
+        })
+        .collect()
+}
+
+/// The contenders the reads `sent` found, in their order, leaving out the nodes already gone.
+async fn received(sent: Vec<Sent>) -> Result<Vec<Contender>, ZkError> {
+    let mut read = Vec::with_capacity(sent.len());
+    for Sent { named, node, reply } in sent {
         match reply.await {
             Ok((data, stat)) => read.push(Contender {
                 node,
@@ -194,6 +225,7 @@ async fn read_nodes(client: &Client, dir: &str, names: Vec<Named>) -> Result<Vec
                 data,
                 session: stat.ephemeral_owner,
                 token: stat.czxid,
+                since_ms: stat.ctime,
             }),
             Err(zookeeper_client::Error::NoNode) => {}
             Err(e) => return Err(from_client(e)),
@@ -315,6 +347,216 @@ fn semaphore_states(leases: &[Owner], head: Option<Owner>, limit: Option<u32>) -
         })
         .collect();
     (states, paired)
+}
+
+/// The most nodes [`under`] visits below a prefix before it gives up (`limit-exceeded`).
+pub const MAX_VISITED: usize = 10_000;
+
+/// kazoo's own formats, which wazoo's `lock-kazoo` and `rwlock-kazoo` share: `Lock` and
+/// `WriteLock` make `…__lock__<seq>`, `ReadLock` `…__rlock__<seq>`, with the rules of a lock
+/// and of a read/write lock. Listed as a lock, or a read/write lock when a reader is queued.
+const KAZOO_LOCK: &[Marker] = &[Marker { text: "__lock__", mode: None }];
+const KAZOO_RWLOCK: &[Marker] = &[
+    Marker { text: "__rlock__", mode: Some(Mode::Read) },
+    Marker { text: "__lock__", mode: Some(Mode::Write) },
+];
+
+/// A claim found by the walk, before its nodes are read.
+enum Found {
+    /// Contenders in one queue: `dir`'s children of a family's markers.
+    Queue { dir: String, kind: Kind, names: Vec<Named> },
+    /// A semaphore at `dir` (its lease and lock directories were listed, and every child of
+    /// theirs is named as a semaphore names them).
+    Semaphore { dir: String, kind: Kind, leases: (String, Vec<Named>), locks: (String, Vec<Named>) },
+}
+
+/// What one listing of the walk is of.
+enum Item {
+    /// A node whose children may be claims, or hold claims below them.
+    Dir(String),
+    /// A candidate semaphore's lease directory, then its lock directory (both are listed in the
+    /// same round): a semaphore if every child of both is named as its family names them.
+    Semaphore { dir: String, kind: Kind, leases: String, locks: String },
+}
+
+/// Every claim at `prefix` or below it, each with its contenders in queue order (as [`read`]
+/// gives them, the kind told by the children's names), ordered by path. A directory is a claim
+/// when some of its children are contenders' nodes of a queued family (Curator's and wazoo's
+/// formats, and kazoo's `Lock`, `ReadLock` and `WriteLock`), or when it has a `leases` child
+/// and its `leases` and `locks` children hold only a semaphore's nodes; a claim's other
+/// children are walked too, but not those of a sequential node (a queue's item), nor a subtree
+/// this session may not read (another application's ACL). The walk follows a `sync`; each level of the tree is listed in one
+/// round trip, and every contender's node is read in one more. More than `limit` nodes below
+/// `prefix`: `limit-exceeded`, which asks for a narrower prefix. A prefix that does not exist
+/// has no claims.
+pub async fn under(
+    zk: &crate::zk::Zk,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<(String, Contenders)>, ZkError> {
+    let client = &zk.client;
+    paths::check(prefix).map_err(ZkError::InvalidPath)?;
+    match client.sync(prefix).await {
+        Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
+        Err(e) => return Err(from_client(e)),
+    }
+    let mut visited = 1usize;
+    let mut found: Vec<Found> = Vec::new();
+    let mut items = vec![Item::Dir(prefix.to_string())];
+    while !items.is_empty() {
+        // Every listing of the level goes out before the first reply is awaited.
+        let sent: Vec<_> = items
+            .iter()
+            .map(|item| match item {
+                Item::Dir(dir) => (Box::pin(client.list_children(dir)), None),
+                Item::Semaphore { leases, locks, .. } => {
+                    (Box::pin(client.list_children(leases)), Some(Box::pin(client.list_children(locks))))
+                }
+            })
+            .collect();
+        let mut next = Vec::new();
+        for (item, (first, second)) in items.into_iter().zip(sent) {
+            let first = listed(first.await)?;
+            let second = match second {
+                Some(reply) => listed(reply.await)?,
+                None => Vec::new(),
+            };
+            visited += first.len() + second.len();
+            if visited > limit {
+                return Err(ZkError::LimitExceeded(format!(
+                    "more than {limit} nodes under {prefix}: pass a narrower prefix"
+                )));
+            }
+            match item {
+                Item::Dir(dir) => classify(dir, first, &mut found, &mut next),
+                Item::Semaphore { dir, kind, leases, locks } => {
+                    let Nodes::Leases { lease, lock, .. } = &kind.nodes else { continue };
+                    let all =
+                        |names: &[String], marker: &str| names.iter().all(|n| sequence(n, marker).is_some());
+                    if all(&first, *lease) && all(&second, *lock) {
+                        let leases = (leases, sequenced(first, lease, None));
+                        let locks = (locks, sequenced(second, lock, None));
+                        found.push(Found::Semaphore { dir, kind, leases, locks });
+                    } else {
+                        // Not a semaphore's: each is a directory of its own.
+                        classify(leases, first, &mut found, &mut next);
+                        classify(locks, second, &mut found, &mut next);
+                    }
+                }
+            }
+        }
+        items = next;
+    }
+    // Every contender's read goes out before the first reply is awaited.
+    let sent: Vec<_> = found
+        .into_iter()
+        .map(|claim| match claim {
+            Found::Queue { dir, kind, names } => {
+                let reads = send_reads(client, &dir, names);
+                (dir, kind, reads, None)
+            }
+            Found::Semaphore { dir, kind, leases, locks } => {
+                let held = send_reads(client, &leases.0, leases.1);
+                let waiting = send_reads(client, &locks.0, locks.1);
+                (dir, kind, held, Some(waiting))
+            }
+        })
+        .collect();
+    let mut claims = Vec::new();
+    for (dir, kind, first, waiting) in sent {
+        let first = received(first).await?;
+        let contenders = match waiting {
+            None => {
+                let modes: Vec<Option<Mode>> = first.iter().map(|c| c.mode).collect();
+                first
+                    .into_iter()
+                    .zip(queue_states(&modes))
+                    .map(|(c, state)| Contender { state, ..c })
+                    .collect()
+            }
+            Some(waiting) => {
+                let waiting = received(waiting).await?;
+                let owners: Vec<Owner> = first.iter().map(Owner::of).collect();
+                let (states, paired) = semaphore_states(&owners, waiting.first().map(Owner::of), None);
+                let held = first.into_iter().zip(states).map(|(c, state)| Contender { state, ..c });
+                held.chain(waiting.into_iter().skip(usize::from(paired))).collect()
+            }
+        };
+        let contenders: Vec<Contender> = contenders;
+        if !contenders.is_empty() {
+            claims.push((dir, Contenders { kind, contenders }));
+        }
+    }
+    claims.sort_by(|a, b| (a.0.as_str(), a.1.kind.name).cmp(&(b.0.as_str(), b.1.kind.name)));
+    Ok(claims)
+}
+
+/// A listing's children; none when the node is gone, or not ours to read (another
+/// application's, under its own ACL, on a shared ensemble: its subtree is left out).
+fn listed(reply: Result<Vec<String>, zookeeper_client::Error>) -> Result<Vec<String>, ZkError> {
+    match reply {
+        Ok(children) => Ok(children),
+        Err(zookeeper_client::Error::NoNode | zookeeper_client::Error::NoAuth) => Ok(Vec::new()),
+        Err(e) => Err(from_client(e)),
+    }
+}
+
+/// Sorts the `children` of `dir`: contenders' nodes make claims of their families (`found`);
+/// a `leases` child makes a candidate semaphore, whose directories are listed next; every
+/// other child is walked (`next`).
+fn classify(dir: String, children: Vec<String>, found: &mut Vec<Found>, next: &mut Vec<Item>) {
+    let mut queues: Vec<(Kind, Vec<String>)> = Vec::new();
+    let mut kazoo: Vec<String> = Vec::new();
+    let mut semaphore: Option<Kind> = None;
+    let mut rest = Vec::new();
+    for name in children {
+        match Family::of_child(&name) {
+            Some(kind) if matches!(kind.nodes, Nodes::Queue(_)) => {
+                match queues.iter_mut().find(|(k, _)| *k == kind) {
+                    Some((_, names)) => names.push(name),
+                    None => queues.push((kind, vec![name])),
+                }
+            }
+            Some(kind) if matches!(kind.nodes, Nodes::Leases { leases, .. } if leases == name.as_str()) => {
+                semaphore = Some(kind)
+            }
+            _ if KAZOO_RWLOCK.iter().any(|m| sequence(&name, m.text).is_some()) => kazoo.push(name),
+            _ => rest.push(name),
+        }
+    }
+    for (kind, names) in queues {
+        if let Nodes::Queue(markers) = &kind.nodes {
+            found.push(Found::Queue { dir: dir.clone(), kind, names: queued(markers, names) });
+        }
+    }
+    if !kazoo.is_empty() {
+        let readers = kazoo.iter().any(|n| sequence(n, KAZOO_RWLOCK[0].text).is_some());
+        let (kind, markers) = match readers {
+            true => (&crate::family::RWLOCK, KAZOO_RWLOCK),
+            false => (&crate::family::LOCK, KAZOO_LOCK),
+        };
+        found.push(Found::Queue { dir: dir.clone(), kind, names: queued(markers, kazoo) });
+    }
+    if let Some(kind) = semaphore {
+        if let Nodes::Leases { leases, locks, .. } = &kind.nodes {
+            rest.retain(|name| name.as_str() != *locks);
+            next.push(Item::Semaphore {
+                leases: paths::join(&dir, leases),
+                locks: paths::join(&dir, locks),
+                dir: dir.clone(),
+                kind,
+            });
+        }
+    }
+    // A sequential node (a queue's item, say) has no claims below it: not walked.
+    next.extend(
+        rest.into_iter().filter(|name| !is_sequential(name)).map(|name| Item::Dir(paths::join(&dir, &name))),
+    );
+}
+
+/// Whether `name` ends with ZooKeeper's 10-digit sequence.
+fn is_sequential(name: &str) -> bool {
+    name.len() > 10 && name.as_bytes()[name.len() - 10..].iter().all(u8::is_ascii_digit)
 }
 
 #[cfg(test)]

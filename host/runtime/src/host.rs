@@ -187,7 +187,10 @@ impl Host {
                 Err(e) => return Err(e),
             },
         };
-        Ok(Contender::new(want, holder, Some((warm, recipe.to_string()))))
+        let mut contender = Contender::new(want, holder, Some((warm, recipe.to_string())));
+        // A warm handle forgets whom its last claim was for.
+        contender.identify("");
+        Ok(contender)
     }
 
     /// A fresh handle for `want`.

@@ -57,4 +57,6 @@ pub use loss::Lost;
 pub use registry::{RecipeInfo, Registry, World};
 pub use sandbox::SandboxLimits;
 pub use state::ClaimTag;
+/// The WIT packages this host offers, and their versions (as `wazoo --version` names them).
+pub use versions::PACKAGES as WIT_PACKAGES;
 pub use watching::Watching;

@@ -88,6 +88,9 @@ pub struct HostState {
     pub(crate) take_up: Vec<String>,
     /// The record of the component version this handle runs, once it is known.
     pub(crate) version_usage: Option<Arc<crate::stats::Usage>>,
+    /// Who the handle's claims are for ([`crate::Contender::identify`]): written as the data of
+    /// every ephemeral sequential node it creates with no data of its own (a contender's node).
+    pub(crate) identity: Option<Arc<str>>,
 }
 
 /// A claim named by its client ([`crate::Contender::name_claim`]): every protected node the
@@ -144,6 +147,7 @@ impl HostState {
             claim: None,
             take_up: Vec::new(),
             version_usage: None,
+            identity: None,
         }
     }
 }

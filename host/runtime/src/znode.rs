@@ -51,6 +51,10 @@ fn is_ephemeral(mode: &CreateMode) -> bool {
     matches!(mode, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
 }
 
+fn is_sequential_ephemeral(mode: &CreateMode) -> bool {
+    matches!(mode, CreateMode::EphemeralSequential)
+}
+
 fn is_sequential(mode: &CreateMode) -> bool {
     matches!(
         mode,
@@ -133,6 +137,13 @@ impl HostState {
         mode: CreateMode,
     ) -> Result<PreparedCreate, ZkError> {
         paths::check_node(&path).map_err(ZkError::InvalidPath)?;
+        // A contender's node the recipe leaves blank carries who contends (`znode.create`).
+        let data = match &self.identity {
+            Some(identity) if data.is_empty() && is_sequential_ephemeral(&mode) => {
+                identity.as_bytes().to_vec()
+            }
+            _ => data,
+        };
         self.check_data(&data)?;
         self.admit_nodes(1)?;
         let options = options(&mode, self.shared.private_acls)?;

@@ -18,9 +18,11 @@ use wazoo_guest::{self as zk, Created, Deadline, Holding, ZkError};
 #[cfg(not(feature = "kazoo"))]
 const LOCK_NAME: &str = "lock-";
 
-/// The lock node's data: which recipe build holds it (Curator writes the client's address
-/// there and reads nothing back, so any data interoperates). A swap test rewrites the `v1`.
-const RECIPE_TAG: &[u8] = b"wazoo lock recipe v1";
+/// The lock node's data: left blank, so the host writes the holder's identity there (`wazoo
+/// lock --id`; through a daemon, the client's id, session name and address). Curator writes
+/// its client's address there and kazoo its `identifier`, and both read it as the holder's
+/// identity (kazoo's `contenders()`), so any text interoperates.
+const NO_DATA: &[u8] = &[];
 
 thread_local! {
     static HOLDING: Holding<String, Held> = const { Holding::new() };
@@ -31,7 +33,7 @@ struct Lock;
 /// Steps 1 to 4 in Curator's layout.
 #[cfg(not(feature = "kazoo"))]
 fn contend(path: &str, deadline: Deadline) -> Result<Created, ZkError> {
-    zk::contend(path, LOCK_NAME, RECIPE_TAG, &zk::exclusive(&[LOCK_NAME]), deadline)
+    zk::contend(path, LOCK_NAME, NO_DATA, &zk::exclusive(&[LOCK_NAME]), deadline)
 }
 
 /// Steps 1 to 4 in kazoo's layout: a `__lock__` node that waits for the nearest `__lock__` node
@@ -39,7 +41,7 @@ fn contend(path: &str, deadline: Deadline) -> Result<Created, ZkError> {
 #[cfg(feature = "kazoo")]
 fn contend(path: &str, deadline: Deadline) -> Result<Created, ZkError> {
     use zk::kazoo::{self, LOCK};
-    kazoo::contend(path, LOCK, RECIPE_TAG, &kazoo::behind(&[LOCK]), deadline)
+    kazoo::contend(path, LOCK, NO_DATA, &kazoo::behind(&[LOCK]), deadline)
 }
 
 impl Guest for Lock {

@@ -1944,6 +1944,16 @@ class AdminStub(object):
                 request_serializer=wazoo__pb2.RollbackRequest.SerializeToString,
                 response_deserializer=wazoo__pb2.PublishReply.FromString,
                 _registered_method=True)
+        self.ListSessions = channel.unary_unary(
+                '/wazoo.v1.Admin/ListSessions',
+                request_serializer=wazoo__pb2.Empty.SerializeToString,
+                response_deserializer=wazoo__pb2.SessionList.FromString,
+                _registered_method=True)
+        self.ListClaims = channel.unary_unary(
+                '/wazoo.v1.Admin/ListClaims',
+                request_serializer=wazoo__pb2.ListClaimsRequest.SerializeToString,
+                response_deserializer=wazoo__pb2.ClaimList.FromString,
+                _registered_method=True)
 
 
 class AdminServicer(object):
@@ -1998,6 +2008,23 @@ class AdminServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSessions(self, request, context):
+        """The client sessions open on this daemon, the caller's tenant's only: name, peer address,
+        since when, and the claims each holds and waits for.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListClaims(self, request, context):
+        """Every claim (lock, read/write lock, semaphore, election) under a prefix of the caller's
+        tenant's namespace, read from ZooKeeper: kind, holders and waiters in queue order, with
+        their identities, tokens and ages. Claims taken by any client (wazoo, Curator, kazoo) show.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -2030,6 +2057,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Rollback,
                     request_deserializer=wazoo__pb2.RollbackRequest.FromString,
                     response_serializer=wazoo__pb2.PublishReply.SerializeToString,
+            ),
+            'ListSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSessions,
+                    request_deserializer=wazoo__pb2.Empty.FromString,
+                    response_serializer=wazoo__pb2.SessionList.SerializeToString,
+            ),
+            'ListClaims': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListClaims,
+                    request_deserializer=wazoo__pb2.ListClaimsRequest.FromString,
+                    response_serializer=wazoo__pb2.ClaimList.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2195,6 +2232,60 @@ class Admin(object):
             '/wazoo.v1.Admin/Rollback',
             wazoo__pb2.RollbackRequest.SerializeToString,
             wazoo__pb2.PublishReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wazoo.v1.Admin/ListSessions',
+            wazoo__pb2.Empty.SerializeToString,
+            wazoo__pb2.SessionList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListClaims(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wazoo.v1.Admin/ListClaims',
+            wazoo__pb2.ListClaimsRequest.SerializeToString,
+            wazoo__pb2.ClaimList.FromString,
             options,
             channel_credentials,
             insecure,

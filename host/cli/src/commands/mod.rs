@@ -4,10 +4,12 @@
 //! before anything is asked, the defaults, what is printed and the exit statuses.
 
 mod barrier;
+mod listing;
 mod observe;
 mod recipes;
 mod register;
 pub(crate) mod rollout;
+mod top;
 mod tx;
 mod values;
 pub(crate) mod zk;
@@ -45,26 +47,30 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
         checked?;
     }
     match command {
-        Command::Lock { path, also, wait, hold, json, recipe, command } => {
+        Command::Lock { path, also, id, wait, hold, json, recipe, command } => {
             let run = Run { wait: Some(&wait), hold: &hold, command: &command, json };
             let paths: Vec<String> = std::iter::once(path).chain(also).collect();
-            claims::claim_all(backend, &paths, &recipe, run).await
+            let id = id.unwrap_or_else(args::default_id);
+            claims::claim_all(backend, &paths, &recipe, &id, run).await
         }
         Command::Claim { family, path, data, wait, hold, json, recipe, command } => {
             let family = described(&family, data.is_some())?;
             let want = Want::Claim { family, data: data.unwrap_or_default().into_bytes() };
             let recipe = recipe.unwrap_or_else(|| family.recipe.to_string());
-            let asked = Asked { want, path: &path, recipe: &recipe };
+            let asked = Asked { want, path: &path, recipe: &recipe, id: &args::default_id() };
             claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command, json })
                 .await
         }
-        Command::Rwlock { mode, path, wait, hold, json, recipe, command } => {
-            let asked = Asked { want: Want::ReadWrite(mode), path: &path, recipe: &recipe };
+        Command::Rwlock { mode, path, id, wait, hold, json, recipe, command } => {
+            let id = id.unwrap_or_else(args::default_id);
+            let asked = Asked { want: Want::ReadWrite(mode), path: &path, recipe: &recipe, id: &id };
             claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command, json })
                 .await
         }
-        Command::Semaphore { path, leases, wait, hold, json, recipe, command } => {
-            let asked = Asked { want: Want::Lease { max_leases: leases }, path: &path, recipe: &recipe };
+        Command::Semaphore { path, leases, id, wait, hold, json, recipe, command } => {
+            let id = id.unwrap_or_else(args::default_id);
+            let asked =
+                Asked { want: Want::Lease { max_leases: leases }, path: &path, recipe: &recipe, id: &id };
             claims::claim(backend, asked, Run { wait: Some(&wait), hold: &hold, command: &command, json })
                 .await
         }
@@ -81,10 +87,11 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
             json,
             command,
         } => {
-            let want = Want::Leadership { id: id.unwrap_or_else(default_id) };
+            let id = id.unwrap_or_else(args::default_id);
+            let want = Want::Leadership { id: id.clone() };
             let format = format.unwrap_or(crate::cli::ElectionFormat::Latch);
             let recipe = recipe.unwrap_or_else(|| format.recipe().to_string());
-            let asked = Asked { want, path: &path, recipe: &recipe };
+            let asked = Asked { want, path: &path, recipe: &recipe, id: &id };
             let run = Run { wait: Some(&wait), hold: &hold, command: &command, json };
             if requeue {
                 let again = claims::Requeue { max_terms, backoff: backoff.unwrap_or(Duration::from_secs(1)) };
@@ -128,7 +135,8 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
             // A malformed name is bad usage, refused before ZooKeeper or a daemon is asked.
             let name = args::node_name(&name).map_err(|why| exit::usage(format!("member name {why}")))?;
             let want = Want::Membership { name, data: args::value_or_stdin(data)? };
-            let asked = Asked { want, path: &path, recipe: World::Group.default_recipe() };
+            let asked =
+                Asked { want, path: &path, recipe: World::Group.default_recipe(), id: &args::default_id() };
             claims::claim(backend, asked, Run { wait: None, hold: &hold, command: &command, json }).await
         }
         Command::Group { command: GroupCommand::List { path, json } } => {
@@ -156,6 +164,9 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
             };
             observe::holders(backend, &path, kind, leases, json).await
         }
+        Command::Claims { prefix, json } => listing::claims(backend, &prefix, json).await,
+        Command::Sessions { json } => listing::sessions(backend, json).await,
+        Command::Top { prefix, every } => top::top(backend, &prefix, every).await,
         Command::Revoke { node, grace, json } => observe::revoke(backend, &node, grace, json).await,
         Command::Fence { command } => observe::fence(backend, command).await,
         Command::TwoPhaseCommit { command } => tx::two_phase_commit(backend, command).await,
@@ -231,10 +242,6 @@ fn local_only(name: &str) -> u8 {
 }
 
 /// An election participant's id when `--id` is not given: `HOSTNAME-PID`.
-fn default_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    format!("{}-{}", host.trim(), std::process::id())
-}
 
 /// The described family `name` for `wazoo claim`, or a usage error saying where it is described.
 fn described(name: &str, with_data: bool) -> anyhow::Result<&'static Family> {

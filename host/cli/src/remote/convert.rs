@@ -13,7 +13,7 @@ use wazoo_runtime::{
     TxMode, Want,
 };
 
-use crate::backend::{Ending, RecipeRow, Revocation};
+use crate::backend::{Ending, RecipeRow, Revocation, SessionClaim, SessionInfo};
 
 /// A timeout as the requests carry it: whole milliseconds.
 pub(super) fn millis(timeout: Option<Duration>) -> Option<u64> {
@@ -57,24 +57,68 @@ pub(super) fn contenders(reply: pb::HoldersReply) -> Contenders {
         // A family the daemon describes and this side does not: labelled by its name.
         described => Family::named(described).unwrap_or_else(|| family::unknown(described)),
     };
-    let contenders = reply
-        .contenders
-        .into_iter()
-        .map(|c| Contender {
-            state: if c.holds { State::Holds } else { State::Waits },
-            mode: match c.mode() {
-                pb::ContenderMode::Read => Some(Mode::Read),
-                pb::ContenderMode::Write => Some(Mode::Write),
-                pb::ContenderMode::Unspecified => None,
-            },
-            node: c.node,
-            sequence: c.sequence,
-            data: c.data,
-            session: c.session,
-            token: c.fencing_token,
-        })
-        .collect();
+    let contenders = reply.contenders.into_iter().map(contender).collect();
     Contenders { kind, contenders }
+}
+
+fn contender(c: pb::Contender) -> Contender {
+    Contender {
+        state: if c.holds { State::Holds } else { State::Waits },
+        mode: match c.mode() {
+            pb::ContenderMode::Read => Some(Mode::Read),
+            pb::ContenderMode::Write => Some(Mode::Write),
+            pb::ContenderMode::Unspecified => None,
+        },
+        node: c.node,
+        sequence: c.sequence,
+        data: c.data,
+        session: c.session,
+        token: c.fencing_token,
+        since_ms: c.since_ms,
+    }
+}
+
+/// The claims `Admin.ListClaims` found, by path.
+pub(super) fn claim_list(reply: pb::ClaimList) -> Vec<(String, Contenders)> {
+    reply
+        .claims
+        .into_iter()
+        .map(|c| {
+            // A family the daemon describes: the wire names no kind (`ClaimInfo` has no name).
+            static DESCRIBED: std::sync::OnceLock<&'static Family> = std::sync::OnceLock::new();
+            let kind = wazoo_proto::holders_kind_name(c.kind())
+                .and_then(Family::named)
+                .unwrap_or_else(|| DESCRIBED.get_or_init(|| family::unknown("described")));
+            (c.path, Contenders { kind, contenders: c.contenders.into_iter().map(contender).collect() })
+        })
+        .collect()
+}
+
+/// The client sessions `Admin.ListSessions` gave.
+pub(super) fn sessions(reply: pb::SessionList) -> Vec<SessionInfo> {
+    reply
+        .sessions
+        .into_iter()
+        .map(|s| SessionInfo {
+            id: s.session,
+            name: s.name,
+            peer: s.peer,
+            opened_ms: s.opened_ms,
+            claims: s
+                .claims
+                .into_iter()
+                .map(|c| SessionClaim {
+                    handle: c.handle,
+                    path: c.path,
+                    family: c.family,
+                    holds: c.holds,
+                    node: c.node,
+                    token: c.fencing_token,
+                    since_ms: c.since_ms,
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 pub(super) fn holder(reply: &pb::FenceCheckReply) -> Holder {

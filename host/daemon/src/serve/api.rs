@@ -38,6 +38,7 @@ impl std::ops::Deref for Api {
 #[tonic::async_trait]
 impl Sessions for Api {
     async fn open(&self, request: Request<pb::OpenRequest>) -> Result<Response<pb::OpenReply>, Status> {
+        let peer = request.remote_addr();
         let mut req = request.into_inner();
         let ttl = Duration::from_millis(req.ttl_ms).clamp(MIN_TTL, self.bounds.max_ttl);
         if req.name.len() > MAX_NAME {
@@ -74,9 +75,12 @@ impl Sessions for Api {
             keepers: Mutex::new(0),
             id,
             name: req.name.clone(),
+            peer: Mutex::new(peer),
+            opened: std::time::SystemTime::now(),
             ttl,
             deadline: Mutex::new(Instant::now() + ttl),
             handles: Mutex::default(),
+            waits: Mutex::default(),
             closed: watch::channel(false).0,
         });
         {
@@ -104,6 +108,7 @@ impl Sessions for Api {
         &self,
         request: Request<pb::ReattachRequest>,
     ) -> Result<Response<pb::OpenReply>, Status> {
+        let peer = request.remote_addr();
         let req = request.into_inner();
         let Some(adopter) = &self.adopter else {
             return Err(wire::unknown_session(format!(
@@ -113,6 +118,9 @@ impl Sessions for Api {
         };
         let session = adopter.reattach(&self.state, req.session, &req.secret).await?;
         session.touch();
+        if peer.is_some() {
+            *session.peer.lock().unwrap() = peer;
+        }
         tracing::info!(session = req.session, name = %session.name, "client session taken up");
         Ok(Response::new(open_reply(&self.state, &session, Vec::new()).await))
     }
@@ -222,6 +230,17 @@ impl Admin for Api {
             self.load(),
             self.host.registry().stats(),
         )))
+    }
+
+    async fn list_sessions(&self, _: Request<pb::Empty>) -> Result<Response<pb::SessionList>, Status> {
+        Ok(Response::new(super::listing::sessions(&self.state)))
+    }
+
+    async fn list_claims(
+        &self,
+        request: Request<pb::ListClaimsRequest>,
+    ) -> Result<Response<pb::ClaimList>, Status> {
+        super::listing::claims(&self.state, &request.into_inner().prefix).await.map(Response::new)
     }
 }
 

@@ -9,15 +9,20 @@
 
 // The modules here, lowest first (none names one above it, and none names this file's parent
 // but through it): `state` (the client sessions, their claims, the ZooKeeper sessions adopted
-// for them); `adopt` (taking up another member's work, into the states) over `state`; `api`
-// (the `Sessions` and `Admin` services, which reach `adopt` for `Reattach`) over both;
+// for them); `adopt` (taking up another member's work, into the states) over `state`;
+// `listing` (a state's client sessions and the claims under a prefix, for `Admin.ListSessions`,
+// `Admin.ListClaims` and the console) over `state`; `api` (the `Sessions` and `Admin`
+// services, which reach `adopt` for `Reattach` and `listing` for the listings) over them;
 // `recipes` (the `Recipes` service, a file per family; inside it `claims` is below `election`
-// and `group`, and the other families name no sibling) over `state` alone. Below `serve`, at
-// the crate's top: `wire`, `group`, `metrics` and `tenants`, none of which names another
+// and `group`, and the other families name no sibling) over `state` alone; `console_view`
+// (what the web console shows of a state) over `state` and `listing`. Below `serve`, at the
+// crate's top: `wire`, `group`, `metrics`, `console` and `tenants`, none of which names another
 // module of the crate.
 
 mod adopt;
 mod api;
+mod console_view;
+pub(crate) mod listing;
 pub mod published;
 mod recipes;
 mod state;
@@ -47,7 +52,8 @@ use pb::sessions_server::SessionsServer;
 
 use api::Api;
 use recipes::Service as RecipesService;
-use state::{reaper, watch_plugins, watcher, State};
+pub(crate) use state::State;
+use state::{reaper, watch_plugins, watcher};
 
 /// Shortest client-session TTL accepted.
 const MIN_TTL: Duration = Duration::from_millis(500);
@@ -279,6 +285,7 @@ async fn serve(
                 open: open.clone(),
                 rollout,
                 publishing,
+                pulse: Default::default(),
             });
             if let Some(adopter) = &adopter {
                 adopter.serve(&state);
@@ -289,13 +296,16 @@ async fn serve(
     for Served { name, token, host, clients, publishing } in hosts {
         states.push((token, new_state(host, name, clients, publishing)));
     }
+    // The web console on the metrics port shows every state served, each to its own token.
+    let console = crate::console::Console::new();
+    console.show(console_view::shown(&states));
     let metrics_addr = match config.metrics {
         Some(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|e| anyhow::anyhow!("--metrics {addr}: cannot listen there: {e}"))?;
             let bound = listener.local_addr()?;
-            tokio::spawn(crate::metrics::serve(listener, metrics.clone()));
+            tokio::spawn(crate::metrics::serve(listener, metrics.clone(), console.router()));
             Some(bound)
         }
         None => None,
@@ -413,6 +423,7 @@ async fn serve(
                     tracing::info!(tenant = %t.name, "tenant serving");
                 }
                 hosts.send_replace(served_hosts(&states));
+                console.show(console_view::shown(&states));
             }
         }
     };

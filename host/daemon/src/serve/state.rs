@@ -19,7 +19,7 @@ use wazoo_runtime::{Claim, ClaimKind, ClaimTag, Host};
 
 use wazoo_proto as pb;
 
-pub(super) struct State {
+pub(crate) struct State {
     pub(super) host: Host,
     /// The tenant this state serves, in a multi-tenant daemon.
     pub(super) tenant: Option<String>,
@@ -43,6 +43,8 @@ pub(super) struct State {
     pub(super) rollout: Option<Arc<wazoo_runtime::rollout::Follower>>,
     /// What the state's clients may publish.
     pub(super) publishing: crate::publishing::Publishing,
+    /// Its acquisitions and waits over the last minutes, for the web console's chart.
+    pub(super) pulse: crate::console::Pulse,
 }
 
 /// One stream counted in [`State::streams`] while it lives, told when its state stops.
@@ -85,11 +87,40 @@ pub(super) struct Entry {
     /// Set, with how, when the handle ends here: given up on purpose by a call (a Lost stream
     /// then ends quietly), or with its client session (the streams that follow it are told).
     pub(super) ended: watch::Sender<Option<Ended>>,
+    /// The claim in the metrics while it is held: ended when the entry goes, or taken by the
+    /// first stream that sees the claim lost ([`Entry::lost`]).
+    meter: Mutex<Option<crate::metrics::Held>>,
+    /// What the claim is, for the listings (`ListSessions`): its kind, node, token, and since
+    /// when it is held here.
+    pub(super) shown: Shown,
+}
+
+/// A kept claim as the listings show it.
+pub(crate) struct Shown {
+    pub(crate) kind: ClaimKind,
+    pub(crate) node: String,
+    pub(crate) token: i64,
+    pub(crate) since: std::time::SystemTime,
 }
 
 impl Entry {
-    fn new(held: Claim) -> Entry {
-        Entry { held: tokio::sync::Mutex::new(Some(held)), ended: watch::channel(None).0 }
+    fn new(held: Claim, meter: Option<crate::metrics::Held>) -> Entry {
+        let shown = Shown {
+            kind: held.kind(),
+            node: held.node().to_string(),
+            token: held.token(),
+            since: std::time::SystemTime::now(),
+        };
+        let (held, meter) = (tokio::sync::Mutex::new(Some(held)), Mutex::new(meter));
+        Entry { held, ended: watch::channel(None).0, meter, shown }
+    }
+
+    /// The claim was lost for `reason` (`crate::metrics::loss_reason`): counted once, however
+    /// many streams follow it.
+    pub(super) fn lost(&self, reason: &str) {
+        if let Some(meter) = self.meter.lock().unwrap().take() {
+            meter.lost(reason);
+        }
     }
 
     /// Resolves, with how, once the handle has ended here.
@@ -102,6 +133,19 @@ impl Entry {
                 Err(_) => Ended::Stopping,
             }
         }
+    }
+}
+
+/// A claim that ends with its client session, or with its tenant or the daemon, counts as lost
+/// for that reason, whether or not a stream followed it.
+impl Drop for Entry {
+    fn drop(&mut self) {
+        let reason = match *self.ended.borrow() {
+            Some(Ended::SessionEnded) => "client-session-ended",
+            Some(Ended::Stopping) => "session-closed",
+            Some(Ended::Released) | None => return,
+        };
+        self.lost(reason);
     }
 }
 
@@ -131,9 +175,17 @@ impl Ended {
 pub(super) struct ClientSession {
     pub(super) id: u64,
     pub(super) name: String,
+    /// The address its client opened it from (none for a session taken up from another member
+    /// of the group: its client has not called here yet).
+    pub(super) peer: Mutex<Option<std::net::SocketAddr>>,
+    /// When it was opened (on the member that opened it).
+    pub(super) opened: std::time::SystemTime,
     pub(super) ttl: Duration,
     pub(super) deadline: Mutex<Instant>,
     pub(super) handles: Mutex<HashMap<u64, Arc<Entry>>>,
+    /// The claims its calls wait for in a queue now, by a number of their own, for the listings
+    /// ([`ClientSession::waiting`]).
+    pub(super) waits: Mutex<HashMap<u64, Wait>>,
     pub(super) closed: watch::Sender<bool>,
     /// Its place among the daemon's open sessions, given back when the session ends.
     pub(super) counted: Mutex<Option<Counted>>,
@@ -186,7 +238,38 @@ impl Adopted {
     }
 }
 
+/// A claim a client session's call waits for (`ListSessions` shows it as waiting).
+pub(crate) struct Wait {
+    pub(crate) path: String,
+    /// As `SessionClaim.family` names it: `lock`, `read-lock`, `write-lock`, `semaphore`, …
+    pub(crate) family: String,
+    pub(crate) since: std::time::SystemTime,
+}
+
+/// A wait listed in its session until dropped.
+pub(super) struct Waiting<'a> {
+    session: &'a ClientSession,
+    number: u64,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.session.waits.lock().unwrap().remove(&self.number);
+    }
+}
+
 impl ClientSession {
+    /// Lists, until the returned guard is dropped, that a call of this session waits for the
+    /// `family` claim at `path` (a call that acquires holds it: drop the guard once it is kept).
+    pub(super) fn waiting(&self, path: &str, family: &str) -> Waiting<'_> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let number = NEXT.fetch_add(1, Ordering::Relaxed);
+        let wait =
+            Wait { path: path.to_string(), family: family.to_string(), since: std::time::SystemTime::now() };
+        self.waits.lock().unwrap().insert(number, wait);
+        Waiting { session: self, number }
+    }
+
     pub(super) fn alive(&self) -> bool {
         !*self.closed.borrow()
     }
@@ -335,7 +418,8 @@ impl State {
             )));
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let entry = Arc::new(Entry::new(held));
+        let meter = self.metrics.held(self.tenant.as_deref(), held.kind());
+        let entry = Arc::new(Entry::new(held, meter));
         session.handles.lock().unwrap().insert(id, entry.clone());
         if !session.alive() {
             session.handles.lock().unwrap().remove(&id);
@@ -432,17 +516,18 @@ impl State {
         f: impl std::future::Future<Output = Result<T, Status>>,
     ) -> Result<Response<T>, Status> {
         let started = Instant::now();
-        let outcome = f.await;
-        let code = match &outcome {
-            Ok(_) => "ok".to_string(),
-            Err(s) => format!("{:?}", s.code()).to_lowercase(),
-        };
+        // A claim's wait in its queue is no part of the call's service time.
+        let (outcome, spent) = crate::metrics::spending(f).await;
+        let code = crate::metrics::outcome(outcome.as_ref().err(), spent);
         // A recipe name is a label only once a component of that name was loaded (its file is
         // in the plugins directory); any other name a client sends is counted as `other`, so
         // no client can grow the metrics without end.
-        let known = self.host.registry().knows(recipe);
+        // A call on a handle (Release, Acknowledge, …) names none: its recipe is "".
+        let known = recipe.is_empty() || self.host.registry().knows(recipe);
         let recipe = if known { recipe } else { "other" };
-        self.metrics.call(self.tenant.as_deref(), method, recipe, &code, started.elapsed());
+        let service = started.elapsed().saturating_sub(spent.waited);
+        self.metrics.call(self.tenant.as_deref(), method, recipe, &code, service);
+        self.pulse.record(method, outcome.is_ok(), started.elapsed());
         outcome.map(Response::new)
     }
 }
@@ -546,6 +631,7 @@ pub(super) async fn watch_plugins(state: &Arc<State>, seen: &mut HashMap<String,
         } else if !refused.is_empty() {
             state.metrics.refused(state.tenant.as_deref(), &r.name);
         }
+        state.metrics.recipe(state.tenant.as_deref(), &r.name);
         seen.insert(r.name.clone(), (version, refused));
     }
 }

@@ -180,6 +180,13 @@ macro_rules! handle_basics {
                 self.sandbox.store.data_mut().claim = tag;
             }
 
+            /// Who the claims the next calls make are for: the data of the contender nodes the
+            /// recipe leaves blank (none: they stay blank).
+            #[allow(dead_code)]
+            pub(crate) fn identify(&mut self, identity: Option<std::sync::Arc<str>>) {
+                self.sandbox.store.data_mut().identity = identity;
+            }
+
             #[allow(dead_code)]
             fn claimed(&mut self, node: Option<&str>) {
                 match node {

@@ -29,7 +29,8 @@ pub(super) async fn acquire(
         .measured("Acquire", &recipe, async {
             let session = service.session(req.session)?;
             let named = claim_tag(req.session, &req.claim_id, req.retry)?;
-            claim(service, &session, want, &recipe, &req.path, millis(req.timeout_ms), named).await
+            let holder = identity(&session, &req.holder_id)?;
+            claim(service, &session, want, &recipe, &req.path, millis(req.timeout_ms), named, &holder).await
         })
         .await
 }
@@ -65,6 +66,7 @@ pub(super) async fn lost(
     };
     let ended = entry.ended.subscribe();
     let ending = entry.ending();
+    let meter = std::sync::Arc::downgrade(&entry);
     let mut slot = service.stream_slot()?;
     let (tx, rx) = mpsc::channel(1);
     tokio::spawn(async move {
@@ -75,7 +77,10 @@ pub(super) async fn lost(
             // end, and a claim given up on purpose (a Release) is no loss at all.
             why = lost => match *ended.borrow() {
                 Some(how) => how.loss().and_then(wire::ended_event),
-                None => Some(wire::lost_event(&why)),
+                None => {
+                    meter.upgrade().inspect(|e| e.lost(crate::metrics::loss_reason(&why)));
+                    Some(wire::lost_event(&why))
+                }
             },
             how = ending => how.loss().and_then(wire::ended_event),
             // The daemon or the tenant stopping closes the claim's ZooKeeper session (a
@@ -144,6 +149,8 @@ struct Holding {
     /// How the handle ended, once it has: looked at when the claim's loss comes, since ending
     /// the handle deletes its node too.
     ended: tokio::sync::watch::Receiver<Option<Ended>>,
+    /// The handle's entry, to count the claim's loss in the metrics.
+    meter: std::sync::Weak<crate::serve::state::Entry>,
     /// Whether the stream was told the claim is lost (once).
     told: bool,
     /// Whether the handle ended outside this stream: a `release` then has nothing to let go.
@@ -189,7 +196,7 @@ impl Service {
                     step = steps.message() => step,
                     () = slot.stopped() => break Ok(()),
                 },
-                Some(Holding { lost, ending, ended, told, gone, .. }) => {
+                Some(Holding { lost, ending, ended, meter, told, gone, .. }) => {
                     let told_now = tokio::select! {
                         // What happened to the claim goes before the next step and the stop.
                         biased;
@@ -199,7 +206,10 @@ impl Service {
                             let how = *ended.borrow();
                             Ok(match how {
                                 Some(how) => Holding::ended_event(how),
-                                None => Some(wire::lost_event(&why)),
+                                None => {
+                                    meter.upgrade().inspect(|e| e.lost(crate::metrics::loss_reason(&why)));
+                                    Some(wire::lost_event(&why))
+                                }
                             })
                         }
                         how = ending, if !*gone => {
@@ -303,8 +313,10 @@ impl Service {
         self.measured("Hold/acquire", &recipe, async {
             let session = self.session(req.session)?;
             let named = claim_tag(req.session, &req.claim_id, req.retry)?;
+            let holder = identity(&session, &req.holder_id)?;
             let claim =
-                claim(self, &session, want, &recipe, &req.path, millis(req.timeout_ms), named).await?;
+                claim(self, &session, want, &recipe, &req.path, millis(req.timeout_ms), named, &holder)
+                    .await?;
             let (_, entry) = self.entry(req.session, claim.handle)?;
             let lost = match entry.held.lock().await.as_ref() {
                 Some(held) => held.lost(),
@@ -316,6 +328,7 @@ impl Service {
                 lost: Box::pin(lost),
                 ending: Box::pin(entry.ending()),
                 ended: entry.ended.subscribe(),
+                meter: std::sync::Arc::downgrade(&entry),
                 told: false,
                 gone: false,
             };
@@ -328,6 +341,30 @@ impl Service {
 
 /// The most bytes of a claim id.
 const MAX_CLAIM_ID: usize = 64;
+
+/// The most bytes of a holder id.
+const MAX_HOLDER_ID: usize = 128;
+
+/// Who a claim of `session` is for, as its node's data says it (where its recipe leaves the
+/// data blank): `ID (session NAME from PEER)`, `holder_id` being the client's own name for
+/// itself (the session's name when empty), so that clients sharing the daemon's one ZooKeeper
+/// session are told apart by `holders`, `claims`, kazoo and Curator.
+pub(super) fn identity(session: &ClientSession, holder_id: &str) -> Result<String, Status> {
+    if holder_id.len() > MAX_HOLDER_ID || holder_id.chars().any(char::is_control) {
+        return Err(wire::invalid_argument(format!(
+            "holder_id: at most {MAX_HOLDER_ID} bytes of printable text"
+        )));
+    }
+    let name = match session.name.as_str() {
+        "" => format!("#{}", session.id),
+        name => name.to_string(),
+    };
+    let who = if holder_id.is_empty() { name.as_str() } else { holder_id };
+    Ok(match *session.peer.lock().unwrap() {
+        Some(peer) => format!("{who} (session {name} from {peer})"),
+        None => format!("{who} (session {name})"),
+    })
+}
 
 /// The name an Acquire gives its claim, if any ([`wazoo_runtime::ClaimTag`]).
 pub(super) fn claim_tag(
@@ -391,7 +428,8 @@ fn want_of(req: &pb::AcquireRequest) -> Result<Want, Status> {
     })
 }
 
-/// Takes `want` at `path` for `session` with a fresh handle of `recipe`, and keeps it there.
+/// Takes `want` at `path` for `session` with a fresh handle of `recipe`, for `holder` (its
+/// [`identity`]), and keeps it there.
 pub(super) async fn claim(
     state: &State,
     session: &ClientSession,
@@ -400,28 +438,64 @@ pub(super) async fn claim(
     path: &str,
     timeout: Option<Duration>,
     named: Option<wazoo_runtime::ClaimTag>,
+    holder: &str,
 ) -> Result<pb::Claim, Status> {
     let _reserved = state.room_for_handle(session)?;
-    let mut contender = session.host.contender(want, recipe).await.map_err(no_handle)?;
-    if let Some(tag) = named {
-        contender.name_claim(tag);
-    }
-    // A session that ends while its call waits (in a lock's queue) cancels the call, and
-    // closing the contender deletes the node it queued.
-    let granted = match session.while_open(contender.acquire(path, timeout)).await {
-        Ok(Ok(granted)) => granted,
-        Ok(Err(e)) => {
-            contender.close().await;
-            return Err(status(e));
+    let family = crate::metrics::family_of_want(&want);
+    let started = std::time::Instant::now();
+    let mut again = true;
+    let (contender, granted, waiting) = loop {
+        let mut contender = session.host.contender(want.clone(), recipe).await.map_err(no_handle)?;
+        if let Some(tag) = named {
+            contender.name_claim(tag);
         }
-        Err(ended) => {
-            contender.close().await;
-            return Err(ended);
+        contender.identify(holder);
+        // Listed as waiting (ListSessions) until the claim is kept.
+        let waiting = session.waiting(path, &listed_family(contender.want()));
+        // A session that ends while its call waits (in a lock's queue) cancels the call, and
+        // closing the contender deletes the node it queued.
+        // Waiting in the queue is measured apart from the call's own service time.
+        let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
+        let waited =
+            state.metrics.waiting(state.tenant.as_deref(), family, left, contender.acquire(path, left));
+        match session.while_open(waited).await {
+            Ok(Ok(granted)) => break (contender, granted, waiting),
+            // The host's ZooKeeper session had expired (the daemon was stopped, say) and is
+            // being made again: whatever the try made went with it, so it is made again, once,
+            // on the new session, within what is left of the timeout.
+            Ok(Err(e)) if again && is_expired(&e) => {
+                contender.close().await;
+                again = false;
+            }
+            Ok(Err(e)) => {
+                contender.close().await;
+                return Err(status(e));
+            }
+            Err(ended) => {
+                contender.close().await;
+                return Err(ended);
+            }
         }
     };
     let claim = contender.claim(granted);
     let (node, fencing_token, recipe_version) =
         (claim.node().to_string(), claim.token(), wire::recipe_version(&claim));
     let handle = state.keep(session, claim).await?;
+    drop(waiting);
     Ok(pb::Claim { handle, node, fencing_token, recipe_version })
+}
+
+/// Whether a recipe call failed because the host's ZooKeeper session had expired.
+fn is_expired(e: &wazoo_runtime::error::RecipeError) -> bool {
+    matches!(e, wazoo_runtime::error::RecipeError::Zk(wazoo_runtime::ZkError::SessionExpired))
+}
+
+/// What a call waits for, as `SessionClaim.family` names it: as the metrics name its family,
+/// and a described family by its name.
+fn listed_family(want: &Want) -> String {
+    match want {
+        Want::Claim { family, .. } => family.name,
+        want => crate::metrics::family_of_want(want),
+    }
+    .to_string()
 }

@@ -22,7 +22,15 @@ pub(super) async fn campaign(
             let session = service.session(req.session)?;
             let want = Want::Leadership { id: req.id.clone() };
             let named = claim_tag(req.session, &req.claim_id, req.retry)?;
-            claim(service, &session, want, &recipe, &req.path, millis(req.timeout_ms), named).await
+            // A candidate's node holds its id; one with no id, who the session is.
+            let holder = match req.id.is_empty() {
+                true => super::claims::identity(&session, "")?,
+                false => String::new(),
+            };
+            let timeout = millis(req.timeout_ms);
+            let led = claim(service, &session, want, &recipe, &req.path, timeout, named, &holder).await?;
+            service.metrics.leadership_changed(service.tenant.as_deref());
+            Ok(led)
         })
         .await
 }

@@ -20,7 +20,8 @@ pub(super) async fn group_join(
         .measured("GroupJoin", &recipe, async {
             let session = service.session(req.session)?;
             let want = Want::Membership { name: req.name.clone(), data: req.data.clone() };
-            claim(service, &session, want, &recipe, &req.path, None, None).await
+            let holder = super::claims::identity(&session, "")?;
+            claim(service, &session, want, &recipe, &req.path, None, None, &holder).await
         })
         .await
 }

@@ -8,8 +8,7 @@ use super::Service;
 use crate::wire::{self, status};
 use wazoo_runtime::error::RecipeError;
 use wazoo_runtime::family::Family;
-use wazoo_runtime::holders::{self, Contenders, Kind, State};
-use wazoo_runtime::Mode;
+use wazoo_runtime::holders::{self, Contenders, Kind};
 
 use wazoo_proto as pb;
 
@@ -56,23 +55,7 @@ fn kind_of(kind: i32) -> Result<Option<Kind>, Status> {
 /// What was found, as a `HoldersReply`.
 fn reply(found: Contenders) -> pb::HoldersReply {
     let kind = wazoo_proto::holders_kind(found.kind.name);
-    let contenders = found
-        .contenders
-        .into_iter()
-        .map(|c| pb::Contender {
-            node: c.node,
-            sequence: c.sequence,
-            holds: c.state == State::Holds,
-            mode: match c.mode {
-                None => pb::ContenderMode::Unspecified,
-                Some(Mode::Read) => pb::ContenderMode::Read,
-                Some(Mode::Write) => pb::ContenderMode::Write,
-            } as i32,
-            data: c.data,
-            session: c.session,
-            fencing_token: c.token,
-        })
-        .collect();
+    let contenders = found.contenders.into_iter().map(crate::serve::listing::contender).collect();
     let described = match found.kind.is_described() {
         true => found.kind.name.to_string(),
         false => String::new(),

@@ -2,12 +2,15 @@
 //! taken, counted, and claimed then acknowledged (the claim kept until its QueueAck); and an
 //! item as a `QueueItem`.
 
+use std::time::Duration;
+
 use tonic::{Request, Response, Status};
 
 use super::{millis, or, Service};
+use crate::serve::state::State;
 use crate::wire::{self, no_handle, status};
 use wazoo_runtime::error::RecipeError;
-use wazoo_runtime::{Claim, ClaimKind, Item, World};
+use wazoo_runtime::{Claim, ClaimKind, Item, World, ZkError};
 
 use wazoo_proto as pb;
 
@@ -17,6 +20,7 @@ pub(super) async fn queue_put(
 ) -> Result<Response<pb::QueueItem>, Status> {
     let req = request.into_inner();
     let recipe = or(&req.recipe, World::Queue.default_recipe()).to_string();
+    follow(service, &recipe, &req.path);
     service
         .measured("QueuePut", &recipe, async {
             let priority = match req.priority {
@@ -49,6 +53,7 @@ pub(super) async fn queue_take(
     request: Request<pb::WaitRequest>,
 ) -> Result<Response<pb::QueueItem>, Status> {
     let req = request.into_inner();
+    follow(service, or(&req.recipe, World::Queue.default_recipe()), &req.path);
     once!(
         service,
         "QueueTake",
@@ -64,6 +69,7 @@ pub(super) async fn queue_len(
     request: Request<pb::PathRequest>,
 ) -> Result<Response<pb::QueueLength>, Status> {
     let req = request.into_inner();
+    follow(service, or(&req.recipe, World::Queue.default_recipe()), &req.path);
     once!(
         service,
         "QueueLen",
@@ -80,6 +86,7 @@ pub(super) async fn queue_claim(
 ) -> Result<Response<pb::QueueClaimed>, Status> {
     let req = request.into_inner();
     let recipe = or(&req.recipe, World::Queue.default_recipe()).to_string();
+    follow(service, &recipe, &req.path);
     service
         .measured("QueueClaim", &recipe, async {
             let session = service.session(req.session)?;
@@ -132,4 +139,60 @@ pub(super) async fn queue_ack(
 /// the `QueueClaimed`'s).
 fn taken(item: Item) -> pb::QueueItem {
     pb::QueueItem { node: item.node, data: item.data, handle: 0 }
+}
+
+/// How long a queue's depth waits after a change before it is counted again: a busy queue is
+/// listed twice a second at most (the watch, then the count), however many puts and takes.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// Follows the depth of queue `path` (counted by `recipe`) in the metrics
+/// (`wazoo_queue_depth`), from the first call of a client on it until its tenant or the daemon
+/// stops, or the queue cannot be read (a later call follows it again); at most
+/// [`crate::metrics::MAX_QUEUES`] queues of a tenant at once.
+fn follow(service: &Service, recipe: &str, path: &str) {
+    // Only a path the recipe would take, of a recipe that is there.
+    if wazoo_runtime::paths::check(path).is_err() || !service.host.registry().knows(recipe) {
+        return;
+    }
+    let Some(depth) = service.metrics.follow_queue(service.tenant.as_deref(), path) else { return };
+    let (state, recipe, path) = (service.0.clone(), recipe.to_string(), path.to_string());
+    tokio::spawn(async move {
+        let mut stopped = state.stopped.subscribe();
+        tokio::select! {
+            () = depths(&state, &recipe, &path, &depth) => {}
+            _ = stopped.wait_for(|s| *s) => {}
+        }
+    });
+}
+
+/// Counts the items of queue `path` into `depth` at every change of its children, until it
+/// cannot.
+async fn depths(state: &State, recipe: &str, path: &str, depth: &crate::metrics::Depth) {
+    loop {
+        let Ok(live) = state.host.live().await else { return };
+        let zk = live.zk();
+        // The watch first, then the count: no change in between is missed.
+        let watch = match zk.children_watch(path).await {
+            Ok((_, watch)) => watch,
+            Err(ZkError::NoNode) => match zk.exists_watch(path).await {
+                Ok((None, created)) => {
+                    depth.set(0);
+                    created.changed().await;
+                    continue;
+                }
+                Ok((Some(_), _)) => continue,
+                Err(_) => return,
+            },
+            Err(_) => return,
+        };
+        let Ok(mut h) = state.host.queue(recipe).await else { return };
+        let items = h.len(path).await;
+        h.close().await;
+        match items {
+            Ok(items) => depth.set(items),
+            Err(_) => return,
+        }
+        watch.changed().await;
+        tokio::time::sleep(SETTLE).await;
+    }
 }
