@@ -335,6 +335,20 @@ async fn a_queue_used_through_the_daemon_has_its_depth_followed() {
     metrics_once(&daemon, "three items again", |t| value(t, &depth) == Some(3.0)).await;
 }
 
+/// A path a client names as a queue that nobody makes gives its place among the followed queues
+/// back: the tenant's 32 places are not kept by paths that are no queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_that_is_no_queue_gives_its_place_back() {
+    let daemon = daemon().await;
+    let client = connect(&daemon).await;
+    let path = unique("metrics-no-queue");
+    let depth = format!("wazoo_queue_depth{{tenant=\"\",queue=\"{path}\"}}");
+    let take = WaitRequest { path: path.clone(), timeout_ms: Some(0), recipe: String::new() };
+    client.recipes().queue_take(take).await.err().expect("an empty queue has nothing to take");
+    metrics_once(&daemon, "the path is followed", |t| value(t, &depth) == Some(0.0)).await;
+    metrics_once(&daemon, "its place given back", |t| !t.contains(&depth)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_and_the_alerts_use_only_metrics_a_live_daemon_serves() {
     let dashboard: serde_json::Value =

@@ -10,7 +10,8 @@
 //! (server-sent events), one JSON snapshot whenever what it shows changes, looked at every
 //! second. An event stream ends after [`STREAM_FOR`] (the metrics port closes every connection
 //! after 10 s) and the browser's `EventSource` opens the next at once (`retry`): no connection
-//! stays open for long, and no more than [`MAX_STREAMS`] are open at once.
+//! stays open for long, and no more than [`MAX_STREAMS`] are open at once, of which no more than
+//! [`MAX_STREAMS_PER_HOST`] on one host.
 //!
 //! Who sees what is the API's rule: a daemon without tokens shows its one host to anyone who
 //! can reach the port (loopback unless `--metrics` says otherwise); with `--token-file` or
@@ -55,6 +56,9 @@ const RETRY_MS: u64 = 250;
 
 /// Event streams open at once, over every viewer.
 pub const MAX_STREAMS: usize = 32;
+
+/// Event streams open at once on one host (a tenant's): one tenant cannot take every place.
+pub const MAX_STREAMS_PER_HOST: usize = 8;
 
 /// How often a stream looks for changes.
 const TICK: Duration = Duration::from_secs(1);
@@ -119,6 +123,8 @@ pub struct Console {
     shown: RwLock<Vec<Shown>>,
     key: [u8; 32],
     streams: Arc<AtomicUsize>,
+    /// The streams open on each host, by tenant.
+    per_host: Arc<Mutex<std::collections::HashMap<Option<String>, usize>>>,
 }
 
 impl Console {
@@ -127,7 +133,7 @@ impl Console {
         let mut key = [0u8; 32];
         key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
         key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
-        Arc::new(Console { shown: RwLock::default(), key, streams: Arc::default() })
+        Arc::new(Console { shown: RwLock::default(), key, streams: Arc::default(), per_host: Arc::default() })
     }
 
     /// Shows these hosts from now on (every one served, as tenants come and go).
@@ -298,23 +304,48 @@ async fn whoami(State(console): State<Arc<Console>>, headers: HeaderMap, uri: Ur
     }
 }
 
-/// One place among the open event streams, given back when the stream ends.
-struct StreamSlot(Arc<AtomicUsize>);
+/// One place among the open event streams (the daemon's, and its host's), given back when the
+/// stream ends.
+#[derive(Debug)]
+struct StreamSlot {
+    all: Arc<AtomicUsize>,
+    per_host: Arc<Mutex<std::collections::HashMap<Option<String>, usize>>>,
+    host: Option<String>,
+}
 
 impl StreamSlot {
-    fn take(streams: &Arc<AtomicUsize>) -> Option<StreamSlot> {
-        let before = streams.fetch_add(1, Ordering::AcqRel);
-        if before >= MAX_STREAMS {
-            streams.fetch_sub(1, Ordering::AcqRel);
-            return None;
+    /// A place for a stream of `host`, or why there is none.
+    fn take(console: &Console, host: Option<&str>) -> Result<StreamSlot, String> {
+        let mut per_host = console.per_host.lock().unwrap_or_else(PoisonError::into_inner);
+        let open = per_host.entry(host.map(str::to_string)).or_default();
+        if *open >= MAX_STREAMS_PER_HOST {
+            return Err(format!(
+                "{MAX_STREAMS_PER_HOST} console streams of this host are open, the most one host has"
+            ));
         }
-        Some(StreamSlot(streams.clone()))
+        if console.streams.fetch_add(1, Ordering::AcqRel) >= MAX_STREAMS {
+            console.streams.fetch_sub(1, Ordering::AcqRel);
+            return Err(format!("{MAX_STREAMS} console streams are open, the most this daemon keeps"));
+        }
+        *open += 1;
+        Ok(StreamSlot {
+            all: console.streams.clone(),
+            per_host: console.per_host.clone(),
+            host: host.map(str::to_string),
+        })
     }
 }
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.all.fetch_sub(1, Ordering::AcqRel);
+        let mut per_host = self.per_host.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(open) = per_host.get_mut(&self.host) {
+            *open -= 1;
+            if *open == 0 {
+                per_host.remove(&self.host);
+            }
+        }
     }
 }
 
@@ -325,9 +356,9 @@ async fn events(State(console): State<Arc<Console>>, headers: HeaderMap, uri: Ur
         Ok(view) => view,
         Err(refused) => return refused,
     };
-    let Some(slot) = StreamSlot::take(&console.streams) else {
-        let why = format!("{MAX_STREAMS} console streams are open, the most this daemon keeps");
-        return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+    let slot = match StreamSlot::take(&console, view.tenant()) {
+        Ok(slot) => slot,
+        Err(why) => return (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(1);
     // Held weakly between looks: a host no longer served ends its streams, and is not kept.
@@ -717,6 +748,27 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::COOKIE, HeaderValue::from_str(&format!("a=b; {COOKIE}={value}")).unwrap());
         headers
+    }
+
+    #[test]
+    fn one_host_cannot_take_every_stream() {
+        let console = Console::new();
+        let mut alice: Vec<StreamSlot> =
+            (0..MAX_STREAMS_PER_HOST).map(|_| StreamSlot::take(&console, Some("alice")).unwrap()).collect();
+        assert!(StreamSlot::take(&console, Some("alice")).is_err(), "alice's places are taken");
+        let bob = StreamSlot::take(&console, Some("bob")).expect("bob has his own");
+        alice.pop();
+        let again = StreamSlot::take(&console, Some("alice")).expect("a place given back");
+        assert_eq!(console.streams.load(Ordering::Acquire), MAX_STREAMS_PER_HOST + 1);
+        drop((alice, bob, again));
+        assert_eq!(console.streams.load(Ordering::Acquire), 0);
+        assert!(console.per_host.lock().unwrap().is_empty());
+        // Past the daemon's cap, whatever the hosts.
+        let many: Vec<_> = (0..MAX_STREAMS)
+            .map(|i| StreamSlot::take(&console, Some(&format!("t{}", i / 4))).unwrap())
+            .collect();
+        assert!(StreamSlot::take(&console, Some("late")).unwrap_err().contains("this daemon"));
+        drop(many);
     }
 
     #[test]

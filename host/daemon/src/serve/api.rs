@@ -233,14 +233,15 @@ impl Admin for Api {
     }
 
     async fn list_sessions(&self, _: Request<pb::Empty>) -> Result<Response<pb::SessionList>, Status> {
-        Ok(Response::new(super::listing::sessions(&self.state)))
+        self.state.measured("ListSessions", "", async { Ok(super::listing::sessions(&self.state)) }).await
     }
 
     async fn list_claims(
         &self,
         request: Request<pb::ListClaimsRequest>,
     ) -> Result<Response<pb::ClaimList>, Status> {
-        super::listing::claims(&self.state, &request.into_inner().prefix).await.map(Response::new)
+        let prefix = request.into_inner().prefix;
+        self.state.measured("ListClaims", "", super::listing::claims(&self.state, &prefix)).await
     }
 }
 

@@ -145,9 +145,13 @@ fn taken(item: Item) -> pb::QueueItem {
 /// listed twice a second at most (the watch, then the count), however many puts and takes.
 const SETTLE: Duration = Duration::from_secs(1);
 
+/// How long a queue that is not there is followed, waiting for it to be made.
+const UNMADE: Duration = Duration::from_secs(10);
+
 /// Follows the depth of queue `path` (counted by `recipe`) in the metrics
 /// (`wazoo_queue_depth`), from the first call of a client on it until its tenant or the daemon
-/// stops, or the queue cannot be read (a later call follows it again); at most
+/// stops, the queue cannot be read, or it is not there for [`UNMADE`] (a later call follows it
+/// again); at most
 /// [`crate::metrics::MAX_QUEUES`] queues of a tenant at once.
 fn follow(service: &Service, recipe: &str, path: &str) {
     // Only a path the recipe would take, of a recipe that is there.
@@ -177,7 +181,12 @@ async fn depths(state: &State, recipe: &str, path: &str, depth: &crate::metrics:
             Err(ZkError::NoNode) => match zk.exists_watch(path).await {
                 Ok((None, created)) => {
                     depth.set(0);
-                    created.changed().await;
+                    // Not there (yet): the call that named it may be making it. A path nobody
+                    // makes within [`UNMADE`] gives its place back (a later call follows it
+                    // again), so paths that are no queue do not keep the tenant's places.
+                    if tokio::time::timeout(UNMADE, created.changed()).await.is_err() {
+                        return;
+                    }
                     continue;
                 }
                 Ok((Some(_), _)) => continue,
