@@ -489,7 +489,8 @@ async fn a_frozen_daemon_holds_up_no_client() {
             }
         })
         .await;
-        watches.push((args.join(" "), child, err));
+        // Its stdout stays read: a reader gone would make its next line a SIGPIPE (exit 141).
+        watches.push((args.join(" "), child, err, out));
     }
     let rust = wazoo_client::Client::connect(&daemon.grpc, None, Duration::from_secs(5)).await.unwrap();
     let options = wazoo_client::LockOptions { ttl: Duration::from_secs(3), ..Default::default() };
@@ -503,11 +504,14 @@ async fn a_frozen_daemon_holds_up_no_client() {
     assert_eq!(code, 4, "{stderr}");
     cmd.assert_gone("the guarded command");
     // Each watch says on stderr that the daemon went silent and exits 69.
-    for (what, mut child, mut err) in watches {
+    for (what, mut child, mut err, mut out) in watches {
         let status = within(FROZEN_BOUND, &format!("{what} exits"), child.wait()).await.unwrap();
         let mut said = Vec::new();
         while let Ok(Some(line)) = err.next_line().await {
             said.push(line);
+        }
+        while let Ok(Some(line)) = out.next_line().await {
+            said.push(format!("(stdout) {line}"));
         }
         assert_eq!(status.code(), Some(69), "{what}: {said:?}");
         assert!(said.iter().any(|l| l.contains(&daemon.grpc)), "{what} names the daemon: {said:?}");
