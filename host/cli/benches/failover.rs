@@ -134,21 +134,7 @@ fn main() -> anyhow::Result<()> {
     drop(server);
     println!();
     println!("wall time {:.1} s", started.elapsed().as_secs_f64());
-    let _ = std::fs::remove_dir_all(scratch.join("bin"));
-    match outcome {
-        Ok(0) => {
-            let _ = std::fs::remove_dir_all(&scratch);
-            Ok(())
-        }
-        Ok(failures) => {
-            println!("daemon logs kept in {}", scratch.display());
-            anyhow::bail!("BENCH FAILURE: {failures} claims lost, changed or held twice (see above)")
-        }
-        Err(e) => {
-            println!("daemon logs kept in {}", scratch.display());
-            Err(e)
-        }
-    }
+    common::finish(&scratch, outcome.map(|n| n as u64), "claims lost, changed or held twice")
 }
 
 // ---- the client's tracing events ----

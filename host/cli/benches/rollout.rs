@@ -145,21 +145,7 @@ fn main() -> anyhow::Result<()> {
         started.elapsed().as_secs_f64(),
         load.unwrap_or_default()
     );
-    let _ = std::fs::remove_dir_all(scratch.join("bin"));
-    match outcome {
-        Ok(0) => {
-            let _ = std::fs::remove_dir_all(&scratch);
-            Ok(())
-        }
-        Ok(failures) => {
-            println!("daemon logs kept in {}", scratch.display());
-            anyhow::bail!("BENCH FAILURE: {failures} failed client calls or stuck rollouts (see above)")
-        }
-        Err(e) => {
-            println!("daemon logs kept in {}", scratch.display());
-            Err(e)
-        }
-    }
+    common::finish(&scratch, outcome, "failed client calls or stuck rollouts")
 }
 
 struct Bench {

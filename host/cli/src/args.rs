@@ -199,6 +199,25 @@ pub(crate) fn human(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
+/// `recipes publish|status|rollback --wait [--timeout DUR]`: waiting for a rollout.
+#[derive(Args, Clone, Debug)]
+pub(crate) struct RolloutWait {
+    /// Then wait until every following host serves the version (the canary, on a canary host):
+    /// exit status 3 past --timeout, 1 if a host refused it
+    #[arg(long)]
+    pub(crate) wait: bool,
+    /// With --wait: how long to wait
+    #[arg(long, default_value = "60s", value_parser = positive_duration, requires = "wait")]
+    pub(crate) timeout: Duration,
+}
+
+impl RolloutWait {
+    /// How long to wait, if at all.
+    pub(crate) fn limit(&self) -> Option<Duration> {
+        self.wait.then_some(self.timeout)
+    }
+}
+
 /// What holding a claim takes: how a lost claim stops CMD, and the statuses that say so.
 #[derive(Args, Clone, Debug)]
 pub(crate) struct HoldArgs {

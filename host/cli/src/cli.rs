@@ -1124,13 +1124,8 @@ pub(crate) enum RecipesCommand {
         /// before any serves the new one
         #[arg(long)]
         new_protocol: bool,
-        /// Then wait until every following host serves it (exit status 3 past --timeout, 1 if a
-        /// host refused it)
-        #[arg(long)]
-        wait: bool,
-        /// With --wait: how long to wait
-        #[arg(long, default_value = "60s", value_parser = args::positive_duration, requires = "wait")]
-        timeout: Duration,
+        #[command(flatten)]
+        then: args::RolloutWait,
         /// One JSON object
         #[arg(long)]
         json: bool,
@@ -1138,13 +1133,8 @@ pub(crate) enum RecipesCommand {
     /// NAME's rollout: its current version and canary, and what each following host serves
     Status {
         name: String,
-        /// Wait until every following host serves the current version (the canary, on a canary
-        /// host): exit status 3 past --timeout, 1 if a host refused it
-        #[arg(long)]
-        wait: bool,
-        /// With --wait: how long to wait
-        #[arg(long, default_value = "60s", value_parser = args::positive_duration, requires = "wait")]
-        timeout: Duration,
+        #[command(flatten)]
+        then: args::RolloutWait,
         /// One JSON object
         #[arg(long)]
         json: bool,
@@ -1165,12 +1155,8 @@ pub(crate) enum RecipesCommand {
         /// The version speaks another wire protocol than the current one: drain first
         #[arg(long)]
         new_protocol: bool,
-        /// Then wait until every following host serves it
-        #[arg(long)]
-        wait: bool,
-        /// With --wait: how long to wait
-        #[arg(long, default_value = "60s", value_parser = args::positive_duration, requires = "wait")]
-        timeout: Duration,
+        #[command(flatten)]
+        then: args::RolloutWait,
         /// One JSON object
         #[arg(long)]
         json: bool,

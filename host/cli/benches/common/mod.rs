@@ -136,6 +136,31 @@ impl Served {
     }
 }
 
+/// How a benchmark of daemon processes ended: its scratch directory goes when nothing failed,
+/// and is kept (with the daemons' logs) otherwise; `failed` says what the failures counted.
+#[allow(dead_code)]
+pub fn finish<N: Into<u64>>(
+    scratch: &std::path::Path,
+    outcome: anyhow::Result<N>,
+    failed: &str,
+) -> anyhow::Result<()> {
+    let _ = std::fs::remove_dir_all(scratch.join("bin"));
+    match outcome.map(Into::into) {
+        Ok(0) => {
+            let _ = std::fs::remove_dir_all(scratch);
+            Ok(())
+        }
+        Ok(failures) => {
+            println!("daemon logs kept in {}", scratch.display());
+            anyhow::bail!("BENCH FAILURE: {failures} {failed} (see above)")
+        }
+        Err(e) => {
+            println!("daemon logs kept in {}", scratch.display());
+            Err(e)
+        }
+    }
+}
+
 /// `component` with a top-level custom section `name` holding `payload` appended: the same
 /// recipe, another file and sha256.
 #[allow(dead_code)]

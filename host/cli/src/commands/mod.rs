@@ -187,25 +187,22 @@ pub(crate) async fn run(backend: &impl Backend, command: Command) -> anyhow::Res
                     canary_for,
                     canary_calls,
                     new_protocol,
-                    wait,
-                    timeout,
+                    then,
                     json,
                 },
         } => {
             let canary = canary.map(|hosts| (hosts, canary_for, canary_calls));
-            let then = rollout::Rollout { wait: wait.then_some(timeout), json };
+            let then = rollout::Rollout { wait: then.limit(), json };
             rollout::publish(backend, &name, &file, &sign, canary, new_protocol, then).await
         }
-        Command::Recipes { command: RecipesCommand::Status { name, wait, timeout, json } } => {
-            rollout::status(backend, &name, wait.then_some(timeout), json).await
+        Command::Recipes { command: RecipesCommand::Status { name, then, json } } => {
+            rollout::status(backend, &name, then.limit(), json).await
         }
         Command::Recipes { command: RecipesCommand::History { name, json } } => {
             rollout::history(backend, &name, json).await
         }
-        Command::Recipes {
-            command: RecipesCommand::Rollback { name, digest, new_protocol, wait, timeout, json },
-        } => {
-            let then = rollout::Rollout { wait: wait.then_some(timeout), json };
+        Command::Recipes { command: RecipesCommand::Rollback { name, digest, new_protocol, then, json } } => {
+            let then = rollout::Rollout { wait: then.limit(), json };
             rollout::rollback(backend, &name, digest.as_deref(), new_protocol, then).await
         }
         // Main runs it before any backend: it asks nothing of anyone.
