@@ -77,6 +77,7 @@ bench: build
 	$(CARGO) bench -p wazoo-cli --bench hostile
 	$(CARGO) bench -p wazoo-cli --bench failover
 	$(CARGO) bench -p wazoo-cli --bench rollout
+	$(CARGO) bench -p wazoo-cli --bench swap
 
 # The chaos suite's randomised soak run: make soak SOAK="--seed 42 --minutes 30"
 SOAK ?= --minutes 10

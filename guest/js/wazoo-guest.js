@@ -5,7 +5,7 @@
 // the way Curator does, contending for a turn by watching only the predecessor, deadlines, and
 // deleting through connection loss.
 //
-// The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.4`): the protected
+// The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.5`): the protected
 // create that finds its node again after a lost reply (`createProtected`), the whole contention
 // for a turn with its hand-over (`contend`), waiting until a node changes or the session ends
 // (`waitForChange`, `watcher.changed`) or until one of several watches fires (`waitAny`), the
@@ -41,16 +41,16 @@ import {
   listEphemerals as zkListEphemerals,
   checkPath as zkCheckPath,
   pipeline as zkPipeline,
-} from 'wazoo:zk/znode@0.1.4';
+} from 'wazoo:zk/znode@0.1.5';
 import {
   existsWatch as zkExistsWatch,
   getDataWatch as zkGetDataWatch,
   getChildrenWatch as zkGetChildrenWatch,
   waitForChange as zkWaitForChange,
   waitAny as zkWaitAny,
-} from 'wazoo:zk/watch@0.1.4';
-import { info as zkInfo, uniqueId as zkUniqueId, owns as zkOwns } from 'wazoo:zk/session@0.1.4';
-import { contend as zkContend } from 'wazoo:zk/contention@0.1.4';
+} from 'wazoo:zk/watch@0.1.5';
+import { info as zkInfo, uniqueId as zkUniqueId, owns as zkOwns } from 'wazoo:zk/session@0.1.5';
+import { contend as zkContend } from 'wazoo:zk/contention@0.1.5';
 
 // ---------------------------------------------------------------------------------------------
 // Errors

@@ -520,6 +520,33 @@ impl Bench {
                 }
             }
         };
+        // A request the call sent without awaiting its reply (`znode.delete-unwaited`, a
+        // release) may reach the server, and be answered, only after the call returned. So the
+        // session is asked for one more reply, a sync of `/` that the tap does not log: ZooKeeper
+        // answers a session's requests in order, so once it is back every request the call sent
+        // is answered and logged (the clean run enumerates them all). A faulted run whose fault
+        // fires meanwhile acts as it would while the call waited (a participant killed after its
+        // call returned is its handle closed, which follows below).
+        if let Outcome::Returned(_) = outcome {
+            let session_of_call = handle.live().zk();
+            let answered = async {
+                let _ = tokio::time::timeout(BOUND, session_of_call.sync("/")).await;
+            };
+            match fault {
+                None => answered.await,
+                Some((_, kind)) if proxy.fired().is_none() => {
+                    tokio::select! {
+                        _ = answered => {}
+                        _ = proxy.fault_fired() => {
+                            if kind == Kind::Expiry {
+                                self.site.expire_session(&self.lab, session.clone()).await;
+                            }
+                        }
+                    }
+                }
+                Some(_) => {}
+            }
+        }
         // A killed participant's call is gone; whatever the proxy held is lost.
         proxy.thaw();
         let fired = proxy.fired();

@@ -299,6 +299,27 @@ async fn the_console_shows_each_tenant_its_claims_live() {
         std::fs::write(root().join("docs/src/images/console.png"), &png).unwrap();
     }
 
+    // Narrowed to one path, the page follows only the claims under it; widened, all again.
+    let narrow = |to: &'static str| {
+        let page = alice_page.clone();
+        async move {
+            let field = page.find(Locator::Css("#prefix")).await.unwrap();
+            field.clear().await.unwrap();
+            field.send_keys(to).await.unwrap();
+            page.find(Locator::Css("#under button")).await.unwrap().click().await.unwrap();
+        }
+    };
+    narrow(leader).await;
+    until(&alice_page, "only the election, under its path", CLAIMS, |c| {
+        claim(c, leader).is_some() && claim(c, path).is_none()
+    })
+    .await;
+    narrow("/").await;
+    until(&alice_page, "every claim again", CLAIMS, |c| {
+        claim(c, leader).is_some() && claim(c, path).is_some()
+    })
+    .await;
+
     // The holder lets go: the waiter holds, alone; then it lets go too, and the lock is gone.
     held.release().await.unwrap();
     let second = within(LIMIT, "the waiter's lock", waiter).await.unwrap();

@@ -1,7 +1,9 @@
 //! The exhaustive single-fault matrix (`wazoo_tests::matrix`, cases in `wazoo_tests::cases`):
 //! every export of every recipe, in Rust, Python and JavaScript, faulted at every ZooKeeper
 //! request it makes (reply lost, session expired, participant killed), with each recipe's
-//! promise checked after every run. Two workers, each with a ZooKeeper of its own, share the
+//! promise checked after every run. A request whose reply comes after the call returned (the
+//! delete of a release by `znode.delete-unwaited`) is one of them: the matrix waits for the
+//! session's replies before it reads the log. Two workers, each with a ZooKeeper of its own, share the
 //! cases. It prints the figure docs/src/testing/faults.md quotes and fails on any violation.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

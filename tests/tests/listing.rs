@@ -147,15 +147,19 @@ async fn claims_under_a_prefix_show_holders_then_waiters_locally_and_through_a_d
     let (code, table, _) = output(wazoo_tests::daemon::cli().args(["claims", &base])).await;
     assert_eq!(code, 0);
     let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
-    assert_eq!(rows[0], ["PATH", "KIND", "STATE", "IDENTITY", "TOKEN", "SINCE"], "{table}");
+    assert_eq!(rows[0], ["PATH", "KIND", "STATE", "TOKEN", "SINCE", "IDENTITY"], "{table}");
     assert_eq!(rows.len(), 6, "{table}");
     assert_eq!(rows[1][..3], [lock_path.as_str(), "lock", "holds"], "{table}");
     assert_eq!(rows[2][..3], [lock_path.as_str(), "lock", "waits"], "{table}");
     assert_eq!(rows[3][..3], [rw_path.as_str(), "rwlock", "holds(r)"], "{table}");
     assert_eq!(rows[4][..3], [rw_path.as_str(), "rwlock", "waits(w)"], "{table}");
-    // The identity may have spaces in it: the token and the age are the last two columns.
-    assert_eq!(rows[1][rows[1].len() - 2], held_a.token.to_string(), "{table}");
-    assert!(rows[1].last().unwrap().ends_with('s'), "an age: {table}");
+    // The token and the age, then the identity, whole (it may have spaces in it).
+    assert_eq!(rows[1][3], held_a.token.to_string(), "{table}");
+    assert!(rows[1][4].ends_with('s'), "an age: {table}");
+    // (These hosts have no identity: `-`.)
+    let identity = local["claims"][0]["contenders"][0]["identity"].as_str().unwrap();
+    let shown = if identity.is_empty() { "-" } else { identity };
+    assert!(table.lines().nth(1).unwrap().ends_with(&format!("  {shown}")), "{identity:?}: {table}");
 
     // Through a daemon: the same claims.
     let daemon = Daemon::start(&plugins(), &cache()).await;
@@ -358,6 +362,47 @@ async fn a_tenant_lists_its_own_sessions_and_claims_and_never_anothers() {
     bob_other.release().await.unwrap();
 }
 
+/// A listing's walk is spent from its tenant's operations per second, as a guest's calls are: a
+/// tree wider than what a second allows is refused in one line (RESOURCE_EXHAUSTED,
+/// `limit-exceeded`), a narrower prefix is answered, and the tenant's budget is what it is for
+/// its other calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_listing_is_spent_from_its_tenants_operations_per_second() {
+    let pid = std::process::id();
+    let dir = tempfile::tempdir().unwrap();
+    let root = format!("/tenants/l-carol-{pid}");
+    let token = "carol-listing-token-0123456789";
+    let file = dir.path().join("tenants.json");
+    let tenants = serde_json::json!({"tenants": [
+        {"name": "carol", "token": token, "zookeeper_secret": "carol-zk", "root": root,
+         "limits": {"ops_per_sec": 20}},
+    ]});
+    std::fs::write(&file, tenants.to_string()).unwrap();
+    let daemon = Daemon::start_with(&plugins(), &cache(), &["--tenants", file.to_str().unwrap()]).await;
+    // 30 nodes in carol's namespace, made from outside the daemon with her ZooKeeper identity.
+    let checker = zookeeper_client::Client::connector()
+        .with_auth("digest", b"carol:carol-zk")
+        .connect(&zk().address())
+        .await
+        .unwrap();
+    let persistent = CreateMode::Persistent.with_acls(Acls::creator_all());
+    checker.mkdir(&format!("{root}/wide"), &persistent).await.unwrap();
+    for i in 0..30 {
+        checker.create(&format!("{root}/wide/n{i}"), b"", &persistent).await.unwrap();
+    }
+    let carol = Client::connect(&daemon.grpc, Some(token), LIMIT).await.unwrap();
+    // The root, then `wide`, then its 30 children at once: more than 20 a second.
+    let refused = carol.list_claims("/").await.unwrap_err();
+    assert_eq!(refused.code, tonic::Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message.contains("20 operations per second"), "{refused:?}");
+    assert!(!refused.message.contains('\n'), "{refused:?}");
+    let (code, _, stderr) = output(daemon.wazoo().args(["--token", token, "claims", "/"])).await;
+    assert_eq!(code, 70, "limit-exceeded is exit status 70: {stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    // A narrower prefix costs two requests, and is answered.
+    assert!(carol.list_claims("/wide/n7").await.unwrap().is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_bad_prefix_and_too_many_nodes_are_refused_in_one_line() {
     let daemon = Daemon::start(&plugins(), &cache()).await;
@@ -386,19 +431,22 @@ async fn a_bad_prefix_and_too_many_nodes_are_refused_in_one_line() {
         create.await.unwrap();
     }
     let zk = Zk::from_client(checker.clone());
-    match holders::under(&zk, &base, 20).await {
+    match holders::under(&zk, &base, 20, &|_| Ok(())).await {
         Err(ZkError::LimitExceeded(why)) => {
             assert!(why.contains("more than 20 nodes") && why.contains("narrower prefix"), "{why}");
             assert!(!why.contains('\n'));
         }
         other => panic!("{other:?}"),
     }
-    assert!(holders::under(&zk, &base, 40).await.unwrap().is_empty(), "no claims among 31 nodes");
+    assert!(
+        holders::under(&zk, &base, 40, &|_| Ok(())).await.unwrap().is_empty(),
+        "no claims among 31 nodes"
+    );
     // A node named like a semaphore's directory that holds a lock is that lock, not a semaphore.
     let host = host().await;
     let mut lock = host.lock("lock").await.unwrap();
     let held = lock.acquire(&format!("{base}/app/leases"), None).await.unwrap();
-    let found = holders::under(&zk, &base, 100).await.unwrap();
+    let found = holders::under(&zk, &base, 100, &|_| Ok(())).await.unwrap();
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!((found[0].0.as_str(), found[0].1.kind.name), (format!("{base}/app/leases").as_str(), "lock"));
     assert_eq!(found[0].1.contenders[0].node, held.node);

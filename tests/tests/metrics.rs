@@ -133,6 +133,9 @@ async fn a_wait_is_measured_apart_from_the_call_and_a_release_ends_the_time_held
     metrics_once(&daemon, "the second lock waits", |t| value(t, &waits) == Some(1.0)).await;
     // The first holds for a second while the second waits: both times are known to be long.
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let oldest = format!("wazoo_claim_oldest_wait_seconds{{{LOCK}}}");
+    let text = daemon.metrics().await;
+    assert!(value(&text, &oldest).is_some_and(|age| age >= 1.0), "the wait has lasted a second: {text}");
     first.release().await.unwrap();
     let second = within(LIMIT, "the waiter takes the lock", waiting).await.unwrap().unwrap();
 
@@ -143,6 +146,7 @@ async fn a_wait_is_measured_apart_from_the_call_and_a_release_ends_the_time_held
     assert_eq!(delta(&format!("wazoo_claim_wait_seconds_bucket{{le=\"0.5\",{LOCK}}}")), 1.0, "{text}");
     assert!(delta(&format!("wazoo_claim_wait_seconds_sum{{{LOCK}}}")) >= 1.0, "{text}");
     assert_eq!(value(&text, &waits), Some(0.0), "{text}");
+    assert_eq!(value(&text, &oldest), Some(0.0), "no wait goes on: {text}");
     assert_eq!(value(&text, &format!("wazoo_claims_held{{{LOCK}}}")), Some(1.0), "the second holds: {text}");
     // The first was held for a second, and its release observed it.
     assert_eq!(delta(&format!("wazoo_claim_held_seconds_count{{{LOCK}}}")), 1.0, "{text}");

@@ -124,7 +124,9 @@ async fn a_swap_under_load_fails_no_call_and_new_handles_use_the_new_version() {
     assert_eq!(again.token, held.token, "re-entering the held lock on the old version");
     holder.release().await.unwrap();
     holder.release().await.unwrap();
-    assert!(children(&checker, &across).await.is_empty());
+    // The release does not wait for the delete's answer (`znode.delete-unwaited`): another
+    // session sees the node go once the server applies it, so it is watched for.
+    within(LIMIT, "the lock node goes", wait_children(&checker, &across, 0)).await;
     assert!(children(&checker, &path).await.is_empty());
 }
 

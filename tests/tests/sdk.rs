@@ -289,11 +289,11 @@ async fn owns_is_true_only_for_this_sessions_node_holding_the_data_asked_for() {
     handle.close().await;
 }
 
-/// `bytes` with every `wazoo:zk/…@0.1.4` import renamed `…@{version}` (same length, so the
+/// `bytes` with every `wazoo:zk/…@0.1.5` import renamed `…@{version}` (same length, so the
 /// component stays valid): what a component built against that version imports.
 fn as_built_against(bytes: &[u8], version: &str) -> Vec<u8> {
     let mut out = bytes.to_vec();
-    let (from, to) = (b"wazoo:zk/", (b"@0.1.4", format!("@{version}")));
+    let (from, to) = (b"wazoo:zk/", (b"@0.1.5", format!("@{version}")));
     assert_eq!(to.1.len(), to.0.len());
     let mut i = 0;
     while let Some(at) = out[i..].windows(from.len()).position(|w| w == from) {
@@ -321,11 +321,15 @@ async fn components_built_against_wazoo_zk_0_1_0_to_0_1_2_still_link_and_run() {
         );
         std::fs::write(dir.join(format!("tree-{}.wasm", version.replace('.', "-"))), &old).unwrap();
     }
-    // And as built against 0.1.3, the version before this host's 0.1.4.
-    let old = as_built_against(&built, "0.1.3");
-    let text = String::from_utf8_lossy(&old);
-    assert!(text.contains("wazoo:zk/znode@0.1.3") && !text.contains("wazoo:zk/znode@0.1.4"));
-    std::fs::write(dir.join("tree-0-1-3.wasm"), &old).unwrap();
+    // And as built against 0.1.3 and 0.1.4, the versions before this host's 0.1.5.
+    for version in ["0.1.3", "0.1.4"] {
+        let old = as_built_against(&built, version);
+        let text = String::from_utf8_lossy(&old);
+        assert!(
+            text.contains(&format!("wazoo:zk/znode@{version}")) && !text.contains("wazoo:zk/znode@0.1.5")
+        );
+        std::fs::write(dir.join(format!("tree-{}.wasm", version.replace('.', "-"))), &old).unwrap();
+    }
 
     let checker = client(&zk().address()).await;
     let path = prepared(&checker, "sdk-old").await;
@@ -336,8 +340,8 @@ async fn components_built_against_wazoo_zk_0_1_0_to_0_1_2_still_link_and_run() {
     let mut settings = config(&zk().address(), Duration::from_secs(10));
     settings.plugins = dir.clone();
     let host = Host::start(settings).await.unwrap();
-    for name in ["tree-0-1-0", "tree-0-1-1", "tree-0-1-2", "tree-0-1-3"] {
-        let mut handle = host.custom(name).await.expect("an older component links on a 0.1.4 host");
+    for name in ["tree-0-1-0", "tree-0-1-1", "tree-0-1-2", "tree-0-1-3", "tree-0-1-4"] {
+        let mut handle = host.custom(name).await.expect("an older component links on a 0.1.5 host");
         let out = within(LIMIT, "tree", handle.run(&args(&[&path]))).await.unwrap().unwrap();
         assert!(out.contains("leaf  [5 bytes]"), "{name}: {out}");
         handle.close().await;

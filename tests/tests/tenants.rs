@@ -382,7 +382,9 @@ async fn the_daemon_serves_each_tenant_its_own_namespace_recipes_and_limits() {
 
     // Alice's lock is still hers and releases cleanly; the metrics name the tenants.
     alice.release(HandleRef { session: id, handle: claim.handle }).await.unwrap();
-    assert!(children(&alice_zk, &format!("{alice_root}/locks/report")).await.is_empty());
+    // Released without waiting for ZooKeeper's answer: the node goes a moment later.
+    within(LIMIT, "alice's node goes", wait_children(&alice_zk, &format!("{alice_root}/locks/report"), 0))
+        .await;
     let metrics = daemon.metrics().await;
     assert!(metrics.contains("{tenant=\"alice\",method=\"Acquire\",recipe=\"lock\""), "{metrics}");
     assert!(metrics.contains("{tenant=\"mallory\",method=\"Invoke\",recipe=\"misbehave\""), "{metrics}");

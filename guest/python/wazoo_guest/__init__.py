@@ -5,7 +5,7 @@ plus the helpers every ZooKeeper recipe needs and that are easy to get subtly wr
 sequential children the way Curator does, contending for a turn by watching only the
 predecessor, deadlines, and deleting through connection loss.
 
-The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.4`): the protected
+The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.5`): the protected
 create that finds its node again after a lost reply (`create_protected`), the whole contention
 for a turn with its hand-over (`contend`), waiting until a node changes or the session ends
 (`wait_for_change`, `watcher.changed`) or until one of several watches fires (`wait_any`), the
@@ -13,7 +13,7 @@ ownership check (`owns`), trying reads again through connection loss (every read
 lends), and several requests in one round trip (`pipeline`). The helpers here are thin names for
 those.
 
-Use it from a recipe module built against any world that includes `wazoo:zk/imports@0.1.4`
+Use it from a recipe module built against any world that includes `wazoo:zk/imports@0.1.5`
 (with componentize-py's default `wit_world` bindings module):
 
     import wazoo_guest as zk

@@ -6,18 +6,18 @@
 //! connection loss. Recipes built on these read like the numbered steps of ZooKeeper's "Recipes
 //! and Solutions".
 //!
-//! The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.4`): the protected
+//! The subtlest steps are the host's, once for every language (`wazoo:zk@0.1.5`): the protected
 //! create that finds its node again after a lost reply (`znode.create-protected`), the whole
 //! contention for a turn with its hand-over (`contention.contend`), waiting until a node changes
 //! or the session ends (`watch.wait-for-change`, `watcher.changed`), or until one of several
 //! watches fires (`watch.wait-any`), the ownership check (`session.owns`), and trying reads again
-//! through connection loss (every read the host lends). The helpers here are thin names for
-//! those.
+//! through connection loss (every read the host lends), and a claim's release that does not wait
+//! for ZooKeeper's answer (`znode.delete-unwaited`). The helpers here are thin names for those.
 
 mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "wazoo:zk/imports@0.1.4",
+        world: "wazoo:zk/imports@0.1.5",
     });
 }
 
@@ -40,8 +40,8 @@ pub use bindings::wazoo::zk::types::{
 };
 pub use bindings::wazoo::zk::watch::{exists_watch, get_children_watch, get_data_watch, Watcher};
 pub use bindings::wazoo::zk::znode::{
-    check_path, create, create_protected, delete, exists, get_children, get_data, list_ephemerals, multi,
-    pipeline, set_data, sync,
+    check_path, create, create_protected, delete, delete_unwaited, exists, get_children, get_data,
+    list_ephemerals, multi, pipeline, set_data, sync,
 };
 
 pub type Result<T, E = ZkError> = std::result::Result<T, E>;
@@ -274,12 +274,12 @@ macro_rules! recipe_world {
             path: $wit,
             world: $world,
             with: {
-                "wazoo:zk/types@0.1.4": wazoo_guest::wit::types,
-                "wazoo:zk/znode@0.1.4": wazoo_guest::wit::znode,
-                "wazoo:zk/watch@0.1.4": wazoo_guest::wit::watch,
-                "wazoo:zk/session@0.1.4": wazoo_guest::wit::session,
-                "wazoo:zk/persistent@0.1.4": wazoo_guest::wit::persistent,
-                "wazoo:zk/contention@0.1.4": wazoo_guest::wit::contention,
+                "wazoo:zk/types@0.1.5": wazoo_guest::wit::types,
+                "wazoo:zk/znode@0.1.5": wazoo_guest::wit::znode,
+                "wazoo:zk/watch@0.1.5": wazoo_guest::wit::watch,
+                "wazoo:zk/session@0.1.5": wazoo_guest::wit::session,
+                "wazoo:zk/persistent@0.1.5": wazoo_guest::wit::persistent,
+                "wazoo:zk/contention@0.1.5": wazoo_guest::wit::contention,
             },
         });
     };
@@ -352,6 +352,18 @@ pub const fn protocol_bytes<const N: usize>(protocol: &str) -> [u8; N] {
 /// expired session) counts as deleted.
 pub fn delete_retrying(path: &str) -> Result<()> {
     match retrying(|| delete(path, None)) {
+        Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Lets go of our claim node at `path` without waiting for ZooKeeper's answer: the host's
+/// `delete-unwaited`, which sends the delete now (every later request of the session is applied
+/// after it) and settles its outcome itself. A node the host's ledger does not hold is deleted
+/// as [`delete_retrying`] deletes it. A node already gone (or gone with an expired session)
+/// counts as deleted.
+pub fn release_node(path: &str) -> Result<()> {
+    match retrying(|| delete_unwaited(path)) {
         Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) => Ok(()),
         Err(e) => Err(e),
     }
@@ -475,6 +487,15 @@ impl<K: PartialEq + std::fmt::Debug, H: Clone> Holding<K, H> {
     pub fn release_deleting(&self, node_of: impl Fn(&H) -> &str) -> Result<()> {
         match self.release()? {
             Some(held) => delete_retrying(node_of(&held)),
+            None => Ok(()),
+        }
+    }
+
+    /// As [`Holding::release_deleting`], but the last release lets go of the node with
+    /// [`release_node`]: the delete is sent, not awaited.
+    pub fn release_unwaited(&self, node_of: impl Fn(&H) -> &str) -> Result<()> {
+        match self.release()? {
+            Some(held) => release_node(node_of(&held)),
             None => Ok(()),
         }
     }

@@ -1,27 +1,46 @@
 //! Lock acquire+release beside its peers, in one run: the wazoo `lock` recipe through the host
 //! (wasm, in-process), zookeeper-client's `Client::lock` with Curator's prefix (native), the
-//! wazoo daemon (`wazoo serve`, run in-process by `wazoo_daemon::serve::run` on 127.0.0.1, its
-//! clients over gRPC), Curator 5.4's `InterProcessMutex` (a child JVM, `peers/CuratorBench.java`)
-//! and kazoo 2.11's `Lock` (a child python3, `peers/kazoo_bench.py`), all against one ZooKeeper;
-//! and etcd 3.4's lock service (`/usr/bin/etcd`, a child process with its data on tmpfs, as
-//! ZooKeeper runs with `forceSync=no`) through the etcd-client crate.
+//! protocol's floor measured by a plain zookeeper-client program (`peers/floor.rs`: the requests
+//! of a lock and nothing else, in 2 round trips and in 1), the wazoo daemon (`wazoo serve`, run
+//! in-process by `wazoo_daemon::serve::run` on 127.0.0.1, its clients over gRPC), Curator 5.4's
+//! `InterProcessMutex` (a child JVM, `peers/CuratorBench.java`) and kazoo 2.11's `Lock` (a child
+//! python3, `peers/kazoo_bench.py`), all against one ZooKeeper; and etcd 3.4's lock service
+//! (`/usr/bin/etcd`, a child process) through the etcd-client crate.
+//!
+//! Every table twice, each run with servers of its own:
+//! - no fsync: ZooKeeper with `forceSync=no`, etcd with its data on tmpfs (`/dev/shm`; etcd 3.4
+//!   has no `--unsafe-no-fsync`, so it fsyncs, which costs nothing there);
+//! - fsync: ZooKeeper with `forceSync=yes` and etcd (which fsyncs its WAL by default), both with
+//!   their data on the temporary directory's filesystem (a real disk on the project's machine:
+//!   the heading names the filesystem). Every write waits for a disk flush, so this run does
+//!   `WAZOO_BENCH_FSYNC_OPS` (default 1000) operations after a shorter warm-up.
 //!
 //! Uncontended: one client, a path (or etcd lock name) of its own, `WAZOO_BENCH_OPS` operations
-//! (default 4000) after a warm-up; wasm, native, the daemon and etcd interleaved round by round,
-//! then Curator and kazoo one after the other. A daemon operation is one `Acquire` (family LOCK)
-//! and its `Release` in a client session kept alive by the client; an etcd operation is one
-//! `Lock` with the client's lease and its `Unlock`. Contended: 16 contenders on one path for a
-//! fixed time, ops/s counted over every operation started before the deadline; the daemon's and
-//! etcd's contenders each have a connection of their own (and a client session, or a lease).
-//! Under the two tables, the speed targets beside what this run measured.
+//! (default 4000) after a warm-up; wasm, native, the two floors, the daemon and etcd interleaved
+//! round by round, then Curator and kazoo one after the other, then the 2-round-trip floor
+//! again (how far the server drifted meanwhile). A daemon operation is one `Acquire` (family
+//! LOCK) and its `Release` in a client session kept alive by the client; an etcd operation is
+//! one `Lock` with the client's lease and its `Unlock`. Contended: 16
+//! contenders on one path for a fixed time, ops/s counted over every operation started before
+//! the deadline; the daemon's and etcd's contenders each have a connection of their own (and a
+//! client session, or a lease). Under the two tables, the speed targets (issue 32) beside what
+//! the run measured.
 //!
 //! Run with `make bench`, or after `make recipes`:
 //! `cargo bench -p wazoo-cli --bench peers --features etcd`. Without `--features etcd` (whose
 //! build needs protoc) etcd is not measured. `WAZOO_ZOOKEEPER` uses an existing ZooKeeper
-//! instead of starting one. Needs java, javac, Debian's Curator jars and kazoo for python3 (all
-//! installed by `make setup`), and Debian's etcd-server and protoc (`.ci/setup-bench`).
+//! instead of starting one (one run then, with that server's own settings; etcd on tmpfs).
+//! `WAZOO_BENCH_RUNS=nosync` or `fsync` does one of the two runs. `WAZOO_BENCH_RUNTIME=current`
+//! runs everything in-process on a current-thread tokio runtime instead of the multi-thread one
+//! (what the CLI and the daemon use); `WAZOO_BENCH_RUNTIME=compare` only measures the wasm
+//! recipe, the native lock and the floors on a multi-thread runtime, a current-thread one and a
+//! current-thread one without the host, in one process, alternating. Needs java, javac,
+//! Debian's Curator jars and kazoo for python3 (all installed by `make setup`), and Debian's
+//! etcd-server and protoc (`.ci/setup-bench`).
 
 mod common;
+#[path = "peers/floor.rs"]
+mod floor;
 
 use anyhow::Context;
 use common::{percentile, us};
@@ -36,10 +55,17 @@ use zookeeper_client::{Acls, Client, CreateMode, LockOptions, LockPrefix};
 
 /// Interleaved rounds of the uncontended in-process, daemon and etcd runs.
 const ROUNDS: usize = 20;
-/// Untimed uncontended operations before the timed ones (all but kazoo).
+/// Untimed uncontended operations before the timed ones (all but kazoo), without fsync.
 const WARMUP: usize = 3000;
 /// kazoo's warm-up: CPython has no JIT to warm, only the server.
 const KAZOO_WARMUP: usize = 500;
+/// Timed uncontended operations per client of the fsync run, unless `WAZOO_BENCH_FSYNC_OPS`.
+const FSYNC_OPS: usize = 1000;
+/// Untimed uncontended operations of the fsync run (all sides, kazoo too): the code is warm from
+/// the first run, and every operation waits for the disk.
+const FSYNC_WARMUP: usize = 100;
+/// Untimed operations of the floor measured again after Curator and kazoo, at most.
+const AGAIN_WARMUP: usize = 500;
 /// Contenders on the one contended path.
 const CONTENDERS: usize = 16;
 /// Timed contended run of each side (each after an untimed run of the same length, for peers).
@@ -73,8 +99,41 @@ struct Contended {
     ops_per_s: f64,
 }
 
+/// One of the bench's runs: whether the servers flush to disk, and how many operations.
+#[derive(Clone, Copy)]
+struct Plan {
+    fsync: bool,
+    ops: usize,
+    warmup: usize,
+    kazoo_warmup: usize,
+}
+
+fn env_usize(name: &str) -> Option<usize> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
 fn main() -> anyhow::Result<()> {
-    let ops: usize = std::env::var("WAZOO_BENCH_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(4000);
+    let ops = env_usize("WAZOO_BENCH_OPS").unwrap_or(4000);
+    let fsync_ops = env_usize("WAZOO_BENCH_FSYNC_OPS").unwrap_or(FSYNC_OPS);
+    let current = match std::env::var("WAZOO_BENCH_RUNTIME").as_deref() {
+        Ok("current") => true,
+        Ok("multi") | Err(_) => false,
+        Ok("compare") => return compare_runtimes(ops),
+        Ok(other) => {
+            anyhow::bail!("WAZOO_BENCH_RUNTIME={other}: `multi` (the default), `current` or `compare`")
+        }
+    };
+    let external = std::env::var_os("WAZOO_ZOOKEEPER").is_some();
+    let nosync = Plan { fsync: false, ops, warmup: WARMUP, kazoo_warmup: KAZOO_WARMUP };
+    let fsync = Plan { fsync: true, ops: fsync_ops, warmup: FSYNC_WARMUP, kazoo_warmup: FSYNC_WARMUP };
+    let plans = match std::env::var("WAZOO_BENCH_RUNS").as_deref() {
+        // An existing ZooKeeper runs with its own settings: one run.
+        _ if external => vec![nosync],
+        Ok("nosync") => vec![nosync],
+        Ok("fsync") => vec![fsync],
+        Ok("both") | Err(_) => vec![nosync, fsync],
+        Ok(other) => anyhow::bail!("WAZOO_BENCH_RUNS={other}: `both` (the default), `nosync` or `fsync`"),
+    };
     let (plugins, _) = common::plugin("lock")?;
     let peers = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/peers");
 
@@ -83,14 +142,223 @@ fn main() -> anyhow::Result<()> {
     let classes = TempDir::new()?;
     compile_curator(&peers.join("CuratorBench.java"), &classes.0)?;
 
-    // WAZOO_ZOOKEEPER points the bench at an existing ensemble; otherwise it starts a server.
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let (runtime, flavour) = if current {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        (runtime, "tokio current-thread runtime (`WAZOO_BENCH_RUNTIME=current`)".to_string())
+    } else {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        (runtime, format!("tokio multi-thread runtime ({cores} workers)"))
+    };
+    for (i, plan) in plans.iter().enumerate() {
+        // WAZOO_ZOOKEEPER points the bench at an existing ensemble; otherwise it starts a server.
+        let options = ServerOptions { force_sync: plan.fsync, ..ServerOptions::default() };
+        let (server, address) = common::zookeeper(options)?;
+        let zookeeper = match &server {
+            Some(server) => format!(
+                "ZooKeeper 3.8.0 standalone on 127.0.0.1 with `forceSync={}`, its data on {}",
+                if plan.fsync { "yes" } else { "no" },
+                filesystem(server.data_dir())
+            ),
+            None => format!("ZooKeeper at {address} (`WAZOO_ZOOKEEPER`, its own `forceSync`)"),
+        };
+        let title = match (external, plan.fsync) {
+            (true, _) => "one run against an existing ZooKeeper".to_string(),
+            (false, false) => format!("run {} of {}: no fsync", i + 1, plans.len()),
+            (false, true) => format!("run {} of {}: fsync", i + 1, plans.len()),
+        };
+        let bench = Bench {
+            address,
+            plugins: plugins.clone(),
+            peers: peers.clone(),
+            classes: classes.0.clone(),
+            plan: *plan,
+            // etcd's data on disk only where ZooKeeper's is flushed too.
+            etcd_on_disk: plan.fsync && !external,
+            heading: Heading { title, zookeeper, flavour: flavour.clone(), cores },
+        };
+        if i > 0 {
+            println!();
+        }
+        // Everything runs in a spawned task, as the CLI's and a daemon's calls do.
+        let outcome = runtime.block_on(async move { tokio::spawn(bench.run()).await? });
+        drop(server);
+        outcome?;
+    }
+    Ok(())
+}
+
+/// `WAZOO_BENCH_RUNTIME=compare`: the wasm recipe, the native lock and the two floors on a
+/// multi-thread and on a current-thread tokio runtime, in one process against one ZooKeeper
+/// (`forceSync=no`), the two runtimes' sides alternating round by round; one table of p50s.
+fn compare_runtimes(ops: usize) -> anyhow::Result<()> {
+    let (plugins, _) = common::plugin("lock")?;
     let (server, address) = common::zookeeper(ServerOptions::default())?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let bench = Bench { address, plugins, peers, classes: classes.0.clone(), ops };
-    // Everything runs in a spawned task, as the CLI's and a daemon's calls do.
-    let outcome = runtime.block_on(async move { tokio::spawn(bench.run()).await? });
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    // The third: a current-thread runtime with no host on it, as a minimal program has it.
+    let runtimes = [
+        (
+            tokio::runtime::Builder::new_multi_thread().enable_all().build()?,
+            format!("multi-thread ({cores} workers)"),
+            true,
+        ),
+        (
+            tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+            "current-thread".to_string(),
+            true,
+        ),
+        (
+            tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+            "current-thread, no host on it".to_string(),
+            false,
+        ),
+    ];
+    const NAMES: [&str; 4] = [
+        "wasm: wazoo `lock` recipe through the host",
+        "native: zookeeper-client `Client::lock` (3 round trips)",
+        "floor: create + list together, then delete (2 round trips)",
+        "floor: the delete sent with the next create + list (1 round trip)",
+    ];
+    // Each runtime's sides are made on it (a host and clients of their own) and only ever run
+    // there, in a spawned task as the CLI's and the daemon's calls do.
+    let mut hosts = Vec::new();
+    let mut sides = Vec::new();
+    for (i, (runtime, _, with_host)) in runtimes.iter().enumerate() {
+        let root = format!("/bench-peers/{}-runtime-{i}", std::process::id());
+        let (address, plugins, with_host) = (address.clone(), plugins.clone(), *with_host);
+        let (host, lockers) = runtime.block_on(async move {
+            let host = match with_host {
+                true => Some(
+                    Host::start(HostConfig {
+                        keeper: KeeperConfig { zookeeper: address.clone(), ..KeeperConfig::default() },
+                        plugins,
+                        limits: SandboxLimits::default(),
+                        allowed: None,
+                        embedded: None,
+                        cache: None,
+                    })
+                    .await?,
+                ),
+                false => None,
+            };
+            let native = Client::connector().connect(&address).await?;
+            let wasm = match &host {
+                Some(host) => Some(Locker::Wasm(host.lock("lock").await?, format!("{root}/wasm"))),
+                None => None,
+            };
+            let lockers = vec![
+                wasm,
+                Some(Locker::Native(native, format!("{root}/native"))),
+                Some(Locker::Floor(Box::new(
+                    floor::Floor::start(&address, &format!("{root}/floor2"), false).await?,
+                ))),
+                Some(Locker::Floor(Box::new(
+                    floor::Floor::start(&address, &format!("{root}/floor1"), true).await?,
+                ))),
+            ];
+            anyhow::Ok((host, lockers))
+        })?;
+        hosts.push(host);
+        sides.push(lockers);
+    }
+    // `n` operations of each side on `runtime`, the sides in round `round`'s order.
+    let run = |runtime: &tokio::runtime::Runtime, lockers: Vec<Option<Locker>>, n: usize, round: usize| {
+        runtime.block_on(async move {
+            tokio::spawn(async move {
+                let mut lockers = lockers;
+                let mut times = vec![Vec::with_capacity(n); lockers.len()];
+                for side in order(round, lockers.len()) {
+                    if let Some(locker) = &mut lockers[side] {
+                        for _ in 0..n {
+                            let started = Instant::now();
+                            locker.once().await?;
+                            times[side].push(started.elapsed());
+                        }
+                    }
+                }
+                anyhow::Ok((lockers, times))
+            })
+            .await?
+        })
+    };
+    // A current-thread runtime serves its sessions only while it runs: the warm-up alternates
+    // too, so no session waits long enough to expire.
+    for round in 0..ROUNDS {
+        for i in order(round, runtimes.len()) {
+            sides[i] = run(&runtimes[i].0, std::mem::take(&mut sides[i]), WARMUP / ROUNDS, round)?.0;
+        }
+    }
+    let per_round = ops.div_ceil(ROUNDS);
+    let mut times = vec![vec![Vec::new(); NAMES.len()]; runtimes.len()];
+    for round in 0..ROUNDS {
+        for i in order(round, runtimes.len()) {
+            let (back, took) = run(&runtimes[i].0, std::mem::take(&mut sides[i]), per_round, round)?;
+            sides[i] = back;
+            for (all, new) in times[i].iter_mut().zip(took) {
+                all.extend(new);
+            }
+        }
+    }
+    for (i, (runtime, _, _)) in runtimes.iter().enumerate() {
+        let (mut lockers, host) = (std::mem::take(&mut sides[i]), hosts.remove(0));
+        runtime.block_on(async move {
+            for side in lockers.iter_mut() {
+                if let Some(Locker::Floor(floor)) = side {
+                    floor.finish().await?;
+                }
+            }
+            drop(lockers);
+            drop(host);
+            anyhow::Ok(())
+        })?;
+    }
     drop(server);
-    outcome
+
+    // p50 and p99 of each runtime's sides (`None`: not run there).
+    let figures: Vec<Vec<Option<(Duration, Duration)>>> = times
+        .iter_mut()
+        .map(|sides| {
+            sides
+                .iter_mut()
+                .map(|t| (!t.is_empty()).then(|| (percentile(t, 50.0), percentile(t, 99.0))))
+                .collect()
+        })
+        .collect();
+    println!("### tokio runtime flavour: multi-thread and current-thread in one process");
+    println!();
+    println!(
+        "ZooKeeper 3.8.0 standalone on 127.0.0.1 with `forceSync=no`; {cores} cores; each runtime with clients \
+         (and a host) of its own; {ops} acquire+release per side and runtime ({WARMUP} warm-up), the runtimes \
+         alternating in {ROUNDS} rounds; p50 (p99), and p50 vs the 2-round-trip floor on the same runtime"
+    );
+    println!();
+    print!("| uncontended |");
+    for (_, name, _) in &runtimes {
+        print!(" {name} | vs floor |");
+    }
+    println!();
+    println!("|---|{}", "---:|---:|".repeat(runtimes.len()));
+    for (side, name) in NAMES.iter().enumerate() {
+        print!("| {name} |");
+        for runtime in &figures {
+            match (runtime[side], runtime[2]) {
+                (Some((p50, p99)), Some((floor, _))) => {
+                    print!(" {} ({}) | {:.3}× |", us(p50), us(p99), p50.as_secs_f64() / floor.as_secs_f64())
+                }
+                _ => print!(" – | – |"),
+            }
+        }
+        println!();
+    }
+    Ok(())
+}
+
+/// What a run's heading says beside its figures.
+struct Heading {
+    title: String,
+    zookeeper: String,
+    flavour: String,
+    cores: usize,
 }
 
 struct Bench {
@@ -98,28 +366,37 @@ struct Bench {
     plugins: PathBuf,
     peers: PathBuf,
     classes: PathBuf,
-    ops: usize,
+    plan: Plan,
+    /// etcd's data in the temporary directory (flushed to disk), else on tmpfs.
+    etcd_on_disk: bool,
+    heading: Heading,
 }
 
-/// What the in-process sides measured: wasm, native, the daemon and (with `--features etcd`)
-/// etcd.
+/// What the in-process sides measured: wasm, native, the two floors, the daemon and (with
+/// `--features etcd`) etcd.
 struct InProcess {
     wasm: (Uncontended, Contended),
     native: (Uncontended, Contended),
+    /// The 2-round-trip floor: create and list together, then the delete awaited.
+    floor2: Uncontended,
+    /// The 1-round-trip floor: the delete sent with the next create and list.
+    floor1: Uncontended,
     daemon: (Uncontended, Contended),
     etcd: Option<(Uncontended, Contended)>,
     /// The daemon's gRPC address, for the heading.
     grpc: SocketAddr,
-    /// etcd's version as its status reported it, for the heading.
-    etcd_version: Option<String>,
+    /// etcd's version and where its data is, for the heading.
+    etcd_note: Option<String>,
 }
 
 impl Bench {
     async fn run(self) -> anyhow::Result<()> {
+        let plan = self.plan;
         // A unique root, so an existing ensemble's leftovers never meet this run.
-        let root = format!("/bench-peers/{}", std::process::id());
+        let root =
+            format!("/bench-peers/{}-{}", std::process::id(), if plan.fsync { "fsync" } else { "nosync" });
         let measured = self.in_process(&root).await?;
-        let InProcess { wasm, native, daemon, etcd, grpc, etcd_version } = measured;
+        let InProcess { wasm, native, floor2, floor1, daemon, etcd, grpc, etcd_note } = measured;
         let (wasm, wasm_many) = wasm;
         let (native_one, native_many) = native;
         let (daemon_one, daemon_many) = daemon;
@@ -132,8 +409,8 @@ impl Bench {
         let classpath = format!("{}:{CURATOR_JARS}", self.classes.display());
         let mut java = tokio::process::Command::new("java");
         java.args(["-cp", &classpath, "CuratorBench", &self.address, &format!("{root}/curator")]).args([
-            WARMUP.to_string(),
-            self.ops.to_string(),
+            plan.warmup.to_string(),
+            plan.ops.to_string(),
             CONTENDERS.to_string(),
             seconds(CONTENDED),
         ]);
@@ -141,24 +418,44 @@ impl Bench {
 
         let mut python = tokio::process::Command::new("python3");
         python.arg(self.peers.join("kazoo_bench.py")).args([&self.address, &format!("{root}/kazoo")]).args([
-            KAZOO_WARMUP.to_string(),
-            self.ops.to_string(),
+            plan.kazoo_warmup.to_string(),
+            plan.ops.to_string(),
             CONTENDERS.to_string(),
             seconds(KAZOO_CONTENDED),
         ]);
         let (kazoo, kazoo_many) = peer("kazoo", python).await?;
 
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-        let etcd_note = match &etcd_version {
-            Some(version) => format!("; etcd {version} (one member, data on tmpfs) on 127.0.0.1"),
-            None => String::new(),
-        };
+        // The 2-round-trip floor again, after the children: how far the server (and the disk,
+        // with fsync) drifted between the in-process sides and Curator's and kazoo's runs.
+        let again = floor::Floor::start(&self.address, &format!("{root}/floor2-again"), false).await?;
+        let mut again = [Locker::Floor(Box::new(again))];
+        let floor2_again = uncontended(&mut again, plan.ops, plan.warmup.min(AGAIN_WARMUP))
+            .await?
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("the floor measured again has no figures"))?;
+        if let [Locker::Floor(floor)] = &mut again {
+            floor.finish().await?;
+        }
+
+        let Heading { title, zookeeper, flavour, cores } = &self.heading;
+        println!("### {title}");
+        println!();
         println!(
-            "wazoo lock beside its peers: ZooKeeper 3.8.0 standalone on 127.0.0.1, {cores} cores, one run; daemon \
-             in-process on {grpc}{etcd_note}; uncontended: {} acquire+release per client ({WARMUP} warm-up, kazoo \
-             {KAZOO_WARMUP}), {} in {ROUNDS} interleaved rounds",
-            self.ops,
-            if etcd_one.is_some() { "wasm, native, the daemon and etcd" } else { "wasm, native and the daemon" }
+            "{zookeeper}{}; {cores} cores, one run, in-process sides on a {flavour}; daemon in-process on {grpc}; \
+             uncontended: {} acquire+release per client ({} warm-up, kazoo {}{}), {} in {ROUNDS} interleaved rounds, then Curator and kazoo, then the 2-round-trip floor again",
+            match &etcd_note {
+                Some(note) => format!("; {note}"),
+                None => String::new(),
+            },
+            plan.ops,
+            plan.warmup,
+            plan.kazoo_warmup,
+            if plan.fsync { "; fewer than without fsync, as every write waits for the disk" } else { "" },
+            if etcd_one.is_some() {
+                "wasm, native, the two floors, the daemon and etcd"
+            } else {
+                "wasm, native, the two floors and the daemon"
+            }
         );
         if etcd_one.is_none() {
             println!();
@@ -167,29 +464,40 @@ impl Bench {
 
         let ratio = |a: f64, b: f64| a / b;
         println!();
-        print!("| uncontended | p50 | p99 | ops/s | p50 vs native | ops/s vs Curator | ops/s vs kazoo | p99 vs Curator | p50 vs wasm |");
+        print!(
+            "| uncontended | p50 | p99 | ops/s | p50 vs 2-RT floor | p50 vs native | ops/s vs Curator | ops/s vs kazoo \
+             | p99 vs Curator | p50 vs wasm |"
+        );
         println!("{}", if etcd_one.is_some() { " p50 vs etcd |" } else { "" });
         println!(
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|{}",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}",
             if etcd_one.is_some() { "---:|" } else { "" }
         );
         let mut rows = vec![
             ("wasm: wazoo `lock` recipe through the host", &wasm),
-            ("native: zookeeper-client `Client::lock`, Curator prefix", &native_one),
+            ("native: zookeeper-client `Client::lock`, Curator prefix (3 round trips)", &native_one),
+            ("floor: zookeeper-client, create + list together, then delete (2 round trips)", &floor2),
+            ("floor: the delete sent with the next create + list (1 round trip)", &floor1),
             ("Curator 5.4 `InterProcessMutex` (JVM)", &curator),
             ("kazoo 2.11 `Lock` (CPython)", &kazoo),
+            ("floor (2 round trips) again, after Curator and kazoo ran", &floor2_again),
             ("wazoo daemon, 1 gRPC client (`Hold` stream: acquire + release)", &daemon_one),
         ];
+        let etcd_row = format!(
+            "etcd 3.4 Lock + Unlock over gRPC ({})",
+            if self.etcd_on_disk { "data on disk" } else { "data on tmpfs" }
+        );
         if let Some(etcd) = &etcd_one {
-            rows.push(("etcd 3.4 Lock + Unlock over gRPC (data on tmpfs)", etcd));
+            rows.push((etcd_row.as_str(), etcd));
         }
         for (name, row) in rows {
             let p50 = row.p50.as_secs_f64();
             print!(
-                "| {name} | {} | {} | {:.0} | {:.3}× | {:.2}× | {:.2}× | {:.3}× | {:.3}× |",
+                "| {name} | {} | {} | {:.0} | {:.3}× | {:.3}× | {:.2}× | {:.2}× | {:.3}× | {:.3}× |",
                 us(row.p50),
                 us(row.p99),
                 row.ops_per_s,
+                ratio(p50, floor2.p50.as_secs_f64()),
                 ratio(p50, native_one.p50.as_secs_f64()),
                 ratio(row.ops_per_s, curator.ops_per_s),
                 ratio(row.ops_per_s, kazoo.ops_per_s),
@@ -227,45 +535,57 @@ impl Bench {
             );
         }
 
+        const NO_ETCD: &str = "not measured (`--features etcd`)";
         let targets = [
             Target::at_most(
-                "wasm p50 vs native p50 (uncontended)",
+                "wasm lock acquire+release vs the 2-round-trip floor, p50",
+                1.1,
+                Ok(ratio(wasm.p50.as_secs_f64(), floor2.p50.as_secs_f64())),
+            ),
+            Target::at_most(
+                "wasm lock acquire+release vs native `Client::lock`, p50",
                 0.85,
-                Some(ratio(wasm.p50.as_secs_f64(), native_one.p50.as_secs_f64())),
+                Ok(ratio(wasm.p50.as_secs_f64(), native_one.p50.as_secs_f64())),
+            ),
+            Target::at_most(
+                "a client re-taking the same lock in a loop (release and re-acquire in one `multi`) vs native \
+                 `Client::lock` in a loop, p50",
+                0.6,
+                Err("not measured yet (needs the re-acquire-in-one-`multi` recipe primitive)"),
             ),
             Target::at_least(
-                "wasm ops/s vs Curator's (uncontended)",
+                "wasm lock ops/s vs Curator's (uncontended)",
                 2.0,
-                Some(ratio(wasm.ops_per_s, curator.ops_per_s)),
+                Ok(ratio(wasm.ops_per_s, curator.ops_per_s)),
             ),
             Target::at_least(
-                "wasm ops/s vs kazoo's (uncontended)",
-                4.5,
-                Some(ratio(wasm.ops_per_s, kazoo.ops_per_s)),
-            ),
-            Target::at_most(
-                "wasm p99 vs Curator's p99 (uncontended)",
-                0.25,
-                Some(ratio(wasm.p99.as_secs_f64(), curator.p99.as_secs_f64())),
-            ),
-            Target::at_most(
-                "daemon p50, 1 gRPC client, vs in-process wasm p50",
-                1.3,
-                Some(ratio(daemon_one.p50.as_secs_f64(), wasm.p50.as_secs_f64())),
-            ),
-            Target::at_most(
-                "daemon p50, 1 gRPC client, vs etcd 3.4's p50",
-                1.0,
-                etcd_one.as_ref().map(|etcd| ratio(daemon_one.p50.as_secs_f64(), etcd.p50.as_secs_f64())),
+                "wasm lock ops/s vs kazoo's (uncontended)",
+                5.0,
+                Ok(ratio(wasm.ops_per_s, kazoo.ops_per_s)),
             ),
             Target::at_least(
-                "daemon ops/s, 16 gRPC clients on one path, vs Curator's contended ops/s",
+                "16 contenders, one path, in-process (wasm) vs Curator's contended rate",
                 1.5,
-                Some(ratio(daemon_many.ops_per_s, curator_many.ops_per_s)),
+                Ok(ratio(wasm_many.ops_per_s, curator_many.ops_per_s)),
+            ),
+            Target::at_most(
+                "daemon, one client (`Hold`), vs the in-process recipe, p50",
+                1.2,
+                Ok(ratio(daemon_one.p50.as_secs_f64(), wasm.p50.as_secs_f64())),
+            ),
+            Target::at_most(
+                "daemon, one client, vs etcd 3.4 Lock+Unlock, p50",
+                0.8,
+                etcd_one.as_ref().map(|etcd| ratio(daemon_one.p50.as_secs_f64(), etcd.p50.as_secs_f64())).ok_or(NO_ETCD),
+            ),
+            Target::at_least(
+                "daemon, 16 contending clients, vs Curator's contended rate",
+                1.3,
+                Ok(ratio(daemon_many.ops_per_s, curator_many.ops_per_s)),
             ),
         ];
         println!();
-        println!("| measure | target | measured | met? |");
+        println!("| target (issue 32) | target | measured | met? |");
         println!("|---|---:|---:|---|");
         for target in targets {
             println!("{}", target.row());
@@ -273,8 +593,8 @@ impl Bench {
         Ok(())
     }
 
-    /// Starts the daemon (and etcd), runs the uncontended and contended in-process, daemon and
-    /// etcd sides, and stops what it started.
+    /// Starts the daemon (and etcd), runs the uncontended and contended in-process, floor, daemon
+    /// and etcd sides, and stops what it started.
     async fn in_process(&self, root: &str) -> anyhow::Result<InProcess> {
         let config = HostConfig {
             keeper: KeeperConfig { zookeeper: self.address.clone(), ..KeeperConfig::default() },
@@ -292,18 +612,37 @@ impl Bench {
         let grpc = served.grpc;
 
         #[cfg(feature = "etcd")]
-        let etcd = etcd::Etcd::start().await?;
+        let etcd = etcd::Etcd::start(self.etcd_on_disk).await?;
 
         // Uncontended: one client each, a path of its own.
         #[cfg_attr(not(feature = "etcd"), allow(unused_mut))]
         let mut one = vec![
             Locker::Wasm(host.lock("lock").await?, format!("{root}/wasm")),
             Locker::Native(native.clone(), format!("{root}/native")),
+            Locker::Floor(Box::new(
+                floor::Floor::start(&self.address, &format!("{root}/floor2"), false).await?,
+            )),
+            Locker::Floor(Box::new(
+                floor::Floor::start(&self.address, &format!("{root}/floor1"), true).await?,
+            )),
             Locker::Daemon(Box::new(DaemonClient::connect(grpc).await?), format!("{root}/daemon")),
         ];
         #[cfg(feature = "etcd")]
         one.push(Locker::Etcd(Box::new(etcd.client(&format!("{root}/etcd")).await?)));
-        let mut one = uncontended(one, self.ops).await?.into_iter();
+        let figures = uncontended(&mut one, self.plan.ops, self.plan.warmup).await?;
+        for side in one.iter_mut() {
+            if let Locker::Floor(floor) = side {
+                floor.finish().await?;
+            }
+        }
+        drop(one);
+        let mut figures = figures.into_iter();
+        let mut next_one =
+            || figures.next().ok_or_else(|| anyhow::anyhow!("a side of the bench has no figures"));
+        let (wasm_one, native_one, floor2, floor1, daemon_one) =
+            (next_one()?, next_one()?, next_one()?, next_one()?, next_one()?);
+        #[cfg(feature = "etcd")]
+        let etcd_one = next_one()?;
 
         // Contended: CONTENDERS of each on one path (or name) per side.
         let dir = format!("{root}/contended");
@@ -331,26 +670,63 @@ impl Bench {
             groups.push(clients);
         }
         let mut many = contended(groups).await?.into_iter();
-
-        let mut next = || -> anyhow::Result<(Uncontended, Contended)> {
-            match (one.next(), many.next()) {
-                (Some(a), Some(b)) => Ok((a, b)),
-                _ => anyhow::bail!("a side of the bench has no figures"),
-            }
-        };
-        let (wasm, native_side, daemon) = (next()?, next()?, next()?);
+        let mut next_many =
+            || many.next().ok_or_else(|| anyhow::anyhow!("a side of the bench has no figures"));
+        let (wasm_many, native_many, daemon_many) = (next_many()?, next_many()?, next_many()?);
         #[cfg(feature = "etcd")]
-        let (etcd_side, etcd_version) = (Some(next()?), Some(etcd.version.clone()));
+        let (etcd_side, etcd_note) = (
+            Some((etcd_one, next_many()?)),
+            Some(format!(
+                "etcd {} (one member, its data on {}{}) on 127.0.0.1",
+                etcd.version,
+                filesystem(&etcd.scratch),
+                if self.etcd_on_disk {
+                    ", its WAL fsynced per commit as by default"
+                } else {
+                    "; etcd 3.4 has no `--unsafe-no-fsync`, and its fsyncs cost nothing on tmpfs"
+                }
+            )),
+        );
         #[cfg(not(feature = "etcd"))]
-        let (etcd_side, etcd_version) = (None, None);
+        let (etcd_side, etcd_note) = (None, None);
 
         #[cfg(feature = "etcd")]
         drop(etcd);
         served.stop().await?;
         drop(host);
         drop(native);
-        Ok(InProcess { wasm, native: native_side, daemon, etcd: etcd_side, grpc, etcd_version })
+        Ok(InProcess {
+            wasm: (wasm_one, wasm_many),
+            native: (native_one, native_many),
+            floor2,
+            floor1,
+            daemon: (daemon_one, daemon_many),
+            etcd: etcd_side,
+            grpc,
+            etcd_note,
+        })
     }
+}
+
+/// The filesystem `path` is on, by its type, and the path: `ext4 (/tmp/…)`.
+fn filesystem(path: &Path) -> String {
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return format!("{}", path.display());
+    };
+    // SAFETY: statfs fills the struct it is given for a NUL-terminated path.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return format!("{}", path.display());
+    }
+    let kind = match stat.f_type as i64 {
+        0x0102_1994 => "tmpfs".to_string(),
+        0xEF53 => "ext4".to_string(),
+        0x5846_5342 => "xfs".to_string(),
+        0x9123_683E => "btrfs".to_string(),
+        0x794C_7630 => "overlayfs".to_string(),
+        other => format!("a filesystem of type {other:#x}"),
+    };
+    format!("{kind} ({})", path.display())
 }
 
 /// One target of the speed issue: a ratio this run measured, at most or at least `bound`.
@@ -358,16 +734,16 @@ struct Target {
     measure: &'static str,
     at_most: bool,
     bound: f64,
-    /// `None`: not measured in this run.
-    measured: Option<f64>,
+    /// `Err`: why this run did not measure it.
+    measured: Result<f64, &'static str>,
 }
 
 impl Target {
-    fn at_most(measure: &'static str, bound: f64, measured: Option<f64>) -> Target {
+    fn at_most(measure: &'static str, bound: f64, measured: Result<f64, &'static str>) -> Target {
         Target { measure, at_most: true, bound, measured }
     }
 
-    fn at_least(measure: &'static str, bound: f64, measured: Option<f64>) -> Target {
+    fn at_least(measure: &'static str, bound: f64, measured: Result<f64, &'static str>) -> Target {
         Target { measure, at_most: false, bound, measured }
     }
 
@@ -375,11 +751,11 @@ impl Target {
     fn row(&self) -> String {
         let target = format!("{} {}×", if self.at_most { "≤" } else { "≥" }, self.bound);
         match self.measured {
-            Some(m) => {
+            Ok(m) => {
                 let met = if self.at_most { m <= self.bound } else { m >= self.bound };
                 format!("| {} | {target} | {m:.3}× | {} |", self.measure, if met { "yes" } else { "no" })
             }
-            None => format!("| {} | {target} | not measured (`--features etcd`) | – |", self.measure),
+            Err(why) => format!("| {} | {target} | {why} | – |", self.measure),
         }
     }
 }
@@ -390,6 +766,8 @@ enum Locker {
     Wasm(LockHandle, String),
     /// zookeeper-client's lock, and its path.
     Native(Client, String),
+    /// The protocol's floor, a client of its own.
+    Floor(Box<floor::Floor>),
     /// A gRPC client of the daemon, and its path.
     Daemon(Box<DaemonClient>, String),
     /// An etcd client with a lease of its own, and its lock name.
@@ -406,6 +784,7 @@ impl Locker {
                 handle.release().await?;
             }
             Locker::Native(client, path) => native_lock(client, path).await?,
+            Locker::Floor(floor) => floor.once().await?,
             Locker::Daemon(client, path) => daemon_lock_once(client, path).await?,
             #[cfg(feature = "etcd")]
             Locker::Etcd(client) => etcd::lock_once(client).await?,
@@ -420,11 +799,11 @@ fn order(round: usize, sides: usize) -> impl Iterator<Item = usize> {
     (0..sides).map(move |i| (i + round) % sides)
 }
 
-/// Uncontended acquire+release, a client per side on a path of its own, warmed up together, then
-/// alternated round by round so server-side drift hits every side alike. Figures in the order of
-/// `sides`.
-async fn uncontended(mut sides: Vec<Locker>, ops: usize) -> anyhow::Result<Vec<Uncontended>> {
-    for _ in 0..WARMUP {
+/// Uncontended acquire+release, a client per side on a path of its own, `warmup` operations each
+/// together, then alternated round by round so server-side drift hits every side alike. Figures
+/// in the order of `sides`.
+async fn uncontended(sides: &mut [Locker], ops: usize, warmup: usize) -> anyhow::Result<Vec<Uncontended>> {
+    for _ in 0..warmup {
         for side in sides.iter_mut() {
             side.once().await?;
         }
@@ -558,25 +937,29 @@ mod etcd {
     /// TTL of each client's lease, kept alive every third of it.
     const LEASE_TTL: i64 = 60;
 
-    /// A one-member etcd on 127.0.0.1 with its data on tmpfs: killed, and its data removed, when
-    /// dropped.
+    /// A one-member etcd on 127.0.0.1, its data on tmpfs or on disk: killed, and its data
+    /// removed, when dropped.
     pub struct Etcd {
         child: std::process::Child,
-        scratch: PathBuf,
+        /// The directory of its data and logs.
+        pub scratch: PathBuf,
         endpoint: String,
         /// The server's version, as its status reports it.
         pub version: String,
     }
 
     impl Etcd {
-        /// Starts etcd in a fresh directory under /dev/shm and waits until it answers.
-        pub async fn start() -> anyhow::Result<Etcd> {
-            let shm = PathBuf::from("/dev/shm");
+        /// Starts etcd in a fresh directory, under the temporary directory when `on_disk` (etcd
+        /// fsyncs its WAL there, as by default) else under /dev/shm (tmpfs, where the fsyncs
+        /// cost nothing: etcd 3.4 has no `--unsafe-no-fsync`), and waits until it answers.
+        pub async fn start(on_disk: bool) -> anyhow::Result<Etcd> {
+            let base = if on_disk { std::env::temp_dir() } else { PathBuf::from("/dev/shm") };
             anyhow::ensure!(
-                shm.is_dir(),
-                "/dev/shm missing: the peers bench keeps etcd's data on tmpfs there"
+                base.is_dir(),
+                "{} missing: the peers bench keeps etcd's data there",
+                base.display()
             );
-            let scratch = shm.join(format!("wazoo-bench-etcd-{}", std::process::id()));
+            let scratch = base.join(format!("wazoo-bench-etcd-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&scratch);
             std::fs::create_dir_all(&scratch)?;
             let log = scratch.join("etcd.log");

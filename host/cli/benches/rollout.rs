@@ -136,15 +136,7 @@ fn main() -> anyhow::Result<()> {
     let outcome = runtime.block_on(async move { tokio::spawn(bench.run()).await? });
     runtime.shutdown_timeout(Duration::from_secs(5));
     drop(server);
-    println!();
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string));
-    println!(
-        "wall time {:.1} s; load average {} at the end",
-        started.elapsed().as_secs_f64(),
-        load.unwrap_or_default()
-    );
+    common::wall_time(started);
     common::finish(&scratch, outcome, "failed client calls or stuck rollouts")
 }
 

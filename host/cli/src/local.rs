@@ -47,6 +47,23 @@ pub(crate) struct Local {
 }
 
 impl Local {
+    /// How long a command's end waits for its releases to be applied.
+    const SETTLE: Duration = Duration::from_secs(10);
+
+    /// What the command leaves when it ends: its releases (sent without waiting for their
+    /// answer, [`Host::settle_releases`]) applied before the process exits, so the next holder
+    /// does not wait for this session's expiry.
+    pub(crate) async fn finish(&self) {
+        if let Some(host) = self.host.get() {
+            if !host.settle_releases(Self::SETTLE).await {
+                tracing::warn!(
+                    "a release was not answered within {:?}: its node goes with the session",
+                    Self::SETTLE
+                );
+            }
+        }
+    }
+
     pub(crate) fn new(config: HostConfig) -> Local {
         Local {
             config,
@@ -321,7 +338,10 @@ impl Backend for Local {
 
     async fn claims(&self, prefix: &str) -> Result<Vec<(String, Contenders)>, Failure> {
         let live = self.live().await?;
-        Ok(wazoo_runtime::holders::under(&live.zk(), prefix, wazoo_runtime::holders::MAX_VISITED).await?)
+        // This process's own session: nobody else's operations to keep within.
+        let unlimited = |_| Ok(());
+        Ok(wazoo_runtime::holders::under(&live.zk(), prefix, wazoo_runtime::holders::MAX_VISITED, &unlimited)
+            .await?)
     }
 
     async fn sessions(&self) -> Result<Option<Vec<SessionInfo>>, Failure> {

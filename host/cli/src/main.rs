@@ -439,7 +439,9 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
             // The registry's own commands need no following host, only its trusted keys.
             let serves = !matches!(command, Command::Recipes { .. });
             let local = local::Local::new(config).following(cli.registry && serves, trusted);
-            commands::run(&local, command).await
+            let ran = commands::run(&local, command).await;
+            local.finish().await;
+            ran
         }
     }
 }

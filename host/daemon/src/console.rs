@@ -18,20 +18,27 @@
 //! `--tenants`, a token shows only its own host (its tenant's). The token comes once, from the
 //! login form (`POST /console/login`) or as `/?token=TOKEN` (for scripts; answered with a
 //! redirect to `/`, so it does not stay in the address bar), and the browser keeps a cookie that
-//! is not the token: a keyed hash of the token's SHA-256 under a key this process drew at
-//! start, which opens the console only, only of this daemon, only until it restarts or the
-//! token changes. Nothing the console sends contains a token.
+//! is not the token: a random login id this daemon keeps beside the token's SHA-256 ([`Logins`]),
+//! which opens the console only, only of this daemon (the cookie's name is this process's own,
+//! so two daemons on one machine keep apart), only until it logs out, the daemon restarts or the
+//! token changes. Nothing the console sends contains a token. A form must come from the
+//! console's own page: its `Origin` is the address the request was sent to (`Host`, or the
+//! `X-Forwarded-Host` a reverse proxy in front sets).
+//!
+//! The streams of one host look at it together: one walk of the claims a second (for each
+//! prefix followed, `?prefix=`) whatever the number of viewers, and that walk is spent from the
+//! host's operations per second as any listing is.
 //!
 //! It names no other module of the crate: the states served are [`View`]s, which `serve`
 //! implements and hands over with [`Console::show`].
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
@@ -72,8 +79,19 @@ pub const WINDOW: u64 = 300;
 /// The calls that take a claim after waiting for it, which the chart counts.
 const ACQUIRING: [&str; 3] = ["Acquire", "Hold/acquire", "Campaign"];
 
-/// The cookie that keeps a viewer logged in.
-const COOKIE: &str = "wazoo_console";
+/// The start of the name of the cookie that keeps a viewer logged in; the rest is this
+/// process's own ([`Console::cookie_name`]).
+const COOKIE: &str = "wazoo_console_";
+
+/// The most logins kept at once: past it, the oldest is forgotten (its viewer logs in again).
+const MAX_LOGINS: usize = 4096;
+
+/// How long a look at a host stays the one its streams show: a stream that looks within it
+/// takes what another stream's look found.
+const FRESH: Duration = Duration::from_millis(900);
+
+/// The longest prefix a viewer may follow.
+const MAX_PREFIX: usize = 1024;
 
 /// The most claims, and contenders per claim, one snapshot carries.
 const MAX_CLAIMS: usize = 500;
@@ -98,7 +116,7 @@ pub trait View: Send + Sync {
     /// Its client sessions, with the claims each holds and waits for.
     fn sessions(&self) -> pb::SessionList;
     /// Every claim of its namespace, read from ZooKeeper.
-    fn claims(&self) -> Look<'_, Result<pb::ClaimList, tonic::Status>>;
+    fn claims<'a>(&'a self, prefix: &'a str) -> Look<'a, Result<pb::ClaimList, tonic::Status>>;
     /// The recipes it serves.
     fn recipes(&self) -> anyhow::Result<Vec<RecipeInfo>>;
     /// Versions installed over an earlier one since it started.
@@ -118,22 +136,80 @@ pub type Look<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// the console keeps no host alive (and no ZooKeeper session open) that is no longer served.
 pub type Shown = (Option<[u8; 32]>, Weak<dyn View>);
 
-/// The console: the hosts it shows, and the key its cookies are made with.
+/// The console: the hosts it shows, its viewers' logins, its open streams and what they last
+/// looked at.
 pub struct Console {
     shown: RwLock<Vec<Shown>>,
-    key: [u8; 32],
+    /// The name of the cookie of this process's logins.
+    cookie_name: String,
+    logins: Mutex<Logins>,
     streams: Arc<AtomicUsize>,
     /// The streams open on each host, by tenant.
-    per_host: Arc<Mutex<std::collections::HashMap<Option<String>, usize>>>,
+    per_host: Arc<Mutex<HashMap<Option<String>, usize>>>,
+    /// The last look at each host and prefix followed, shared by its streams.
+    looks: Mutex<HashMap<(usize, String), Looked>>,
+}
+
+/// The last look at a host under a prefix: the host (to tell it from one made later at the same
+/// address), the snapshot and when it was taken, and when a stream last asked for it.
+struct Looked {
+    host: Weak<dyn View>,
+    snapshot: Arc<tokio::sync::Mutex<Option<(Instant, String)>>>,
+    asked: Instant,
+}
+
+/// The viewers logged in: by the SHA-256 of their cookie's value, the SHA-256 of the token they
+/// logged in with, oldest first.
+#[derive(Default)]
+struct Logins {
+    by_cookie: HashMap<[u8; 32], [u8; 32]>,
+    order: VecDeque<[u8; 32]>,
+}
+
+impl Logins {
+    /// A new login for the token whose SHA-256 is `token`: the cookie's value.
+    fn add(&mut self, token: [u8; 32]) -> String {
+        let mut id = [0u8; 32];
+        id[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        id[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        let value = hex(&id);
+        let key: [u8; 32] = Sha256::digest(value.as_bytes()).into();
+        while self.order.len() >= MAX_LOGINS {
+            if let Some(oldest) = self.order.pop_front() {
+                self.by_cookie.remove(&oldest);
+            }
+        }
+        self.by_cookie.insert(key, token);
+        self.order.push_back(key);
+        value
+    }
+
+    /// The token hash a cookie's value stands for.
+    fn token(&self, cookie: &str) -> Option<[u8; 32]> {
+        self.by_cookie.get(&<[u8; 32]>::from(Sha256::digest(cookie.as_bytes()))).copied()
+    }
+
+    /// Forgets the login of a cookie's value.
+    fn remove(&mut self, cookie: &str) {
+        let key: [u8; 32] = Sha256::digest(cookie.as_bytes()).into();
+        if self.by_cookie.remove(&key).is_some() {
+            self.order.retain(|k| *k != key);
+        }
+    }
 }
 
 impl Console {
     /// A console that shows nothing yet.
     pub fn new() -> Arc<Console> {
-        let mut key = [0u8; 32];
-        key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
-        key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
-        Arc::new(Console { shown: RwLock::default(), key, streams: Arc::default(), per_host: Arc::default() })
+        let own = uuid::Uuid::new_v4().simple().to_string();
+        Arc::new(Console {
+            shown: RwLock::default(),
+            cookie_name: format!("{COOKIE}{}", &own[..12]),
+            logins: Mutex::default(),
+            streams: Arc::default(),
+            per_host: Arc::default(),
+            looks: Mutex::default(),
+        })
     }
 
     /// Shows these hosts from now on (every one served, as tenants come and go).
@@ -155,29 +231,32 @@ impl Console {
             .with_state(self.clone())
     }
 
-    /// The cookie value that stands for the token whose SHA-256 is `token`.
-    fn cookie_for(&self, token: &[u8; 32]) -> String {
-        let mut mac = Sha256::new();
-        mac.update(b"wazoo console cookie\0");
-        mac.update(self.key);
-        mac.update(token);
-        hex(&mac.finalize())
-    }
-
-    /// The host a token (not hashed) shows, if any.
-    fn by_token(&self, token: &str) -> Option<(String, Arc<dyn View>)> {
-        let hashed: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+    /// The host the token whose SHA-256 is `hashed` shows, if any.
+    fn by_hash(&self, hashed: &[u8; 32]) -> Option<Arc<dyn View>> {
         let shown = self.shown.read().unwrap_or_else(PoisonError::into_inner);
         // Every known hash is compared in constant time, as the API compares them.
         let mut found = None;
         for (known, view) in shown.iter() {
             if let Some(known) = known {
-                if bool::from(known.ct_eq(&hashed)) && found.is_none() {
-                    found = view.upgrade().map(|view| (self.cookie_for(known), view));
+                if bool::from(known.ct_eq(hashed)) && found.is_none() {
+                    found = view.upgrade();
                 }
             }
         }
         found
+    }
+
+    /// The host a token (not hashed) shows, if any.
+    fn by_token(&self, token: &str) -> Option<Arc<dyn View>> {
+        self.by_hash(&Sha256::digest(token.as_bytes()).into())
+    }
+
+    /// Logs a viewer in with `token`: the cookie (its value) that now stands for it, if the
+    /// token shows a host.
+    fn log_in(&self, token: &str) -> Option<String> {
+        let hashed: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        self.by_hash(&hashed)?;
+        Some(self.logins.lock().unwrap_or_else(PoisonError::into_inner).add(hashed))
     }
 
     /// The host this request may see: open (a daemon without tokens), or the one its cookie or
@@ -194,19 +273,43 @@ impl Console {
             return view.upgrade().ok_or_else(refused);
         }
         if let Some(token) = query(uri, "token") {
-            return self.by_token(&token).map(|(_, view)| view).ok_or_else(refused);
+            return self.by_token(&token).ok_or_else(refused);
         }
-        let cookie = cookie(headers).unwrap_or_default();
-        let mut found = None;
-        for (known, view) in &shown {
-            if let Some(known) = known {
-                let want = self.cookie_for(known);
-                if bool::from(want.as_bytes().ct_eq(cookie.as_bytes())) && found.is_none() {
-                    found = view.upgrade();
-                }
+        let cookie = cookie(headers, &self.cookie_name).unwrap_or_default();
+        let token = self.logins.lock().unwrap_or_else(PoisonError::into_inner).token(&cookie);
+        token.and_then(|hashed| self.by_hash(&hashed)).ok_or_else(refused)
+    }
+
+    /// What `view` shows under `prefix` now: the look another stream of the same host and
+    /// prefix took less than [`FRESH`] ago, else a new one (which the streams that ask
+    /// meanwhile wait for and share).
+    async fn look(&self, view: &Arc<dyn View>, prefix: &str) -> String {
+        let slot = {
+            let mut looks = self.looks.lock().unwrap_or_else(PoisonError::into_inner);
+            // What no stream asked for lately, or of a host no longer served, goes.
+            looks.retain(|_, l| l.host.strong_count() > 0 && l.asked.elapsed() < STREAM_FOR);
+            let key = (Arc::as_ptr(view) as *const () as usize, prefix.to_string());
+            let looked = looks.entry(key).or_insert_with(|| Looked {
+                host: Arc::downgrade(view),
+                snapshot: Arc::default(),
+                asked: Instant::now(),
+            });
+            if !Weak::ptr_eq(&looked.host, &Arc::downgrade(view)) {
+                looked.host = Arc::downgrade(view);
+                looked.snapshot = Arc::default();
+            }
+            looked.asked = Instant::now();
+            looked.snapshot.clone()
+        };
+        let mut last = slot.lock().await;
+        if let Some((at, data)) = last.as_ref() {
+            if at.elapsed() < FRESH {
+                return data.clone();
             }
         }
-        found.ok_or_else(refused)
+        let data = snapshot(view.as_ref(), prefix).await.to_string();
+        *last = Some((Instant::now(), data.clone()));
+        data
     }
 
     /// Whether the console needs a token.
@@ -266,20 +369,26 @@ async fn login(State(console): State<Arc<Console>>, headers: HeaderMap, body: St
 /// Sets the cookie for `token` and sends the browser to `/` (`/?refused` for a token that
 /// shows nothing).
 fn logged_in(console: &Console, token: &str) -> Response {
-    match console.by_token(token.trim()) {
-        Some((cookie, _)) => {
-            let set = format!("{COOKIE}={cookie}; Path=/; HttpOnly; SameSite=Strict");
+    match console.log_in(token.trim()) {
+        Some(cookie) => {
+            let set = format!("{}={cookie}; Path=/; HttpOnly; SameSite=Strict", console.cookie_name);
             see_other("/", Some(set))
         }
         None => see_other("/?refused", None),
     }
 }
 
-async fn logout(headers: HeaderMap) -> Response {
+/// `POST /console/logout`: the login is forgotten here (its cookie opens nothing from now on,
+/// wherever it was copied to), and the browser's cookie is cleared.
+async fn logout(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
     if !same_origin(&headers) {
         return (StatusCode::FORBIDDEN, "a logout from another site's page").into_response();
     }
-    see_other("/", Some(format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")))
+    if let Some(cookie) = cookie(&headers, &console.cookie_name) {
+        console.logins.lock().unwrap_or_else(PoisonError::into_inner).remove(&cookie);
+    }
+    let name = &console.cookie_name;
+    see_other("/", Some(format!("{name}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")))
 }
 
 fn see_other(location: &'static str, cookie: Option<String>) -> Response {
@@ -309,7 +418,7 @@ async fn whoami(State(console): State<Arc<Console>>, headers: HeaderMap, uri: Ur
 #[derive(Debug)]
 struct StreamSlot {
     all: Arc<AtomicUsize>,
-    per_host: Arc<Mutex<std::collections::HashMap<Option<String>, usize>>>,
+    per_host: Arc<Mutex<HashMap<Option<String>, usize>>>,
     host: Option<String>,
 }
 
@@ -349,13 +458,18 @@ impl Drop for StreamSlot {
     }
 }
 
-/// `GET /console/events`: a snapshot of the viewer's host now and whenever it changes, for
-/// [`STREAM_FOR`].
+/// `GET /console/events[?prefix=PATH]`: a snapshot of the viewer's host (its claims under
+/// `PATH`, `/` when none is given) now and whenever it changes, for [`STREAM_FOR`].
 async fn events(State(console): State<Arc<Console>>, headers: HeaderMap, uri: Uri) -> Response {
     let view = match console.viewer(&headers, &uri) {
         Ok(view) => view,
         Err(refused) => return refused,
     };
+    let prefix = query(&uri, "prefix").filter(|p| !p.is_empty()).unwrap_or_else(|| "/".to_string());
+    if !prefix.starts_with('/') || prefix.len() > MAX_PREFIX || prefix.chars().any(char::is_control) {
+        let body = json!({"error": format!("a prefix is an absolute path of at most {MAX_PREFIX} bytes")});
+        return (StatusCode::BAD_REQUEST, json_headers(), body.to_string()).into_response();
+    }
     let slot = match StreamSlot::take(&console, view.tenant()) {
         Ok(slot) => slot,
         Err(why) => return (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
@@ -365,12 +479,13 @@ async fn events(State(console): State<Arc<Console>>, headers: HeaderMap, uri: Ur
     let view = Arc::downgrade(&view);
     tokio::spawn(async move {
         let _slot = slot;
+        let console = console;
         let until = tokio::time::Instant::now() + STREAM_FOR;
         let mut last = String::new();
         let mut first = true;
         loop {
             let Some(shown) = view.upgrade() else { return };
-            let data = snapshot(shown.as_ref()).await.to_string();
+            let data = console.look(&shown, &prefix).await;
             drop(shown);
             if data != last {
                 let mut event = Event::default()
@@ -400,19 +515,20 @@ async fn events(State(console): State<Arc<Console>>, headers: HeaderMap, uri: Ur
     response
 }
 
-/// What the page shows of `view`, now (without the time, so two snapshots of the same state
-/// compare equal).
-async fn snapshot(view: &dyn View) -> Value {
+/// What the page shows of `view`, its claims under `prefix`, now (without the time, so two
+/// snapshots of the same state compare equal).
+async fn snapshot(view: &dyn View, prefix: &str) -> Value {
     let zookeeper = match tokio::time::timeout(LOOK_LIMIT, view.zookeeper()).await {
         Ok(Ok(())) => "serving".to_string(),
         Ok(Err(why)) => why,
         Err(_) => format!("no word of ZooKeeper within {LOOK_LIMIT:?}"),
     };
-    let (claims, claims_error) = match tokio::time::timeout(LOOK_LIMIT, view.claims()).await {
-        Ok(Ok(list)) => (claims_json(&list), Value::Null),
-        Ok(Err(status)) => (json!([]), json!(status.message())),
-        Err(_) => (json!([]), json!(format!("the claims were not read within {LOOK_LIMIT:?}"))),
-    };
+    let (claims, claims_more, claims_error) =
+        match tokio::time::timeout(LOOK_LIMIT, view.claims(prefix)).await {
+            Ok(Ok(list)) => (claims_json(&list), list.claims.len().saturating_sub(MAX_CLAIMS), Value::Null),
+            Ok(Err(status)) => (json!([]), 0, json!(status.message())),
+            Err(_) => (json!([]), 0, json!(format!("the claims were not read within {LOOK_LIMIT:?}"))),
+        };
     let (recipes, recipes_error) = match view.recipes() {
         Ok(listed) => (recipes_json(&listed), Value::Null),
         Err(e) => (json!([]), json!(format!("{e:#}"))),
@@ -420,7 +536,9 @@ async fn snapshot(view: &dyn View) -> Value {
     json!({
         "tenant": view.tenant(),
         "zookeeper": zookeeper,
+        "prefix": prefix,
         "claims": claims,
+        "claims_more": claims_more,
         "claims_error": claims_error,
         "sessions": sessions_json(&view.sessions()),
         "recipes": recipes,
@@ -620,24 +738,33 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Whether a form was sent from the console's own page: a browser names the page's origin
-/// (`Origin`), which must be this server as the request addressed it (`Host`). A request with
-/// no `Origin` is not a browser's form from another site.
+/// (`Origin`), which must be this server as the request addressed it: its `Host`, or the
+/// `X-Forwarded-Host` a reverse proxy in front of it sets (a page of another site cannot set
+/// that header on a form it sends). A request with no `Origin` is not a browser's form from
+/// another site.
 fn same_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN) else { return true };
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
     let origin = origin.to_str().unwrap_or_default();
-    !host.is_empty() && (origin == format!("http://{host}") || origin == format!("https://{host}"))
+    let Some(origin) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+        return false;
+    };
+    [header::HOST.as_str(), "x-forwarded-host"]
+        .into_iter()
+        .filter_map(|name| headers.get(name)?.to_str().ok())
+        // A proxy behind another adds its own after a comma: the first is what the browser asked.
+        .filter_map(|value| value.split(',').next().map(str::trim))
+        .any(|host| !host.is_empty() && host.eq_ignore_ascii_case(origin))
 }
 
-/// The value of `name` in the request's cookies.
-fn cookie(headers: &HeaderMap) -> Option<String> {
+/// The value of the cookie `name` in the request's cookies.
+fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(n, _)| *n == name)
         .map(|(_, value)| value.to_string())
 }
 
@@ -648,33 +775,7 @@ fn query(uri: &Uri, name: &str) -> Option<String> {
 
 /// The value of `name` in `application/x-www-form-urlencoded` text, decoded.
 fn form_field(text: &str, name: &str) -> Option<String> {
-    text.split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(n, _)| decode(n) == name)
-        .map(|(_, v)| decode(v))
-}
-
-/// `+` as a space and `%XX` as its byte; anything malformed is kept as it is.
-fn decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push((h * 16 + l) as u8);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    form_urlencoded::parse(text.as_bytes()).find(|(n, _)| n == name).map(|(_, v)| v.into_owned())
 }
 
 #[cfg(test)]
@@ -683,8 +784,9 @@ mod tests {
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// A host of `tenant` holding one lock at `/<tenant>-lock`.
-    struct Fake(Option<&'static str>, Pulse);
+    /// A host of `tenant` holding one lock at `PREFIX/<tenant>-lock`, and how many times its
+    /// claims were read.
+    struct Fake(Option<&'static str>, Pulse, AtomicUsize);
 
     impl View for Fake {
         fn tenant(&self) -> Option<&str> {
@@ -702,8 +804,13 @@ mod tests {
             }
         }
 
-        fn claims(&self) -> Look<'_, Result<pb::ClaimList, tonic::Status>> {
-            let path = format!("/{}-lock", self.0.unwrap_or("open"));
+        fn claims<'a>(&'a self, prefix: &'a str) -> Look<'a, Result<pb::ClaimList, tonic::Status>> {
+            self.2.fetch_add(1, Ordering::Relaxed);
+            let path = format!(
+                "{}{}-lock",
+                prefix.trim_end_matches('/'),
+                self.0.map_or("/open".into(), |t| format!("/{t}"))
+            );
             let holder = pb::Contender {
                 holds: true,
                 data: b"<img src=x onerror=alert(1)>\n".to_vec(),
@@ -737,16 +844,17 @@ mod tests {
     }
 
     fn fake(tenant: Option<&'static str>) -> Arc<dyn View> {
-        Arc::new(Fake(tenant, Pulse::default()))
+        Arc::new(Fake(tenant, Pulse::default(), AtomicUsize::new(0)))
     }
 
     fn sha(token: &str) -> [u8; 32] {
         Sha256::digest(token.as_bytes()).into()
     }
 
-    fn cookie_header(value: &str) -> HeaderMap {
+    fn cookie_header(console: &Console, value: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
-        headers.insert(header::COOKIE, HeaderValue::from_str(&format!("a=b; {COOKIE}={value}")).unwrap());
+        let name = &console.cookie_name;
+        headers.insert(header::COOKIE, HeaderValue::from_str(&format!("a=b; {name}={value}")).unwrap());
         headers
     }
 
@@ -820,12 +928,14 @@ mod tests {
 
     #[test]
     fn forms_and_queries_are_decoded() {
-        assert_eq!(decode("a+b%20c%2Fd%zz%4"), "a b c/d%zz%4");
+        assert_eq!(form_field("t=a+b%20c%2Fd%zz%4", "t").as_deref(), Some("a b c/d%zz%4"));
         assert_eq!(form_field("x=1&token=t%2Bk+n&y=", "token").as_deref(), Some("t+k n"));
         assert_eq!(form_field("tokens=1", "token"), None);
         let uri: Uri = "/?refused&token=abc".parse().unwrap();
         assert_eq!(query(&uri, "token").as_deref(), Some("abc"));
-        assert_eq!(cookie(&cookie_header("v")).as_deref(), Some("v"));
+        let console = Console::new();
+        assert_eq!(cookie(&cookie_header(&console, "v"), &console.cookie_name).as_deref(), Some("v"));
+        assert_eq!(cookie(&cookie_header(&Console::new(), "v"), &console.cookie_name), None, "another's");
     }
 
     #[test]
@@ -855,30 +965,48 @@ mod tests {
         assert_eq!(by_query("alice-token").as_deref(), Some("alice"));
         assert_eq!(by_query("bob-token").as_deref(), Some("bob"));
         assert_eq!(by_query("carol-token"), None);
-        // The cookie stands for one token, is neither it nor its hash, and opens only its host.
-        let (cookie, view) = console.by_token("bob-token").unwrap();
-        assert_eq!(view.tenant(), Some("bob"));
+        // The cookie stands for one login, is neither the token nor its hash, and opens only
+        // its host.
+        assert_eq!(console.log_in("carol-token"), None);
+        let cookie = console.log_in("bob-token").unwrap();
+        let again = console.log_in("bob-token").unwrap();
+        assert_ne!(cookie, again, "each login its own");
         assert!(!cookie.contains("bob-token") && cookie != hex(&sha("bob-token")));
-        let shown =
-            console.viewer(&cookie_header(&cookie), &root).ok().map(|v| v.tenant().map(str::to_string));
-        assert_eq!(shown, Some(Some("bob".to_string())));
-        assert!(console.viewer(&cookie_header("0000"), &root).is_err());
-        // Another daemon (another key) does not take it.
-        assert!(Console::new().by_token("bob-token").is_none(), "shows nothing yet");
+        let viewer = |cookie: &str| {
+            console
+                .viewer(&cookie_header(&console, cookie), &root)
+                .ok()
+                .map(|v| v.tenant().map(str::to_string))
+        };
+        assert_eq!(viewer(&cookie), Some(Some("bob".to_string())));
+        assert_eq!(viewer("0000"), None);
+        // Another daemon does not take it, under its cookie's name or under its own.
         let other = Console::new();
         other.show(vec![(Some(sha("bob-token")), Arc::downgrade(&bob))]);
-        assert!(other.viewer(&cookie_header(&cookie), &root).is_err());
-        // A host no longer served is shown to nobody, its cookie included.
-        drop((view, bob));
-        assert!(console.viewer(&cookie_header(&cookie), &root).is_err());
+        assert!(other.viewer(&cookie_header(&other, &cookie), &root).is_err());
+        assert!(other.viewer(&cookie_header(&console, &cookie), &root).is_err());
+        // Logged out, the login opens nothing, wherever its cookie was copied; the other stays.
+        console.logins.lock().unwrap().remove(&cookie);
+        assert_eq!(viewer(&cookie), None);
+        assert_eq!(viewer(&again), Some(Some("bob".to_string())));
+        // A host no longer served is shown to nobody, its logins included.
+        drop(bob);
+        assert_eq!(viewer(&again), None);
         assert_eq!(by_query("bob-token"), None);
+        // Logins past the most kept forget the oldest.
+        let first = console.log_in("alice-token").unwrap();
+        for _ in 0..MAX_LOGINS {
+            console.log_in("alice-token").unwrap();
+        }
+        assert_eq!(viewer(&first), None);
+        assert_eq!(console.logins.lock().unwrap().order.len(), MAX_LOGINS);
     }
 
     #[tokio::test]
     async fn a_snapshot_carries_the_hosts_view_as_data_not_markup() {
         let alice = fake(Some("alice"));
         alice.pulse().record("Acquire", true, Duration::from_millis(7));
-        let snapshot = snapshot(alice.as_ref()).await;
+        let snapshot = snapshot(alice.as_ref(), "/").await;
         assert_eq!(snapshot["tenant"], "alice");
         assert_eq!(snapshot["zookeeper"], "serving");
         let claim = &snapshot["claims"][0];
@@ -913,7 +1041,8 @@ mod tests {
     #[tokio::test]
     async fn the_event_stream_is_each_tenants_own_and_ends_by_itself() {
         let console = Console::new();
-        let (alice, bob) = (fake(Some("alice")), fake(Some("bob")));
+        let bobs = Arc::new(Fake(Some("bob"), Pulse::default(), AtomicUsize::new(0)));
+        let (alice, bob): (_, Arc<dyn View>) = (fake(Some("alice")), bobs.clone());
         console.show(vec![
             (Some(sha("alice-token")), Arc::downgrade(&alice)),
             (Some(sha("bob-token")), Arc::downgrade(&bob)),
@@ -952,18 +1081,49 @@ mod tests {
         let own = elsewhere.replace("http://evil.example", "http://console:9181");
         let (status, head, _) = ask(addr, &own).await;
         assert!(status == 303 && head.contains("location: /\r\n") && head.contains("set-cookie"), "{head}");
+        // Behind a reverse proxy: the browser's origin is the proxy's name, which the proxy
+        // passes on; a page of another site cannot set that header.
+        let proxied =
+            "POST /console/login HTTP/1.0\r\nHost: 127.0.0.1:9181\r\nOrigin: https://locks.example\r\n\
+                       X-Forwarded-Host: locks.example\r\nContent-Length: 15\r\n\r\ntoken=bob-token";
+        let (status, head, _) = ask(addr, proxied).await;
+        assert!(status == 303 && head.contains("set-cookie"), "{head}");
+        let (status, _, _) =
+            ask(addr, &proxied.replace("Origin: https://locks.example", "Origin: https://evil.example"))
+                .await;
+        assert_eq!(status, 403);
 
+        // Two streams of bob's at once (one under a prefix), and a bad prefix refused.
+        let bad = format!("GET /console/events?prefix=relative HTTP/1.0\r\nCookie: {cookie}\r\n\r\n");
+        assert_eq!(ask(addr, &bad).await.0, 400);
         let started = std::time::Instant::now();
         let request = format!("GET /console/events HTTP/1.0\r\nCookie: {cookie}\r\n\r\n");
-        let (status, head, body) = ask(addr, &request).await;
+        let under = format!("GET /console/events?prefix=%2Fjobs HTTP/1.0\r\nCookie: {cookie}\r\n\r\n");
+        let ((status, head, body), (_, _, same), (_, _, jobs)) =
+            tokio::join!(ask(addr, &request), ask(addr, &request), ask(addr, &under));
         assert_eq!(status, 200);
         assert!(head.contains("content-type: text/event-stream"), "{head}");
         assert!(started.elapsed() >= STREAM_FOR - TICK, "the stream ended after {:?}", started.elapsed());
         assert!(body.contains("event: snapshot") && body.contains("retry: 250"), "{body}");
-        assert!(body.contains("/bob-lock") && !body.contains("/alice-lock"), "{body}");
+        assert!(body.contains("\"/bob-lock") && !body.contains("/alice-lock"), "{body}");
         assert!(!body.contains("bob-token"), "the token is never echoed");
+        assert!(same.contains("\"/bob-lock"), "{same}");
+        assert!(jobs.contains("\"/jobs/bob-lock") && jobs.contains("\"prefix\":\"/jobs\""), "{jobs}");
         // Nothing changed: one snapshot only.
         assert_eq!(body.matches("event: snapshot").count(), 1, "{body}");
+        // The two streams of `/` shared their looks: about one a second for both, not two (the
+        // one under `/jobs` looks on its own).
+        let read = bobs.2.load(Ordering::Relaxed);
+        let seconds = STREAM_FOR.as_secs() as usize;
+        assert!(read <= 2 * (seconds + 2), "{read} looks in {seconds} s for two prefixes");
+        assert!(read >= seconds, "{read} looks in {seconds} s");
+
+        // Logged out: that login opens nothing more, even from a copy of its cookie.
+        let out = format!("POST /console/logout HTTP/1.0\r\nCookie: {cookie}\r\n\r\n");
+        let (status, head, _) = ask(addr, &out).await;
+        assert!(status == 303 && head.contains("max-age=0"), "{head}");
+        let whoami = format!("GET /console/whoami HTTP/1.0\r\nCookie: {cookie}\r\n\r\n");
+        assert_eq!(ask(addr, &whoami).await.0, 401);
         server.abort();
     }
 }

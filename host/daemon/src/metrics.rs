@@ -44,12 +44,13 @@
 //! And `wazoo_build_info{version,wit}` (1), and the process's `process_*` families (Linux).
 
 use std::cell::Cell;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -370,6 +371,24 @@ struct Recorded {
     queues: Family<QueueLabels, Gauge>,
     swaps: Family<RecipeLabels, Counter>,
     refusals: Family<RecipeLabels, Counter>,
+    /// The waits going on, by family: when each began, by a number of its own.
+    waits: Arc<Mutex<HashMap<FamilyLabels, BTreeMap<u64, Instant>>>>,
+    next_wait: Arc<AtomicU64>,
+}
+
+/// A wait going on, in [`Recorded::waits`] until it ends.
+struct Wait {
+    waits: Arc<Mutex<HashMap<FamilyLabels, BTreeMap<u64, Instant>>>>,
+    labels: FamilyLabels,
+    id: u64,
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        if let Some(waits) = lock(&self.waits).get_mut(&self.labels) {
+            waits.remove(&self.id);
+        }
+    }
 }
 
 impl Recorded {
@@ -386,7 +405,16 @@ impl Recorded {
             queues: Family::default(),
             swaps: Family::default(),
             refusals: Family::default(),
+            waits: Arc::default(),
+            next_wait: Arc::default(),
         }
+    }
+
+    /// A wait of `labels`' family beginning now, until the returned guard is dropped.
+    fn wait(&self, labels: &FamilyLabels, started: Instant) -> Wait {
+        let id = self.next_wait.fetch_add(1, Ordering::Relaxed);
+        lock(&self.waits).entry(labels.clone()).or_default().insert(id, started);
+        Wait { waits: self.waits.clone(), labels: labels.clone(), id }
     }
 }
 
@@ -414,6 +442,20 @@ impl Collector for Recorded {
         let help = "Time a claim was held, from granted to released or lost.";
         family(e, "wazoo_claim_held", help, seconds, &self.held_for)?;
         family(e, "wazoo_claims_waiting", "Claims being waited for now.", None, &self.waiting)?;
+        let help = "How long the longest wait going on has lasted (0 when none is).";
+        let mut oldest = e.encode_descriptor("wazoo_claim_oldest_wait", help, seconds, MetricType::Gauge)?;
+        let now = Instant::now();
+        let mut ages: Vec<(FamilyLabels, f64)> = lock(&self.waits)
+            .iter()
+            .map(|(labels, waits)| {
+                let first = waits.values().min().map_or(0.0, |t| now.duration_since(*t).as_secs_f64());
+                (labels.clone(), first)
+            })
+            .collect();
+        ages.sort_by(|a, b| (&a.0.tenant.0, &a.0.family.0).cmp(&(&b.0.tenant.0, &b.0.family.0)));
+        for (labels, age) in ages {
+            ConstGauge::new(age).encode(oldest.encode_family(&labels)?)?;
+        }
         family(e, "wazoo_claims_held", "Claims held now.", None, &self.held)?;
         family(e, "wazoo_claims_lost", "Claims lost while held, by reason.", None, &self.lost)?;
         let help = "Leaderships taken through this daemon (each a change of leader).";
@@ -707,7 +749,9 @@ impl Metrics {
         gauge.inc();
         let _waiting = Less(gauge);
         let started = Instant::now();
+        let going_on = self.recorded.wait(&labels, started);
         let out = wait.await;
+        drop(going_on);
         let waited = started.elapsed();
         let _ = SPENT.try_with(|spent| {
             let before = spent.get();

@@ -6,6 +6,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 #[derive(Debug, Default)]
 pub struct Faults {
     lost_create_replies: AtomicU32,
+    dropped_unwaited_deletes: AtomicU32,
+    /// Not a fault, what the host did about one: how many unwaited deletes whose reply was lost
+    /// were settled, and how many of those found their node still there and deleted it.
+    after_loss: tokio::sync::watch::Sender<(u32, u32)>,
 }
 
 impl Faults {
@@ -24,5 +28,40 @@ impl Faults {
         self.lost_create_replies
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
+    }
+
+    /// The next `n` deletes of `znode.delete-unwaited` are never sent, and settled as if their
+    /// reply was lost: a request lost on its way, so the node is still there when the host looks.
+    pub fn drop_unwaited_deletes(&self, n: u32) {
+        self.dropped_unwaited_deletes.store(n, Ordering::SeqCst);
+    }
+
+    /// How many dropped unwaited deletes are still to be produced.
+    pub fn pending_dropped_unwaited_deletes(&self) -> u32 {
+        self.dropped_unwaited_deletes.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn take_dropped_unwaited_delete(&self) -> bool {
+        self.dropped_unwaited_deletes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    /// Waits until the host has settled `n` unwaited deletes whose reply was lost (or never
+    /// came: a dropped one) in all, and returns how many of those found their node still there,
+    /// so the ledger deleted it.
+    pub async fn settled_after_loss(&self, n: u32) -> u32 {
+        let mut seen = self.after_loss.subscribe();
+        let settled = seen.wait_for(|&(settled, _)| settled >= n).await.expect("the sender lives in self");
+        settled.1
+    }
+
+    /// An unwaited delete whose reply was lost is settled: its node was `deleted_again` by the
+    /// ledger, or found gone.
+    pub(crate) fn settled_lost(&self, deleted_again: bool) {
+        self.after_loss.send_modify(|(settled, again)| {
+            *settled += 1;
+            *again += u32::from(deleted_again);
+        });
     }
 }

@@ -385,17 +385,21 @@ enum Item {
 /// formats, and kazoo's `Lock`, `ReadLock` and `WriteLock`), or when it has a `leases` child
 /// and its `leases` and `locks` children hold only a semaphore's nodes; a claim's other
 /// children are walked too, but not those of a sequential node (a queue's item), nor a subtree
-/// this session may not read (another application's ACL). The walk follows a `sync`; each level of the tree is listed in one
-/// round trip, and every contender's node is read in one more. More than `limit` nodes below
-/// `prefix`: `limit-exceeded`, which asks for a narrower prefix. A prefix that does not exist
-/// has no claims.
+/// this session may not read (another application's ACL). The walk follows a `sync`; each
+/// level of the tree is listed in one round trip, and every contender's node is read in one
+/// more. Before each round `admit` is asked for the number of requests it sends (the host's
+/// operations per second, [`crate::Host::spend_ops`]), and its refusal ends the walk. More than
+/// `limit` nodes below `prefix`: `limit-exceeded`, which asks for a narrower prefix. A prefix
+/// that does not exist has no claims.
 pub async fn under(
     zk: &crate::zk::Zk,
     prefix: &str,
     limit: usize,
+    admit: &(dyn Fn(usize) -> Result<(), ZkError> + Send + Sync),
 ) -> Result<Vec<(String, Contenders)>, ZkError> {
     let client = &zk.client;
     paths::check(prefix).map_err(ZkError::InvalidPath)?;
+    admit(1)?;
     match client.sync(prefix).await {
         Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
         Err(e) => return Err(from_client(e)),
@@ -405,6 +409,7 @@ pub async fn under(
     let mut items = vec![Item::Dir(prefix.to_string())];
     while !items.is_empty() {
         // Every listing of the level goes out before the first reply is awaited.
+        admit(items.iter().map(|item| if matches!(item, Item::Dir(_)) { 1 } else { 2 }).sum())?;
         let sent: Vec<_> = items
             .iter()
             .map(|item| match item {
@@ -448,6 +453,15 @@ pub async fn under(
         items = next;
     }
     // Every contender's read goes out before the first reply is awaited.
+    admit(
+        found
+            .iter()
+            .map(|claim| match claim {
+                Found::Queue { names, .. } => names.len(),
+                Found::Semaphore { leases, locks, .. } => leases.1.len() + locks.1.len(),
+            })
+            .sum(),
+    )?;
     let sent: Vec<_> = found
         .into_iter()
         .map(|claim| match claim {

@@ -23,6 +23,7 @@ use crate::registry::{Lookup, RecipeInfo, Registry, Version, World};
 use crate::sandbox::{self, SandboxLimits};
 use crate::state::{HostState, Shared};
 use crate::stats::Stats;
+use crate::ZkError;
 
 /// Everything needed to start a host.
 #[derive(Clone, Debug)]
@@ -155,6 +156,41 @@ impl Host {
 
     pub fn stats(&self) -> &Stats {
         &self.inner.shared.stats
+    }
+
+    /// Spends `n` of the host's operations per second (its sandbox limit, as every guest's call
+    /// does) on requests it sends for itself: the walk of a listing of claims. Refused as
+    /// `limit-exceeded` when the second's budget has fewer left, counted as a limit hit.
+    pub fn spend_ops(&self, n: usize) -> Result<(), ZkError> {
+        let shared = &self.inner.shared;
+        let per_sec = shared.limits.ops_per_sec;
+        if n == 0 || shared.usage.take_ops(per_sec, n) {
+            return Ok(());
+        }
+        Stats::bump(&shared.stats.limit_hits);
+        Err(ZkError::LimitExceeded(format!(
+            "{n} ZooKeeper requests at once, beyond what is left of {per_sec} operations per second: pass a narrower prefix, or try again"
+        )))
+    }
+
+    /// Waits until every unwaited delete (`znode.delete-unwaited`: a claim's release) this host
+    /// sent is settled, for at most `limit`: what a process does before it ends, so that its
+    /// releases are applied rather than left to its session's expiry. Whether all were.
+    pub async fn settle_releases(&self, limit: std::time::Duration) -> bool {
+        let usage = &self.inner.shared.usage;
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let settled = usage.settled.notified();
+            tokio::pin!(settled);
+            // Registered before the count is read: a settle in between is not missed.
+            settled.as_mut().enable();
+            if usage.unsettled.load(std::sync::atomic::Ordering::Acquire) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, settled).await.is_err() {
+                return usage.unsettled.load(std::sync::atomic::Ordering::Acquire) == 0;
+            }
+        }
     }
 
     /// The current ZooKeeper session's id, if it is usable now.
@@ -372,13 +408,17 @@ impl Host {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && self.inner.embedded => {}
             Err(e) => bail!("cannot read {}: {e}", dir.display()),
         }
+        // The rest (embedded recipes no handle asked for yet): only what changed compiles.
+        let host = self.clone();
+        tokio::task::spawn_blocking(move || host.inner.registry.check()).await??;
         self.recipes()
     }
 
-    /// The recipe components this host knows ([`Registry::list`]), less the embedded ones a
-    /// tenant may not load: a tenant's list shows its own plugins directory and what it may use.
+    /// The recipe components this host knows, as last checked ([`Registry::listed`]: never
+    /// waits for a compile), less the embedded ones a tenant may not load: a tenant's list
+    /// shows its own plugins directory and what it may use.
     pub fn recipes(&self) -> anyhow::Result<Vec<RecipeInfo>> {
-        let mut listed = self.inner.registry.list()?;
+        let mut listed = self.inner.registry.listed()?;
         if let Some(allowed) = &self.inner.allowed {
             listed.retain(|r| !r.embedded || allowed.matches(&r.name));
         }

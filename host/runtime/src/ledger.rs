@@ -13,6 +13,12 @@
 //! arrives: a reply that was lost, or a call cancelled while the request was in flight, leaves
 //! it uncertain, and cleanup looks for nodes that start with the requested name and are owned by
 //! this session.
+//!
+//! A node released by `znode.delete-unwaited` leaves the ledger when its delete is sent: the
+//! claim counts as let go of from then on, and the handle may serve another. The node is kept
+//! aside as *releasing* until the delete's reply settles it ([`Ledger::settle`]): applied, or
+//! gone already, it is forgotten; if the reply is lost, it is looked at again and deleted if it
+//! is still ours, as cleanup does; if the session ended, it went with it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -32,6 +38,22 @@ struct Entries {
     /// Path → the `czxid` of the node we created there.
     owned: BTreeMap<String, i64>,
     uncertain: BTreeSet<String>,
+    /// Path → the `czxid` (none: judged by owner) of a node whose unwaited delete is in flight.
+    releasing: BTreeMap<String, Option<i64>>,
+}
+
+/// How an unwaited delete ended ([`Ledger::settle`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Settled {
+    /// The server applied it.
+    Deleted,
+    /// The node was gone already, or went with the session.
+    Gone,
+    /// Its reply was lost and the node was still ours: the ledger deleted it.
+    DeletedAgain,
+    /// Its reply was lost, and the node could not be looked at or deleted again: it stays
+    /// releasing, for cleanup or the session's end.
+    Unsettled,
 }
 
 /// How often a cleanup delete is retried through connection loss before it is given up (the
@@ -63,23 +85,85 @@ impl Ledger {
         entries.uncertain.retain(|requested| !may_have_made(requested, path));
     }
 
+    /// Takes `path` out of the ledger for a delete sent without awaiting its reply, and keeps
+    /// it aside as releasing: the czxid it was created with (none: a node recorded by owner),
+    /// or none at all when the ledger does not hold it (then the caller must await its delete).
+    pub(crate) fn releasing(&self, path: &str) -> Option<Option<i64>> {
+        let mut entries = self.inner.lock().unwrap();
+        let czxid = match entries.owned.remove(path) {
+            Some(czxid) => Some(czxid),
+            None if entries.uncertain.remove(path) => None,
+            None => return None,
+        };
+        entries.uncertain.retain(|requested| !may_have_made(requested, path));
+        entries.releasing.insert(path.to_string(), czxid);
+        Some(czxid)
+    }
+
+    /// Settles the unwaited delete of `path` (created with `czxid`, none: judged by owner) on
+    /// its reply: applied or gone, it is forgotten; a lost reply (the connection broke, or the
+    /// client gave up waiting) has the node looked at again and deleted if it is still ours.
+    pub(crate) async fn settle(
+        &self,
+        client: &Client,
+        path: &str,
+        czxid: Option<i64>,
+        reply: Result<(), Error>,
+    ) -> Settled {
+        let settled = match reply {
+            Ok(()) => Settled::Deleted,
+            Err(Error::NoNode | Error::SessionExpired | Error::ClientClosed) => Settled::Gone,
+            Err(Error::ConnectionLoss | Error::Timeout | Error::Custom(_)) => {
+                match delete_if_ours(client, path, czxid, client.session_id().0).await {
+                    Ok(true) => Settled::DeletedAgain,
+                    Ok(false) | Err(Error::SessionExpired | Error::ClientClosed) => Settled::Gone,
+                    Err(e) => {
+                        tracing::warn!(%path, error = %e, "an unwaited delete could not be settled");
+                        Settled::Unsettled
+                    }
+                }
+            }
+            // Not one of ours to retry (no auth, say): as after a failed cleanup, the session's
+            // end removes it.
+            Err(e) => {
+                tracing::warn!(%path, error = %e, "an unwaited delete failed");
+                Settled::Unsettled
+            }
+        };
+        if settled != Settled::Unsettled {
+            let mut entries = self.inner.lock().unwrap();
+            if entries.releasing.get(path) == Some(&czxid) {
+                entries.releasing.remove(path);
+            }
+        }
+        settled
+    }
+
+    /// Nodes whose unwaited delete is not settled yet.
+    pub fn releasing_now(&self) -> Vec<String> {
+        self.inner.lock().unwrap().releasing.keys().cloned().collect()
+    }
+
     /// Nodes recorded as owned right now.
     pub fn owned(&self) -> Vec<String> {
         self.inner.lock().unwrap().owned.keys().cloned().collect()
     }
 
+    /// Whether it holds no node and no uncertain create. A node whose unwaited delete is in
+    /// flight does not count: it is let go of, and settled on its own.
     pub fn is_empty(&self) -> bool {
         let entries = self.inner.lock().unwrap();
         entries.owned.is_empty() && entries.uncertain.is_empty()
     }
 
-    /// Deletes every recorded node that is still the one we created, and every node an
+    /// Deletes every recorded node that is still the one we created (releasing ones too: their
+    /// delete, sent earlier in the session, is applied before these looks), and every node an
     /// uncertain create may have made that `client`'s session owns; returns how many.
     pub(crate) async fn clean(&self, client: &Client) -> usize {
-        let Entries { owned, uncertain } = std::mem::take(&mut *self.inner.lock().unwrap());
+        let Entries { owned, uncertain, releasing } = std::mem::take(&mut *self.inner.lock().unwrap());
         let session = client.session_id().0;
-        let mut targets: BTreeMap<String, Option<i64>> =
-            owned.into_iter().map(|(path, czxid)| (path, Some(czxid))).collect();
+        let mut targets: BTreeMap<String, Option<i64>> = releasing;
+        targets.extend(owned.into_iter().map(|(path, czxid)| (path, Some(czxid))));
         for requested in uncertain {
             let (dir, name) =
                 (paths::parent(&requested), &requested[requested.rfind('/').unwrap_or(0) + 1..]);

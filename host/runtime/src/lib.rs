@@ -20,7 +20,7 @@ mod host;
 pub mod keeper;
 pub mod ledger;
 mod loss;
-mod nodelay;
+pub mod nodelay;
 mod output;
 pub mod paths;
 mod persistent;

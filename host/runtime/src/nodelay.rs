@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 /// The socket addresses of `hosts` (`host[:port][,host[:port]…]`, ZooKeeper's port 2181 when
 /// none is given, any `tcp://` or `tcp+tls://` scheme dropped), resolved now; names that do not
 /// resolve are left out.
-pub(crate) async fn servers(hosts: &str) -> Vec<SocketAddr> {
+pub async fn servers(hosts: &str) -> Vec<SocketAddr> {
     let mut found = Vec::new();
     for host in hosts.split(',') {
         let host = host.rsplit_once("://").map_or(host, |(_, rest)| rest).trim();
@@ -34,23 +34,22 @@ pub(crate) async fn servers(hosts: &str) -> Vec<SocketAddr> {
 /// Sets `TCP_NODELAY` on every TCP socket of this process whose peer is one of `servers`;
 /// returns how many it set.
 pub(crate) fn apply(servers: &[SocketAddr]) -> usize {
+    sockets_to(servers).into_iter().filter(|fd| set_nodelay(*fd)).count()
+}
+
+/// This process's sockets (their descriptors) connected to one of `servers`.
+pub fn sockets_to(servers: &[SocketAddr]) -> Vec<i32> {
     if servers.is_empty() {
-        return 0;
+        return Vec::new();
     }
-    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return 0 };
-    let mut set = 0;
-    for entry in fds.flatten() {
-        let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let server = |peer: SocketAddr| {
-            servers
-                .iter()
-                .any(|s| s.ip().to_canonical() == peer.ip().to_canonical() && s.port() == peer.port())
-        };
-        if peer(fd).is_some_and(server) && no_delay(fd) {
-            set += 1;
-        }
-    }
-    set
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
+    let server = |peer: SocketAddr| {
+        servers.iter().any(|s| s.ip().to_canonical() == peer.ip().to_canonical() && s.port() == peer.port())
+    };
+    fds.flatten()
+        .filter_map(|entry| entry.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter(|fd| peer(*fd).is_some_and(server))
+        .collect()
 }
 
 /// The peer of socket `fd`, if it is a connected IPv4 or IPv6 socket.
@@ -80,7 +79,8 @@ fn peer(fd: i32) -> Option<SocketAddr> {
     }
 }
 
-fn no_delay(fd: i32) -> bool {
+/// Sets `TCP_NODELAY` on socket `fd`; whether it could.
+pub fn set_nodelay(fd: i32) -> bool {
     let on: libc::c_int = 1;
     // SAFETY: a plain setsockopt with an int option; errors are returned, not undefined.
     unsafe {

@@ -14,14 +14,22 @@
 //!
 //! Compiled code is cached on disk, keyed by the file's SHA-256 and the engine's settings, so a
 //! restart does not compile again. The cache directory must be private to the host: what it
-//! holds is native code.
+//! holds is native code. Compiled code is also kept in memory by the same SHA-256, for as long
+//! as a version of this registry holds it: a swap compiles only the file that changed, with a
+//! compile cache or without one (a file renamed or copied compiles nothing), and two loads of
+//! the same bytes at once compile them once.
+//!
+//! Looking at every file ([`Registry::check`], what a reload does) checks what changed since it
+//! last looked, and nothing else; a listing ([`Registry::listed`]) reads what was found and
+//! never compiles, nor waits for a compile: a file not checked yet shows with the version that
+//! still serves for it, if any, and no refusal.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{anyhow, Context as _};
@@ -50,7 +58,8 @@ pub struct Version {
     pub sha256: String,
     pub world: World,
     pub bytes: u64,
-    /// Whether its compiled code came from the on-disk cache (no compile).
+    /// Whether its compiled code came from a cache, not a compile: the on-disk cache, or the
+    /// compiled code of the same bytes (same SHA-256) already in memory.
     pub from_cache: bool,
     /// Time spent compiling it (zero when it came from the cache).
     pub compile_time: Duration,
@@ -130,6 +139,9 @@ pub struct RegistryStats {
     pub compiles: AtomicU64,
     /// Components taken from the on-disk cache.
     pub cache_hits: AtomicU64,
+    /// Components whose compiled code was in memory already (the same bytes under another name,
+    /// or checked before): neither compiled nor read from the cache.
+    pub reuses: AtomicU64,
     /// Versions installed over an earlier one.
     pub swaps: AtomicU64,
     /// Files refused.
@@ -170,6 +182,44 @@ pub struct Registry {
     confirmed: Mutex<HashMap<String, Option<i64>>>,
     reopened: tokio::sync::Notify,
     stats: RegistryStats,
+    /// Compiled components by the SHA-256 of their bytes, while a version holds them
+    /// ([`Registry::keep_compiled`]).
+    compiled: Mutex<HashMap<String, Component>>,
+    /// The digests being compiled now: a second load of the same bytes waits for the first.
+    compiling: Mutex<HashSet<String>>,
+    compiled_now: Condvar,
+    /// What [`Registry::check`] found of files no handle asked for (an embedded recipe), for
+    /// their stamp: a version checked but not installed, or why it was refused.
+    described: Mutex<HashMap<PathBuf, Described>>,
+}
+
+/// What [`Registry::check`] found of a file it loaded without installing it.
+#[derive(Clone, Debug)]
+enum Described {
+    Checked(Arc<Version>),
+    Refused(Refusal),
+}
+
+impl Described {
+    fn stamp(&self) -> Stamp {
+        match self {
+            Described::Checked(v) => v.stamp,
+            Described::Refused(r) => r.stamp,
+        }
+    }
+}
+
+/// Takes a digest off [`Registry::compiling`] when its compile ends, however it ends.
+struct Compiling<'a> {
+    registry: &'a Registry,
+    sha256: &'a str,
+}
+
+impl Drop for Compiling<'_> {
+    fn drop(&mut self) {
+        self.registry.compiling.lock().unwrap().remove(self.sha256);
+        self.registry.compiled_now.notify_all();
+    }
 }
 
 impl Registry {
@@ -201,6 +251,10 @@ impl Registry {
             confirmed: Mutex::default(),
             reopened: tokio::sync::Notify::new(),
             stats: RegistryStats::default(),
+            compiled: Mutex::default(),
+            compiling: Mutex::default(),
+            compiled_now: Condvar::new(),
+            described: Mutex::default(),
         })
     }
 
@@ -390,37 +444,7 @@ impl Registry {
         let sha256 = hex(&Sha256::digest(&bytes));
         // Read now (the compile takes the bytes), said once the bytes are known to be a component.
         let protocol = crate::protocol::declared(&bytes);
-        let cached = self.cache_file(&sha256);
-        let mut from_cache = false;
-        let mut compile_time = Duration::ZERO;
-        let component = match cached.as_deref().and_then(|file| self.load_cached(file)) {
-            Some(component) => {
-                from_cache = true;
-                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
-                component
-            }
-            None if self.worker.lock().unwrap().is_some() => {
-                say_slow_compile(path, bytes.len(), cached.is_some());
-                let started = Instant::now();
-                let component = self.compile_in_worker(path, cached.as_deref())?;
-                compile_time = started.elapsed();
-                self.stats.compiles.fetch_add(1, Ordering::Relaxed);
-                component
-            }
-            None => {
-                say_slow_compile(path, bytes.len(), cached.is_some());
-                let started = Instant::now();
-                let component = self.compile(path, bytes)?;
-                compile_time = started.elapsed();
-                self.stats.compiles.fetch_add(1, Ordering::Relaxed);
-                if let Some(file) = &cached {
-                    if let Err(e) = store(file, &component) {
-                        tracing::warn!("caching {} failed: {e:#}", path.display());
-                    }
-                }
-                component
-            }
-        };
+        let (component, from_cache, compile_time) = self.compiled_code(path, &sha256, bytes)?;
         let protocol = protocol.map_err(|e| anyhow!("{}", one_line(&format!("{e:#}"))))?;
         crate::versions::check(&self.engine, &component)?;
         let world = self.world_of(&component)?;
@@ -445,12 +469,101 @@ impl Registry {
         })
     }
 
+    /// The compiled code of `bytes` (read from `path`, whose SHA-256 is `sha256`): from memory
+    /// when a version of the same bytes is there, else from the on-disk cache, else compiled.
+    /// A load of bytes being compiled by another waits for that compile rather than compile
+    /// them again. Also says whether it came from a cache, and how long the compile took.
+    fn compiled_code(
+        &self,
+        path: &Path,
+        sha256: &str,
+        bytes: Vec<u8>,
+    ) -> anyhow::Result<(Component, bool, Duration)> {
+        let mut compiling = self.compiling.lock().unwrap();
+        loop {
+            if let Some(component) = self.compiled_of(sha256) {
+                self.stats.reuses.fetch_add(1, Ordering::Relaxed);
+                return Ok((component, true, Duration::ZERO));
+            }
+            if !compiling.contains(sha256) {
+                break;
+            }
+            compiling = self.compiled_now.wait(compiling).unwrap();
+        }
+        compiling.insert(sha256.to_string());
+        drop(compiling);
+        let _compiling = Compiling { registry: self, sha256 };
+        let cached = self.cache_file(sha256);
+        let mut from_cache = false;
+        let mut compile_time = Duration::ZERO;
+        let component = match cached.as_deref().and_then(|file| self.load_cached(file)) {
+            Some(component) => {
+                from_cache = true;
+                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                component
+            }
+            None if self.worker.lock().unwrap().is_some() => {
+                say_slow_compile(path, bytes.len(), cached.is_some());
+                let started = Instant::now();
+                let component = self.compile_in_worker(path, &bytes, cached.as_deref())?;
+                compile_time = started.elapsed();
+                self.stats.compiles.fetch_add(1, Ordering::Relaxed);
+                component
+            }
+            None => {
+                say_slow_compile(path, bytes.len(), cached.is_some());
+                let started = Instant::now();
+                let component = self.compile(path, bytes)?;
+                compile_time = started.elapsed();
+                self.stats.compiles.fetch_add(1, Ordering::Relaxed);
+                if let Some(file) = &cached {
+                    if let Err(e) = store(file, &component) {
+                        tracing::warn!("caching {} failed: {e:#}", path.display());
+                    }
+                }
+                component
+            }
+        };
+        self.compiled.lock().unwrap().insert(sha256.to_string(), component.clone());
+        Ok((component, from_cache, compile_time))
+    }
+
+    /// The compiled code of the bytes whose SHA-256 is `sha256`, if this registry holds it: kept
+    /// by digest, or held by a version serving or checked.
+    fn compiled_of(&self, sha256: &str) -> Option<Component> {
+        if let Some(component) = self.compiled.lock().unwrap().get(sha256) {
+            return Some(component.clone());
+        }
+        let same = |v: &Arc<Version>| (v.sha256 == sha256).then(|| v.pre.component().clone());
+        if let Some(component) = self.serving.lock().unwrap().values().find_map(same) {
+            return Some(component);
+        }
+        self.described.lock().unwrap().values().find_map(|d| match d {
+            Described::Checked(v) => same(v),
+            Described::Refused(_) => None,
+        })
+    }
+
+    /// Forgets the compiled code no version serving or checked holds any more (a version swapped
+    /// out keeps its own code while its last handles live).
+    fn keep_compiled(&self) {
+        let mut held: HashSet<String> =
+            self.serving.lock().unwrap().values().map(|v| v.sha256.clone()).collect();
+        held.extend(self.described.lock().unwrap().values().filter_map(|d| match d {
+            Described::Checked(v) => Some(v.sha256.clone()),
+            Described::Refused(_) => None,
+        }));
+        held.extend(self.compiling.lock().unwrap().iter().cloned());
+        self.compiled.lock().unwrap().retain(|sha256, _| held.contains(sha256));
+    }
+
     /// Makes `version` the one new handles of its file get.
     pub fn install(&self, version: Version) -> Arc<Version> {
         let version = Arc::new(version);
         let previous = self.serving.lock().unwrap().insert(version.path.clone(), version.clone());
         self.refused.lock().unwrap().remove(&version.path);
-        match previous {
+        self.described.lock().unwrap().remove(&version.path);
+        match &previous {
             Some(old) if old.sha256 != version.sha256 => {
                 self.stats.swaps.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(
@@ -462,6 +575,9 @@ impl Registry {
             }
             Some(_) => {}
             None => tracing::debug!("{}: version {} loaded", version.name, version.short_hash()),
+        }
+        if previous.is_some_and(|old| old.sha256 != version.sha256) {
+            self.keep_compiled();
         }
         version
     }
@@ -511,9 +627,66 @@ impl Registry {
         Err(anyhow!("it exports none of the wazoo recipe worlds (it exports: {})", exports.join(", ")))
     }
 
-    /// Every `.wasm` file in the plugins directory, each checked (from the cache when it can
-    /// be), and what serves for it. Versions are not installed by listing.
+    /// Every `.wasm` file in the plugins directory (and the embedded ones it does not override),
+    /// each checked now if it changed since it was last looked at, and what serves for it.
+    /// Versions are not installed by listing. Blocking: a changed file compiles (unless the same
+    /// bytes were compiled before), and only a changed one.
     pub fn list(&self) -> anyhow::Result<Vec<RecipeInfo>> {
+        self.check()?;
+        self.listed()
+    }
+
+    /// Checks every file that changed since it was last looked at (new, changed or refused
+    /// contents: loaded, not installed, for [`Registry::listed`] to show) and forgets what it
+    /// knew of files that are gone. Blocking: a changed file compiles (unless the same bytes
+    /// were compiled before); no lock a listing takes is held meanwhile.
+    pub fn check(&self) -> anyhow::Result<()> {
+        let (files, _) = self.files()?;
+        for (path, _) in &files {
+            let Ok(Lookup::Changed { .. }) = self.lookup(path) else { continue };
+            let Ok(stamp) = stamp(path) else { continue };
+            if self.described.lock().unwrap().get(path).is_some_and(|d| d.stamp() == stamp) {
+                continue;
+            }
+            let described = match self.load(path) {
+                Ok(v) => Described::Checked(Arc::new(v)),
+                Err(e) => Described::Refused(Refusal {
+                    reason: one_line(&format!("{e:#}")),
+                    at: SystemTime::now(),
+                    stamp,
+                }),
+            };
+            self.described.lock().unwrap().insert(path.clone(), described);
+        }
+        // A file that is gone serves no new handle (as `lookup` finds when asked), and what was
+        // found of it is forgotten, its compiled code with it.
+        let here: HashSet<&PathBuf> = files.iter().map(|(path, _)| path).collect();
+        self.described.lock().unwrap().retain(|path, _| here.contains(path));
+        let gone: Vec<PathBuf> = self
+            .serving
+            .lock()
+            .unwrap()
+            .keys()
+            .filter(|path| {
+                let ours = path.parent() == Some(self.dir.as_path())
+                    || self.embedded.as_deref().is_some_and(|e| path.parent() == Some(e));
+                ours && !path.exists()
+            })
+            .cloned()
+            .collect();
+        for path in gone {
+            if self.serving.lock().unwrap().remove(&path).is_some() {
+                tracing::info!("{} was removed: no new handles of it", path.display());
+            }
+        }
+        self.keep_compiled();
+        Ok(())
+    }
+
+    /// The `.wasm` files listed: each with whether it is embedded, less the recipes the registry
+    /// in ZooKeeper serves, which come second (name → file).
+    #[allow(clippy::type_complexity)]
+    fn files(&self) -> anyhow::Result<(Vec<(PathBuf, bool)>, HashMap<String, PathBuf>)> {
         let mut files = Vec::new();
         match std::fs::read_dir(&self.dir) {
             Ok(entries) => {
@@ -539,8 +712,18 @@ impl Registry {
         // A recipe the registry in ZooKeeper serves shows as that, whatever file names it here.
         let published = self.published.lock().unwrap().clone();
         files.retain(|(path, _)| {
-            !path.file_stem().is_some_and(|n| published.contains_key(n.to_string_lossy().as_ref()))
+            path.extension().and_then(|e| e.to_str()) == Some("wasm")
+                && !path.file_stem().is_some_and(|n| published.contains_key(n.to_string_lossy().as_ref()))
         });
+        Ok((files, published))
+    }
+
+    /// What serves for every `.wasm` file of the plugins directory (and the embedded ones it
+    /// does not override), as last checked: no file is read and nothing compiles, so a listing
+    /// answers while a compile runs. A file not checked yet (new, or changed since) shows with
+    /// the version still serving for it, if any, and no refusal.
+    pub fn listed(&self) -> anyhow::Result<Vec<RecipeInfo>> {
+        let (files, published) = self.files()?;
         let mut found = Vec::new();
         for (name, path) in published {
             let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -556,9 +739,6 @@ impl Registry {
             });
         }
         for (path, embedded) in files {
-            if path.extension().and_then(|e| e.to_str()) != Some("wasm") {
-                continue;
-            }
             let name = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
             let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
             let (serving, refused) = match self.lookup(&path) {
@@ -566,20 +746,16 @@ impl Registry {
                 Ok(Lookup::Refused { serving, .. }) => {
                     (serving, self.refused.lock().unwrap().get(&path).cloned())
                 }
-                Ok(Lookup::Changed { serving }) => match self.load(&path) {
-                    Ok(v) => (Some(Arc::new(v)), None),
-                    Err(e) => {
-                        let reason = one_line(&format!("{e:#}"));
-                        (
-                            serving,
-                            Some(Refusal {
-                                reason,
-                                at: SystemTime::now(),
-                                stamp: (SystemTime::UNIX_EPOCH, 0),
-                            }),
-                        )
+                Ok(Lookup::Changed { serving }) => {
+                    let described = self.described.lock().unwrap().get(&path).cloned();
+                    match described {
+                        Some(d) if stamp(&path).is_ok_and(|now| now == d.stamp()) => match d {
+                            Described::Checked(v) => (Some(v), None),
+                            Described::Refused(r) => (serving, Some(r)),
+                        },
+                        _ => (serving, None),
                     }
-                },
+                }
                 Err(e) => (
                     None,
                     Some(Refusal {
@@ -615,9 +791,11 @@ impl Registry {
         }
     }
 
-    /// Compiles `path` in the worker process into `out` (the cache file, or a temporary file)
-    /// and loads the result.
-    fn compile_in_worker(&self, path: &Path, out: Option<&Path>) -> anyhow::Result<Component> {
+    /// Compiles `bytes` (read from `path`, and hashed) in the worker process into `out` (the
+    /// cache file, or a temporary file) and loads the result. The worker is handed the bytes on
+    /// its stdin, not the path: a file changed after it was hashed cannot be compiled, and
+    /// cached, under the digest of what it held before.
+    fn compile_in_worker(&self, path: &Path, bytes: &[u8], out: Option<&Path>) -> anyhow::Result<Component> {
         use std::os::unix::process::CommandExt;
         let worker = self.worker.lock().unwrap().clone().expect("a compile worker");
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -630,11 +808,11 @@ impl Registry {
         let memory = worker.memory;
         let mut command = std::process::Command::new(&worker.program);
         command
-            .arg(path)
+            .arg("-")
             .arg(&target)
             .args(&worker.args)
             .env("RUST_BACKTRACE", "0")
-            .stdin(std::process::Stdio::null())
+            .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());
         // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
@@ -652,17 +830,27 @@ impl Registry {
             .spawn()
             .with_context(|| format!("starting the compile worker {}", worker.program.display()))?;
         let deadline = Instant::now() + self.compile_limit();
-        let status = loop {
-            if let Some(status) = child.try_wait()? {
-                break Some(status);
+        let input = child.stdin.take().expect("the worker's stdin is piped");
+        let status = std::thread::scope(|scope| {
+            // Written beside the wait, closed when written; a worker killed meanwhile makes it
+            // fail (EPIPE), which its status already says.
+            scope.spawn(move || {
+                use std::io::Write as _;
+                let mut input = input;
+                let _ = input.write_all(bytes);
+            });
+            loop {
+                if let Some(status) = child.try_wait()? {
+                    break anyhow::Ok(Some(status));
+                }
+                if Instant::now() >= deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break Ok(None);
+                }
+                std::thread::sleep(Duration::from_millis(10));
             }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        })?;
         let mut stderr = String::new();
         if let Some(mut pipe) = child.stderr.take() {
             use std::io::Read as _;

@@ -36,13 +36,22 @@ pub struct Usage {
     bucket: std::sync::Mutex<Option<(f64, Instant)>>,
     /// The bytes-written-per-second bucket.
     bytes: std::sync::Mutex<Option<(f64, Instant)>>,
+    /// Unwaited deletes (`znode.delete-unwaited`) sent and not settled yet, and the signal that
+    /// one was settled.
+    pub(crate) unsettled: std::sync::atomic::AtomicUsize,
+    pub(crate) settled: tokio::sync::Notify,
 }
 
 impl Usage {
     /// Takes one operation from a bucket that refills at `per_sec` (holding at most one second's
     /// worth); false when it is empty.
     pub(crate) fn take_op(&self, per_sec: u32) -> bool {
-        take(&self.bucket, f64::from(per_sec), 1.0)
+        self.take_ops(per_sec, 1)
+    }
+
+    /// Takes `n` operations at once from the same bucket; false when it has fewer.
+    pub(crate) fn take_ops(&self, per_sec: u32, n: usize) -> bool {
+        take(&self.bucket, f64::from(per_sec), n as f64)
     }
 
     /// Takes `n` bytes written from their bucket, refilled at `per_sec`.

@@ -5,7 +5,7 @@ use wasmtime::component::Component;
 use wasmtime::Engine;
 
 /// The WIT packages this host offers, and their versions.
-pub const PACKAGES: [(&str, &str); 2] = [("wazoo:zk", "0.1.4"), ("wazoo:recipes", "0.1.2")];
+pub const PACKAGES: [(&str, &str); 2] = [("wazoo:zk", "0.1.5"), ("wazoo:recipes", "0.1.2")];
 
 /// Refuses a component built against a WIT package version this host does not accept.
 pub(crate) fn check(engine: &Engine, component: &Component) -> anyhow::Result<()> {

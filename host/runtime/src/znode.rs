@@ -216,6 +216,51 @@ impl HostState {
         }
     }
 
+    /// `znode.delete-unwaited`: the delete of a node the ledger holds is sent now, and its
+    /// reply settled by a task of its own ([`crate::ledger::Ledger::settle`]); any other path,
+    /// or any path while the session is not connected, is deleted as `delete` deletes it.
+    async fn do_delete_unwaited(&mut self, path: String) -> Result<(), ZkError> {
+        paths::check_node(&path).map_err(ZkError::InvalidPath)?;
+        self.count_call()?;
+        let live = self.live.clone();
+        // Between connections, or once the session ended, there is no next request for the
+        // delete to ride with, and its answer (the session's end) is the caller's to hear.
+        let releasing = if live.connected() { self.ledger.releasing(&path) } else { None };
+        let Some(czxid) = releasing else {
+            let result = live.client.delete(&path, None).await;
+            return self.finish_delete(&path, result);
+        };
+        let faults = &self.shared.faults;
+        // zookeeper-client sends a request when its method is called: from here on, every
+        // request of the session comes after this delete.
+        let reply = match faults.take_dropped_unwaited_delete() {
+            false => Some(live.client.delete(&path, None)),
+            true => None,
+        };
+        let (ledger, shared) = (self.ledger.clone(), self.shared.clone());
+        shared.usage.unsettled.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        tokio::spawn(async move {
+            use crate::ledger::Settled;
+            use zookeeper_client::Error;
+            let result = match reply {
+                Some(reply) => reply.await,
+                None => Err(Error::ConnectionLoss),
+            };
+            let lost = matches!(result, Err(Error::ConnectionLoss | Error::Timeout | Error::Custom(_)));
+            let settled = ledger.settle(&live.client, &path, czxid, result).await;
+            if matches!(settled, Settled::Deleted | Settled::DeletedAgain) {
+                shared.usage.znodes.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            if lost && settled != Settled::Unsettled {
+                shared.faults.settled_lost(settled == Settled::DeletedAgain);
+            }
+            shared.usage.unsettled.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            shared.usage.settled.notify_waiters();
+            tracing::debug!(%path, ?settled, "unwaited delete settled");
+        });
+        Ok(())
+    }
+
     /// Records an ephemeral node a `multi` created. ZooKeeper 3.8 leaves out the stat of a create
     /// in a `multi` (ZOOKEEPER-4026), so it is read back for the node's `czxid`; if that read
     /// fails, the node is recorded as uncertain (matched by owner when the handle ends).
@@ -569,6 +614,10 @@ impl Host for HostState {
 
     async fn pipeline(&mut self, steps: Vec<Step>) -> Reply<Vec<Result<StepResult, ZkError>>> {
         Ok(self.do_pipeline(steps).await)
+    }
+
+    async fn delete_unwaited(&mut self, path: String) -> Reply<()> {
+        Ok(self.do_delete_unwaited(path).await)
     }
 
     async fn list_ephemerals(&mut self, path: String) -> Reply<Vec<String>> {

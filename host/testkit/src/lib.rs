@@ -35,6 +35,9 @@ pub struct ServerOptions {
     pub ready_timeout: Duration,
     /// Also serve TLS on a `secureClientPort` of its own (see [`ZkServer::secure_port`]).
     pub tls: Option<ServerTls>,
+    /// `forceSync=yes`: the server fsyncs its transaction log before it answers a write, as
+    /// deployments run it. Off by default (`forceSync=no`), for test speed.
+    pub force_sync: bool,
 }
 
 /// TLS for a server's `secureClientPort` (Netty, PEM files, as ZooKeeper 3.8 reads them).
@@ -57,6 +60,7 @@ impl Default for ServerOptions {
             heap: "256m".into(),
             ready_timeout: Duration::from_secs(60),
             tls: None,
+            force_sync: false,
         }
     }
 }
@@ -107,8 +111,9 @@ impl ZkServer {
         let mut cfg = format!(
             "tickTime={tick}\ninitLimit=20\nsyncLimit=10\ndataDir={dir}\nclientPort={port}\n\
              clientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=*\n\
-             extendedTypesEnabled=true\nforceSync=no\nmaxClientCnxns=0\n",
+             extendedTypesEnabled=true\nforceSync={sync}\nmaxClientCnxns=0\n",
             tick = options.tick_ms,
+            sync = if options.force_sync { "yes" } else { "no" },
             dir = data_dir.display(),
             port = options.port,
         );

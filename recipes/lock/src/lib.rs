@@ -64,7 +64,7 @@ impl Guest for Lock {
     }
 
     fn release() -> Result<(), ZkError> {
-        HOLDING.with(|h| h.release_deleting(|held| &held.node))
+        HOLDING.with(|h| h.release_unwaited(|held| &held.node))
     }
 
     fn revoke(node: String, grace_ms: Option<u64>) -> Result<bool, ZkError> {

@@ -74,7 +74,7 @@ impl Guest for RwLock {
     }
 
     fn release() -> Result<(), ZkError> {
-        HOLDING.with(|h| h.release_deleting(|held| &held.node))
+        HOLDING.with(|h| h.release_unwaited(|held| &held.node))
     }
 }
 

@@ -74,7 +74,7 @@ impl Guest for Semaphore {
         let lease = LEASE
             .with(|l| l.borrow_mut().take())
             .ok_or_else(|| ZkError::InvalidArgument("release: no lease is held".into()))?;
-        zk::delete_retrying(&lease.node)
+        zk::release_node(&lease.node)
     }
 }
 

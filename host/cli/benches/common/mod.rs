@@ -136,6 +136,21 @@ impl Served {
     }
 }
 
+/// The last line of a benchmark of daemon processes, after a blank one: its wall time since
+/// `started`, and the machine's load average now (what else ran beside it).
+#[allow(dead_code)]
+pub fn wall_time(started: std::time::Instant) {
+    println!();
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string));
+    println!(
+        "wall time {:.1} s; load average {} at the end",
+        started.elapsed().as_secs_f64(),
+        load.unwrap_or_default()
+    );
+}
+
 /// How a benchmark of daemon processes ended: its scratch directory goes when nothing failed,
 /// and is kept (with the daemons' logs) otherwise; `failed` says what the failures counted.
 #[allow(dead_code)]

@@ -1,7 +1,8 @@
 //! The registry's compile worker: `wazoo-compile IN OUT [--memory-bytes N] [--stack-bytes N]`.
 //!
-//! Compiles the component IN with the host's code generation settings and writes the compiled
-//! code to OUT (whole, or not at all). The registry runs it as a child process under a memory
+//! Compiles the component IN (`-`: read from stdin, as the registry hands it the bytes it
+//! hashed) with the host's code generation settings and writes the compiled code to OUT
+//! (whole, or not at all). The registry runs it as a child process under a memory
 //! limit (`RLIMIT_AS`) and a time limit, so a component built to exhaust the compiler costs a
 //! refused file, never the host.
 
@@ -34,7 +35,14 @@ fn run() -> anyhow::Result<()> {
         }
     }
     let engine = wazoo_runtime::sandbox::compile_engine(&limits)?;
-    let bytes = std::fs::read(&input)?;
+    let bytes = match input.as_str() {
+        "-" => {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)?;
+            bytes
+        }
+        file => std::fs::read(file)?,
+    };
     let code = engine.precompile_component(&bytes).map_err(|e| anyhow::anyhow!("{e:#}"))?;
     let tmp = format!("{output}.tmp{}", std::process::id());
     std::fs::write(&tmp, code)?;

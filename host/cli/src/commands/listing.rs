@@ -11,8 +11,9 @@ use crate::backend::{Backend, Failure, SessionInfo};
 use crate::cli::mode_name;
 use crate::{exit, show};
 
-/// How much of an identity the table shows, in characters (`--json` gives it whole).
-const IDENTITY_WIDTH: usize = 40;
+/// How much of a client session's name the `sessions` table shows, in characters (`--json`
+/// gives it whole).
+const NAME_WIDTH: usize = 40;
 
 /// `wazoo claims`: a row per contender, claims by path, holders first then waiters in queue
 /// order: PATH KIND STATE IDENTITY TOKEN SINCE; with `--json` one JSON document. Exit status 1
@@ -32,16 +33,17 @@ pub(crate) async fn claims(backend: &impl Backend, prefix: &str, json: bool) -> 
         show::line(json!({ "prefix": prefix, "claims": claims }));
     } else if !found.is_empty() {
         let mut rows =
-            vec![["PATH", "KIND", "STATE", "IDENTITY", "TOKEN", "SINCE"].map(String::from).to_vec()];
+            vec![["PATH", "KIND", "STATE", "TOKEN", "SINCE", "IDENTITY"].map(String::from).to_vec()];
         for (path, claim) in &found {
             for c in &claim.contenders {
+                // The identity last, whole (through a daemon it ends with the client's address).
                 rows.push(vec![
                     path.clone(),
                     claim.kind.name.to_string(),
                     state(c),
-                    truncated(&identity(&c.data), IDENTITY_WIDTH),
                     c.token.to_string(),
                     age(now, c.since_ms),
+                    identity(&c.data),
                 ]);
             }
         }
@@ -77,7 +79,7 @@ pub(crate) async fn sessions(backend: &impl Backend, json: bool) -> anyhow::Resu
                 .collect();
             rows.push(vec![
                 format!("{:x}", s.id),
-                truncated(&show::one_line(s.name.as_bytes()), IDENTITY_WIDTH),
+                truncated(&show::one_line(s.name.as_bytes()), NAME_WIDTH),
                 or_dash(&s.peer),
                 opened(s.opened_ms),
                 age(now, s.opened_ms),

@@ -123,7 +123,7 @@ fn render(snapshot: &Snapshot, prefix: &str, every: Duration, header: Option<&He
         format!("{} under {prefix} ({held} held, {waiting} waiting)", plural(snapshot.claims.len(), "claim"));
     if let Some(header) = header {
         title = format!(
-            "wazoo top · {title} · every {} · {} · q quits",
+            "wazoo top (q quits) · {title} · every {} · {}",
             crate::args::human(every),
             humantime::format_rfc3339_seconds(header.at)
         );
@@ -396,8 +396,12 @@ mod tests {
         let header = Header { at: SystemTime::now(), failed: Some("the daemon went away".into()) };
         let none = Snapshot { claims: Vec::new(), sessions: None };
         let lines = render(&none, "/app", Duration::from_millis(500), Some(&header));
-        assert!(lines[0].starts_with("wazoo top · 0 claims under /app (0 held, 0 waiting) · every 500ms · "));
-        assert!(lines[0].ends_with(" · q quits"), "{lines:?}");
+        assert!(
+            lines[0].starts_with(
+                "wazoo top (q quits) · 0 claims under /app (0 held, 0 waiting) · every 500ms · "
+            ),
+            "how to quit comes first, where a narrow terminal shows it: {lines:?}"
+        );
         assert_eq!(lines[1], "! the daemon went away (showing the last look; trying again)");
         assert_eq!(lines[3], "nobody holds or waits under /app");
         assert_eq!(lines.len(), 4, "no daemon, no sessions: {lines:?}");

@@ -8,6 +8,7 @@ const SVG = "http://www.w3.org/2000/svg";
 let skew = 0; // the browser's clock minus the daemon's, in ms
 let snapshots = 0;
 let source = null;
+let prefix = "/"; // the claims followed are under this path
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -50,12 +51,13 @@ function renderClaims(view) {
   const err = $("claims-error");
   err.hidden = !view.claims_error;
   err.textContent = view.claims_error || "";
-  $("claims-count").textContent = "(" + view.claims.length + ")";
+  const total = view.claims.length + (view.claims_more || 0);
+  $("claims-count").textContent = "(" + total + (view.prefix && view.prefix !== "/" ? " under " + view.prefix : "") + ")";
   if (view.claims.length === 0) {
-    fill($("claims"), [el("p", { class: "muted empty" }, "No claim is held or waited for.")]);
+    fill($("claims"), [el("p", { class: "muted empty" }, view.claims_error ? "" : "No claim is held or waited for.")]);
     return;
   }
-  fill($("claims"), view.claims.map((c) => {
+  const shown = view.claims.map((c) => {
     const holders = c.contenders.filter((k) => k.holds).length;
     const waiting = c.contenders.length - holders + (c.more || 0);
     const rows = c.contenders.map((k, i) =>
@@ -75,7 +77,12 @@ function renderClaims(view) {
       el("table", {},
         el("thead", {}, el("tr", {}, ...["#", "", "identity", "ZooKeeper session", "token", "for"].map((h) => el("th", {}, h)))),
         el("tbody", {}, ...rows)));
-  }));
+  });
+  if (view.claims_more) {
+    shown.push(el("p", { class: "muted", id: "claims-more" },
+      "… and " + view.claims_more + " more claims: show those under a narrower path."));
+  }
+  fill($("claims"), shown);
 }
 
 function renderSessions(view) {
@@ -214,15 +221,28 @@ async function start() {
   $("login").hidden = true;
   $("main").hidden = false;
   $("logout").hidden = !me.guarded;
-  source = new EventSource("/console/events");
-  source.addEventListener("snapshot", (e) => { live(true); render(JSON.parse(e.data)); });
-  source.onopen = () => live(true);
+  follow();
+}
+
+// Follows the claims under `prefix`, from a new event stream.
+function follow() {
+  if (source) source.close();
+  source = new EventSource("/console/events?prefix=" + encodeURIComponent(prefix));
+  // Live once a snapshot is on the page, not when the stream opens: a page that says "live"
+  // shows what the daemon sent.
+  source.addEventListener("snapshot", (e) => { render(JSON.parse(e.data)); live(true); });
   source.onerror = async () => {
     // EventSource opens the next stream by itself; a viewer whose token no longer shows
     // anything (a tenant removed, a token changed) is asked to log in again.
     live(false);
+    const closed = source.readyState === EventSource.CLOSED;
     try {
       if (!(await whoami())) showLogin(false);
+      else if (closed) {
+        // Refused for good (a prefix the daemon does not take): said, and not tried again.
+        $("claims-error").hidden = false;
+        $("claims-error").textContent = "The daemon refused to show the claims under " + prefix + ".";
+      }
     } catch (e) { /* the daemon is away: EventSource keeps trying */ }
   };
 }
@@ -230,4 +250,14 @@ async function start() {
 // A script error is kept on the page, where a test (or a curious reader) can find it.
 window.addEventListener("error", (e) => { document.body.dataset.error = String(e.message); });
 setInterval(tickAges, 1000);
-document.addEventListener("DOMContentLoaded", start);
+document.addEventListener("DOMContentLoaded", () => {
+  $("under").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const wanted = $("prefix").value.trim() || "/";
+    prefix = wanted.startsWith("/") ? wanted : "/" + wanted;
+    $("prefix").value = prefix;
+    document.body.dataset.state = "reconnecting";
+    follow();
+  });
+  start();
+});

@@ -30,8 +30,8 @@ impl View for State {
         listing::sessions(self)
     }
 
-    fn claims(&self) -> Look<'_, Result<pb::ClaimList, tonic::Status>> {
-        Box::pin(listing::claims(self, "/"))
+    fn claims<'a>(&'a self, prefix: &'a str) -> Look<'a, Result<pb::ClaimList, tonic::Status>> {
+        Box::pin(listing::claims(self, prefix))
     }
 
     fn recipes(&self) -> anyhow::Result<Vec<RecipeInfo>> {

@@ -118,11 +118,14 @@ fn millis(t: SystemTime) -> i64 {
 
 /// Every claim at `prefix` or below it in `state`'s namespace, read from ZooKeeper (see
 /// [`holders::under`]): INVALID_ARGUMENT for a bad path, RESOURCE_EXHAUSTED (`limit-exceeded`)
-/// past [`holders::MAX_VISITED`] nodes. An empty prefix is the root.
+/// past [`holders::MAX_VISITED`] nodes, or past what is left of the state's operations per
+/// second (each request of the walk is spent from them, as a guest's call is). An empty prefix
+/// is the root.
 pub(crate) async fn claims(state: &State, prefix: &str) -> Result<pb::ClaimList, tonic::Status> {
     let prefix = if prefix.is_empty() { "/" } else { prefix };
     let live = state.live().await?;
-    let found = holders::under(&live.zk(), prefix, holders::MAX_VISITED)
+    let spend = |n| state.host.spend_ops(n);
+    let found = holders::under(&live.zk(), prefix, holders::MAX_VISITED, &spend)
         .await
         .map_err(|e| status(RecipeError::Zk(e)))?;
     let claims = found.into_iter().map(|(path, found)| info(path, found)).collect();
