@@ -116,6 +116,9 @@ async fn a_lock_lists_its_holder_then_its_waiters_and_the_next_one_holds_after_a
         lock.release().await.unwrap();
         handles.push(lock);
     }
+    // The last release is sent without waiting for ZooKeeper's answer: its node goes a moment
+    // later.
+    within(LIMIT, "the last node goes", wait_children(&checker, &path, 0)).await;
     assert!(look(&checker, &path, None, None).await.contenders.is_empty(), "all released");
     for h in handles {
         h.close().await;
@@ -266,6 +269,7 @@ async fn a_semaphore_lists_its_lease_holders_the_waiting_lease_and_the_queue() {
     assert_eq!(nodes(&now), vec![lease_d.node.clone(), lease_e.node.clone()]);
     d.release().await.unwrap();
     e.release().await.unwrap();
+    within(LIMIT, "the last leases go", wait_children(&checker, &format!("{path}/leases"), 0)).await;
     assert!(look(&checker, &path, Some(&family::SEMAPHORE), None).await.contenders.is_empty());
     for h in [a, b, c, d, e] {
         h.close().await;

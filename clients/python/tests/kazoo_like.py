@@ -38,6 +38,15 @@ def until_children(watched, want):
             return found
 
 
+def until_released(client, path, name=None):
+    """Waits, on a ChildrenWatch of `path`, until it has no child (none named `name`): a release
+    is sent without waiting for ZooKeeper's answer, so its node goes a moment after it returns."""
+    seen = queue.Queue()
+    watching = client.ChildrenWatch(path, seen.put)
+    until_children(seen, lambda names: name not in names if name else names == [])
+    watching.stop()
+
+
 def main():
     address, base, token = sys.argv[1:4]
     a = wazoo.Client(address, token=token, name="kazoo-like a")
@@ -79,12 +88,14 @@ def main():
     say("waiter", not waiter.is_alive(), lc.is_acquired, lc.token > first_token)
     say("holders-after", *[x.node for x in a.holders(path)])
     lc.release()
+    until_released(a, path)
     say("released-all", " ".join(children(path)) or "-")
 
     # `with lock:` waits and releases.
     with a.Lock(path) as held:
         say("with", held.is_acquired, ask("zk-exists", held.claim.node))
         node = held.claim.node
+    until_released(a, path, node.rsplit("/", 1)[-1])
     say("with-released", ask("zk-exists", node))
 
     # A semaphore of two leases: two non-blocking acquires hold, the third does not.
@@ -371,6 +382,7 @@ def cancel(a, b, base):
     holder.release()
     say("after-cancel", waiting.acquire(blocking=False), waiting.cancel())
     waiting.release()
+    until_released(a, path)
     say("cancel-released", " ".join(children(path)) or "-")
 
 

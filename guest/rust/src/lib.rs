@@ -358,8 +358,8 @@ pub fn delete_retrying(path: &str) -> Result<()> {
 }
 
 /// Lets go of our claim node at `path` without waiting for ZooKeeper's answer: the host's
-/// `delete-unwaited`, which sends the delete now (every later request of the session is applied
-/// after it) and settles its outcome itself. A node the host's ledger does not hold is deleted
+/// `delete-unwaited`, which sends the delete now (while the connection holds, every later request
+/// of the session is applied after it) and settles its outcome itself. A node the host's ledger does not hold is deleted
 /// as [`delete_retrying`] deletes it. A node already gone (or gone with an expired session)
 /// counts as deleted.
 pub fn release_node(path: &str) -> Result<()> {

@@ -175,7 +175,8 @@ impl Host {
 
     /// Waits until every unwaited delete (`znode.delete-unwaited`: a claim's release) this host
     /// sent is settled, for at most `limit`: what a process does before it ends, so that its
-    /// releases are applied rather than left to its session's expiry. Whether all were.
+    /// releases are applied rather than left to its session's expiry. Whether all were, none
+    /// given up on since the host started.
     pub async fn settle_releases(&self, limit: std::time::Duration) -> bool {
         let usage = &self.inner.shared.usage;
         let deadline = tokio::time::Instant::now() + limit;
@@ -184,11 +185,12 @@ impl Host {
             tokio::pin!(settled);
             // Registered before the count is read: a settle in between is not missed.
             settled.as_mut().enable();
+            let given_up = || usage.given_up.load(std::sync::atomic::Ordering::Acquire) > 0;
             if usage.unsettled.load(std::sync::atomic::Ordering::Acquire) == 0 {
-                return true;
+                return !given_up();
             }
             if tokio::time::timeout_at(deadline, settled).await.is_err() {
-                return usage.unsettled.load(std::sync::atomic::Ordering::Acquire) == 0;
+                return usage.unsettled.load(std::sync::atomic::Ordering::Acquire) == 0 && !given_up();
             }
         }
     }

@@ -18,7 +18,11 @@
 //! claim counts as let go of from then on, and the handle may serve another. The node is kept
 //! aside as *releasing* until the delete's reply settles it ([`Ledger::settle`]): applied, or
 //! gone already, it is forgotten; if the reply is lost, it is looked at again and deleted if it
-//! is still ours, as cleanup does; if the session ended, it went with it.
+//! is still ours, as cleanup does, for as long as the session lasts; if the session ended, it
+//! went with it. Only a node recorded with its `czxid` is released so: one whose create's reply
+//! was lost (judged by owner) is deleted the waited way. A delete that cannot be settled (the
+//! client closed under it, a refusal) puts the node back among the owned, for the handle's
+//! cleanup.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -86,18 +90,15 @@ impl Ledger {
     }
 
     /// Takes `path` out of the ledger for a delete sent without awaiting its reply, and keeps
-    /// it aside as releasing: the czxid it was created with (none: a node recorded by owner),
-    /// or none at all when the ledger does not hold it (then the caller must await its delete).
+    /// it aside as releasing: the czxid it was created with, or none when the ledger does not
+    /// hold it with one (then the caller must await its delete: a node known only by its owner,
+    /// the session, could be another handle's by the time a lost reply is looked into).
     pub(crate) fn releasing(&self, path: &str) -> Option<Option<i64>> {
         let mut entries = self.inner.lock().unwrap();
-        let czxid = match entries.owned.remove(path) {
-            Some(czxid) => Some(czxid),
-            None if entries.uncertain.remove(path) => None,
-            None => return None,
-        };
+        let czxid = entries.owned.remove(path)?;
         entries.uncertain.retain(|requested| !may_have_made(requested, path));
-        entries.releasing.insert(path.to_string(), czxid);
-        Some(czxid)
+        entries.releasing.insert(path.to_string(), Some(czxid));
+        Some(Some(czxid))
     }
 
     /// Settles the unwaited delete of `path` (created with `czxid`, none: judged by owner) on
@@ -112,17 +113,25 @@ impl Ledger {
     ) -> Settled {
         let settled = match reply {
             Ok(()) => Settled::Deleted,
-            Err(Error::NoNode | Error::SessionExpired | Error::ClientClosed) => Settled::Gone,
-            Err(Error::ConnectionLoss | Error::Timeout | Error::Custom(_)) => {
+            Err(Error::NoNode | Error::SessionExpired) => Settled::Gone,
+            // Closed under it: the session may live on (taken up by another process), and
+            // nobody here can look.
+            Err(Error::ClientClosed) => Settled::Unsettled,
+            Err(Error::ConnectionLoss | Error::Timeout | Error::Custom(_)) => loop {
+                // Looked at again for as long as the session lasts: the node must not outlive
+                // the release while the session does.
                 match delete_if_ours(client, path, czxid, client.session_id().0).await {
-                    Ok(true) => Settled::DeletedAgain,
-                    Ok(false) | Err(Error::SessionExpired | Error::ClientClosed) => Settled::Gone,
+                    Ok(true) => break Settled::DeletedAgain,
+                    Ok(false) | Err(Error::SessionExpired) => break Settled::Gone,
+                    Err(Error::ConnectionLoss | Error::Timeout | Error::Custom(_)) => {
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    }
                     Err(e) => {
                         tracing::warn!(%path, error = %e, "an unwaited delete could not be settled");
-                        Settled::Unsettled
+                        break Settled::Unsettled;
                     }
                 }
-            }
+            },
             // Not one of ours to retry (no auth, say): as after a failed cleanup, the session's
             // end removes it.
             Err(e) => {
@@ -130,18 +139,16 @@ impl Ledger {
                 Settled::Unsettled
             }
         };
-        if settled != Settled::Unsettled {
-            let mut entries = self.inner.lock().unwrap();
-            if entries.releasing.get(path) == Some(&czxid) {
-                entries.releasing.remove(path);
+        let mut entries = self.inner.lock().unwrap();
+        if entries.releasing.get(path) == Some(&czxid) {
+            entries.releasing.remove(path);
+            // Not settled: owned again, so the handle is not lent out as empty and its cleanup
+            // tries once more when it ends.
+            if let (Settled::Unsettled, Some(czxid)) = (settled, czxid) {
+                entries.owned.insert(path.to_string(), czxid);
             }
         }
         settled
-    }
-
-    /// Nodes whose unwaited delete is not settled yet.
-    pub fn releasing_now(&self) -> Vec<String> {
-        self.inner.lock().unwrap().releasing.keys().cloned().collect()
     }
 
     /// Nodes recorded as owned right now.

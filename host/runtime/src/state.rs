@@ -40,6 +40,8 @@ pub struct Usage {
     /// one was settled.
     pub(crate) unsettled: std::sync::atomic::AtomicUsize,
     pub(crate) settled: tokio::sync::Notify,
+    /// Unwaited deletes given up on (their node back in its handle's ledger).
+    pub(crate) given_up: std::sync::atomic::AtomicUsize,
 }
 
 impl Usage {

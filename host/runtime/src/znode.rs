@@ -238,8 +238,9 @@ impl HostState {
             true => None,
         };
         let (ledger, shared) = (self.ledger.clone(), self.shared.clone());
-        shared.usage.unsettled.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let pending = Unsettled::count(shared.clone());
         tokio::spawn(async move {
+            let _pending = pending;
             use crate::ledger::Settled;
             use zookeeper_client::Error;
             let result = match reply {
@@ -254,8 +255,9 @@ impl HostState {
             if lost && settled != Settled::Unsettled {
                 shared.faults.settled_lost(settled == Settled::DeletedAgain);
             }
-            shared.usage.unsettled.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-            shared.usage.settled.notify_waiters();
+            if settled == Settled::Unsettled {
+                shared.usage.given_up.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            }
             tracing::debug!(%path, ?settled, "unwaited delete settled");
         });
         Ok(())
@@ -630,5 +632,23 @@ impl Host for HostState {
         }
         let result = retry(READ_RETRIES, || live.client.list_ephemerals(&path)).await;
         Ok(result.map_err(from_client))
+    }
+}
+
+/// An unwaited delete not settled yet, counted in the host's usage until dropped (however its
+/// task ends), when [`crate::Host::settle_releases`] is told.
+struct Unsettled(std::sync::Arc<crate::state::Shared>);
+
+impl Unsettled {
+    fn count(shared: std::sync::Arc<crate::state::Shared>) -> Unsettled {
+        shared.usage.unsettled.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Unsettled(shared)
+    }
+}
+
+impl Drop for Unsettled {
+    fn drop(&mut self) {
+        self.0.usage.unsettled.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        self.0.usage.settled.notify_waiters();
     }
 }

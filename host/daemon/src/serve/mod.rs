@@ -435,6 +435,9 @@ async fn serve(
         // A member told to stop hands its work to the group: it leaves (so another member
         // adopts at once, without asking whether it answers), stops serving, and exits without
         // closing a ZooKeeper session or a client session: every claim carries on elsewhere.
+        // Releases sent without their answer yet are applied first: the member that takes the
+        // session up finds no node a client of this one let go of.
+        settle_releases(&states).await;
         if let Some(join) = &config.group {
             join.fence.leave();
         }
@@ -445,6 +448,7 @@ async fn serve(
         std::mem::forget(states);
         return Ok(());
     }
+    settle_releases(&states).await;
     // Every client session ends with the daemon: close what they hold. That also ends their
     // Lost streams; keepalive streams end when their clients see the connection go.
     for (_, state) in &states {
@@ -629,4 +633,14 @@ const ADMIN_MAX_REQUEST: usize = 80 << 20;
 
 fn admin_server(api: Api) -> AdminServer<Api> {
     AdminServer::new(api).max_decoding_message_size(ADMIN_MAX_REQUEST)
+}
+
+/// Waits (3 s at most for each) until the releases every host sent without waiting for their
+/// answer are settled, before the daemon's sessions move on or close.
+async fn settle_releases(states: &[(Option<[u8; 32]>, Arc<State>)]) {
+    for (_, state) in states {
+        if !state.host.settle_releases(Duration::from_secs(3)).await {
+            tracing::warn!(tenant = ?state.tenant, "a release was not answered before the daemon stopped");
+        }
+    }
 }
