@@ -198,8 +198,12 @@ pub async fn brief_disconnect(lab: &Lab, down: Duration) -> Report {
     let released = within(&run, HANG, "a releases after the blip", holder.release()).await;
     run.check(matches!(released, Some(Ok(()))), || format!("a's release: {released:?}"));
     run.op();
-    let next = other.try_acquire(&path).await.unwrap();
-    run.check(next.is_some_and(|n| n.token > held.token), || "b could not take the released lock".into());
+    // The release is sent without waiting for ZooKeeper's answer: b takes the lock once the
+    // server has applied it, by waiting, not by a try that may come first.
+    let next = within(&run, HANG, "b takes the released lock", other.acquire(&path, Some(HANG))).await;
+    run.check(matches!(&next, Some(Ok(n)) if n.token > held.token), || {
+        format!("b could not take the released lock: {next:?}")
+    });
     other.close().await;
     holder.close().await;
     epilogue(&run, lab, &path, &[&a, &b]).await;

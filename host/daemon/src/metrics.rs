@@ -1072,13 +1072,14 @@ mod tests {
     }
 
     /// Every family, as its `# TYPE` line names it, before any event.
-    const FAMILIES: [&str; 26] = [
+    const FAMILIES: [&str; 27] = [
         "wazoo_build info",
         "wazoo_calls counter",
         "wazoo_call_seconds histogram",
         "wazoo_claim_wait_seconds histogram",
         "wazoo_claim_held_seconds histogram",
         "wazoo_claims_waiting gauge",
+        "wazoo_claim_oldest_wait_seconds gauge",
         "wazoo_claims_held gauge",
         "wazoo_claims_lost counter",
         "wazoo_leadership_changes counter",
