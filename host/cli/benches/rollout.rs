@@ -64,7 +64,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use common::{describe, ms, percentile, plugin, zookeeper};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use wazoo_client::{Client, LockOptions};
 use wazoo_runtime::rollout::{Event, Pointer, Report};
@@ -327,18 +326,7 @@ impl Bench {
             .stderr(log)
             .kill_on_drop(true);
         let mut child = command.spawn()?;
-        let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
-        let line = match tokio::time::timeout(LIMIT, lines.next_line()).await {
-            Ok(Ok(Some(line))) => line,
-            other => {
-                anyhow::bail!("daemon {n} did not start ({other:?}); its log: {}", dir.join("log").display())
-            }
-        };
-        let said: serde_json::Value = serde_json::from_str(&line)?;
-        let grpc =
-            said["grpc"].as_str().ok_or_else(|| anyhow::anyhow!("daemon {n} said {line:?}"))?.to_string();
-        // Nothing more is read from its stdout: keep it drained.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let grpc = common::daemon_ready(&mut child, LIMIT, &format!("daemon {n}"), &dir.join("log")).await?;
         Ok(Daemon { child, grpc })
     }
 

@@ -34,7 +34,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{describe, ms, percentile, plugin, with_section, zookeeper};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tonic::transport::Channel;
 use wazoo_proto::admin_client::AdminClient;
@@ -212,16 +211,7 @@ async fn spawn(scratch: &Path, zookeeper: &str) -> anyhow::Result<(Child, String
         .stderr(log)
         .kill_on_drop(true)
         .spawn()?;
-    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
-    let line = match tokio::time::timeout(LIMIT, lines.next_line()).await {
-        Ok(Ok(Some(line))) => line,
-        other => {
-            anyhow::bail!("the daemon did not start ({other:?}); its log: {}", scratch.join("log").display())
-        }
-    };
-    let said: serde_json::Value = serde_json::from_str(&line)?;
-    let grpc = said["grpc"].as_str().ok_or_else(|| anyhow::anyhow!("the daemon said {line:?}"))?.to_string();
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let grpc = common::daemon_ready(&mut child, LIMIT, "the daemon", &scratch.join("log")).await?;
     Ok((child, grpc))
 }
 

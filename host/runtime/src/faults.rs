@@ -25,9 +25,7 @@ impl Faults {
     }
 
     pub(crate) fn take_lost_create_reply(&self) -> bool {
-        self.lost_create_replies
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
+        take_one(&self.lost_create_replies)
     }
 
     /// The next `n` deletes of `znode.delete-unwaited` are never sent, and settled as if their
@@ -42,9 +40,7 @@ impl Faults {
     }
 
     pub(crate) fn take_dropped_unwaited_delete(&self) -> bool {
-        self.dropped_unwaited_deletes
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
+        take_one(&self.dropped_unwaited_deletes)
     }
 
     /// Waits until the host has settled `n` unwaited deletes whose reply was lost (or never
@@ -64,4 +60,9 @@ impl Faults {
             *again += u32::from(deleted_again);
         });
     }
+}
+
+/// Takes one of the faults still to be produced from `counter`: whether there was one.
+fn take_one(counter: &AtomicU32) -> bool {
+    counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
 }

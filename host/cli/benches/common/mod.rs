@@ -136,6 +136,30 @@ impl Served {
     }
 }
 
+/// The gRPC address a `wazoo serve --json` process (`what`) says it serves on, in its first line
+/// on stdout, read within `limit`; its stdout is drained from then on. A daemon that does not
+/// start is an error that names its `log`.
+#[allow(dead_code)]
+pub async fn daemon_ready(
+    child: &mut tokio::process::Child,
+    limit: Duration,
+    what: &str,
+    log: &std::path::Path,
+) -> anyhow::Result<String> {
+    use tokio::io::AsyncBufReadExt as _;
+    let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("{what}: stdout is not piped"))?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = match tokio::time::timeout(limit, lines.next_line()).await {
+        Ok(Ok(Some(line))) => line,
+        other => anyhow::bail!("{what} did not start ({other:?}); its log: {}", log.display()),
+    };
+    let said: serde_json::Value = serde_json::from_str(&line)?;
+    let grpc = said["grpc"].as_str().ok_or_else(|| anyhow::anyhow!("{what} said {line:?}"))?.to_string();
+    // Nothing more is read from its stdout: keep it drained.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(grpc)
+}
+
 /// The last line of a benchmark of daemon processes, after a blank one: its wall time since
 /// `started`, and the machine's load average now (what else ran beside it).
 #[allow(dead_code)]
