@@ -78,6 +78,7 @@ bench: build
 	$(CARGO) bench -p wazoo-cli --bench failover
 	$(CARGO) bench -p wazoo-cli --bench rollout
 	$(CARGO) bench -p wazoo-cli --bench swap
+	$(CARGO) bench -p wazoo-cli --bench scale
 
 # The chaos suite's randomised soak run: make soak SOAK="--seed 42 --minutes 30"
 SOAK ?= --minutes 10

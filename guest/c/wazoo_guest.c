@@ -491,6 +491,23 @@ int wz_delete_retrying(const char *path) {
     return restore_message(kept, rc);
 }
 
+int wz_delete_unwaited(const char *path) {
+    recipe_string_t p = str(path);
+    wazoo_zk_types_zk_error_t err;
+    if (!wazoo_zk_znode_delete_unwaited(&p, &err))
+        return from_zk(&err);
+    return WZ_OK;
+}
+
+int wz_release_node(const char *path) {
+    kept_message kept = keep_message();
+    int rc;
+    WZ_RETRYING(rc, wz_delete_unwaited(path));
+    if (rc == WZ_NO_NODE || rc == WZ_SESSION_EXPIRED)
+        rc = WZ_OK;
+    return restore_message(kept, rc);
+}
+
 int wz_exists(const char *path, int *exists, wz_stat *stat) {
     recipe_string_t p = str(path);
     wazoo_zk_znode_option_stat_t ok;

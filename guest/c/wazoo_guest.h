@@ -184,6 +184,29 @@ int wz_delete(const char *path, int32_t version);
  * expired session) counts as deleted. */
 int wz_delete_retrying(const char *path);
 
+/* Deletes our ephemeral node `path` (a claim's release: a lock's, a lease's) without waiting for
+ * ZooKeeper's answer: the host's znode.delete-unwaited (wazoo:zk@0.1.5). The delete is sent
+ * before the call returns, and while the connection holds every request this session sends
+ * afterwards (the next acquire, any call of any handle on this host) is applied after it. Other
+ * sessions see the node go when the server applies the delete, which may be a moment after this
+ * returns. The host settles the outcome itself: if the reply is lost, it looks at the node again
+ * once the connection is back and deletes it if it is still the one this handle created (its
+ * czxid), for as long as the session lasts; a session that ends first takes the node with it. So
+ * 0 means the delete was sent, not that it was applied yet.
+ *
+ * A node the host's ledger does not hold (one this handle did not create, one already deleted,
+ * one whose create's reply was lost), or a call made while the session is not connected, is
+ * deleted as wz_delete(path, WZ_ANY_VERSION) deletes it, waiting for the answer and with its
+ * errors (WZ_NO_NODE when it is gone, WZ_CONNECTION_LOSS when the outcome is unknown,
+ * WZ_SESSION_EXPIRED). WZ_INVALID_PATH and WZ_LIMIT_EXCEEDED are answered before anything is
+ * sent. Same error convention as wz_delete. */
+int wz_delete_unwaited(const char *path);
+
+/* Releases our claim node `path` with wz_delete_unwaited, trying again through connection loss
+ * (which only the waited way can answer); a node already gone (or gone with an expired session)
+ * counts as released (guest/rust's release_node). */
+int wz_release_node(const char *path);
+
 /* Whether `path` exists (*exists 1 or 0) and, when it does, its stat (nullable). */
 int wz_exists(const char *path, int *exists, wz_stat *stat);
 

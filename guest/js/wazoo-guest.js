@@ -10,8 +10,9 @@
 // for a turn with its hand-over (`contend`), waiting until a node changes or the session ends
 // (`waitForChange`, `watcher.changed`) or until one of several watches fires (`waitAny`), the
 // ownership check (`owns`), trying reads again through connection loss (every read the host
-// lends), and several requests in one round trip (`pipeline`). The helpers here are thin names
-// for those.
+// lends), several requests in one round trip (`pipeline`), and a claim's release that does not
+// wait for ZooKeeper's answer, its outcome settled by the host (`deleteUnwaited`, `releaseNode`).
+// The helpers here are thin names for those.
 //
 // How WIT maps to JavaScript here (componentize-js 0.23 / jco conventions):
 // - `result<T, zk-error>` from an import returns T or throws; the wrappers below throw a
@@ -32,6 +33,7 @@ import {
   create as zkCreate,
   createProtected as zkCreateProtected,
   delete as zkDelete,
+  deleteUnwaited as zkDeleteUnwaited,
   exists as zkExists,
   getData as zkGetData,
   getChildren as zkGetChildren,
@@ -162,6 +164,25 @@ export const create = wrap((path, data, mode) => zkCreate(path, bytes(data), mod
 export const createProtected = wrap((dir, name, data, mode) => zkCreateProtected(dir, name, bytes(data), mode));
 /** `deleteNode(path, version?)` (`delete` is a reserved word). */
 export const deleteNode = wrap((path, version) => zkDelete(path, version));
+/**
+ * `deleteUnwaited(path)`: the host's `delete-unwaited` (`wazoo:zk@0.1.5`), a claim's release that
+ * does not wait for ZooKeeper's answer; `releaseNode` is the one a recipe wants.
+ *
+ * Deletes an ephemeral node this handle created (a lock's, a lease's). The delete is sent before
+ * the call returns, and while the connection holds every request this session sends afterwards
+ * (the next acquire, any call of any handle on this host) is applied after it; other sessions see
+ * the node go when the server applies it, which may be a moment after the call returns. The host
+ * settles the outcome itself: if the reply is lost, it looks at the node again once the
+ * connection is back and deletes it if it is still the one this handle created (its czxid), for
+ * as long as the session lasts; a session that ends first takes the node with it. So returning
+ * means the delete was sent, not that it was applied yet. A node the host's ledger does not hold
+ * (one this handle did not create, one already deleted, one whose create's reply was lost), or a
+ * call made while the session is not connected, is deleted as `deleteNode(path)` deletes it,
+ * waiting for the answer and throwing its errors (`no-node` when it is gone, `connection-loss`
+ * when the outcome is unknown, `session-expired`). `invalid-path` and `limit-exceeded` are
+ * thrown before anything is sent.
+ */
+export const deleteUnwaited = wrap((path) => zkDeleteUnwaited(path));
 /** `exists(path)` → stat or undefined. */
 export const exists = wrap(zkExists);
 /** `getData(path)` → `[data, stat]`. */
@@ -521,6 +542,21 @@ export function waitOn(watcher, deadline) {
 export async function deleteRetrying(path) {
   try {
     await retrying(() => deleteNode(path, undefined));
+  } catch (e) {
+    if (!isZk(e, 'no-node', 'session-expired')) throw e;
+  }
+}
+
+/**
+ * Releases our claim node `path` (a lock's, a lease's, a leadership's) without waiting for
+ * ZooKeeper's answer: `deleteUnwaited` through connection loss (which only a waited delete can
+ * answer). A node already gone (or gone with an expired session) counts as released, as in
+ * guest/rust's `release_node`. The host settles a lost reply; a node its ledger does not hold is
+ * deleted the waited way, as `deleteRetrying` deletes it.
+ */
+export async function releaseNode(path) {
+  try {
+    await retrying(() => deleteUnwaited(path));
   } catch (e) {
     if (!isZk(e, 'no-node', 'session-expired')) throw e;
   }

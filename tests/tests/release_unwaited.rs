@@ -162,9 +162,10 @@ async fn a_lost_reply_to_the_delete_leaves_nothing_behind() {
 }
 
 /// A delete lost on its way (never sent: the host's fault hook), for each recipe of the lock
-/// family: the release returns, the host settles the delete as a lost reply, finds the node
-/// still there and still the one it created, and deletes it. The session stays open throughout,
-/// so only the ledger can have removed the node.
+/// family (the C lock and the Python semaphore among them, which release with `delete-unwaited`
+/// through their SDKs): the release returns, the host settles the delete as a lost reply, finds
+/// the node still there and still the one it created, and deletes it. The session stays open
+/// throughout, so only the ledger can have removed the node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_delete_lost_on_its_way_is_done_again_by_the_ledger() {
     let address = zk().address();
@@ -172,10 +173,12 @@ async fn a_delete_lost_on_its_way_is_done_again_by_the_ledger() {
     let host = Host::start(config(&address, Duration::from_secs(10))).await.unwrap();
     let faults = host.faults();
     let mut settled = 0;
-    for recipe in ["lock", "rwlock", "semaphore", "lock-kazoo", "rwlock-kazoo", "semaphore-kazoo"] {
+    // The Rust builds in both layouts, then the C lock and the Python semaphore (guest/c, guest/python).
+    let family = ["lock", "rwlock", "semaphore", "lock-kazoo", "rwlock-kazoo", "semaphore-kazoo"];
+    for recipe in family.into_iter().chain(["lock-c", "semaphore-py"]) {
         let path = unique(&format!("unwaited-dropped-{recipe}"));
         let (node, session) = match recipe {
-            "lock" | "lock-kazoo" => {
+            "lock" | "lock-kazoo" | "lock-c" => {
                 let mut h = host.lock(recipe).await.unwrap();
                 let node = within(LIMIT, "acquire", h.acquire(&path, None)).await.unwrap().node;
                 faults.drop_unwaited_deletes(1);

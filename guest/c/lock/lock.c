@@ -108,8 +108,11 @@ bool exports_wazoo_recipes_lock_release(exports_wazoo_recipes_lock_zk_error_t *e
         return wz_to_zk_error(wz_fail(WZ_INVALID_ARGUMENT, "release: nothing is held"), err);
     if (--held.count > 0)
         return true;
-    /* The last release deletes the node, waking the one waiter behind it. */
-    int rc = wz_delete_retrying(held.node);
+    /* The last release deletes the node, waking the one waiter behind it. Unwaited (the host's
+     * delete-unwaited): the delete is sent now and this session's next request (this handle's
+     * next acquire) is applied after it; the host settles a lost reply. A node already gone (or
+     * gone with an expired session) counts as released. */
+    int rc = wz_release_node(held.node);
     wz_free(held.path);
     wz_free(held.node);
     held.path = held.node = NULL;

@@ -30,7 +30,7 @@ import {
   waitAny,
   dispose,
   retrying,
-  deleteRetrying,
+  releaseNode,
   getDataWatch,
   sorted,
   join,
@@ -120,7 +120,10 @@ async function resign() {
       if (!isZk(e, 'no-node', 'bad-version')) throw e;
     }
   }
-  await deleteRetrying(node);
+  // Unwaited (the host's delete-unwaited): the delete is sent now, this session's next request
+  // is applied after it, and the host settles a lost reply. A node already gone (deleted with its
+  // acknowledgement above, deposed, or gone with an expired session) counts as resigned.
+  await releaseNode(node);
 }
 
 async function leader(path) {

@@ -39,7 +39,10 @@ class Semaphore(wit_world.exports.Semaphore):
         lease, _lease = _lease, None
         if lease is None:
             raise zk.InvalidArgument("release: no lease is held")
-        zk.delete_retrying(lease.node)
+        # Unwaited (the host's delete-unwaited): the delete is sent now, this session's next
+        # request is applied after it, and the host settles a lost reply. A lease already gone
+        # (or gone with an expired session) counts as released.
+        zk.release_node(lease.node)
 
 
 def _acquire(path, max_leases, timeout_ms):

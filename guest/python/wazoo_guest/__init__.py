@@ -10,8 +10,9 @@ create that finds its node again after a lost reply (`create_protected`), the wh
 for a turn with its hand-over (`contend`), waiting until a node changes or the session ends
 (`wait_for_change`, `watcher.changed`) or until one of several watches fires (`wait_any`), the
 ownership check (`owns`), trying reads again through connection loss (every read the host
-lends), and several requests in one round trip (`pipeline`). The helpers here are thin names for
-those.
+lends), several requests in one round trip (`pipeline`), and a claim's release that does not
+wait for ZooKeeper's answer, its outcome settled by the host (`delete_unwaited`, `release_node`).
+The helpers here are thin names for those.
 
 Use it from a recipe module built against any world that includes `wazoo:zk/imports@0.1.5`
 (with componentize-py's default `wit_world` bindings module):
@@ -52,6 +53,23 @@ from .errors import (  # noqa: F401 - re-exported
 create = wrap(_znode.create)
 create_protected = wrap(_znode.create_protected)
 delete = wrap(_znode.delete)
+#: `delete_unwaited(path)`: the host's `delete-unwaited` (`wazoo:zk@0.1.5`), a claim's release
+#: that does not wait for ZooKeeper's answer; see `release_node`, which a recipe wants.
+#:
+#: Deletes an ephemeral node this handle created (a lock's, a lease's). The delete is sent before
+#: the call returns, and while the connection holds every request this session sends afterwards
+#: (the next acquire, any call of any handle on this host) is applied after it; other sessions see
+#: the node go when the server applies it, which may be a moment after the call returns. The host
+#: settles the outcome itself: if the reply is lost, it looks at the node again once the
+#: connection is back and deletes it if it is still the one this handle created (its czxid), for
+#: as long as the session lasts; a session that ends first takes the node with it. So returning
+#: means the delete was sent, not that it was applied yet. A node the host's ledger does not hold
+#: (one this handle did not create, one already deleted, one whose create's reply was lost), or a
+#: call made while the session is not connected, is deleted as `delete(path, None)` deletes it,
+#: waiting for the answer and raising its errors (`NoNode` when it is gone, `ConnectionLoss` when
+#: the outcome is unknown, `SessionExpired`). `InvalidPath` and `LimitExceeded` are raised before
+#: anything is sent.
+delete_unwaited = wrap(_znode.delete_unwaited)
 exists = wrap(_znode.exists)
 get_data = wrap(_znode.get_data)
 get_children = wrap(_znode.get_children)
@@ -267,6 +285,18 @@ def delete_retrying(path):
     session) counts as deleted."""
     try:
         retrying(delete, path, None)
+    except (NoNode, SessionExpired):
+        pass
+
+
+def release_node(path):
+    """Releases our claim node `path` (a lock's, a lease's) without waiting for ZooKeeper's
+    answer: `delete_unwaited` through connection loss (which only a waited delete can answer). A
+    node already gone (or gone with an expired session) counts as released, as in guest/rust's
+    `release_node`. The host settles a lost reply; a node its ledger does not hold is deleted the
+    waited way, as `delete_retrying` deletes it."""
+    try:
+        retrying(delete_unwaited, path)
     except (NoNode, SessionExpired):
         pass
 

@@ -130,11 +130,14 @@ fn main() -> anyhow::Result<()> {
         same_ports,
     };
     let outcome = runtime.block_on(async move { tokio::spawn(bench.run()).await? });
-    runtime.shutdown_timeout(Duration::from_secs(5));
-    drop(server);
-    println!();
-    println!("wall time {:.1} s", started.elapsed().as_secs_f64());
-    common::finish(&scratch, outcome.map(|n| n as u64), "claims lost, changed or held twice")
+    common::conclude(
+        runtime,
+        server,
+        started,
+        &scratch,
+        outcome.map(|n| n as u64),
+        "claims lost, changed or held twice",
+    )
 }
 
 // ---- the client's tracing events ----
@@ -370,18 +373,9 @@ struct State {
 
 impl Bench {
     async fn run(self) -> anyhow::Result<usize> {
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-        let cpu = std::fs::read_to_string("/proc/cpuinfo")
-            .ok()
-            .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.to_string()))
-            .and_then(|l| l.split(':').nth(1).map(|m| format!(", {}", m.trim())))
-            .unwrap_or_default();
-        let load = std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|l| l.split_whitespace().next().map(|l| format!(", load average {l} at start")))
-            .unwrap_or_default();
+        let machine = common::machine();
         println!(
-            "wazoo daemon-group fail-over benchmark: `cargo bench -p wazoo-cli --bench failover`; {cores} cores{cpu}{load}; \
+            "wazoo daemon-group fail-over benchmark: `cargo bench -p wazoo-cli --bench failover`; {machine}; \
              {}; {MEMBERS} daemons (`wazoo serve --group`, processes); {} clients: {HOLDERS} holders ({} on a lock \
              path each, 1 on a shared path) and {WAITERS} waiters queued behind it; {} kills (SIGKILL) of a member \
              serving clients, picked at random (seed {}); members started again on {}",

@@ -49,7 +49,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use wazoo_runtime::{Host, HostConfig, KeeperConfig, LockHandle, SandboxLimits};
+use wazoo_runtime::{Claim, Host, HostConfig, KeeperConfig, LockHandle, SandboxLimits, Want};
 use wazoo_testkit::ServerOptions;
 use zookeeper_client::{Acls, Client, CreateMode, LockOptions, LockPrefix};
 
@@ -376,12 +376,16 @@ struct Bench {
 /// `--features etcd`) etcd.
 struct InProcess {
     wasm: (Uncontended, Contended),
+    /// The `lock` recipe's claim taken again in a loop (`Claim::requeue`: one `multi` a turn).
+    retake: (Uncontended, Contended),
     native: (Uncontended, Contended),
     /// The 2-round-trip floor: create and list together, then the delete awaited.
     floor2: Uncontended,
     /// The 1-round-trip floor: the delete sent with the next create and list.
     floor1: Uncontended,
     daemon: (Uncontended, Contended),
+    /// Through the daemon, a `Hold` stream taking its claim again (`requeue`).
+    daemon_retake: (Uncontended, Contended),
     etcd: Option<(Uncontended, Contended)>,
     /// The daemon's gRPC address, for the heading.
     grpc: SocketAddr,
@@ -396,10 +400,13 @@ impl Bench {
         let root =
             format!("/bench-peers/{}-{}", std::process::id(), if plan.fsync { "fsync" } else { "nosync" });
         let measured = self.in_process(&root).await?;
-        let InProcess { wasm, native, floor2, floor1, daemon, etcd, grpc, etcd_note } = measured;
+        let InProcess { wasm, retake, native, floor2, floor1, daemon, daemon_retake, etcd, grpc, etcd_note } =
+            measured;
         let (wasm, wasm_many) = wasm;
+        let (retake, retake_many) = retake;
         let (native_one, native_many) = native;
         let (daemon_one, daemon_many) = daemon;
+        let (daemon_retake_one, daemon_retake_many) = daemon_retake;
         let (etcd_one, etcd_many) = match etcd {
             Some((one, many)) => (Some(one), Some(many)),
             None => (None, None),
@@ -475,6 +482,10 @@ impl Bench {
         );
         let mut rows = vec![
             ("wasm: wazoo `lock` recipe through the host", &wasm),
+            (
+                "wasm: the claim taken again in a loop (`Claim::requeue`: release and create in one `multi`)",
+                &retake,
+            ),
             ("native: zookeeper-client `Client::lock`, Curator prefix (3 round trips)", &native_one),
             ("floor: zookeeper-client, create + list together, then delete (2 round trips)", &floor2),
             ("floor: the delete sent with the next create + list (1 round trip)", &floor1),
@@ -482,6 +493,10 @@ impl Bench {
             ("kazoo 2.11 `Lock` (CPython)", &kazoo),
             ("floor (2 round trips) again, after Curator and kazoo ran", &floor2_again),
             ("wazoo daemon, 1 gRPC client (`Hold` stream: acquire + release)", &daemon_one),
+            (
+                "wazoo daemon, 1 gRPC client taking its claim again (`Hold` stream: `requeue`)",
+                &daemon_retake_one,
+            ),
         ];
         let etcd_row = format!(
             "etcd 3.4 Lock + Unlock over gRPC ({})",
@@ -518,10 +533,12 @@ impl Bench {
         println!("|---|---:|---:|---:|");
         let mut rows = vec![
             ("wasm: one host, a handle per tokio task", &wasm_many),
+            ("wasm, each taking its claim again (`Claim::requeue`: one `multi` per hand-over)", &retake_many),
             ("native: one shared `Client`, a tokio task each", &native_many),
             ("Curator: one `CuratorFramework`, a thread and a mutex each", &curator_many),
             ("kazoo: one `KazooClient`, a thread and a `Lock` each", &kazoo_many),
             ("wazoo daemon: 16 gRPC clients, one path", &daemon_many),
+            ("wazoo daemon: 16 gRPC clients, each taking its claim again (`requeue`)", &daemon_retake_many),
         ];
         if let Some(etcd) = &etcd_many {
             rows.push(("etcd 3.4: 16 clients, one name", etcd));
@@ -551,7 +568,7 @@ impl Bench {
                 "a client re-taking the same lock in a loop (release and re-acquire in one `multi`) vs native \
                  `Client::lock` in a loop, p50",
                 0.6,
-                Err("not measured yet (needs the re-acquire-in-one-`multi` recipe primitive)"),
+                Ok(ratio(retake.p50.as_secs_f64(), native_one.p50.as_secs_f64())),
             ),
             Target::at_least(
                 "wasm lock ops/s vs Curator's (uncontended)",
@@ -618,6 +635,7 @@ impl Bench {
         #[cfg_attr(not(feature = "etcd"), allow(unused_mut))]
         let mut one = vec![
             Locker::Wasm(host.lock("lock").await?, format!("{root}/wasm")),
+            Locker::retake(&host, format!("{root}/retake")).await?,
             Locker::Native(native.clone(), format!("{root}/native")),
             Locker::Floor(Box::new(
                 floor::Floor::start(&self.address, &format!("{root}/floor2"), false).await?,
@@ -626,6 +644,11 @@ impl Bench {
                 floor::Floor::start(&self.address, &format!("{root}/floor1"), true).await?,
             )),
             Locker::Daemon(Box::new(DaemonClient::connect(grpc).await?), format!("{root}/daemon")),
+            Locker::DaemonRetake(
+                Box::new(DaemonClient::connect(grpc).await?),
+                format!("{root}/daemon-retake"),
+                false,
+            ),
         ];
         #[cfg(feature = "etcd")]
         one.push(Locker::Etcd(Box::new(etcd.client(&format!("{root}/etcd")).await?)));
@@ -634,13 +657,14 @@ impl Bench {
             if let Locker::Floor(floor) = side {
                 floor.finish().await?;
             }
+            side.let_go().await?;
         }
         drop(one);
         let mut figures = figures.into_iter();
         let mut next_one =
             || figures.next().ok_or_else(|| anyhow::anyhow!("a side of the bench has no figures"));
-        let (wasm_one, native_one, floor2, floor1, daemon_one) =
-            (next_one()?, next_one()?, next_one()?, next_one()?, next_one()?);
+        let (wasm_one, retake_one, native_one, floor2, floor1, daemon_one, daemon_retake_one) =
+            (next_one()?, next_one()?, next_one()?, next_one()?, next_one()?, next_one()?, next_one()?);
         #[cfg(feature = "etcd")]
         let etcd_one = next_one()?;
 
@@ -652,6 +676,11 @@ impl Bench {
             handles.push(Locker::Wasm(host.lock("lock").await?, format!("{dir}/wasm")));
         }
         groups.push(handles);
+        let mut retakers = Vec::with_capacity(CONTENDERS);
+        for _ in 0..CONTENDERS {
+            retakers.push(Locker::Retake(host.clone(), None, format!("{dir}/retake")));
+        }
+        groups.push(retakers);
         // One shared client (one session, as the host's handles share the host's).
         groups
             .push((0..CONTENDERS).map(|_| Locker::Native(native.clone(), format!("{dir}/native"))).collect());
@@ -661,6 +690,15 @@ impl Bench {
                 .push(Locker::Daemon(Box::new(DaemonClient::connect(grpc).await?), format!("{dir}/daemon")));
         }
         groups.push(clients);
+        let mut retakers = Vec::with_capacity(CONTENDERS);
+        for _ in 0..CONTENDERS {
+            retakers.push(Locker::DaemonRetake(
+                Box::new(DaemonClient::connect(grpc).await?),
+                format!("{dir}/daemon-retake"),
+                false,
+            ));
+        }
+        groups.push(retakers);
         #[cfg(feature = "etcd")]
         {
             let mut clients = Vec::with_capacity(CONTENDERS);
@@ -672,7 +710,8 @@ impl Bench {
         let mut many = contended(groups).await?.into_iter();
         let mut next_many =
             || many.next().ok_or_else(|| anyhow::anyhow!("a side of the bench has no figures"));
-        let (wasm_many, native_many, daemon_many) = (next_many()?, next_many()?, next_many()?);
+        let (wasm_many, retake_many, native_many, daemon_many, daemon_retake_many) =
+            (next_many()?, next_many()?, next_many()?, next_many()?, next_many()?);
         #[cfg(feature = "etcd")]
         let (etcd_side, etcd_note) = (
             Some((etcd_one, next_many()?)),
@@ -697,10 +736,12 @@ impl Bench {
         drop(native);
         Ok(InProcess {
             wasm: (wasm_one, wasm_many),
+            retake: (retake_one, retake_many),
             native: (native_one, native_many),
             floor2,
             floor1,
             daemon: (daemon_one, daemon_many),
+            daemon_retake: (daemon_retake_one, daemon_retake_many),
             etcd: etcd_side,
             grpc,
             etcd_note,
@@ -764,21 +805,63 @@ impl Target {
 enum Locker {
     /// A `lock` recipe handle on the in-process host, and its path.
     Wasm(LockHandle, String),
+    /// A claim of the `lock` recipe taken again each time ([`Claim::requeue`]), taken first
+    /// through the host when there is none yet, and its path.
+    Retake(Host, Option<Claim>, String),
     /// zookeeper-client's lock, and its path.
     Native(Client, String),
     /// The protocol's floor, a client of its own.
     Floor(Box<floor::Floor>),
     /// A gRPC client of the daemon, and its path.
     Daemon(Box<DaemonClient>, String),
+    /// A gRPC client of the daemon taking its claim again each time (`Holder::requeue`), its
+    /// path, and whether it holds the claim yet.
+    DaemonRetake(Box<DaemonClient>, String, bool),
     /// An etcd client with a lease of its own, and its lock name.
     #[cfg(feature = "etcd")]
     Etcd(Box<etcd::EtcdClient>),
 }
 
 impl Locker {
-    /// One acquire and its release.
+    /// A claim of the `lock` recipe at `path`, held, to be taken again in a loop.
+    async fn retake(host: &Host, path: String) -> anyhow::Result<Locker> {
+        let claim = Self::take(host, &path).await?;
+        Ok(Locker::Retake(host.clone(), Some(claim), path))
+    }
+
+    async fn take(host: &Host, path: &str) -> anyhow::Result<Claim> {
+        let mut contender = host.contender(Want::Lock, "lock").await?;
+        let granted = contender.acquire(path, None).await?;
+        Ok(contender.claim(granted))
+    }
+
+    /// Lets go of a claim taken again, held between its turns; nothing for the others.
+    async fn let_go(&mut self) -> anyhow::Result<()> {
+        match self {
+            Locker::Retake(_, held, _) => {
+                if let Some(claim) = held.take() {
+                    claim.release().await?;
+                }
+            }
+            Locker::DaemonRetake(client, _, held) if *held => {
+                client.holder.release().await.context("daemon Hold release")?;
+                *held = false;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// One acquire and its release (for a claim taken again: its release and the next acquire).
     async fn once(&mut self) -> anyhow::Result<()> {
         match self {
+            Locker::Retake(host, held, path) => {
+                let claim = match held.take() {
+                    Some(claim) => claim.requeue(path, None).await?,
+                    None => Self::take(host, path).await?,
+                };
+                *held = Some(claim);
+            }
             Locker::Wasm(handle, path) => {
                 handle.acquire(path, None).await?;
                 handle.release().await?;
@@ -786,6 +869,18 @@ impl Locker {
             Locker::Native(client, path) => native_lock(client, path).await?,
             Locker::Floor(floor) => floor.once().await?,
             Locker::Daemon(client, path) => daemon_lock_once(client, path).await?,
+            Locker::DaemonRetake(client, path, held) => {
+                if *held {
+                    client.holder.requeue().await.context("daemon Hold requeue")?;
+                } else {
+                    let options = wazoo_client::LockOptions {
+                        timeout: Some(Duration::from_millis(ACQUIRE_TIMEOUT_MS)),
+                        ..Default::default()
+                    };
+                    client.holder.acquire(path, &options).await.context("daemon Hold acquire")?;
+                    *held = true;
+                }
+            }
             #[cfg(feature = "etcd")]
             Locker::Etcd(client) => etcd::lock_once(client).await?,
         }
@@ -869,6 +964,9 @@ async fn contend(lockers: Vec<Locker>, length: Duration) -> anyhow::Result<(Vec<
                     locker.once().await?;
                     done += 1;
                 }
+                // A claim taken again is held when its turn ends: let go, so the others' turns
+                // end too.
+                locker.let_go().await?;
                 anyhow::Ok((locker, done))
             })
         })

@@ -133,10 +133,7 @@ fn main() -> anyhow::Result<()> {
         group: format!("bench-rollout-{}", std::process::id()),
     };
     let outcome = runtime.block_on(async move { tokio::spawn(bench.run()).await? });
-    runtime.shutdown_timeout(Duration::from_secs(5));
-    drop(server);
-    common::wall_time(started);
-    common::finish(&scratch, outcome, "failed client calls or stuck rollouts")
+    common::conclude(runtime, server, started, &scratch, outcome, "failed client calls or stuck rollouts")
 }
 
 struct Bench {
@@ -226,18 +223,9 @@ struct Timed {
 
 impl Bench {
     async fn run(self) -> anyhow::Result<u64> {
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-        let cpu = std::fs::read_to_string("/proc/cpuinfo")
-            .ok()
-            .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.to_string()))
-            .and_then(|l| l.split(':').nth(1).map(|m| format!(", {}", m.trim())))
-            .unwrap_or_default();
-        let load = std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|l| l.split_whitespace().next().map(|l| format!(", load average {l} at start")))
-            .unwrap_or_default();
+        let machine = common::machine();
         println!(
-            "wazoo registry rollout benchmark: `cargo bench -p wazoo-cli --bench rollout`; {cores} cores{cpu}{load}; {}; \
+            "wazoo registry rollout benchmark: `cargo bench -p wazoo-cli --bench rollout`; {machine}; {}; \
              {DAEMONS} daemons (`wazoo serve --group --trusted-keys`, processes, each its own plugins directory and compile \
              cache, empty at the start); target/release/wazoo built {}; commands run as processes on ZooKeeper directly; \
              clients: one Hold-stream loop per daemon (wazoo-client), acquire+release of `{NAME}` every {}",

@@ -114,19 +114,9 @@ impl Bench {
         let served = common::Served::start(&host, WATCH_EVERY).await?;
         let grpc = served.grpc;
 
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-        let cpu = std::fs::read_to_string("/proc/cpuinfo")
-            .ok()
-            .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.to_string()))
-            .and_then(|l| l.split(':').nth(1).map(|m| format!(", {}", m.trim())))
-            .unwrap_or_default();
-        // Other work on the machine shows in every figure: say how busy it was.
-        let load = std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|l| l.split_whitespace().next().map(|l| format!(", load average {l} at start")))
-            .unwrap_or_default();
+        let machine = common::machine();
         println!(
-            "wazoo serve benchmark: `cargo bench -p wazoo-cli --bench serve`; {cores} cores{cpu}{load}; {}; \
+            "wazoo serve benchmark: `cargo bench -p wazoo-cli --bench serve`; {machine}; {}; \
              daemon in-process (`wazoo_daemon::serve::run`) on {grpc}, plugins watched by inotify (and looked at \
              every {} s); lock.wasm {} bytes",
             self.zookeeper,

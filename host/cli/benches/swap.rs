@@ -29,7 +29,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -52,15 +52,7 @@ fn main() -> anyhow::Result<()> {
     for name in ["config", "election-js", "semaphore-py"] {
         plugin(name)?;
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let bin = std::env::var_os("WAZOO_BENCH_BIN").map(PathBuf::from).unwrap_or(root.join("target/release"));
-    for name in ["wazoo", "wazoo-compile"] {
-        anyhow::ensure!(
-            bin.join(name).exists(),
-            "{} missing: build it first (`cargo build --release -p wazoo-cli`)",
-            bin.join(name).display()
-        );
-    }
+    let bin = common::binaries()?;
     let (server, address) = zookeeper(ServerOptions { tick_ms: TICK_MS, ..ServerOptions::default() })?;
     let described = describe(&server, &address, TICK_MS);
     let scratch = std::env::temp_dir().join(format!("wazoo-bench-swap-{}", std::process::id()));
@@ -82,10 +74,14 @@ fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let outcome = runtime.block_on(run(&scratch, &address, &described, &bin, python));
-    runtime.shutdown_timeout(Duration::from_secs(5));
-    drop(server);
-    common::wall_time(started);
-    common::finish(&scratch, outcome, "renames that compiled, or listings that never showed a swap")
+    common::conclude(
+        runtime,
+        server,
+        started,
+        &scratch,
+        outcome,
+        "renames that compiled, or listings that never showed a swap",
+    )
 }
 
 async fn run(

@@ -963,6 +963,36 @@ impl Holder {
         }
     }
 
+    /// Lets the held claim go and takes it again as the last [`Holder::acquire`] asked, at the
+    /// back of its queue (a waiter goes first): for a client that takes the same lock in a loop.
+    /// Where the recipe allows, the daemon sends the release and the new node's create to
+    /// ZooKeeper in one write. Returns the new claim (handle, node, fencing token). Not
+    /// cancel-safe, as [`Holder::acquire`]; an error ends the stream, the old claim let go of.
+    pub async fn requeue(&mut self) -> Result<pb::Claim, Error> {
+        use pb::hold_event::Event;
+        if !self.held {
+            return Err(Error {
+                kind: Some(ErrorKind::InvalidArgument),
+                code: Code::InvalidArgument,
+                message: "this holder holds no claim".into(),
+            });
+        }
+        self.send(pb::hold_request::Step::Requeue(pb::Empty {})).await?;
+        (self.held, self.claim) = (false, None);
+        loop {
+            match self.next().await? {
+                Event::Claim(claim) => {
+                    (self.held, self.lost) = (true, None);
+                    self.claim = Some((claim.node.clone(), claim.fencing_token));
+                    return Ok(claim);
+                }
+                // A loss of the old claim said before the requeue was read.
+                Event::Lost(_) => continue,
+                other => return Err(self.unexpected(&other)),
+            }
+        }
+    }
+
     async fn send(&mut self, step: pb::hold_request::Step) -> Result<(), Error> {
         let request = pb::HoldRequest { step: Some(step) };
         if self.steps.send(request).await.is_err() {

@@ -77,7 +77,7 @@ const LOOK_LIMIT: Duration = Duration::from_secs(3);
 pub const WINDOW: u64 = 300;
 
 /// The calls that take a claim after waiting for it, which the chart counts.
-const ACQUIRING: [&str; 3] = ["Acquire", "Hold/acquire", "Campaign"];
+const ACQUIRING: [&str; 4] = ["Acquire", "Hold/acquire", "Hold/requeue", "Campaign"];
 
 /// The start of the name of the cookie that keeps a viewer logged in; the rest is this
 /// process's own ([`Console::cookie_name`]).

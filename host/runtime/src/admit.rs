@@ -20,6 +20,8 @@ impl HostState {
 
     /// Counts a ZooKeeper operation, refused once the host's operations per second are spent.
     pub(crate) fn count_call(&self) -> Result<(), ZkError> {
+        // A release held back goes before whatever this call sends.
+        self.flush_held_back();
         let per_sec = self.shared.limits.ops_per_sec;
         if !self.shared.usage.take_op(per_sec) {
             self.limit_hit();

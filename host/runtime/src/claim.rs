@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bindings::Mode;
+use crate::bindings::{Mode, ZkError};
 use crate::error::RecipeError;
 use crate::family::{self, mode_name, Family, Param, Said};
 use crate::handle::{BarrierHandle, DynamicHandle, ElectionHandle, GroupHandle, LockHandle, QueueHandle};
@@ -162,6 +162,8 @@ impl NodeClaim {
 
     fn tag(&mut self, _: Option<crate::state::ClaimTag>) {}
 
+    fn fold(&mut self, _: bool) {}
+
     /// Deletes the node if it is still this session's.
     async fn let_go(&mut self) -> Result<(), RecipeError> {
         if self.gone {
@@ -225,6 +227,43 @@ impl Holder {
 
     fn version(&self) -> Option<&Arc<Version>> {
         each!(self, h => h.version())
+    }
+
+    /// Starts or stops holding the recipe's unwaited release back for its next contention.
+    fn fold(&mut self, on: bool) {
+        each!(self, h => h.fold(on))
+    }
+
+    /// Takes what `want` asks for at `path` through this handle.
+    async fn take(
+        &mut self,
+        want: &Want,
+        path: &str,
+        timeout: Option<Duration>,
+    ) -> Result<Granted, RecipeError> {
+        let (node, token) = match (&mut *self, want) {
+            (Holder::Lock(h), _) => h.acquire(path, timeout).await.map(|g| (g.node, g.token))?,
+            (Holder::RwLock(h), Want::ReadWrite(mode)) => {
+                h.acquire(path, *mode, timeout).await.map(|g| (g.node, g.token))?
+            }
+            (Holder::Semaphore(h), Want::Lease { max_leases }) => {
+                h.acquire(path, *max_leases, timeout).await.map(|g| (g.node, g.token))?
+            }
+            (Holder::Election(h), Want::Leadership { id }) => {
+                h.campaign(path, id, timeout).await.map(|g| (g.node, g.token))?
+            }
+            (Holder::Group(h), Want::Membership { name, data }) => {
+                // Membership has no wait, and no token: the member's node is its name.
+                h.join(path, name, data).await?;
+                (if path == "/" { format!("/{name}") } else { format!("{path}/{name}") }, 0)
+            }
+            (Holder::Claim(h), Want::Claim { data, .. }) => {
+                h.acquire(path, data, timeout).await.map(|g| (g.node, g.token))?
+            }
+            _ => unreachable!("a contender's handle is made for its want"),
+        };
+        each!(self, h => h.tag(None));
+        Ok(Granted { node, token })
     }
 
     /// Lets go of what the handle holds; for the kinds that end only with their handle, nothing.
@@ -409,29 +448,7 @@ impl Contender {
     /// Blocks until what is wanted at `path` is held, or `timeout` passes (`timeout`, leaving no
     /// node). Cancelled (dropped mid-call), the handle is retired: [`Contender::close`] it.
     pub async fn acquire(&mut self, path: &str, timeout: Option<Duration>) -> Result<Granted, RecipeError> {
-        let (node, token) = match (&mut self.holder, &self.want) {
-            (Holder::Lock(h), _) => h.acquire(path, timeout).await.map(|g| (g.node, g.token))?,
-            (Holder::RwLock(h), Want::ReadWrite(mode)) => {
-                h.acquire(path, *mode, timeout).await.map(|g| (g.node, g.token))?
-            }
-            (Holder::Semaphore(h), Want::Lease { max_leases }) => {
-                h.acquire(path, *max_leases, timeout).await.map(|g| (g.node, g.token))?
-            }
-            (Holder::Election(h), Want::Leadership { id }) => {
-                h.campaign(path, id, timeout).await.map(|g| (g.node, g.token))?
-            }
-            (Holder::Group(h), Want::Membership { name, data }) => {
-                // Membership has no wait, and no token: the member's node is its name.
-                h.join(path, name, data).await?;
-                (if path == "/" { format!("/{name}") } else { format!("{path}/{name}") }, 0)
-            }
-            (Holder::Claim(h), Want::Claim { data, .. }) => {
-                h.acquire(path, data, timeout).await.map(|g| (g.node, g.token))?
-            }
-            _ => unreachable!("a contender's handle is made for its want"),
-        };
-        each!(&mut self.holder, h => h.tag(None));
-        Ok(Granted { node, token })
+        self.holder.take(&self.want, path, timeout).await
     }
 
     /// The election handle of a leadership contender, to acknowledge the leadership once had.
@@ -447,7 +464,7 @@ impl Contender {
         self.holder.live()
     }
 
-    /// The claim `granted` by [`Contender::acquire`].
+    /// The claim `granted` by [`Contender::acquire`] at `path`.
     pub fn claim(self, granted: Granted) -> Claim {
         Claim {
             kind: self.want.kind(),
@@ -455,6 +472,7 @@ impl Contender {
             token: granted.token,
             holder: Some(self.holder),
             warm: self.warm,
+            want: Some(self.want),
         }
     }
 
@@ -474,6 +492,8 @@ pub struct Claim {
     holder: Option<Holder>,
     /// Where a cleanly released handle goes back ([`Warm`]).
     warm: Option<(Arc<Warm>, String)>,
+    /// What its contender wanted, to take it again ([`Claim::requeue`]).
+    want: Option<Want>,
 }
 
 impl Claim {
@@ -502,11 +522,11 @@ impl Claim {
     /// session ends, released by deleting the node.
     pub fn adopted(kind: ClaimKind, live: Arc<Live>, node: String, token: i64) -> Claim {
         let holder = Holder::Node(NodeClaim { live, node: node.clone(), gone: false });
-        Claim { kind, node, token, holder: Some(holder), warm: None }
+        Claim { kind, node, token, holder: Some(holder), warm: None, want: None }
     }
 
     fn kept(kind: ClaimKind, holder: Holder, node: String) -> Claim {
-        Claim { kind, node, token: 0, holder: Some(holder), warm: None }
+        Claim { kind, node, token: 0, holder: Some(holder), warm: None, want: None }
     }
 
     pub fn kind(&self) -> ClaimKind {
@@ -586,6 +606,63 @@ impl Claim {
             _ => holder.close().await,
         }
         outcome
+    }
+
+    /// Names the claim [`Claim::requeue`] takes next, as [`Contender::name_claim`] names an
+    /// acquire's: its new node carries the tag (a client's claim id through a daemon, so that
+    /// a retried acquire finds it after a fail-over).
+    pub fn name_claim(&mut self, tag: crate::ClaimTag) {
+        if let Some(holder) = self.holder.as_mut() {
+            each!(holder, h => h.tag(Some(tag)))
+        }
+    }
+
+    /// Lets go and takes the same claim again at `path`, at the back of its queue (the next
+    /// holder, if any is waiting, goes first): the hand-over of a client that takes a lock in a
+    /// loop, a leader that campaigns again, a lease given back for another.
+    ///
+    /// Where the recipe releases with `znode.delete-unwaited` and contends through the host's
+    /// `contention` (every standard claim recipe but the election), the release and the new
+    /// node's create go to ZooKeeper as one `multi`, with the listing behind it: one write for
+    /// the hand-over, where a release and an acquire take two, and one round trip when nobody
+    /// else queued meanwhile (else one more, to read the new node's czxid, which ZooKeeper 3.8
+    /// leaves out of a `multi`'s answer). ZooKeeper applies both or neither; a lost reply is
+    /// settled by looking for the new node. Otherwise the release is sent first, as
+    /// [`Claim::release`] sends it.
+    ///
+    /// Only a claim a [`Contender`] made can be taken again: any other is closed, and the call
+    /// is `invalid-argument`. On an error the claim is let go of and its handle ended.
+    pub async fn requeue(mut self, path: &str, timeout: Option<Duration>) -> Result<Claim, RecipeError> {
+        let Some(want) = self.want.take() else {
+            let kind = self.kind;
+            self.close().await;
+            return Err(RecipeError::Zk(ZkError::InvalidArgument(format!(
+                "a {kind:?} claim cannot be taken again: only an acquired one"
+            ))));
+        };
+        let Some(mut holder) = self.holder.take() else {
+            return Err(RecipeError::Zk(ZkError::InvalidArgument("the claim is let go of already".into())));
+        };
+        holder.fold(true);
+        let taken = match holder.let_go().await {
+            Ok(()) => holder.take(&want, path, timeout).await,
+            Err(e) => Err(e),
+        };
+        holder.fold(false);
+        match taken {
+            Ok(granted) => Ok(Claim {
+                kind: self.kind,
+                node: granted.node,
+                token: granted.token,
+                holder: Some(holder),
+                warm: self.warm.take(),
+                want: Some(want),
+            }),
+            Err(e) => {
+                holder.close().await;
+                Err(e)
+            }
+        }
     }
 
     /// Ends the handle now without asking the recipe to let go: its ledger deletes its nodes.

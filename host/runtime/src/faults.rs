@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 pub struct Faults {
     lost_create_replies: AtomicU32,
     dropped_unwaited_deletes: AtomicU32,
+    lost_fold_replies: AtomicU32,
     /// Not a fault, what the host did about one: how many unwaited deletes whose reply was lost
     /// were settled, and how many of those found their node still there and deleted it.
     after_loss: tokio::sync::watch::Sender<(u32, u32)>,
@@ -41,6 +42,22 @@ impl Faults {
 
     pub(crate) fn take_dropped_unwaited_delete(&self) -> bool {
         take_one(&self.dropped_unwaited_deletes)
+    }
+
+    /// The next `n` hand-overs in one `multi` (a release and the next create,
+    /// [`crate::Claim::requeue`]) are performed on the server, then answered with
+    /// `connection-loss`.
+    pub fn lose_fold_replies(&self, n: u32) {
+        self.lost_fold_replies.store(n, Ordering::SeqCst);
+    }
+
+    /// How many lost hand-over replies are still to be produced.
+    pub fn pending_lost_fold_replies(&self) -> u32 {
+        self.lost_fold_replies.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn take_lost_fold_reply(&self) -> bool {
+        take_one(&self.lost_fold_replies)
     }
 
     /// Waits until the host has settled `n` unwaited deletes whose reply was lost (or never

@@ -101,6 +101,12 @@ impl Ledger {
         Some(Some(czxid))
     }
 
+    /// A releasing node deleted by the `multi` that made the next node of its handle
+    /// ([`crate::Claim::requeue`]): forgotten.
+    pub(crate) fn settled_in_fold(&self, path: &str) {
+        self.inner.lock().unwrap().releasing.remove(path);
+    }
+
     /// Settles the unwaited delete of `path` (created with `czxid`, none: judged by owner) on
     /// its reply: applied or gone, it is forgotten; a lost reply (the connection broke, or the
     /// client gave up waiting) has the node looked at again and deleted if it is still ours.

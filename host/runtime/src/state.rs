@@ -102,6 +102,14 @@ pub struct HostState {
     /// Who the handle's claims are for ([`crate::Contender::identify`]): written as the data of
     /// every ephemeral sequential node it creates with no data of its own (a contender's node).
     pub(crate) identity: Option<Arc<str>>,
+    /// While a claim is taken again ([`crate::Claim::requeue`]): its release
+    /// (`znode.delete-unwaited`) is held back, to go in one `multi` with the next contention's
+    /// create. Cleared once one release is held.
+    pub(crate) folding: bool,
+    /// The release held back (its node, and the czxid it was created with): taken by the next
+    /// contention's create, else sent before any other request of the handle's
+    /// ([`HostState::flush_held_back`], called as each call is counted).
+    pub(crate) held_back: std::sync::Mutex<Option<(String, Option<i64>)>>,
 }
 
 /// A claim named by its client ([`crate::Contender::name_claim`]): every protected node the
@@ -159,7 +167,93 @@ impl HostState {
             take_up: Vec::new(),
             version_usage: None,
             identity: None,
+            folding: false,
+            held_back: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Sends the delete of `path`, a node the ledger set aside as releasing (created with
+    /// `czxid`), without waiting for it: zookeeper-client sends a request when its method is
+    /// called, so every later request of the session comes after it. A task of the host settles
+    /// the reply ([`Ledger::settle`]).
+    pub(crate) fn send_unwaited(&self, path: String, czxid: Option<i64>) {
+        let live = self.live.clone();
+        let reply = match self.shared.faults.take_dropped_unwaited_delete() {
+            false => Some(live.client.delete(&path, None)),
+            true => None,
+        };
+        let (ledger, shared) = (self.ledger.clone(), self.shared.clone());
+        let pending = Unsettled::count(shared.clone());
+        tokio::spawn(async move {
+            let _pending = pending;
+            use crate::ledger::Settled;
+            use zookeeper_client::Error;
+            let result = match reply {
+                Some(reply) => reply.await,
+                None => Err(Error::ConnectionLoss),
+            };
+            let lost = matches!(result, Err(Error::ConnectionLoss | Error::Timeout | Error::Custom(_)));
+            let settled = ledger.settle(&live.client, &path, czxid, result).await;
+            if matches!(settled, Settled::Deleted | Settled::DeletedAgain) {
+                shared.usage.znodes.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            if lost && settled != Settled::Unsettled {
+                shared.faults.settled_lost(settled == Settled::DeletedAgain);
+            }
+            if settled == Settled::Unsettled {
+                shared.usage.given_up.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            }
+            tracing::debug!(%path, ?settled, "unwaited delete settled");
+        });
+    }
+
+    /// Sends the release held back, if there is one: before any other request of the handle.
+    pub(crate) fn flush_held_back(&self) {
+        let held = self.held_back.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some((path, czxid)) = held {
+            self.send_unwaited(path, czxid);
+        }
+    }
+
+    /// Starts or stops holding releases back ([`HostState::folding`]); stopping sends the one
+    /// held, if the contention did not take it.
+    pub(crate) fn fold(&mut self, on: bool) {
+        self.folding = on;
+        if !on {
+            self.flush_held_back();
+        }
+    }
+}
+
+impl Drop for HostState {
+    /// A store dropped with a release held back (its call cancelled) still sends it.
+    fn drop(&mut self) {
+        let held = self.held_back.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        let Some((path, czxid)) = held else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(_) => self.send_unwaited(path, czxid),
+            // No runtime to settle it on: sent all the same; the session's end removes it if
+            // the delete is lost.
+            Err(_) => drop(self.live.client.delete(&path, None)),
+        }
+    }
+}
+
+/// An unwaited delete not settled yet, counted in the host's usage until dropped (however its
+/// task ends), when [`crate::Host::settle_releases`] is told.
+struct Unsettled(Arc<Shared>);
+
+impl Unsettled {
+    fn count(shared: Arc<Shared>) -> Unsettled {
+        shared.usage.unsettled.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Unsettled(shared)
+    }
+}
+
+impl Drop for Unsettled {
+    fn drop(&mut self) {
+        self.0.usage.unsettled.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        self.0.usage.settled.notify_waiters();
     }
 }
 

@@ -16,6 +16,9 @@ pub struct Stats {
     pub traps: AtomicU64,
     /// Calls refused with `limit-exceeded` (rate, nodes, watches, listing, data size).
     pub limit_hits: AtomicU64,
+    /// Releases sent in one `multi` with the create of the same handle's next node: a claim
+    /// taken again at the back of its queue in one write ([`crate::Claim::requeue`]).
+    pub folded: AtomicU64,
     armed: Notify,
 }
 

@@ -128,6 +128,16 @@ impl HostState {
         }
     }
 
+    /// A contender's node the recipe leaves blank carries who contends (`znode.create`).
+    pub(crate) fn contender_data(&self, data: Vec<u8>, mode: &CreateMode) -> Vec<u8> {
+        match &self.identity {
+            Some(identity) if data.is_empty() && is_sequential_ephemeral(mode) => {
+                identity.as_bytes().to_vec()
+            }
+            _ => data,
+        }
+    }
+
     /// Checks a create, counts it and records an ephemeral one as uncertain before it is sent
     /// (so a call cancelled in flight is cleaned up).
     pub(crate) fn prepare_create(
@@ -137,13 +147,7 @@ impl HostState {
         mode: CreateMode,
     ) -> Result<PreparedCreate, ZkError> {
         paths::check_node(&path).map_err(ZkError::InvalidPath)?;
-        // A contender's node the recipe leaves blank carries who contends (`znode.create`).
-        let data = match &self.identity {
-            Some(identity) if data.is_empty() && is_sequential_ephemeral(&mode) => {
-                identity.as_bytes().to_vec()
-            }
-            _ => data,
-        };
+        let data = self.contender_data(data, &mode);
         self.check_data(&data)?;
         self.admit_nodes(1)?;
         let options = options(&mode, self.shared.private_acls)?;
@@ -230,36 +234,15 @@ impl HostState {
             let result = live.client.delete(&path, None).await;
             return self.finish_delete(&path, result);
         };
-        let faults = &self.shared.faults;
-        // zookeeper-client sends a request when its method is called: from here on, every
-        // request of the session comes after this delete.
-        let reply = match faults.take_dropped_unwaited_delete() {
-            false => Some(live.client.delete(&path, None)),
-            true => None,
-        };
-        let (ledger, shared) = (self.ledger.clone(), self.shared.clone());
-        let pending = Unsettled::count(shared.clone());
-        tokio::spawn(async move {
-            let _pending = pending;
-            use crate::ledger::Settled;
-            use zookeeper_client::Error;
-            let result = match reply {
-                Some(reply) => reply.await,
-                None => Err(Error::ConnectionLoss),
-            };
-            let lost = matches!(result, Err(Error::ConnectionLoss | Error::Timeout | Error::Custom(_)));
-            let settled = ledger.settle(&live.client, &path, czxid, result).await;
-            if matches!(settled, Settled::Deleted | Settled::DeletedAgain) {
-                shared.usage.znodes.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            if lost && settled != Settled::Unsettled {
-                shared.faults.settled_lost(settled == Settled::DeletedAgain);
-            }
-            if settled == Settled::Unsettled {
-                shared.usage.given_up.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-            }
-            tracing::debug!(%path, ?settled, "unwaited delete settled");
-        });
+        if self.folding {
+            // Taken by the next contention's create, into one `multi` with it. One release only
+            // (the claim's own): any other, made while the claim is taken again (a semaphore's
+            // mutex), goes at once, so nothing waits on a delete held back.
+            self.folding = false;
+            *self.held_back.get_mut().unwrap_or_else(|e| e.into_inner()) = Some((path, czxid));
+            return Ok(());
+        }
+        self.send_unwaited(path, czxid);
         Ok(())
     }
 
@@ -632,23 +615,5 @@ impl Host for HostState {
         }
         let result = retry(READ_RETRIES, || live.client.list_ephemerals(&path)).await;
         Ok(result.map_err(from_client))
-    }
-}
-
-/// An unwaited delete not settled yet, counted in the host's usage until dropped (however its
-/// task ends), when [`crate::Host::settle_releases`] is told.
-struct Unsettled(std::sync::Arc<crate::state::Shared>);
-
-impl Unsettled {
-    fn count(shared: std::sync::Arc<crate::state::Shared>) -> Unsettled {
-        shared.usage.unsettled.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Unsettled(shared)
-    }
-}
-
-impl Drop for Unsettled {
-    fn drop(&mut self) {
-        self.0.usage.unsettled.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-        self.0.usage.settled.notify_waiters();
     }
 }

@@ -160,19 +160,67 @@ pub async fn daemon_ready(
     Ok(grpc)
 }
 
+/// Where the `wazoo` and `wazoo-compile` a benchmark runs as processes are: `WAZOO_BENCH_BIN`,
+/// else the workspace's `target/release`; both must be there.
+pub fn binaries() -> anyhow::Result<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bin = std::env::var_os("WAZOO_BENCH_BIN").map(PathBuf::from).unwrap_or(root.join("target/release"));
+    for name in ["wazoo", "wazoo-compile"] {
+        anyhow::ensure!(
+            bin.join(name).exists(),
+            "{} missing: build it first (`cargo build --release -p wazoo-cli`)",
+            bin.join(name).display()
+        );
+    }
+    Ok(bin)
+}
+
+/// The machine's 1-minute load average (`/proc/loadavg`), empty if it cannot be read.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The machine for a heading: `2 cores, MODEL, load average L at start` (other work on the
+/// machine shows in every figure, so the heading says how busy it was).
+pub fn machine() -> String {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.to_string()))
+        .and_then(|l| l.split(':').nth(1).map(|m| format!(", {}", m.trim())))
+        .unwrap_or_default();
+    match loadavg() {
+        load if load.is_empty() => format!("{cores} cores{cpu}"),
+        load => format!("{cores} cores{cpu}, load average {load} at start"),
+    }
+}
+
 /// The last line of a benchmark of daemon processes, after a blank one: its wall time since
 /// `started`, and the machine's load average now (what else ran beside it).
 #[allow(dead_code)]
 pub fn wall_time(started: std::time::Instant) {
     println!();
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string));
-    println!(
-        "wall time {:.1} s; load average {} at the end",
-        started.elapsed().as_secs_f64(),
-        load.unwrap_or_default()
-    );
+    println!("wall time {:.1} s; load average {} at the end", started.elapsed().as_secs_f64(), loadavg());
+}
+
+/// Ends a benchmark of daemon processes that ran on `runtime`: the runtime shut down (its clients
+/// dropped), then ZooKeeper (`server`), its wall time printed, and [`finish`].
+#[allow(dead_code)]
+pub fn conclude<N: Into<u64>>(
+    runtime: tokio::runtime::Runtime,
+    server: Option<ZkServer>,
+    started: std::time::Instant,
+    scratch: &std::path::Path,
+    outcome: anyhow::Result<N>,
+    failed: &str,
+) -> anyhow::Result<()> {
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    drop(server);
+    wall_time(started);
+    finish(scratch, outcome, failed)
 }
 
 /// How a benchmark of daemon processes ended: its scratch directory goes when nothing failed,

@@ -187,6 +187,14 @@ macro_rules! handle_basics {
                 self.sandbox.store.data_mut().identity = identity;
             }
 
+            /// Starts or stops holding the recipe's unwaited release back, to go in one `multi`
+            /// with its next contention's create ([`crate::Claim::requeue`]); stopping sends the
+            /// one held, if the contention did not take it.
+            #[allow(dead_code)]
+            pub(crate) fn fold(&mut self, on: bool) {
+                self.sandbox.store.data_mut().fold(on);
+            }
+
             #[allow(dead_code)]
             fn claimed(&mut self, node: Option<&str>) {
                 match node {

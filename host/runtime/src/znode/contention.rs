@@ -40,6 +40,7 @@ use crate::paths;
 use crate::retry::{backoff, retry, READ_RETRIES};
 use crate::slots::WatchSlot;
 use crate::state::HostState;
+use crate::stats::Stats;
 use crate::watch::{await_slot, session_ended};
 
 type Reply<T> = wasmtime::Result<Result<T, ZkError>>;
@@ -51,6 +52,18 @@ const MAX_MARKERS: usize = 16;
 const MAX_MARKER_BYTES: usize = 256;
 /// How many times a write (the kazoo create, a withdrawal) is tried again through connection loss.
 const WRITE_RETRIES: u32 = READ_RETRIES;
+
+/// The path a sequential create at `path` (the name's prefix, under `dir`) makes when it is the
+/// first create in `dir` since the one that made `old`: `old`'s sequence number plus one.
+fn next_in_sequence(old: &str, dir: &str, path: &str) -> Option<String> {
+    let (parent, name) = old.rsplit_once('/')?;
+    let parent = if parent.is_empty() { "/" } else { parent };
+    if parent != dir || name.len() < 10 {
+        return None;
+    }
+    let sequence: i32 = name[name.len() - 10..].parse().ok()?;
+    Some(format!("{path}{:010}", sequence.checked_add(1)?))
+}
 
 /// The host side of a `contender` resource. The bindings know it only by its handle (the
 /// generated `Contender`); the table holds this.
@@ -190,6 +203,13 @@ impl HostState {
         name: String,
         data: Vec<u8>,
     ) -> Result<(Created, Option<Vec<String>>), ZkError> {
+        // Checked before the release held back is taken, so a refusal leaves it held (and sent).
+        let (prefix, path) = super::protect(dir, &name, self.claim.as_ref())?;
+        if let Some(released) = self.take_held_back() {
+            if let Some(folded) = self.folded_and_listed(released, dir, &prefix, &path, data.clone()).await? {
+                return Ok(folded);
+            }
+        }
         let steps = vec![
             Step::CreateProtected(ProtectedOp {
                 dir: dir.to_string(),
@@ -228,6 +248,12 @@ impl HostState {
         }
         let prefix = format!("{}{marker}", uuid::Uuid::new_v4().simple());
         let path = paths::join(dir, &prefix);
+        paths::check_node(&path).map_err(ZkError::InvalidPath)?;
+        if let Some(released) = self.take_held_back() {
+            if let Some(folded) = self.folded_and_listed(released, dir, &prefix, &path, data.clone()).await? {
+                return Ok(folded);
+            }
+        }
         let (mut made_dir, mut lost) = (false, 0);
         loop {
             let steps = vec![
@@ -262,6 +288,180 @@ impl HostState {
                 other => return Err(ZkError::Other(format!("pipeline answered {other:?} for a create"))),
             }
         }
+    }
+
+    /// The release held back for this contention ([`HostState::folding`]), unless the
+    /// acquire is a retried one (which looks for its earlier node first, and so cannot fold).
+    fn take_held_back(&mut self) -> Option<(String, Option<i64>)> {
+        if self.claim.is_some_and(|c| c.retry) {
+            return None;
+        }
+        self.held_back.get_mut().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// The hand-over in one write: the release held back and our new node's create (`path`, a
+    /// sequential name under `dir` unique by `prefix`) in one `multi`, and the listing of `dir`
+    /// right behind it, in one round trip. ZooKeeper applies both or neither, so the new node
+    /// goes to the back of the queue as the old one leaves, and a lost reply is settled by
+    /// looking for the new node: found, both applied; not found, neither.
+    ///
+    /// None when the `multi` did not apply (the old node already gone, `dir` missing, a refusal):
+    /// the release has then been sent on its own, unwaited, and the caller creates as usual.
+    async fn folded_and_listed(
+        &mut self,
+        released: (String, Option<i64>),
+        dir: &str,
+        prefix: &str,
+        path: &str,
+        data: Vec<u8>,
+    ) -> Result<Option<(Created, Option<Vec<String>>)>, ZkError> {
+        let (old, czxid) = released;
+        let predicted = next_in_sequence(&old, dir, path);
+        let mode = CreateMode::EphemeralSequential;
+        let data = self.contender_data(data, &mode);
+        let admitted = self
+            .check_data(&data)
+            .and_then(|()| self.admit_nodes(1))
+            .and_then(|()| super::options(&mode, self.shared.private_acls))
+            // The `multi`, the listing, and the look at the predicted path.
+            .and_then(|options| {
+                (0..2 + usize::from(predicted.is_some()))
+                    .try_for_each(|_| self.count_call())
+                    .map(|()| options)
+            });
+        let options = match admitted {
+            Ok(options) => options,
+            Err(e) => {
+                self.send_unwaited(old, czxid);
+                return Err(e);
+            }
+        };
+        let live = self.live.clone();
+        let mut writer = live.client.new_multi_writer();
+        if writer.add_delete(&old, None).and_then(|()| writer.add_create(path, &data, &options)).is_err() {
+            self.send_unwaited(old, czxid);
+            return Ok(None);
+        }
+        self.ledger.uncertain(path);
+        // Both go out here, the listing behind the `multi`.
+        // ZooKeeper 3.8 answers a create in a `multi` without its stat (ZOOKEEPER-4026), and the
+        // stat's czxid is the fencing token. A directory's sequence numbers grow by one a create,
+        // so when nobody else created meanwhile (a client taking its lock in a loop), our new
+        // node is the old one's number plus one: a look at that path goes out with the rest, and
+        // counts if the `multi` did make that very path (the look is applied after it).
+        let committed = writer.commit();
+        let listing = live.client.get_children(dir);
+        let looked = predicted.as_deref().map(|p| live.client.check_stat(p));
+        let (committed, listing) = (committed.await, listing.await);
+        let looked = match looked {
+            Some(looked) => looked.await.ok().flatten(),
+            None => None,
+        };
+        let committed = match committed {
+            Ok(_) if self.shared.faults.take_lost_fold_reply() => {
+                Err(zookeeper_client::MultiWriteError::RequestFailed {
+                    source: zookeeper_client::Error::ConnectionLoss,
+                })
+            }
+            other => other,
+        };
+        let listed = listing.ok().map(|(children, _)| children);
+        match committed {
+            Ok(results) => {
+                let made = results.into_iter().find_map(|r| match r {
+                    zookeeper_client::MultiWriteResult::Create { path, stat } => Some((path, stat)),
+                    _ => None,
+                });
+                let Some((made, st)) = made else {
+                    return Err(ZkError::Other("a multi of a delete and a create answered no create".into()));
+                };
+                self.released_in_fold(&old);
+                self.nodes_changed(1);
+                let st = match looked {
+                    Some(seen)
+                        if predicted.as_deref() == Some(made.as_str())
+                            && seen.ephemeral_owner == live.session_id() =>
+                    {
+                        self.ledger.created(&made, seen.czxid);
+                        seen
+                    }
+                    // A server that answers a create in a `multi` with its stat (3.9).
+                    _ if !st.is_invalid() => {
+                        self.ledger.created(&made, st.czxid);
+                        st
+                    }
+                    // Someone else created meanwhile: read back, as reads are, through connection
+                    // loss. A node whose czxid cannot be read is no claim to grant: it stays
+                    // uncertain (its handle's cleanup finds it by owner).
+                    _ => match retry(READ_RETRIES, || live.client.check_stat(&made)).await {
+                        Ok(Some(seen)) if seen.ephemeral_owner == live.session_id() => {
+                            self.ledger.created(&made, seen.czxid);
+                            seen
+                        }
+                        Ok(_) => {
+                            self.ledger.resolved(path);
+                            return Err(ZkError::NoNode);
+                        }
+                        Err(e) => return Err(from_client(e)),
+                    },
+                };
+                self.ledger.resolved(path);
+                Stats::bump(&self.shared.stats.folded);
+                Ok(Some((Created { path: made, stat: super::stat(st) }, listed)))
+            }
+            Err(zookeeper_client::MultiWriteError::RequestFailed { source })
+                if matches!(from_client(source.clone()), ZkError::ConnectionLoss) =>
+            {
+                match self.find_protected(dir, prefix, true, path).await {
+                    // A claim named by its client keeps its prefix from turn to turn: the old
+                    // node, still there, says the `multi` did not apply. It is released on its
+                    // own, and the new node created as usual.
+                    Ok(Some(found)) if found.path == old => {
+                        self.ledger.resolved(path);
+                        // `find_protected` took it for a new node.
+                        self.nodes_changed(-1);
+                        let czxid = self.ledger.releasing(&old).flatten().or(czxid);
+                        self.send_unwaited(old, czxid);
+                        Ok(None)
+                    }
+                    Ok(Some(found)) => {
+                        self.released_in_fold(&old);
+                        // `find_protected` counted the node it found as a new one.
+                        Stats::bump(&self.shared.stats.folded);
+                        Ok(Some((found, None)))
+                    }
+                    // Not there: the `multi` did not apply.
+                    Ok(None) => {
+                        self.ledger.resolved(path);
+                        self.send_unwaited(old, czxid);
+                        Ok(None)
+                    }
+                    // Could not look: the new node, if made, stays uncertain (cleaned up by
+                    // owner); the old one is deleted if it is still there.
+                    Err(e) => {
+                        self.send_unwaited(old, czxid);
+                        Err(e)
+                    }
+                }
+            }
+            // Refused as a whole (the old node already gone, `dir` missing): nothing applied.
+            Err(zookeeper_client::MultiWriteError::OperationFailed { .. }) => {
+                self.ledger.resolved(path);
+                self.send_unwaited(old, czxid);
+                Ok(None)
+            }
+            // Outcome unknown: as for a look that failed.
+            Err(zookeeper_client::MultiWriteError::RequestFailed { source }) => {
+                self.send_unwaited(old, czxid);
+                Err(from_client(source))
+            }
+        }
+    }
+
+    /// The old node of a hand-over is gone with the `multi` that made the new one.
+    fn released_in_fold(&mut self, old: &str) {
+        self.ledger.settled_in_fold(old);
+        self.nodes_changed(-1);
     }
 
     /// Creates `path` and every missing ancestor as persistent nodes, as kazoo's `ensure_path`.
@@ -538,6 +738,21 @@ mod tests {
     fn waits(sorted: &[String], name: &str, rule: &Rule) -> Option<String> {
         let index = sorted.iter().position(|c| c == name).unwrap();
         waits_for(sorted, index, rule).cloned()
+    }
+
+    #[test]
+    fn the_next_sequence_is_predicted_only_in_the_same_directory() {
+        let next = |old: &str, dir: &str, path: &str| next_in_sequence(old, dir, path);
+        assert_eq!(
+            next("/a/b/_c_1-lock-0000000041", "/a/b", "/a/b/_c_2-lock-").as_deref(),
+            Some("/a/b/_c_2-lock-0000000042")
+        );
+        assert_eq!(next("/x/lock-0000000009", "/x", "/x/lock-").as_deref(), Some("/x/lock-0000000010"));
+        assert_eq!(next("/lock-0000000001", "/", "/lock-").as_deref(), Some("/lock-0000000002"));
+        assert_eq!(next("/a/c/lock-0000000041", "/a/b", "/a/b/lock-"), None, "another directory");
+        assert_eq!(next("/a/b/lock-00x0000041", "/a/b", "/a/b/lock-"), None, "no sequence");
+        assert_eq!(next("/a/b/lock-2147483647", "/a/b", "/a/b/lock-"), None, "no next number");
+        assert_eq!(next("/a/b/x", "/a/b", "/a/b/lock-"), None, "too short");
     }
 
     #[test]

@@ -137,10 +137,18 @@ pub(super) async fn resume(
         .await
 }
 
+/// A `Hold` stream's step that takes a claim: a first one, or the held one again.
+enum Taking {
+    Acquire(pb::AcquireRequest),
+    Again(Holding),
+}
+
 /// The claim a `Hold` stream holds.
 struct Holding {
     session: u64,
     handle: u64,
+    /// The acquire that took it, for a `requeue`.
+    request: pb::AcquireRequest,
     /// Resolves when the claim is lost; followed until it has been told.
     lost: std::pin::Pin<Box<dyn std::future::Future<Output = wazoo_runtime::Lost> + Send>>,
     /// Resolves, with how, once the handle ends outside this stream (a Release from another
@@ -253,26 +261,22 @@ impl Service {
                 // The client's side ended, or the stream broke.
                 Ok(None) | Err(_) => break Ok(()),
             };
-            match step {
+            let taking = match step {
                 Step::Acquire(_) if held.is_some() => {
                     break Err(wire::invalid_argument("this stream holds a claim already: release it first"))
                 }
-                Step::Acquire(req) => {
-                    let taken = tokio::select! {
-                        taken = self.acquire_held(req) => taken,
-                        // Nobody to hand the claim to: dropping the call ends its handle.
-                        () = tx.closed() => break Ok(()),
-                        () = slot.stopped() => break Ok(()),
+                Step::Acquire(req) => Taking::Acquire(req),
+                Step::Requeue(_) => {
+                    let Some(holding) = held.take() else {
+                        break Err(wire::invalid_argument("this stream holds no claim to take again"));
                     };
-                    match taken {
-                        Ok((claim, holding)) => {
-                            held = Some(holding);
-                            if tx.send(event(Event::Claim(claim))).await.is_err() {
-                                break Ok(());
-                            }
-                        }
-                        Err(e) => break Err(e),
+                    if holding.gone {
+                        break Err(wire::unknown_handle(format!(
+                            "handle: {} ended outside this stream: acquire again",
+                            holding.handle
+                        )));
                     }
+                    Taking::Again(holding)
                 }
                 Step::Release(_) => {
                     let Some(holding) = held.take() else {
@@ -294,7 +298,29 @@ impl Service {
                     if tx.send(event(Event::Released(pb::Empty {}))).await.is_err() {
                         break Ok(());
                     }
+                    continue;
                 }
+            };
+            let taken = tokio::select! {
+                taken = async {
+                    match taking {
+                        Taking::Acquire(req) => self.acquire_held(req).await,
+                        Taking::Again(holding) => self.requeue_held(holding).await,
+                    }
+                } => taken,
+                // Nobody to hand the claim to: dropping the call ends its handle (a claim being
+                // taken again is dropped, and its handle's ledger deletes its nodes).
+                () = tx.closed() => break Ok(()),
+                () = slot.stopped() => break Ok(()),
+            };
+            match taken {
+                Ok((claim, holding)) => {
+                    held = Some(holding);
+                    if tx.send(event(Event::Claim(claim))).await.is_err() {
+                        break Ok(());
+                    }
+                }
+                Err(e) => break Err(e),
             }
         };
         if let Some(holding) = held.filter(|h| !h.gone) {
@@ -317,22 +343,73 @@ impl Service {
             let claim =
                 claim(self, &session, want, &recipe, &req.path, millis(req.timeout_ms), named, &holder)
                     .await?;
-            let (_, entry) = self.entry(req.session, claim.handle)?;
-            let lost = match entry.held.lock().await.as_ref() {
-                Some(held) => held.lost(),
-                None => return Err(wire::unknown_handle(format!("handle: {} was released", claim.handle))),
-            };
-            let holding = Holding {
-                session: req.session,
-                handle: claim.handle,
-                lost: Box::pin(lost),
-                ending: Box::pin(entry.ending()),
-                ended: entry.ended.subscribe(),
-                meter: std::sync::Arc::downgrade(&entry),
-                told: false,
-                gone: false,
-            };
+            let holding = self.follow(req, claim.handle).await?;
             Ok((claim, holding))
+        })
+        .await
+        .map(Response::into_inner)
+    }
+
+    /// What a `Hold` stream follows of the claim `req` took, kept as `handle`.
+    async fn follow(&self, request: pb::AcquireRequest, handle: u64) -> Result<Holding, Status> {
+        let (_, entry) = self.entry(request.session, handle)?;
+        let lost = match entry.held.lock().await.as_ref() {
+            Some(held) => held.lost(),
+            None => return Err(wire::unknown_handle(format!("handle: {handle} was released"))),
+        };
+        Ok(Holding {
+            session: request.session,
+            handle,
+            request,
+            lost: Box::pin(lost),
+            ending: Box::pin(entry.ending()),
+            ended: entry.ended.subscribe(),
+            meter: std::sync::Arc::downgrade(&entry),
+            told: false,
+            gone: false,
+        })
+    }
+
+    /// A `Hold` stream's requeue: the held claim let go of and taken again as its acquire asked
+    /// (`Claim::requeue`: one `multi` where the recipe allows), kept under a new handle.
+    async fn requeue_held(&self, holding: Holding) -> Result<(pb::Claim, Holding), Status> {
+        let req = holding.request;
+        let want = want_of(&req)?;
+        let recipe = or(&req.recipe, want.family().recipe).to_string();
+        let family = crate::metrics::family_of_want(&want);
+        self.measured("Hold/requeue", &recipe, async {
+            let (session, entry) = self.entry(req.session, holding.handle)?;
+            session.handles.lock().unwrap().remove(&holding.handle);
+            entry.ended.send_replace(Some(Ended::Released));
+            let Some(mut held) = entry.held.lock().await.take() else {
+                return Err(wire::unknown_handle(format!("handle: {} was released", holding.handle)));
+            };
+            drop(entry);
+            let _reserved = self.room_for_handle(&session)?;
+            // The new node keeps the client's claim id, so a retried acquire after a fail-over
+            // finds it.
+            if let Some(tag) = claim_tag(req.session, &req.claim_id, false)? {
+                held.name_claim(tag);
+            }
+            let waiting = session.waiting(&req.path, &listed_family(&want));
+            let timeout = millis(req.timeout_ms);
+            let taken = self.metrics.waiting(
+                self.tenant.as_deref(),
+                family,
+                timeout,
+                held.requeue(&req.path, timeout),
+            );
+            let claim = match session.while_open(taken).await {
+                Ok(Ok(claim)) => claim,
+                Ok(Err(e)) => return Err(status(e)),
+                Err(ended) => return Err(ended),
+            };
+            let (node, fencing_token, recipe_version) =
+                (claim.node().to_string(), claim.token(), wire::recipe_version(&claim));
+            let handle = self.keep(&session, claim).await?;
+            drop(waiting);
+            let holding = self.follow(req.clone(), handle).await?;
+            Ok((pb::Claim { handle, node, fencing_token, recipe_version }, holding))
         })
         .await
         .map(Response::into_inner)
