@@ -61,9 +61,12 @@ test: build
 # The dry run builds the packages it made in the dev profile, where cargo takes a registry
 # package of the same name and version as built already: a proto changed since an earlier run
 # would be verified against the old build. Nothing else here builds these two in the dev profile,
-# so those builds go first.
+# so those builds go first. Cargo also unpacks the packaged wazoo-proto into CARGO_HOME's registry
+# sources once and keeps that copy while its version stays the same: it goes too, so the client is
+# verified against this proto.
 publish-check:
 	$(CARGO) clean --profile dev -p wazoo-proto -p wazoo-client
+	rm -rf "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/*/wazoo-proto-*
 	$(CARGO) publish --dry-run --allow-dirty -p wazoo-proto -p wazoo-client
 
 bench: build
