@@ -259,6 +259,51 @@ async fn a_session_keeps_a_bounded_number_of_handles() {
     assert!(made.map_or(true, |s| s.num_children == 0), "no lock node was made for the refused acquire");
 }
 
+/// The one host's instance pool is `--max-instances`: every claim held keeps an instance, and
+/// past the pool a new claim is refused, naming the option, and makes no node; a claim let go
+/// of gives its instance back. Out of range, or beside `--tenants` (where it would be ignored),
+/// the option is a usage error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_one_hosts_instance_pool_is_max_instances() {
+    for (args, says) in [
+        (vec!["--max-instances", "0"], "--max-instances"),
+        (vec!["--max-instances", "100001"], "--max-instances"),
+        (vec!["--max-instances", "5", "--tenants", "/nonexistent"], "--tenants"),
+    ] {
+        let (code, stdout, stderr) = output(cli().arg("serve").args(&args).args(["--metrics", "off"])).await;
+        assert_eq!((code, stdout.as_str()), (2, ""), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+
+    let daemon = Daemon::start_with(&plugins(), &cache(), &["--max-instances", "4"]).await;
+    let channel = daemon.channel().await;
+    let mut sessions = SessionsClient::new(channel.clone());
+    let session =
+        sessions.open(OpenRequest { ttl_ms: 10_000, name: "instances".into() }).await.unwrap().into_inner();
+    let mut recipes = wazoo_proto::recipes_client::RecipesClient::new(channel);
+    let base = unique("instances");
+    let acquire = |i: usize| lock_at(session.session, format!("{base}/{i}"));
+    let mut held = Vec::new();
+    let refused = loop {
+        match recipes.acquire(acquire(held.len())).await {
+            Ok(claim) => held.push(claim.into_inner()),
+            Err(refused) => break refused,
+        }
+        assert!(held.len() <= 4, "more claims held than --max-instances 4");
+    };
+    assert!(!held.is_empty(), "no claim was held at all: {refused:?}");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("--max-instances"), "{refused:?}");
+    let checker = client(&zk().address()).await;
+    let made = checker.check_stat(&format!("{base}/{}", held.len())).await.unwrap();
+    assert!(made.map_or(true, |s| s.num_children == 0), "a lock node was made for the refused acquire");
+
+    // One let go of: the next claim is served.
+    let first = held.remove(0);
+    recipes.release(wazoo_proto::HandleRef { session: session.session, handle: first.handle }).await.unwrap();
+    recipes.acquire(acquire(100)).await.expect("a claim after one was let go of");
+}
+
 /// A session that never sends a keepalive, whatever TTL it asked for, ends within the ceiling,
 /// and its lock with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -576,6 +576,10 @@ pub(crate) enum Command {
         /// Client sessions open at once per tenant (or for the one host)
         #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
         max_sessions_per_tenant: u32,
+        /// Recipe instances alive at once in the one host (without --tenants: a tenant's is
+        /// `instances` in the tenants file); every claim held or waited for keeps one
+        #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..=100_000), conflicts_with = "tenants")]
+        max_instances: u32,
         /// Handles (claims, kept instances, participants) per client session
         #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
         max_handles: u32,

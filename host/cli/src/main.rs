@@ -270,6 +270,7 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
                 insecure,
                 max_sessions,
                 max_sessions_per_tenant,
+                max_instances,
                 max_handles,
                 max_streams,
                 max_ttl,
@@ -336,6 +337,8 @@ async fn run(cli: Cli, typed: Typed) -> anyhow::Result<u8> {
                      cross the network readable by anyone on the path; give --tls-cert and --tls-key, or --insecure"
                 )));
             }
+            // The one host's pool; a tenant's is its own (`instances` in the tenants file).
+            config.limits.max_instances = max_instances;
             let limits = wazoo_daemon::serve::Bounds {
                 sessions: max_sessions,
                 sessions_per_tenant: max_sessions_per_tenant,

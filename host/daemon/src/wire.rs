@@ -83,7 +83,10 @@ fn zk(e: &ZkError) -> (ErrorKind, Code, &'static str) {
 /// is a passing shortage instead: RESOURCE_EXHAUSTED, LIMIT_EXCEEDED, message `limit-exceeded:`.
 pub fn no_handle(e: anyhow::Error) -> Status {
     if wazoo_runtime::error::is_exhausted(&e) {
-        return exhausted(format!("limit-exceeded: the daemon's recipe instances are all in use: {e:#}"));
+        return exhausted(format!(
+            "limit-exceeded: the daemon's recipe instances are all in use (serve --max-instances, or a \
+             tenant's `instances`): {e:#}"
+        ));
     }
     bounded(ErrorKind::RecipeUnavailable, Code::FailedPrecondition, format!("recipe: {e:#}"))
 }

@@ -435,7 +435,17 @@ impl State {
     /// dropped (by then the handle is kept, or the call failed): RESOURCE_EXHAUSTED if the
     /// handles it holds and those being made reach [`super::Bounds::handles_per_session`].
     pub(super) fn room_for_handle(&self, session: &ClientSession) -> Result<Counted, Status> {
-        let held = session.handles.lock().unwrap().len() as u64;
+        self.room_for_handles(session, 0)
+    }
+
+    /// A place for the handle that replaces one of `session`'s (a `Hold` stream's requeue),
+    /// taken while the old one is still kept: the old one counts as gone.
+    pub(super) fn room_replacing_handle(&self, session: &ClientSession) -> Result<Counted, Status> {
+        self.room_for_handles(session, 1)
+    }
+
+    fn room_for_handles(&self, session: &ClientSession, leaving: u64) -> Result<Counted, Status> {
+        let held = (session.handles.lock().unwrap().len() as u64).saturating_sub(leaving);
         let limit = u64::from(self.bounds.handles_per_session);
         let room = limit.saturating_sub(held).min(u64::from(u32::MAX)) as u32;
         Counted::new(&session.pending, room).ok_or_else(|| {

@@ -379,13 +379,21 @@ impl Service {
         let family = crate::metrics::family_of_want(&want);
         self.measured("Hold/requeue", &recipe, async {
             let (session, entry) = self.entry(req.session, holding.handle)?;
+            // The new handle's place is taken before the old one leaves, so no acquire of the
+            // same client session takes it meanwhile.
+            let _reserved = match self.room_replacing_handle(&session) {
+                Ok(reserved) => reserved,
+                Err(refused) => {
+                    let _ = self.release_handle(req.session, holding.handle).await;
+                    return Err(refused);
+                }
+            };
             session.handles.lock().unwrap().remove(&holding.handle);
             entry.ended.send_replace(Some(Ended::Released));
             let Some(mut held) = entry.held.lock().await.take() else {
                 return Err(wire::unknown_handle(format!("handle: {} was released", holding.handle)));
             };
             drop(entry);
-            let _reserved = self.room_for_handle(&session)?;
             // The new node keeps the client's claim id, so a retried acquire after a fail-over
             // finds it.
             if let Some(tag) = claim_tag(req.session, &req.claim_id, false)? {
