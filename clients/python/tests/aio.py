@@ -53,7 +53,7 @@ async def main():
             lock = b.Lock(path)
             say("try-taken", await lock.acquire(blocking=False), lock.is_acquired)
             say("contenders", *[f"{c.holds}:{c.node}" for c in await b.contenders(path)])
-        say("released", await asked("zk-exists", first.node))
+        say("released", await asked("zk-gone", first.node))
         say("try-free", await lock.acquire(blocking=False), lock.is_acquired, lock.claim.token > first.token)
         say("holders", *[c.node for c in await a.holders(path)], lock.claim.node)
         say("release", await lock.release(), await lock.release())

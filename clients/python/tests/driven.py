@@ -6,6 +6,7 @@ test, which acts on ZooKeeper directly (not through the daemon) and answers on s
     ask("zk-set", path, data)      set a node's data; "ok"
     ask("zk-delete", path)         delete a node; "ok"
     ask("zk-exists", path)         "yes" or "no"
+    ask("zk-gone", path)           waits until the node is gone (a release sent unwaited); "gone"
     ask("zk-children", path)       the children's names, sorted, space-separated ("-" for none)
 """
 import sys
