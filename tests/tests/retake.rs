@@ -152,6 +152,27 @@ async fn a_lost_reply_to_the_hand_over_is_found_again() {
     within(LIMIT, "every node gone", wait_children(&checker, &path, 0)).await;
 }
 
+/// A leadership, whose recipe resigns with a waited delete, is taken again the ordinary way:
+/// nothing is held back, nothing folded, the new node behind the old one's place, the token
+/// rising.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_released_the_waited_way_is_taken_again_unfolded() {
+    let address = zk().address();
+    let checker = client(&address).await;
+    let host = host_at(&address).await;
+    let path = unique("retake-leader");
+    let want = Want::Leadership { id: "alpha".into() };
+    let first = claim(&host, want, "election", &path).await;
+    let (old, token) = (first.node().to_string(), first.token());
+    let again = within(LIMIT, "taken again", first.requeue(&path, None)).await.unwrap();
+    assert!(again.token() > token);
+    assert!(checker.check_stat(&old).await.unwrap().is_none(), "the old node is still there");
+    assert_eq!(folded(&host), 0, "a waited release was folded");
+    let last = again.node().to_string();
+    within(LIMIT, "release", again.release()).await.unwrap();
+    within(LIMIT, "the node gone", wait_gone(&checker, &last)).await;
+}
+
 /// The old node went before the hand-over (deleted by someone else): the `multi` fails as a
 /// whole, and the claim is taken again the ordinary way, with nothing left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -162,7 +162,7 @@ impl NodeClaim {
 
     fn tag(&mut self, _: Option<crate::state::ClaimTag>) {}
 
-    fn fold(&mut self, _: bool) {}
+    fn fold(&mut self, _: crate::state::Fold) {}
 
     /// Deletes the node if it is still this session's.
     async fn let_go(&mut self) -> Result<(), RecipeError> {
@@ -230,8 +230,8 @@ impl Holder {
     }
 
     /// Starts or stops holding the recipe's unwaited release back for its next contention.
-    fn fold(&mut self, on: bool) {
-        each!(self, h => h.fold(on))
+    fn fold(&mut self, fold: crate::state::Fold) {
+        each!(self, h => h.fold(fold))
     }
 
     /// Takes what `want` asks for at `path` through this handle.
@@ -643,12 +643,18 @@ impl Claim {
         let Some(mut holder) = self.holder.take() else {
             return Err(RecipeError::Zk(ZkError::InvalidArgument("the claim is let go of already".into())));
         };
-        holder.fold(true);
+        use crate::state::Fold;
+        holder.fold(Fold::Hold);
         let taken = match holder.let_go().await {
-            Ok(()) => holder.take(&want, path, timeout).await,
+            // A recipe whose release sent nothing unwaited holds nothing back: whatever its
+            // acquire releases goes at once, so nothing it waits on is held.
+            Ok(()) => {
+                holder.fold(Fold::HoldNoMore);
+                holder.take(&want, path, timeout).await
+            }
             Err(e) => Err(e),
         };
-        holder.fold(false);
+        holder.fold(Fold::Send);
         match taken {
             Ok(granted) => Ok(Claim {
                 kind: self.kind,

@@ -104,7 +104,7 @@ pub struct HostState {
     pub(crate) identity: Option<Arc<str>>,
     /// While a claim is taken again ([`crate::Claim::requeue`]): its release
     /// (`znode.delete-unwaited`) is held back, to go in one `multi` with the next contention's
-    /// create. Cleared once one release is held.
+    /// create. Cleared once one release is held, or once the claim's release is over.
     pub(crate) folding: bool,
     /// The release held back (its node, and the czxid it was created with): taken by the next
     /// contention's create, else sent before any other request of the handle's
@@ -215,14 +215,26 @@ impl HostState {
         }
     }
 
-    /// Starts or stops holding releases back ([`HostState::folding`]); stopping sends the one
-    /// held, if the contention did not take it.
-    pub(crate) fn fold(&mut self, on: bool) {
-        self.folding = on;
-        if !on {
+    /// Starts or stops holding releases back ([`HostState::folding`]).
+    pub(crate) fn fold(&mut self, fold: Fold) {
+        self.folding = fold == Fold::Hold;
+        if fold == Fold::Send {
             self.flush_held_back();
         }
     }
+}
+
+/// What a handle does with its recipe's unwaited releases while a claim is taken again
+/// ([`crate::Claim::requeue`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fold {
+    /// The next one is held back (the claim's release).
+    Hold,
+    /// No other is held (the acquire's own releases go at once); the one held stays, for the
+    /// contention's create.
+    HoldNoMore,
+    /// The one held, if the contention did not take it, is sent.
+    Send,
 }
 
 impl Drop for HostState {

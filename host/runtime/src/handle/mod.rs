@@ -187,12 +187,12 @@ macro_rules! handle_basics {
                 self.sandbox.store.data_mut().identity = identity;
             }
 
-            /// Starts or stops holding the recipe's unwaited release back, to go in one `multi`
-            /// with its next contention's create ([`crate::Claim::requeue`]); stopping sends the
-            /// one held, if the contention did not take it.
+            /// Holds the recipe's unwaited release back, to go in one `multi` with its next
+            /// contention's create, holds no more, or sends the one held
+            /// ([`crate::Claim::requeue`]).
             #[allow(dead_code)]
-            pub(crate) fn fold(&mut self, on: bool) {
-                self.sandbox.store.data_mut().fold(on);
+            pub(crate) fn fold(&mut self, fold: crate::state::Fold) {
+                self.sandbox.store.data_mut().fold(fold);
             }
 
             #[allow(dead_code)]
