@@ -1,6 +1,7 @@
 //! Compiles the gRPC contract (wazoo.proto) with protox, so no `protoc` is needed. The two
 //! messages of the standard rich error model its error statuses carry (google/rpc) go into the
-//! descriptor set for reflection; their code is tonic-types'.
+//! descriptor set for reflection; their code is tonic-types'. The services and clients encode
+//! with `codec::LeanCodec` (prost's, with smaller buffers).
 
 fn main() {
     println!("cargo:rerun-if-changed=wazoo.proto");
@@ -17,5 +18,8 @@ fn main() {
     // with it), here only so that reflection can describe the error details.
     let mut ours = files;
     ours.file.retain(|f| f.name() == "wazoo.proto");
-    tonic_prost_build::configure().compile_fds(ours).expect("generating the gRPC code");
+    tonic_prost_build::configure()
+        .codec_path("crate::codec::LeanCodec")
+        .compile_fds(ours)
+        .expect("generating the gRPC code");
 }

@@ -1175,7 +1175,7 @@ async fn quieting_session(
     tokio::spawn(async move {
         while !quiet.load(std::sync::atomic::Ordering::SeqCst) {
             let Some(keeper) = keeper.upgrade() else { break };
-            if keeper.send(wazoo_proto::KeepAliveRequest { session: id }).await.is_err() {
+            if keeper.send(wazoo_proto::KeepAliveRequest { session: id, end: false }).await.is_err() {
                 break;
             }
             drop(keeper);

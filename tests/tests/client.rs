@@ -178,6 +178,77 @@ async fn a_dropped_claim_lets_go_and_an_unreachable_daemon_is_one_error() {
     assert!(matches!(refused, wazoo_client::ConnectError::Unreachable(_)), "{refused}");
 }
 
+/// The names of the sessions the daemon has open.
+async fn open_sessions(client: &Client) -> Vec<String> {
+    let mut names: Vec<String> = client.list_sessions().await.unwrap().into_iter().map(|s| s.name).collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connections_sessions_share_one_keepalive_stream_and_each_goes_alone() {
+    // One stream allowed: a second KeepAlive stream would be refused.
+    let cache = root().join("target/component-cache");
+    let daemon = Daemon::start_with(&plugins(), &cache, &["--max-streams", "1"]).await;
+    let client = Client::connect(&daemon.grpc, None, Duration::from_secs(5)).await.unwrap();
+    let short = Duration::from_secs(1);
+    let mut sessions = Vec::new();
+    for i in 0..4 {
+        sessions.push(client.session(short, format!("short-{i}")).await.unwrap());
+    }
+    let long = client.session(Duration::from_secs(30), "long".into()).await.unwrap();
+    let all = ["long", "short-0", "short-1", "short-2", "short-3"];
+    assert_eq!(open_sessions(&client).await, all);
+
+    // Three of the short TTLs later, none has ended: the one stream keeps them all.
+    let mut ended = tokio::task::JoinSet::new();
+    for session in &sessions {
+        ended.spawn(session.ended());
+    }
+    let early = tokio::time::timeout(3 * short, ended.join_next()).await;
+    assert!(early.is_err(), "a session ended: {early:?}");
+    assert_eq!(open_sessions(&client).await, all);
+
+    // The long one dropped goes alone, long before its TTL would end it.
+    drop(long);
+    within(Duration::from_secs(10), "the dropped session closes", async {
+        while open_sessions(&client).await.contains(&"long".to_string()) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(open_sessions(&client).await, all[1..]);
+    assert!(tokio::time::timeout(2 * short, ended.join_next()).await.is_err(), "the others live on");
+
+    // The stream ends with its last session: another connection may then open one.
+    drop(sessions);
+    let other = Client::connect(&daemon.grpc, None, Duration::from_secs(5)).await.unwrap();
+    let taken_over = within(Duration::from_secs(10), "the stream's slot is free again", async {
+        loop {
+            match other.session(short, "other".into()).await {
+                Ok(session) => break session,
+                Err(e) => {
+                    assert_eq!(e.code, Code::ResourceExhausted, "{e}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    })
+    .await;
+    assert_eq!(open_sessions(&client).await, ["other"]);
+    // The first connection's next session needs a stream again: refused while the other holds
+    // the only one, then opened once that one is gone.
+    let refused = client.session(short, "again".into()).await.err().expect("no stream left");
+    assert_eq!(refused.code, Code::ResourceExhausted, "{refused}");
+    drop(taken_over);
+    within(Duration::from_secs(10), "a new stream for the first connection", async {
+        while client.session(short, "again".into()).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_program_takes_a_lock_through_the_daemon() {
     let example = wazoo_bin().with_file_name("examples").join("lock");

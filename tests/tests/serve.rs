@@ -43,7 +43,7 @@ async fn session(channel: &Channel, ttl_ms: u64) -> (u64, tokio::sync::mpsc::Sen
     let keeper = tx.clone();
     tokio::spawn(async move {
         loop {
-            if keeper.send(KeepAliveRequest { session: id }).await.is_err() {
+            if keeper.send(KeepAliveRequest { session: id, end: false }).await.is_err() {
                 break;
             }
             match tokio::time::timeout(Duration::from_millis(ttl_ms / 3), replies.message()).await {

@@ -1,9 +1,10 @@
 //! The daemon's client sessions at their edges, with a real `wazoo serve` on the real ZooKeeper:
 //! a session that ends (its TTL passes, it is closed) while its calls wait in a lock's queue
 //! leaves no ghost waiter; a claim that ends outside its Hold stream, or with the daemon, is told
-//! why; a session kept by two KeepAlive streams outlives the first; one client cannot guess
-//! another's session; the instance pool's limit is a passing shortage; `revoke` without a grace
-//! says it only asked; and a frozen daemon (SIGSTOP) holds up no client past its bound.
+//! why; a session kept by two KeepAlive streams outlives the first; one stream keeps many
+//! sessions and lets each go alone; one client cannot guess another's session; the instance
+//! pool's limit is a passing shortage; `revoke` without a grace says it only asked; and a
+//! frozen daemon (SIGSTOP) holds up no client past its bound.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,7 +66,7 @@ impl Keeper {
 async fn keepalive_stream(channel: &Channel, id: u64, ttl_ms: u64) -> Keeper {
     let mut sessions = SessionsClient::new(channel.clone());
     let (tx, rx) = tokio::sync::mpsc::channel(4);
-    tx.send(KeepAliveRequest { session: id }).await.unwrap();
+    tx.send(KeepAliveRequest { session: id, end: false }).await.unwrap();
     let mut replies = sessions.keep_alive(ReceiverStream::new(rx)).await.unwrap().into_inner();
     let first = replies.message().await.unwrap().expect("a keepalive answer");
     assert!(first.ttl_ms > 0, "the session {id} is open");
@@ -78,7 +79,7 @@ async fn keepalive_stream(channel: &Channel, id: u64, ttl_ms: u64) -> Keeper {
             if stop.load(Ordering::SeqCst) {
                 continue;
             }
-            if keeper.send(KeepAliveRequest { session: id }).await.is_err() {
+            if keeper.send(KeepAliveRequest { session: id, end: false }).await.is_err() {
                 break;
             }
             drop(keeper);
@@ -284,6 +285,70 @@ async fn a_session_kept_by_two_streams_outlives_the_first() {
     // The last stream's end ends it.
     drop(second);
     within(Duration::from_secs(5), "the node goes with the last stream", wait_gone(&checker, &node)).await;
+}
+
+/// Sends one keepalive (or `end`) for `session` on a KeepAlive stream, and reads its answer:
+/// the TTL the daemon gives it, none for an end.
+async fn answer(
+    tx: &tokio::sync::mpsc::Sender<KeepAliveRequest>,
+    replies: &mut tonic::Streaming<wazoo_proto::KeepAliveReply>,
+    session: u64,
+    end: bool,
+) -> Option<u64> {
+    tx.send(KeepAliveRequest { session, end }).await.unwrap();
+    if end {
+        return None;
+    }
+    let reply = within(LIMIT, "a keepalive answer", replies.message()).await.unwrap().expect("an answer");
+    assert_eq!(reply.session, session, "answers come in order, none for an end");
+    Some(reply.ttl_ms)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_stream_keeps_many_sessions_and_lets_each_go_alone() {
+    let daemon = daemon().await;
+    let channel = daemon.channel().await;
+    let checker = client(&zk().address()).await;
+    // A TTL long enough that nothing here ends by it.
+    let ttl_ms = 20_000;
+    let mut ids = Vec::new();
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        let id = silent_session(&channel, ttl_ms).await;
+        let held = RecipesClient::new(channel.clone())
+            .acquire(acquire(id, &unique("sessions-one-stream"), None))
+            .await
+            .unwrap();
+        ids.push(id);
+        nodes.push(held.into_inner().node);
+    }
+    let (a, b, c) = (ids[0], ids[1], ids[2]);
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let mut replies =
+        SessionsClient::new(channel.clone()).keep_alive(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    for id in [a, b, c] {
+        assert_eq!(answer(&tx, &mut replies, id, false).await, Some(ttl_ms), "{id} is kept");
+    }
+
+    // An end lets the one session go at once, with what it holds.
+    answer(&tx, &mut replies, a, true).await;
+    within(Duration::from_secs(5), "the ended session's node goes", wait_gone(&checker, &nodes[0])).await;
+
+    // A session closed meanwhile is told so (TTL 0); the stream goes on for the others.
+    SessionsClient::new(channel.clone()).close(SessionRef { session: b }).await.unwrap();
+    assert_eq!(answer(&tx, &mut replies, b, false).await, Some(0), "the closed session is no longer kept");
+    assert_eq!(answer(&tx, &mut replies, c, false).await, Some(ttl_ms), "the stream still keeps the third");
+    assert!(checker.check_stat(&nodes[2]).await.unwrap().is_some(), "the third still holds");
+
+    // The stream's end ends the rest.
+    drop(tx);
+    within(
+        Duration::from_secs(5),
+        "the last session's node goes with the stream",
+        wait_gone(&checker, &nodes[2]),
+    )
+    .await;
+    assert!(within(LIMIT, "the stream ends", replies.message()).await.unwrap().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -4,17 +4,18 @@
 //! Set-up: one ZooKeeper 3.8.0 (standalone, started here unless `WAZOO_ZOOKEEPER` names one) and
 //! one `wazoo serve` as a process of its own (a copy of `target/release/wazoo` and
 //! `wazoo-compile` made at the start; `WAZOO_BENCH_BIN=DIR` takes them from DIR instead). The
-//! one host of a daemon without `--tenants` has a fixed pool of 1000 recipe instances
-//! (`SandboxLimits::default().max_instances`, no flag changes it), and every held or waiting
-//! claim keeps an instance; so the daemon serves one tenant (`--tenants`), whose `limits` raise
+//! one host of a daemon without `--tenants` has a pool of 1000 recipe instances unless
+//! `--max-instances` says otherwise, and every held or waiting claim keeps an instance; the
+//! daemon here serves one tenant (`--tenants`), whose `limits` raise
 //! `instances` and `client_sessions` to the count, and `--max-sessions`, `--max-streams` and
 //! `--max-ttl` are raised to match (what each does: `wazoo serve --help`, docs
 //! reference/tenants.md).
 //!
 //! The bench opens N client sessions (`WAZOO_SCALE_SESSIONS`, default 10000) with
-//! `wazoo_client` in this process (one tokio runtime, 200 sessions per gRPC connection), each
-//! kept alive by its own KeepAlive stream as `wazoo_client::Session` does (every sixth of its
-//! TTL: `WAZOO_SCALE_TTL`, default 10s, the CLI's `--session-timeout`). N/2 sessions each take
+//! `wazoo_client` in this process (one tokio runtime, 200 sessions per gRPC connection), kept
+//! alive as `wazoo_client::Session` keeps them: a keepalive every sixth of the TTL
+//! (`WAZOO_SCALE_TTL`, default 10s, the CLI's `--session-timeout`), on one KeepAlive stream per
+//! connection, the keepalives due together sent as one batch. N/2 sessions each take
 //! a lock of their own path (`Contender::acquire` + `hold`: the claim followed by a Lost
 //! stream), and N/2 others each wait for one of those locks (an Acquire with no timeout).
 //! Measured:
@@ -58,7 +59,7 @@ use wazoo_testkit::ServerOptions;
 const TOKEN: &str = "scale-bench-token-0123456789";
 const TENANT: &str = "scale";
 /// Client sessions per gRPC connection (the daemon allows 1024 streams on one; each session
-/// has a KeepAlive stream and a Lost stream or a waiting Acquire).
+/// has a Lost stream or a waiting Acquire, and the connection one KeepAlive stream).
 const PER_CONNECTION: usize = 200;
 /// Sessions being opened at once.
 const OPENING: usize = 32;
@@ -225,7 +226,7 @@ async fn run(setup: Setup) -> anyhow::Result<u64> {
     let rss_before = rss(pid)?;
     let maps_before = smaps(pid)?;
 
-    // Open every session first (idle: a KeepAlive stream each); then the holders each take a
+    // Open every session first (idle: kept alive, nothing asked); then the holders each take a
     // lock of their own; then the waiters each queue for one of those locks.
     let holders = count.div_ceil(2);
     let waiters = count - holders;
@@ -441,7 +442,7 @@ async fn run(setup: Setup) -> anyhow::Result<u64> {
     let idle_each =
         kib(rss_sessions.saturating_sub(rss_before)) / sessions_idle.saturating_sub(1).max(1) as f64;
     println!(
-        "| {} sessions open, idle (Open + a KeepAlive stream each; no claim yet) | {} | {idle_each:.1} KiB | | |",
+        "| {} sessions open, idle (opened and kept alive; no claim yet) | {} | {idle_each:.1} KiB | | |",
         sessions_idle.saturating_sub(1),
         mib(rss_sessions)
     );

@@ -365,7 +365,7 @@ impl Client {
             sessions.open(OpenRequest { ttl_ms: TTL.as_millis() as u64, name: "bench".into() }).await?;
         let session = opened.into_inner().session;
         let (tx, rx) = mpsc::channel(4);
-        tx.send(KeepAliveRequest { session }).await?;
+        tx.send(KeepAliveRequest { session, end: false }).await?;
         let mut replies = sessions.keep_alive(ReceiverStream::new(rx)).await?.into_inner();
         // Ends, and with it the stream and the session, when the client is dropped.
         let keepalive = tokio::spawn(async move {
@@ -373,7 +373,7 @@ impl Client {
             loop {
                 tokio::select! {
                     _ = every.tick() => {
-                        if tx.send(KeepAliveRequest { session }).await.is_err() {
+                        if tx.send(KeepAliveRequest { session, end: false }).await.is_err() {
                             break;
                         }
                     }

@@ -12,8 +12,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! A claim lives in a client session of its own. A task sends a keepalive every sixth of the
-//! session's TTL; once none sent in the last [`CUT_OFF`] of the TTL has been answered, the claim
+//! A claim lives in a client session of its own. A keepalive goes out every sixth of the
+//! session's TTL, on the one KeepAlive stream its connection keeps all of its sessions on (the
+//! keepalives due together go as one batch); once none sent in the last [`CUT_OFF`] of the TTL has been answered, the claim
 //! counts as lost ([`Claim::lost`] resolves), before the daemon, which ends a session a TTL after
 //! the last keepalive it received, can hand it to anyone else. Dropping a claim (or the session)
 //! ends the keepalives, and with them the session and what it holds. Through a daemon group
@@ -61,6 +62,9 @@ use wazoo_proto as pb;
 use wazoo_proto::admin_client::AdminClient;
 use wazoo_proto::recipes_client::RecipesClient;
 use wazoo_proto::sessions_client::SessionsClient;
+
+mod keepalive;
+use keepalive::{Answer, Keeping};
 
 pub use wazoo_proto as proto;
 pub use wazoo_proto::{ErrorKind, LossReason};
@@ -275,6 +279,8 @@ pub struct Client {
     /// Every address it was given (`a:7181,b:7181`): where a session is taken up again when
     /// its daemon stops answering.
     addrs: std::sync::Arc<Vec<String>>,
+    /// The connection's KeepAlive stream, which keeps every session opened through it.
+    keepalives: std::sync::Arc<keepalive::Keepalives>,
 }
 
 impl Client {
@@ -361,7 +367,8 @@ impl Client {
             Err(_) => return Err(unreachable(format!("no connection within {timeout:?}"))),
         };
         let channel = tonic::service::interceptor::InterceptedService::new(channel, Bearer(bearer));
-        let client = Client { addr: addr.to_string(), channel, options: options.clone(), addrs };
+        let keepalives = std::sync::Arc::new(keepalive::Keepalives::new(channel.clone(), addr.to_string()));
+        let client = Client { addr: addr.to_string(), channel, options: options.clone(), addrs, keepalives };
         match tokio::time::timeout(timeout, client.admin().health(pb::Empty {})).await {
             Err(_) => Err(ConnectError::Unreachable(format!(
                 "the wazoo daemon at {addr} did not answer within {timeout:?}"
@@ -444,8 +451,6 @@ impl Client {
         let ttl_ms = ttl.as_millis().try_into().unwrap_or(u64::MAX);
         let opened = sessions.open(bounded(pb::OpenRequest { ttl_ms, name })).await?.into_inner();
         let (id, ttl) = (opened.session, Duration::from_millis(opened.ttl_ms));
-        let (tx, rx) = mpsc::channel(4);
-        let replies = sessions.keep_alive(ReceiverStream::new(rx)).await?.into_inner();
         let (ended_tx, ended) = watch::channel(None);
         let (link_tx, link) = watch::channel(Link { client: self.clone(), generation: 0, jeopardy: None });
         let group = Group {
@@ -455,7 +460,8 @@ impl Client {
         };
         let grouped = !group.secret.is_empty();
         let kept = Kept { session: id, ttl, ended: ended_tx, link: link_tx, group };
-        let keeper = tokio::spawn(kept.run(self.clone(), tx, replies));
+        let keeping = self.keepalives.keep(id, kept.every()).await?;
+        let keeper = tokio::spawn(kept.run(self.clone(), keeping));
         Ok(Session { id, ttl, sessions, ended, link, grouped, keeper })
     }
 
@@ -1181,7 +1187,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        // Ends the KeepAlive stream, and with it the session.
+        // Ends the session's keepalives (its `Keeping` sends its end), and with them the session.
         self.keeper.abort();
     }
 }
@@ -1209,17 +1215,26 @@ impl Kept {
         base * CUT_OFF.0 / CUT_OFF.1
     }
 
-    async fn run(
-        mut self,
-        mut client: Client,
-        mut requests: mpsc::Sender<pb::KeepAliveRequest>,
-        mut replies: Streaming<pb::KeepAliveReply>,
-    ) {
+    /// How long its daemon may go unanswered before the session is in jeopardy: in a group, a
+    /// daemon silent for a third of the limit is left while two thirds remain to take the
+    /// session up elsewhere; alone, it is waited for to the end.
+    fn silence(&self) -> Duration {
+        match self.group.secret.is_empty() {
+            true => self.limit(),
+            false => self.limit() / 3,
+        }
+    }
+
+    /// How often a keepalive goes out: every sixth of the TTL, and at least three in each
+    /// silence.
+    fn every(&self) -> Duration {
+        (self.ttl / 6).min(self.silence() / 3).max(Duration::from_millis(50))
+    }
+
+    async fn run(mut self, mut client: Client, mut keeping: Keeping) {
         let limit = self.limit();
-        // In a group, a daemon silent for a third of the limit is left while two thirds remain
-        // to take the session up elsewhere; alone, it is waited for to the end.
         let grouped = !self.group.secret.is_empty();
-        let silence = if grouped { limit / 3 } else { limit };
+        let silence = self.silence();
         let mut answered = tokio::time::Instant::now();
         loop {
             let refresh = grouped.then(|| {
@@ -1236,16 +1251,7 @@ impl Kept {
                     }
                 })
             });
-            let kept = keep_alive(
-                self.session,
-                self.ttl,
-                silence,
-                &requests,
-                &mut replies,
-                &mut answered,
-                &client.addr,
-            )
-            .await;
+            let kept = keep_alive(silence, &mut keeping, &mut answered, &client.addr).await;
             if let Some(refresh) = refresh {
                 refresh.abort();
             }
@@ -1260,9 +1266,9 @@ impl Kept {
             );
             self.link.send_modify(|l| l.jeopardy = Some(why.clone()));
             match self.reattach(&client, answered + limit).await {
-                Ok((next, tx, rx)) => {
+                Ok((next, kept_there)) => {
                     tracing::warn!(session = self.session, daemon = %next.addr, "safe: the session was taken up by the daemon at {}", next.addr);
-                    (client, requests, replies) = (next.clone(), tx, rx);
+                    (client, keeping) = (next.clone(), kept_there);
                     answered = tokio::time::Instant::now();
                     self.link.send_modify(|l| {
                         l.client = next;
@@ -1285,7 +1291,7 @@ impl Kept {
         &mut self,
         old: &Client,
         deadline: tokio::time::Instant,
-    ) -> Result<(Client, mpsc::Sender<pb::KeepAliveRequest>, Streaming<pb::KeepAliveReply>), String> {
+    ) -> Result<(Client, Keeping), String> {
         let mut candidates: Vec<String> =
             self.group.members.lock().unwrap_or_else(|e| e.into_inner()).clone();
         for addr in old.addrs.iter() {
@@ -1327,30 +1333,27 @@ impl Kept {
                             return Err((why, known));
                         }
                     };
-                    let (tx, rx) = mpsc::channel(4);
-                    let mut replies = sessions
-                        .keep_alive(ReceiverStream::new(rx))
+                    let mut keeping = client
+                        .keepalives
+                        .keep(self.session, self.every())
                         .await
-                        .map_err(|s| (s.message().to_string(), Vec::new()))?
-                        .into_inner();
-                    // One keepalive answered on the new stream before the old one is dropped:
+                        .map_err(|s| (s.message().to_string(), Vec::new()))?;
+                    // One keepalive answered on the new stream before the old one is let go:
                     // a daemon that takes the session back (it was only slow) then counts the
                     // new stream first, and does not end the session when the old one ends.
-                    let _ = tx.send(pb::KeepAliveRequest { session: self.session }).await;
-                    match replies.message().await {
-                        Ok(Some(answer)) if answer.ttl_ms > 0 => {}
-                        Ok(Some(_)) => return Err(("gone: the session ended".to_string(), Vec::new())),
-                        Ok(None) => return Err(("the keepalive stream ended".to_string(), Vec::new())),
-                        Err(status) => return Err((status.message().to_string(), Vec::new())),
+                    match keeping.next(&client.addr).await {
+                        Answer::Heard(_) => {}
+                        Answer::Ended => return Err(("gone: the session ended".to_string(), Vec::new())),
+                        Answer::Broke { why, .. } => return Err((why, Vec::new())),
                     }
-                    Ok::<_, (String, Vec<String>)>((client, reply, tx, replies))
+                    Ok::<_, (String, Vec<String>)>((client, reply, keeping))
                 };
                 match tokio::time::timeout_at(deadline, attempt).await {
-                    Ok(Ok((client, reply, tx, replies))) => {
+                    Ok(Ok((client, reply, keeping))) => {
                         if !reply.members.is_empty() {
                             *self.group.members.lock().unwrap_or_else(|e| e.into_inner()) = reply.members;
                         }
-                        return Ok((client, tx, replies));
+                        return Ok((client, keeping));
                     }
                     Ok(Err((why, _))) if why.starts_with("gone: ") => {
                         return Err(format!("the group no longer keeps the session ({})", &why[6..]));
@@ -1374,24 +1377,15 @@ impl Kept {
     }
 }
 
-/// Sends a keepalive for `session` every sixth of its `ttl` (or more often) until the stream fails or nothing
-/// sent in the last `silence` was answered: why, whether the daemon went silent, and whether
-/// the daemon ended the session itself (then it is over, wherever the client goes).
+/// Waits on the session's keepalives (sent by its connection's stream) until the stream fails
+/// or nothing sent in the last `silence` was answered: why, whether the daemon went silent,
+/// and whether the daemon ended the session itself (then it is over, wherever the client goes).
 async fn keep_alive(
-    session: u64,
-    ttl: Duration,
     silence: Duration,
-    requests: &mpsc::Sender<pb::KeepAliveRequest>,
-    replies: &mut Streaming<pb::KeepAliveReply>,
+    keeping: &mut Keeping,
     answered: &mut tokio::time::Instant,
     addr: &str,
 ) -> (String, bool, bool) {
-    // At least three keepalives go out in each `silence`.
-    let mut tick = tokio::time::interval((ttl / 6).min(silence / 3).max(Duration::from_millis(50)));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // When each keepalive not yet answered was sent (answers come in order): the daemon heard
-    // from this client no earlier than the last answered one.
-    let mut sent = std::collections::VecDeque::new();
     loop {
         tokio::select! {
             _ = tokio::time::sleep_until(*answered + silence) => {
@@ -1400,26 +1394,11 @@ async fn keep_alive(
                     silence.as_secs_f64()
                 ), true, false);
             }
-            _ = tick.tick() => {
-                sent.push_back(tokio::time::Instant::now());
-                if requests.send(pb::KeepAliveRequest { session }).await.is_err() {
-                    return (format!("the keepalive stream to the wazoo daemon at {addr} closed"), false, false);
-                }
-            }
-            reply = replies.message() => match reply {
-                Ok(Some(reply)) if reply.ttl_ms == 0 => {
-                    return (format!("the wazoo daemon at {addr} ended the client session"), false, true);
-                }
-                Ok(Some(_)) => {
-                    if let Some(at) = sent.pop_front() {
-                        *answered = at;
-                    }
-                }
-                Ok(None) => return (format!("the wazoo daemon at {addr} ended the keepalive stream"), false, false),
-                Err(status) => {
-                    let why = format!("lost the connection to the wazoo daemon at {addr}: {}", status.message());
-                    return (why, true, false);
-                }
+            answer = keeping.next(addr) => match answer {
+                // The daemon heard from the client no earlier than the last answered one.
+                Answer::Heard(at) => *answered = at,
+                Answer::Ended => return (format!("the wazoo daemon at {addr} ended the client session"), false, true),
+                Answer::Broke { why, silent } => return (why, silent, false),
             },
         }
     }

@@ -14,6 +14,8 @@ use tonic_types::{ErrorDetail, ErrorDetails, StatusExt as _};
 
 tonic::include_proto!("wazoo.v1");
 
+pub mod codec;
+
 /// The encoded `FileDescriptorSet` of the API (wazoo.proto, and the google.rpc messages its
 /// error details carry), for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/wazoo_descriptor.bin"));

@@ -75,9 +75,13 @@ class SessionsServicer(object):
 
     def KeepAlive(self, request_iterator, context):
         """Keeps sessions alive: send a request per session at least once per TTL. The reply
-        echoes each with the TTL left. When this stream ends, the sessions it kept alive close,
-        but for those another open KeepAlive stream has named too (a client that reconnects opens
-        its new stream before it lets the old one go).
+        echoes each with the TTL left. One stream may keep any number of sessions (the Rust client
+        keeps all of a connection's sessions on one, their keepalives sent together). When this
+        stream ends, the sessions it kept alive close, but for those another open KeepAlive stream
+        has named too (a client that reconnects opens its new stream before it lets the old one
+        go). A request with `end` set lets one session go as the stream's end would, and has no
+        reply. An unknown session is answered with TTL 0; the stream then ends if it keeps no
+        other session.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -4,6 +4,7 @@
 use super::adopt::Adopter;
 use super::state::*;
 use super::{Events, MAX_NAME, MIN_TTL};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -140,7 +141,8 @@ impl Sessions for Api {
         let mut slot = self.stream_slot()?;
         let state = Arc::downgrade(&self.state);
         tokio::spawn(async move {
-            let mut kept = Vec::new();
+            // The sessions this stream keeps (one, or all of a client connection's).
+            let mut kept: HashMap<u64, Arc<ClientSession>> = HashMap::new();
             let stopping = loop {
                 let req = tokio::select! {
                     next = incoming.next() => match next {
@@ -151,27 +153,40 @@ impl Sessions for Api {
                     () = slot.stopped() => break true,
                 };
                 let Some(state) = state.upgrade() else { break true };
+                if req.end {
+                    // The client lets this one session go, as the stream's end would.
+                    if let Some(session) = kept.remove(&req.session) {
+                        if session.kept_by_one_less() {
+                            state.expire_session(session.id, "its client let it go").await;
+                        }
+                    }
+                    continue;
+                }
                 let ttl = match state.session(req.session) {
                     Ok(s) => {
                         s.touch();
-                        if !kept.iter().any(|k: &Arc<ClientSession>| Arc::ptr_eq(k, &s)) {
+                        if let std::collections::hash_map::Entry::Vacant(v) = kept.entry(req.session) {
                             s.kept_by_one_more();
-                            kept.push(s.clone());
+                            v.insert(s.clone());
                         }
                         s.ttl.as_millis() as u64
                     }
-                    Err(_) => 0,
+                    Err(_) => {
+                        kept.remove(&req.session);
+                        0
+                    }
                 };
                 let reply = tx.send(Ok(pb::KeepAliveReply { session: req.session, ttl_ms: ttl })).await;
-                // A session that is not open is told so (TTL 0), and the stream ends.
-                if reply.is_err() || ttl == 0 {
+                // A session that is not open is told so (TTL 0); the stream ends with it unless
+                // it keeps others.
+                if reply.is_err() || (ttl == 0 && kept.is_empty()) {
                     break false;
                 }
             };
             // The stream ended: the client is gone (or says it is done), unless another of its
             // streams still keeps the session (a client that reconnects opens the new first).
             if let (Some(state), false) = (state.upgrade(), stopping) {
-                for session in kept {
+                for (_, session) in kept {
                     if session.kept_by_one_less() {
                         state.expire_session(session.id, "its last keepalive stream ended").await;
                     }
