@@ -394,6 +394,40 @@ async fn a_rust_clients_lock_and_waiter_go_on_through_another_daemon() {
     drop(b);
 }
 
+/// A connection's sessions, taken up on B when A is killed, share one connection and one
+/// KeepAlive stream there: six sessions go on through a B that allows two streams.
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_taken_up_on_one_member_share_its_connection() {
+    let args = member_of("shared-peer");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let a = Daemon::start_with(&plugins(), &cache(), &args).await;
+    let narrow: Vec<&str> = args.iter().copied().chain(["--max-streams", "2"]).collect();
+    let b = Daemon::start_with(&plugins(), &cache(), &narrow).await;
+    let servers = format!("{},{}", a.grpc, b.grpc);
+    let rust = wazoo_client::Client::connect(&servers, None, Duration::from_secs(5)).await.unwrap();
+    let mut sessions = Vec::new();
+    for i in 0..6 {
+        sessions.push(rust.session(Duration::from_secs(10), format!("peer-{i}")).await.unwrap());
+    }
+    assert!(sessions.iter().all(|s| s.client().addr() == a.grpc), "opened on A");
+
+    signal(a.pid(), "-KILL");
+    for session in &sessions {
+        let moved = within(LIMIT, "the session is taken up", session.taken_up_after(0)).await;
+        assert_eq!(moved.expect("taken up, not ended").addr(), b.grpc);
+    }
+    // Kept there on the one stream: none ends meanwhile, and B lists all six.
+    let mut ended = tokio::task::JoinSet::new();
+    for session in &sessions {
+        ended.spawn(session.ended());
+    }
+    let early = tokio::time::timeout(Duration::from_secs(3), ended.join_next()).await;
+    assert!(early.is_err(), "a session taken up on B ended: {early:?}");
+    let listed = sessions[0].client().list_sessions().await.unwrap();
+    assert_eq!(listed.iter().filter(|s| s.name.starts_with("peer-")).count(), 6, "{listed:?}");
+    drop(b);
+}
+
 /// A Rust client connected to A, which dies before the client asks for anything: its lock is
 /// taken through B, the next address it was given.
 #[tokio::test(flavor = "multi_thread")]

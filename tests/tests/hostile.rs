@@ -259,10 +259,11 @@ async fn a_session_keeps_a_bounded_number_of_handles() {
     assert!(made.map_or(true, |s| s.num_children == 0), "no lock node was made for the refused acquire");
 }
 
-/// The one host's instance pool is `--max-instances`: every claim held keeps an instance, and
-/// past the pool a new claim is refused, naming the option, and makes no node; a claim let go
-/// of gives its instance back. Out of range, or beside `--tenants` (where it would be ignored),
-/// the option is a usage error.
+/// The one host's instance pool is `--max-instances`. A lock taken by Acquire is held as data
+/// and keeps no instance, so more are held than the pool has; every claim being taken or
+/// waited for keeps one, and past the pool a new one is refused, naming the option, and makes
+/// no node; a waiter that comes to hold gives its instance back. Out of range, or beside
+/// `--tenants` (where it would be ignored), the option is a usage error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_one_hosts_instance_pool_is_max_instances() {
     for (args, says) in [
@@ -279,29 +280,54 @@ async fn the_one_hosts_instance_pool_is_max_instances() {
     let channel = daemon.channel().await;
     let mut sessions = SessionsClient::new(channel.clone());
     let session =
-        sessions.open(OpenRequest { ttl_ms: 10_000, name: "instances".into() }).await.unwrap().into_inner();
-    let mut recipes = wazoo_proto::recipes_client::RecipesClient::new(channel);
+        sessions.open(OpenRequest { ttl_ms: 30_000, name: "instances".into() }).await.unwrap().into_inner();
+    let recipes = wazoo_proto::recipes_client::RecipesClient::new(channel);
+    let checker = client(&zk().address()).await;
     let base = unique("instances");
-    let acquire = |i: usize| lock_at(session.session, format!("{base}/{i}"));
+
+    // Twelve locks held on four instances: each gave its instance back once it held.
     let mut held = Vec::new();
-    let refused = loop {
-        match recipes.acquire(acquire(held.len())).await {
-            Ok(claim) => held.push(claim.into_inner()),
-            Err(refused) => break refused,
-        }
-        assert!(held.len() <= 4, "more claims held than --max-instances 4");
+    for i in 0..12 {
+        let claim = recipes.clone().acquire(lock_at(session.session, format!("{base}/{i}"))).await;
+        held.push(claim.unwrap_or_else(|e| panic!("held lock {i}: {e:?}")).into_inner());
+    }
+
+    // Waiters on one of them keep an instance each, until none is left.
+    let path = format!("{base}/0");
+    let wait = |recipes: &wazoo_proto::recipes_client::RecipesClient<_>| {
+        let mut recipes = recipes.clone();
+        let request = AcquireRequest { timeout_ms: None, ..lock_at(session.session, path.clone()) };
+        tokio::spawn(async move { recipes.acquire(request).await })
     };
-    assert!(!held.is_empty(), "no claim was held at all: {refused:?}");
+    let mut waiting = Vec::new();
+    let refused = loop {
+        let mut call = wait(&recipes);
+        tokio::select! {
+            answer = &mut call => break answer.unwrap().expect_err("nothing is let go of: no waiter holds"),
+            _ = wait_children(&checker, &path, waiting.len() + 2) => waiting.push(call),
+        }
+        assert!(waiting.len() <= 4, "more waiters than --max-instances 4");
+    };
+    assert!(!waiting.is_empty(), "no waiter was served at all: {refused:?}");
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
     assert!(refused.message().contains("--max-instances"), "{refused:?}");
-    let checker = client(&zk().address()).await;
-    let made = checker.check_stat(&format!("{base}/{}", held.len())).await.unwrap();
-    assert!(made.map_or(true, |s| s.num_children == 0), "a lock node was made for the refused acquire");
+    let queued = checker.list_children(&path).await.unwrap().len();
+    assert_eq!(queued, waiting.len() + 1, "a lock node was made for the refused acquire");
 
-    // One let go of: the next claim is served.
+    // The holder lets go: the first waiter holds, gives its instance back, and one more waiter
+    // is served.
     let first = held.remove(0);
-    recipes.release(wazoo_proto::HandleRef { session: session.session, handle: first.handle }).await.unwrap();
-    recipes.acquire(acquire(100)).await.expect("a claim after one was let go of");
+    let release = wazoo_proto::HandleRef { session: session.session, handle: first.handle };
+    recipes.clone().release(release).await.unwrap();
+    let holder =
+        within(LIMIT, "the first waiter holds", waiting.remove(0)).await.unwrap().unwrap().into_inner();
+    assert!(holder.fencing_token > first.fencing_token);
+    let mut more = wait(&recipes);
+    tokio::select! {
+        answer = &mut more => panic!("one more waiter is refused: {answer:?}"),
+        _ = wait_children(&checker, &path, waiting.len() + 2) => {}
+    }
+    let _ = sessions.close(wazoo_proto::SessionRef { session: session.session }).await;
 }
 
 /// A session that never sends a keepalive, whatever TTL it asked for, ends within the ceiling,

@@ -5,7 +5,8 @@
 //! one `wazoo serve` as a process of its own (a copy of `target/release/wazoo` and
 //! `wazoo-compile` made at the start; `WAZOO_BENCH_BIN=DIR` takes them from DIR instead). The
 //! one host of a daemon without `--tenants` has a pool of 1000 recipe instances unless
-//! `--max-instances` says otherwise, and every held or waiting claim keeps an instance; the
+//! `--max-instances` says otherwise, and every waiting claim keeps an instance (a held lock is
+//! held as data, with none); the
 //! daemon here serves one tenant (`--tenants`), whose `limits` raise
 //! `instances` and `client_sessions` to the count, and `--max-sessions`, `--max-streams` and
 //! `--max-ttl` are raised to match (what each does: `wazoo serve --help`, docs

@@ -577,7 +577,8 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
         max_sessions_per_tenant: u32,
         /// Recipe instances alive at once in the one host (without --tenants: a tenant's is
-        /// `instances` in the tenants file); every claim held or waited for keeps one
+        /// `instances` in the tenants file); every claim being taken or waited for keeps one, a
+        /// lock or lease held by Acquire none after a second (it is held as data)
         #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..=100_000), conflicts_with = "tenants")]
         max_instances: u32,
         /// Handles (claims, kept instances, participants) per client session

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Status, Streaming};
 use wazoo_proto as pb;
 use wazoo_proto::sessions_client::SessionsClient;
@@ -86,9 +86,12 @@ impl Keepalives {
         let control = match open.as_ref().filter(|c| !c.is_closed()) {
             Some(control) => control.clone(),
             None => {
-                let (requests, rx) = mpsc::channel(1024);
-                let replies =
-                    SessionsClient::new(self.channel.clone()).keep_alive(ReceiverStream::new(rx)).await?;
+                // Unbounded: a batch is sent whole without waiting for the daemon to read it, so
+                // the task goes on reading answers whatever the batch's size.
+                let (requests, rx) = mpsc::unbounded_channel();
+                let replies = SessionsClient::new(self.channel.clone())
+                    .keep_alive(UnboundedReceiverStream::new(rx))
+                    .await?;
                 let (control, commands) = mpsc::unbounded_channel();
                 let stream = Stream {
                     requests,
@@ -96,6 +99,7 @@ impl Keepalives {
                     commands,
                     addr: self.addr.clone(),
                     kept: HashMap::new(),
+                    next: None,
                     open: self.open.clone(),
                 };
                 tokio::spawn(stream.run());
@@ -121,11 +125,13 @@ struct Kept {
 
 /// The task of one stream.
 struct Stream {
-    requests: mpsc::Sender<pb::KeepAliveRequest>,
+    requests: mpsc::UnboundedSender<pb::KeepAliveRequest>,
     replies: Streaming<pb::KeepAliveReply>,
     commands: mpsc::UnboundedReceiver<Control>,
     addr: String,
     kept: HashMap<u64, Kept>,
+    /// When the first keepalive falls due (none while nothing is kept).
+    next: Option<Instant>,
     open: Arc<tokio::sync::Mutex<Option<mpsc::UnboundedSender<Control>>>>,
 }
 
@@ -136,30 +142,30 @@ impl Stream {
             if self.kept.is_empty() && self.finish().await {
                 return;
             }
-            let due = self.kept.values().map(|k| k.due).min();
             tokio::select! {
                 command = self.commands.recv() => match command {
                     Some(Control::Keep { session, every, answers }) => {
                         let now = Instant::now();
                         let kept = Kept { every, due: now, sent: VecDeque::new(), answers };
                         self.kept.insert(session, kept);
-                        if let Err(why) = self.send_due(now).await {
+                        if let Err(why) = self.send_due(now) {
                             break why;
                         }
                     }
                     Some(Control::Let(session)) => {
                         if self.kept.remove(&session).is_some() {
                             let end = pb::KeepAliveRequest { session, end: true };
-                            if self.requests.send(end).await.is_err() {
+                            if self.requests.send(end).is_err() {
                                 break self.closed();
                             }
                         }
                     }
-                    // The connection's `Keepalives` holds a sender until the stream is over.
+                    // Not while the task runs: the connection's `Keepalives` holds a sender until
+                    // the task is over.
                     None => return,
                 },
-                () = sleep_until(due) => {
-                    if let Err(why) = self.send_due(Instant::now()).await {
+                () = sleep_until(self.next) => {
+                    if let Err(why) = self.send_due(Instant::now()) {
                         break why;
                     }
                 }
@@ -188,27 +194,32 @@ impl Stream {
         for (_, kept) in self.kept.drain() {
             let _ = kept.answers.send(Answer::Broke { why: why.clone(), silent });
         }
-        // Those that asked to be kept meanwhile hear the same once their sender drops here.
-        while self.commands.try_recv().is_ok() {}
+        // Those that asked to be kept meanwhile hear the same.
+        while let Ok(command) = self.commands.try_recv() {
+            if let Control::Keep { answers, .. } = command {
+                let _ = answers.send(Answer::Broke { why: why.clone(), silent });
+            }
+        }
     }
 
     /// Sends the keepalives due by `now`, and those due within a quarter of their interval
     /// after it, together.
-    async fn send_due(&mut self, now: Instant) -> Result<(), (String, bool)> {
-        let mut batch = Vec::new();
+    fn send_due(&mut self, now: Instant) -> Result<(), (String, bool)> {
+        let mut next: Option<Instant> = None;
+        let mut closed = false;
         for (session, kept) in self.kept.iter_mut() {
             if kept.due <= now + kept.every / 4 {
                 kept.due = now + kept.every;
                 kept.sent.push_back(now);
-                batch.push(*session);
+                closed |= self.requests.send(pb::KeepAliveRequest { session: *session, end: false }).is_err();
             }
+            next = Some(next.map_or(kept.due, |n| n.min(kept.due)));
         }
-        for session in batch {
-            if self.requests.send(pb::KeepAliveRequest { session, end: false }).await.is_err() {
-                return Err(self.closed());
-            }
+        self.next = next;
+        match closed {
+            true => Err(self.closed()),
+            false => Ok(()),
         }
-        Ok(())
     }
 
     fn answered(&mut self, reply: pb::KeepAliveReply) {

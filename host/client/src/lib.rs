@@ -281,7 +281,17 @@ pub struct Client {
     addrs: std::sync::Arc<Vec<String>>,
     /// The connection's KeepAlive stream, which keeps every session opened through it.
     keepalives: std::sync::Arc<keepalive::Keepalives>,
+    /// The connections to the group's other members made since [`Client::connect`], shared by
+    /// every client made from it: the sessions taken up on one member share its connection and
+    /// its KeepAlive stream.
+    peers: Peers,
 }
+
+/// Connections by address: each one's channel and KeepAlive stream (not a [`Client`], which
+/// would hold the map itself).
+type Peers = std::sync::Arc<
+    std::sync::Mutex<std::collections::HashMap<String, (Authed, std::sync::Arc<keepalive::Keepalives>)>>,
+>;
 
 impl Client {
     /// Connects to the daemon at `addr` (`host:port` or a URI), sending `token` with every call,
@@ -306,9 +316,10 @@ impl Client {
             return Err(ConnectError::BadAddress(format!("not an address: {addr:?}")));
         }
         let addrs = std::sync::Arc::new(addrs);
+        let peers = Peers::default();
         let mut failed = None;
         for one in addrs.iter() {
-            match Client::connect_one(one, options, addrs.clone()).await {
+            match Client::connect_one(one, options, addrs.clone(), peers.clone()).await {
                 Ok(client) => return Ok(client),
                 Err(e @ ConnectError::Unreachable(_)) => failed = Some(e),
                 Err(e) => return Err(e),
@@ -317,11 +328,36 @@ impl Client {
         Err(failed.expect("at least one address was tried"))
     }
 
+    /// The connection to `addr` already made from this client's [`Client::connect`], if any, or a
+    /// new one (which the others then share, unless one was made meanwhile).
+    async fn peer(&self, addr: &str, options: &Options) -> Result<Client, ConnectError> {
+        if let Some(known) = self.known_peer(addr) {
+            return Ok(known);
+        }
+        let fresh = Client::connect_one(addr, options, self.addrs.clone(), self.peers.clone()).await?;
+        Ok(self.known_peer(addr).unwrap_or(fresh))
+    }
+
+    fn known_peer(&self, addr: &str) -> Option<Client> {
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let (channel, keepalives) = peers.get(addr)?.clone();
+        let (addrs, peers) = (self.addrs.clone(), self.peers.clone());
+        Some(Client {
+            addr: addr.to_string(),
+            channel,
+            options: self.options.clone(),
+            addrs,
+            keepalives,
+            peers,
+        })
+    }
+
     /// Connects to the one daemon at `addr`.
     async fn connect_one(
         addr: &str,
         options: &Options,
         addrs: std::sync::Arc<Vec<String>>,
+        peers: Peers,
     ) -> Result<Client, ConnectError> {
         let timeout = options.timeout;
         let bearer = match &options.token {
@@ -368,8 +404,9 @@ impl Client {
         };
         let channel = tonic::service::interceptor::InterceptedService::new(channel, Bearer(bearer));
         let keepalives = std::sync::Arc::new(keepalive::Keepalives::new(channel.clone(), addr.to_string()));
-        let client = Client { addr: addr.to_string(), channel, options: options.clone(), addrs, keepalives };
-        match tokio::time::timeout(timeout, client.admin().health(pb::Empty {})).await {
+        let client =
+            Client { addr: addr.to_string(), channel, options: options.clone(), addrs, keepalives, peers };
+        let answered = match tokio::time::timeout(timeout, client.admin().health(pb::Empty {})).await {
             Err(_) => Err(ConnectError::Unreachable(format!(
                 "the wazoo daemon at {addr} did not answer within {timeout:?}"
             ))),
@@ -378,8 +415,15 @@ impl Client {
             Ok(Err(status)) if status.code() == Code::Unavailable || error_kind(&status).is_none() => {
                 Err(unreachable(format!("{}: {}", status.code(), status.message())))
             }
-            Ok(_) => Ok(client),
-        }
+            Ok(_) => Ok(()),
+        };
+        answered?;
+        let mut peers = client.peers.lock().unwrap_or_else(|e| e.into_inner());
+        peers
+            .entry(client.addr.clone())
+            .or_insert_with(|| (client.channel.clone(), client.keepalives.clone()));
+        drop(peers);
+        Ok(client)
     }
 
     /// The address as given to [`Client::connect`].
@@ -434,7 +478,7 @@ impl Client {
             opened => return opened,
         };
         for addr in self.addrs.iter().filter(|a| **a != self.addr) {
-            let Ok(other) = Client::connect_one(addr, &self.options, self.addrs.clone()).await else {
+            let Ok(other) = self.peer(addr, &self.options).await else {
                 continue;
             };
             match other.open(ttl, name.clone()).await {
@@ -443,6 +487,15 @@ impl Client {
             }
         }
         Err(failed)
+    }
+
+    /// Where a session of this daemon is kept: on the connection's one KeepAlive stream, or on
+    /// a stream of its own when the daemon does not keep many sessions on one (an older one).
+    fn keepalives(&self, shared: bool) -> std::sync::Arc<keepalive::Keepalives> {
+        match shared {
+            true => self.keepalives.clone(),
+            false => std::sync::Arc::new(keepalive::Keepalives::new(self.channel.clone(), self.addr.clone())),
+        }
     }
 
     /// Opens a client session on this daemon.
@@ -460,7 +513,14 @@ impl Client {
         };
         let grouped = !group.secret.is_empty();
         let kept = Kept { session: id, ttl, ended: ended_tx, link: link_tx, group };
-        let keeping = self.keepalives.keep(id, kept.every()).await?;
+        let keeping = match self.keepalives(opened.shared_keepalive).keep(id, kept.every()).await {
+            Ok(keeping) => keeping,
+            Err(refused) => {
+                // Not kept, so not left open until its TTL passes.
+                let _ = sessions.close(bounded(pb::SessionRef { session: id })).await;
+                return Err(refused.into());
+            }
+        };
         let keeper = tokio::spawn(kept.run(self.clone(), keeping));
         Ok(Session { id, ttl, sessions, ended, link, grouped, keeper })
     }
@@ -1311,9 +1371,16 @@ impl Kept {
                     return Err(format!("no member of the group took the session up in time ({last})"));
                 }
                 let attempt = async {
-                    let client = Client::connect_one(addr, &options, old.addrs.clone())
-                        .await
-                        .map_err(|e| (e.to_string(), Vec::new()))?;
+                    // The sessions taken up on one member share one connection there; the
+                    // silent daemon's is never trusted again (a new one, its own stream).
+                    let client = match *addr == old.addr {
+                        true => {
+                            Client::connect_one(addr, &options, old.addrs.clone(), old.peers.clone()).await
+                        }
+                        false => old.peer(addr, &options).await,
+                    };
+                    let client = client.map_err(|e| (e.to_string(), Vec::new()))?;
+                    let client = Client { options: old.options.clone(), ..client };
                     let mut sessions = client.sessions();
                     let request =
                         pb::ReattachRequest { session: self.session, secret: self.group.secret.clone() };
@@ -1334,7 +1401,7 @@ impl Kept {
                         }
                     };
                     let mut keeping = client
-                        .keepalives
+                        .keepalives(reply.shared_keepalive)
                         .keep(self.session, self.every())
                         .await
                         .map_err(|s| (s.message().to_string(), Vec::new()))?;

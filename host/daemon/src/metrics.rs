@@ -35,9 +35,10 @@
 //!   taken from the on-disk compile cache, by the tenant's registry;
 //! - `wazoo_limit_hits_total{tenant}`, `wazoo_traps_total{tenant}`: guest calls refused by a
 //!   sandbox limit, and guest traps;
-//! - `wazoo_client_sessions{tenant}`, `wazoo_live_handles{tenant}`, `wazoo_warm_handles{tenant}`
-//!   (gauges): client sessions open, the recipe handles they hold, and the lock-family handles
-//!   kept warm for the next acquire;
+//! - `wazoo_client_sessions{tenant}`, `wazoo_live_handles{tenant}`, `wazoo_warm_handles{tenant}`,
+//!   `wazoo_instances{tenant}` (gauges): client sessions open, the recipe handles they hold, the
+//!   lock-family handles kept warm for the next acquire, and the recipe instances alive (claims
+//!   held as data keep none);
 //! - `wazoo_zookeeper_session_up{tenant}` (gauge): 1 while the host's ZooKeeper session is up,
 //!   as `/healthz` judges it, else 0.
 //!
@@ -477,6 +478,8 @@ pub struct Sample {
     pub live_handles: u64,
     /// Lock-family handles kept warm for the next Acquire (not held by anyone).
     pub warm_handles: u64,
+    /// Recipe instances alive (held, waiting, warm, or in a call).
+    pub instances: u64,
     pub compiles: u64,
     pub cache_hits: u64,
     pub limit_hits: u64,
@@ -515,7 +518,7 @@ impl Sources {
 
 /// The families read from the served hosts (name, help, whether a counter), in the order of
 /// [`Sample::values`].
-const COLLECTED: [(&str, &str, bool); 7] = [
+const COLLECTED: [(&str, &str, bool); 8] = [
     ("wazoo_compiles", "Recipe components compiled (not taken from the cache).", true),
     ("wazoo_cache_hits", "Recipe components taken from the on-disk compile cache.", true),
     ("wazoo_limit_hits", "Guest calls refused by a sandbox limit.", true),
@@ -523,10 +526,11 @@ const COLLECTED: [(&str, &str, bool); 7] = [
     ("wazoo_client_sessions", "Client sessions currently open.", false),
     ("wazoo_live_handles", "Recipe handles currently held.", false),
     ("wazoo_warm_handles", "Lock-family handles kept warm for the next acquire.", false),
+    ("wazoo_instances", "Recipe instances alive (claims held as data keep none).", false),
 ];
 
 impl Sample {
-    fn values(&self) -> [u64; 7] {
+    fn values(&self) -> [u64; 8] {
         [
             self.compiles,
             self.cache_hits,
@@ -535,6 +539,7 @@ impl Sample {
             self.client_sessions,
             self.live_handles,
             self.warm_handles,
+            self.instances,
         ]
     }
 }
@@ -1051,6 +1056,7 @@ mod tests {
                 client_sessions: n + 1,
                 live_handles: n + 2,
                 warm_handles: n + 3,
+                instances: n + 4,
                 compiles: n,
                 cache_hits: n * 10,
                 limit_hits: n * 100,
@@ -1072,7 +1078,7 @@ mod tests {
     }
 
     /// Every family, as its `# TYPE` line names it, before any event.
-    const FAMILIES: [&str; 27] = [
+    const FAMILIES: [&str; 28] = [
         "wazoo_build info",
         "wazoo_calls counter",
         "wazoo_call_seconds histogram",
@@ -1093,6 +1099,7 @@ mod tests {
         "wazoo_client_sessions gauge",
         "wazoo_live_handles gauge",
         "wazoo_warm_handles gauge",
+        "wazoo_instances gauge",
         "wazoo_zookeeper_session_up gauge",
         "process_cpu_seconds counter",
         "process_resident_memory_bytes gauge",
@@ -1148,6 +1155,7 @@ mod tests {
             ("wazoo_client_sessions", 4, 6),
             ("wazoo_live_handles", 5, 7),
             ("wazoo_warm_handles", 6, 8),
+            ("wazoo_instances", 7, 9),
         ] {
             let want =
                 [format!("{family}{{tenant=\"alice\"}} {a}"), format!("{family}{{tenant=\"mallory\"}} {m}")];

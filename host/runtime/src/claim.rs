@@ -129,14 +129,20 @@ pub(crate) enum Holder {
     Node(NodeClaim),
 }
 
-/// A claim held as data: its node on a session, with no recipe instance behind it. Another
-/// process (a daemon of the group) made it; this one watches it and lets it go by deleting
-/// it.
+/// A claim held as data: its node on a session, with no recipe instance behind it. Either
+/// another process (a daemon of the group) made it, or a handle of this host did and gave its
+/// instance back ([`Claim::into_data`]); this one watches it and lets it go by deleting it.
 pub struct NodeClaim {
     live: Arc<Live>,
     node: String,
     /// Set once the node is deleted (or found gone).
     gone: bool,
+    /// The recipe version that took it, when this host did: kept alive with the claim, so that
+    /// a switch of protocol drains it as it drains handles.
+    version: Option<Arc<Version>>,
+    /// When this host made it: the czxid it was created with, and what the host counts its
+    /// nodes in. Its delete is then sent unwaited and settled as a recipe's release is.
+    made_here: Option<(i64, Arc<crate::state::Shared>)>,
 }
 
 impl NodeClaim {
@@ -145,7 +151,7 @@ impl NodeClaim {
     }
 
     fn version(&self) -> Option<&Arc<Version>> {
-        None
+        self.version.as_ref()
     }
 
     fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
@@ -164,9 +170,14 @@ impl NodeClaim {
 
     fn fold(&mut self, _: crate::state::Fold) {}
 
-    /// Deletes the node if it is still this session's.
+    /// Deletes the node if it is still this session's. One this host made is deleted as a
+    /// recipe's unwaited release deletes it: sent now, ahead of every later request of the
+    /// session, and settled in the background.
     async fn let_go(&mut self) -> Result<(), RecipeError> {
         if self.gone {
+            return Ok(());
+        }
+        if self.send_delete() {
             return Ok(());
         }
         let client = &self.live.client;
@@ -199,6 +210,27 @@ impl NodeClaim {
 
     async fn close(mut self) {
         let _ = self.let_go().await;
+    }
+
+    /// Sends the unwaited delete of a node this host made: false for another's.
+    fn send_delete(&mut self) -> bool {
+        let Some((czxid, shared)) = self.made_here.take() else { return false };
+        self.gone = true;
+        let ledger = Arc::new(crate::ledger::Ledger::default());
+        ledger.created(&self.node, czxid);
+        ledger.releasing(&self.node);
+        crate::state::send_unwaited(self.live.clone(), ledger, shared, self.node.clone(), Some(czxid));
+        true
+    }
+}
+
+impl Drop for NodeClaim {
+    fn drop(&mut self) {
+        // Dropped without a release (its owner went away): a node this host made goes as the
+        // ledger of a dropped handle would delete it.
+        if !self.gone && self.made_here.is_some() && tokio::runtime::Handle::try_current().is_ok() {
+            self.send_delete();
+        }
     }
 }
 
@@ -521,7 +553,8 @@ impl Claim {
     /// (a session adopted from another daemon of the group): lost when the node goes or the
     /// session ends, released by deleting the node.
     pub fn adopted(kind: ClaimKind, live: Arc<Live>, node: String, token: i64) -> Claim {
-        let holder = Holder::Node(NodeClaim { live, node: node.clone(), gone: false });
+        let holder =
+            Holder::Node(NodeClaim { live, node: node.clone(), gone: false, version: None, made_here: None });
         Claim { kind, node, token, holder: Some(holder), warm: None, want: None }
     }
 
@@ -606,6 +639,42 @@ impl Claim {
             _ => holder.close().await,
         }
         outcome
+    }
+
+    /// The claim kept as data, its recipe instance given back: its node, fencing token and
+    /// recipe version, lost as before ([`Claim::lost`]), and let go of by deleting its node, as
+    /// a recipe's release does (sent unwaited, settled in the background). A lock, read/write
+    /// lock or lease whose handle owns its node and nothing else is kept so: for these families
+    /// the node is the claim, as it is for a claim taken up after a fail-over
+    /// ([`Claim::adopted`]). Any other claim comes back as it was. A claim kept as data cannot
+    /// be taken again ([`Claim::requeue`]).
+    pub async fn into_data(mut self) -> Claim {
+        let given_up = match self.holder.as_mut() {
+            Some(Holder::Lock(h)) => h.give_up_node(&self.node),
+            Some(Holder::RwLock(h)) => h.give_up_node(&self.node),
+            Some(Holder::Semaphore(h)) => h.give_up_node(&self.node),
+            _ => None,
+        };
+        let Some(made_here) = given_up else { return self };
+        let holder = self.holder.take().expect("checked above");
+        let (live, version) = (holder.live().clone(), holder.version().cloned());
+        // It owns nothing now: closing it deletes nothing, and its instance goes back.
+        holder.close().await;
+        let node =
+            NodeClaim { live, node: self.node.clone(), gone: false, version, made_here: Some(made_here) };
+        Claim {
+            kind: self.kind,
+            node: std::mem::take(&mut self.node),
+            token: self.token,
+            holder: Some(Holder::Node(node)),
+            warm: None,
+            want: None,
+        }
+    }
+
+    /// Whether it is held as data, with no recipe instance behind it.
+    pub fn is_data(&self) -> bool {
+        matches!(self.holder, Some(Holder::Node(_)))
     }
 
     /// Names the claim [`Claim::requeue`] takes next, as [`Contender::name_claim`] names an

@@ -253,6 +253,12 @@ impl Host {
         self.inner.warm.len()
     }
 
+    /// How many recipe instances its handles keep alive now: held, waiting, warm, or in a
+    /// call. Claims held as data keep none.
+    pub fn instances(&self) -> usize {
+        self.inner.shared.usage.instances.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The current session, rebuilt first if it has ended.
     pub(crate) async fn current_live(&self) -> anyhow::Result<Arc<Live>> {
         self.inner.keeper.live().await

@@ -101,6 +101,22 @@ impl Ledger {
         Some(Some(czxid))
     }
 
+    /// Takes `path` out of the ledger without deleting it, for a claim kept as data
+    /// ([`crate::Claim::into_data`]): the czxid it was created with.
+    pub(crate) fn forget(&self, path: &str) -> Option<i64> {
+        self.inner.lock().unwrap().owned.remove(path)
+    }
+
+    /// Whether the ledger holds `path` and nothing else: no other node, no uncertain create, no
+    /// release in flight.
+    pub(crate) fn holds_only(&self, path: &str) -> bool {
+        let entries = self.inner.lock().unwrap();
+        entries.owned.len() == 1
+            && entries.owned.contains_key(path)
+            && entries.uncertain.is_empty()
+            && entries.releasing.is_empty()
+    }
+
     /// A releasing node deleted by the `multi` that made the next node of its handle
     /// ([`crate::Claim::requeue`]): forgotten.
     pub(crate) fn settled_in_fold(&self, path: &str) {

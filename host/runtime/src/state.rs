@@ -42,6 +42,8 @@ pub struct Usage {
     pub(crate) settled: tokio::sync::Notify,
     /// Unwaited deletes given up on (their node back in its handle's ledger).
     pub(crate) given_up: std::sync::atomic::AtomicUsize,
+    /// Recipe instances alive in handles (held, waiting, kept warm, or in a call).
+    pub(crate) instances: std::sync::atomic::AtomicUsize,
 }
 
 impl Usage {
@@ -177,34 +179,7 @@ impl HostState {
     /// called, so every later request of the session comes after it. A task of the host settles
     /// the reply ([`Ledger::settle`]).
     pub(crate) fn send_unwaited(&self, path: String, czxid: Option<i64>) {
-        let live = self.live.clone();
-        let reply = match self.shared.faults.take_dropped_unwaited_delete() {
-            false => Some(live.client.delete(&path, None)),
-            true => None,
-        };
-        let (ledger, shared) = (self.ledger.clone(), self.shared.clone());
-        let pending = Unsettled::count(shared.clone());
-        tokio::spawn(async move {
-            let _pending = pending;
-            use crate::ledger::Settled;
-            use zookeeper_client::Error;
-            let result = match reply {
-                Some(reply) => reply.await,
-                None => Err(Error::ConnectionLoss),
-            };
-            let lost = matches!(result, Err(Error::ConnectionLoss | Error::Timeout | Error::Custom(_)));
-            let settled = ledger.settle(&live.client, &path, czxid, result).await;
-            if matches!(settled, Settled::Deleted | Settled::DeletedAgain) {
-                shared.usage.znodes.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            if lost && settled != Settled::Unsettled {
-                shared.faults.settled_lost(settled == Settled::DeletedAgain);
-            }
-            if settled == Settled::Unsettled {
-                shared.usage.given_up.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-            }
-            tracing::debug!(%path, ?settled, "unwaited delete settled");
-        });
+        send_unwaited(self.live.clone(), self.ledger.clone(), self.shared.clone(), path, czxid);
     }
 
     /// Sends the release held back, if there is one: before any other request of the handle.
@@ -249,6 +224,44 @@ impl Drop for HostState {
             Err(_) => drop(self.live.client.delete(&path, None)),
         }
     }
+}
+
+/// Sends the delete of `path` on `live`'s session without waiting for it, `ledger` having set it
+/// aside as releasing (created with `czxid`), and settles the reply in a task of the host
+/// ([`Ledger::settle`]): a lost reply has the node looked at again and deleted if still ours.
+pub(crate) fn send_unwaited(
+    live: Arc<Live>,
+    ledger: Arc<Ledger>,
+    shared: Arc<Shared>,
+    path: String,
+    czxid: Option<i64>,
+) {
+    let reply = match shared.faults.take_dropped_unwaited_delete() {
+        false => Some(live.client.delete(&path, None)),
+        true => None,
+    };
+    let pending = Unsettled::count(shared.clone());
+    tokio::spawn(async move {
+        let _pending = pending;
+        use crate::ledger::Settled;
+        use zookeeper_client::Error;
+        let result = match reply {
+            Some(reply) => reply.await,
+            None => Err(Error::ConnectionLoss),
+        };
+        let lost = matches!(result, Err(Error::ConnectionLoss | Error::Timeout | Error::Custom(_)));
+        let settled = ledger.settle(&live.client, &path, czxid, result).await;
+        if matches!(settled, Settled::Deleted | Settled::DeletedAgain) {
+            shared.usage.znodes.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        if lost && settled != Settled::Unsettled {
+            shared.faults.settled_lost(settled == Settled::DeletedAgain);
+        }
+        if settled == Settled::Unsettled {
+            shared.usage.given_up.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+        tracing::debug!(%path, ?settled, "unwaited delete settled");
+    });
 }
 
 /// An unwaited delete not settled yet, counted in the host's usage until dropped (however its

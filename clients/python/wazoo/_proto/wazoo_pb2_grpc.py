@@ -80,8 +80,8 @@ class SessionsServicer(object):
         stream ends, the sessions it kept alive close, but for those another open KeepAlive stream
         has named too (a client that reconnects opens its new stream before it lets the old one
         go). A request with `end` set lets one session go as the stream's end would, and has no
-        reply. An unknown session is answered with TTL 0; the stream then ends if it keeps no
-        other session.
+        reply. An unknown session is answered with TTL 0, and the stream goes on (the client ends
+        it). Daemons that do this say so in `OpenReply.shared_keepalive`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

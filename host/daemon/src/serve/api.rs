@@ -143,6 +143,14 @@ impl Sessions for Api {
         tokio::spawn(async move {
             // The sessions this stream keeps (one, or all of a client connection's).
             let mut kept: HashMap<u64, Arc<ClientSession>> = HashMap::new();
+            // A session let go of ends apart: ending it (its claims closed, in a group a look at
+            // ZooKeeper first) holds up no other session's keepalives.
+            let end = |state: &Arc<State>, session: Arc<ClientSession>, why: &'static str| {
+                if session.kept_by_one_less() {
+                    let state = state.clone();
+                    tokio::spawn(async move { state.expire_session(session.id, why).await });
+                }
+            };
             let stopping = loop {
                 let req = tokio::select! {
                     next = incoming.next() => match next {
@@ -156,18 +164,18 @@ impl Sessions for Api {
                 if req.end {
                     // The client lets this one session go, as the stream's end would.
                     if let Some(session) = kept.remove(&req.session) {
-                        if session.kept_by_one_less() {
-                            state.expire_session(session.id, "its client let it go").await;
-                        }
+                        end(&state, session, "its client let it go");
                     }
                     continue;
                 }
                 let ttl = match state.session(req.session) {
                     Ok(s) => {
                         s.touch();
-                        if let std::collections::hash_map::Entry::Vacant(v) = kept.entry(req.session) {
+                        // Counted once per stream; a session of the same id made anew since
+                        // (ended and opened again here) is counted afresh.
+                        if !kept.get(&req.session).is_some_and(|k| Arc::ptr_eq(k, &s)) {
                             s.kept_by_one_more();
-                            v.insert(s.clone());
+                            kept.insert(req.session, s.clone());
                         }
                         s.ttl.as_millis() as u64
                     }
@@ -176,10 +184,9 @@ impl Sessions for Api {
                         0
                     }
                 };
-                let reply = tx.send(Ok(pb::KeepAliveReply { session: req.session, ttl_ms: ttl })).await;
-                // A session that is not open is told so (TTL 0); the stream ends with it unless
-                // it keeps others.
-                if reply.is_err() || (ttl == 0 && kept.is_empty()) {
+                // A session that is not open is told so (TTL 0); the stream goes on for the
+                // others, and its client ends it.
+                if tx.send(Ok(pb::KeepAliveReply { session: req.session, ttl_ms: ttl })).await.is_err() {
                     break false;
                 }
             };
@@ -187,9 +194,7 @@ impl Sessions for Api {
             // streams still keeps the session (a client that reconnects opens the new first).
             if let (Some(state), false) = (state.upgrade(), stopping) {
                 for (_, session) in kept {
-                    if session.kept_by_one_less() {
-                        state.expire_session(session.id, "its last keepalive stream ended").await;
-                    }
+                    end(&state, session, "its last keepalive stream ended");
                 }
             }
         });
@@ -282,5 +287,6 @@ async fn open_reply(state: &State, session: &ClientSession, secret: Vec<u8>) -> 
         secret,
         zookeeper_timeout_ms,
         members: members(&state.group).await,
+        shared_keepalive: true,
     }
 }

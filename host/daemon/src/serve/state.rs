@@ -81,6 +81,10 @@ impl Drop for Counted {
     }
 }
 
+/// How long a lock, read/write lock or lease taken by Acquire keeps its recipe instance before it
+/// is held as data: a claim let go of sooner gives its handle back warm, for the next acquire.
+pub(super) const AS_DATA_AFTER: Duration = Duration::from_secs(1);
+
 pub(super) struct Entry {
     /// What the client holds (`wazoo_runtime::Claim`); taken when it ends.
     pub(super) held: tokio::sync::Mutex<Option<Claim>>,
@@ -93,6 +97,9 @@ pub(super) struct Entry {
     /// What the claim is, for the listings (`ListSessions`): its kind, node, token, and since
     /// when it is held here.
     pub(super) shown: Shown,
+    /// Set while the claim may still be held as data ([`Entry::to_data`]): a lock, read/write
+    /// lock or lease taken by Acquire.
+    as_data: std::sync::atomic::AtomicBool,
 }
 
 /// A kept claim as the listings show it.
@@ -112,7 +119,20 @@ impl Entry {
             since: std::time::SystemTime::now(),
         };
         let (held, meter) = (tokio::sync::Mutex::new(Some(held)), Mutex::new(meter));
-        Entry { held, ended: watch::channel(None).0, meter, shown }
+        let as_data = std::sync::atomic::AtomicBool::new(false);
+        Entry { held, ended: watch::channel(None).0, meter, shown, as_data }
+    }
+
+    /// Holds the claim as data from now on, its recipe instance given back
+    /// ([`Claim::into_data`]), if it is one that may be and is not yet.
+    pub(super) async fn to_data(&self) {
+        if !self.as_data.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let mut slot = self.held.lock().await;
+        if let Some(held) = slot.take() {
+            *slot = Some(held.into_data().await);
+        }
     }
 
     /// The claim was lost for `reason` (`crate::metrics::loss_reason`): counted once, however
@@ -431,6 +451,42 @@ impl State {
         Ok(id)
     }
 
+    /// As [`State::keep`], for a claim that is held as data once it has been held for
+    /// [`AS_DATA_AFTER`], or at once when a new claim finds no instance left
+    /// ([`State::make_room`]).
+    pub(super) async fn keep_as_data(&self, session: &ClientSession, held: Claim) -> Result<u64, Status> {
+        let handle = self.keep(session, held).await?;
+        if let Some(entry) = session.handles.lock().unwrap().get(&handle) {
+            entry.as_data.store(true, Ordering::Release);
+            let entry = Arc::downgrade(entry);
+            tokio::spawn(async move {
+                tokio::time::sleep(AS_DATA_AFTER).await;
+                if let Some(entry) = entry.upgrade() {
+                    entry.to_data().await;
+                }
+            });
+        }
+        Ok(handle)
+    }
+
+    /// Gives back the instances of every claim that may be held as data and is not yet: for a
+    /// new claim that found none left. Whether any was.
+    pub(super) async fn make_room(&self) -> bool {
+        let waiting: Vec<Arc<Entry>> = {
+            let sessions = self.sessions.lock().unwrap();
+            sessions
+                .values()
+                .flat_map(|s| s.handles.lock().unwrap().values().cloned().collect::<Vec<_>>())
+                .filter(|e| e.as_data.load(Ordering::Acquire))
+                .collect()
+        };
+        let any = !waiting.is_empty();
+        for entry in waiting {
+            entry.to_data().await;
+        }
+        any
+    }
+
     /// A place for one more handle in `session`, held until the returned reservation is
     /// dropped (by then the handle is kept, or the call failed): RESOURCE_EXHAUSTED if the
     /// handles it holds and those being made reach [`super::Bounds::handles_per_session`].
@@ -659,6 +715,7 @@ impl Source for State {
             client_sessions,
             live_handles,
             warm_handles: self.host.warm_handles() as u64,
+            instances: self.host.instances() as u64,
             compiles: registry.compiles.load(Ordering::Relaxed),
             cache_hits: registry.cache_hits.load(Ordering::Relaxed),
             limit_hits: host.limit_hits.load(Ordering::Relaxed),

@@ -36,6 +36,7 @@ impl Sandbox {
         ledger: Arc<Ledger>,
         shared: Arc<Shared>,
     ) -> Sandbox {
+        shared.usage.instances.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Sandbox { store, live, ledger, retired: false, cleaned: false, shared, version: None }
     }
 
@@ -111,6 +112,7 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
+        self.shared.usage.instances.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         if self.cleaned || self.ledger.is_empty() {
             return;
         }
@@ -172,6 +174,18 @@ macro_rules! handle_basics {
             /// Ends the handle now, deleting whatever nodes it still owns.
             pub async fn close(mut self) {
                 self.sandbox.clean().await;
+            }
+
+            /// Takes `node` out of the handle's ledger, if the ledger holds it and nothing else:
+            /// the czxid it was created with, and what the host counts its nodes in. The handle
+            /// then owns nothing ([`crate::Claim::into_data`]).
+            #[allow(dead_code)]
+            pub(crate) fn give_up_node(&mut self, node: &str) -> Option<(i64, Arc<crate::state::Shared>)> {
+                if self.sandbox.retired || !self.sandbox.ledger.holds_only(node) {
+                    return None;
+                }
+                let czxid = self.sandbox.ledger.forget(node)?;
+                Some((czxid, self.sandbox.shared.clone()))
             }
 
             /// Names the claim the next acquire makes (none: a claim of its own).

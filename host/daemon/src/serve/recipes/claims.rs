@@ -30,7 +30,8 @@ pub(super) async fn acquire(
             let session = service.session(req.session)?;
             let named = claim_tag(req.session, &req.claim_id, req.retry)?;
             let holder = identity(&session, &req.holder_id)?;
-            claim(service, &session, want, &recipe, &req.path, millis(req.timeout_ms), named, &holder).await
+            let timeout = millis(req.timeout_ms);
+            claim(service, &session, want, &recipe, &req.path, timeout, named, &holder, Kept::AsData).await
         })
         .await
 }
@@ -340,8 +341,9 @@ impl Service {
             let session = self.session(req.session)?;
             let named = claim_tag(req.session, &req.claim_id, req.retry)?;
             let holder = identity(&session, &req.holder_id)?;
+            let timeout = millis(req.timeout_ms);
             let claim =
-                claim(self, &session, want, &recipe, &req.path, millis(req.timeout_ms), named, &holder)
+                claim(self, &session, want, &recipe, &req.path, timeout, named, &holder, Kept::Instance)
                     .await?;
             let holding = self.follow(req, claim.handle).await?;
             Ok((claim, holding))
@@ -513,8 +515,21 @@ fn want_of(req: &pb::AcquireRequest) -> Result<Want, Status> {
     })
 }
 
+/// How a claim is kept once taken.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kept {
+    /// With its recipe instance: a `Hold` stream takes it again through it (requeue).
+    Instance,
+    /// As data where its family allows ([`Claim::into_data`]): a lock, read/write lock or
+    /// lease taken by Acquire gives its instance back once held for
+    /// [`AS_DATA_AFTER`](crate::serve::state::AS_DATA_AFTER), or at once when a new claim finds
+    /// none left, so that the instance pool bounds the claims being taken and waited for, not
+    /// those held.
+    AsData,
+}
+
 /// Takes `want` at `path` for `session` with a fresh handle of `recipe`, for `holder` (its
-/// [`identity`]), and keeps it there.
+/// [`identity`]), and keeps it there, `kept` so.
 pub(super) async fn claim(
     state: &State,
     session: &ClientSession,
@@ -524,13 +539,21 @@ pub(super) async fn claim(
     timeout: Option<Duration>,
     named: Option<wazoo_runtime::ClaimTag>,
     holder: &str,
+    kept: Kept,
 ) -> Result<pb::Claim, Status> {
     let _reserved = state.room_for_handle(session)?;
     let family = crate::metrics::family_of_want(&want);
     let started = std::time::Instant::now();
     let mut again = true;
     let (contender, granted, waiting) = loop {
-        let mut contender = session.host.contender(want.clone(), recipe).await.map_err(no_handle)?;
+        let mut contender = match session.host.contender(want.clone(), recipe).await {
+            Ok(contender) => contender,
+            // No instance left: claims held long enough to be data give theirs back first.
+            Err(e) if wazoo_runtime::error::is_exhausted(&e) && state.make_room().await => {
+                session.host.contender(want.clone(), recipe).await.map_err(no_handle)?
+            }
+            Err(e) => return Err(no_handle(e)),
+        };
         if let Some(tag) = named {
             contender.name_claim(tag);
         }
@@ -565,7 +588,10 @@ pub(super) async fn claim(
     let claim = contender.claim(granted);
     let (node, fencing_token, recipe_version) =
         (claim.node().to_string(), claim.token(), wire::recipe_version(&claim));
-    let handle = state.keep(session, claim).await?;
+    let handle = match kept {
+        Kept::AsData => state.keep_as_data(session, claim).await?,
+        Kept::Instance => state.keep(session, claim).await?,
+    };
     drop(waiting);
     Ok(pb::Claim { handle, node, fencing_token, recipe_version })
 }

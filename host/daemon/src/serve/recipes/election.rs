@@ -3,7 +3,7 @@
 
 use tonic::{Request, Response, Status};
 
-use super::claims::{claim, claim_tag};
+use super::claims::{claim, claim_tag, Kept};
 use super::{millis, or, Service, STREAM_POLL};
 use crate::serve::Events;
 use crate::wire::{self, status};
@@ -28,7 +28,9 @@ pub(super) async fn campaign(
                 false => String::new(),
             };
             let timeout = millis(req.timeout_ms);
-            let led = claim(service, &session, want, &recipe, &req.path, timeout, named, &holder).await?;
+            let led =
+                claim(service, &session, want, &recipe, &req.path, timeout, named, &holder, Kept::Instance)
+                    .await?;
             service.metrics.leadership_changed(service.tenant.as_deref());
             Ok(led)
         })

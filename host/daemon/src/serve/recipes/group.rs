@@ -3,7 +3,7 @@
 
 use tonic::{Request, Response, Status};
 
-use super::claims::claim;
+use super::claims::{claim, Kept};
 use super::{or, Service, STREAM_POLL};
 use crate::serve::Events;
 use wazoo_runtime::{Membership, Want, World};
@@ -21,7 +21,7 @@ pub(super) async fn group_join(
             let session = service.session(req.session)?;
             let want = Want::Membership { name: req.name.clone(), data: req.data.clone() };
             let holder = super::claims::identity(&session, "")?;
-            claim(service, &session, want, &recipe, &req.path, None, None, &holder).await
+            claim(service, &session, want, &recipe, &req.path, None, None, &holder, Kept::Instance).await
         })
         .await
 }
