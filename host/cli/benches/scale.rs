@@ -366,6 +366,9 @@ async fn run(setup: Setup) -> anyhow::Result<u64> {
     let (cpu_after, self_after, quiet_took) = (cpu_ticks(pid)?, cpu_ticks_self()?, quiet_started.elapsed());
     let rss_quiet = rss(pid)?;
     let maps_quiet = smaps(pid)?;
+    // By now the held locks are held as data (after a second each): the instances left are
+    // the waiters'.
+    let instances_quiet = metric(&metrics, "wazoo_instances").await? as usize;
     let tick = clock_tick();
     let daemon_cpu = (cpu_after - cpu_before) as f64 / tick;
     let bench_cpu = (self_after - self_before) as f64 / tick;
@@ -432,6 +435,11 @@ async fn run(setup: Setup) -> anyhow::Result<u64> {
         waiters_took.as_secs_f64(),
         if queued { "" } else { " (NOT ALL QUEUED within the limit)" },
         nodes_now.saturating_sub(ephemerals_before)
+    );
+    println!();
+    println!(
+        "After the quiet window the daemon's `wazoo_instances` counted {instances_quiet} recipe instances alive \
+         (a held lock is held as data after a second; a waiting one keeps its instance)."
     );
     println!();
     println!("| daemon resident memory (VmRSS) | MiB | per client session | target | vs target |");
