@@ -85,6 +85,16 @@ async fn instances(daemon: &Daemon) -> u64 {
         .unwrap_or_else(|| panic!("no instances gauge: {metrics}"))
 }
 
+/// Until the daemon keeps no instance: every claim it holds is held as data.
+async fn all_as_data(daemon: &Daemon) {
+    within(Duration::from_secs(10), "the held claims give their instances back", async {
+        while instances(daemon).await != 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_held_for_a_second_keeps_no_instance_and_still_excludes() {
     let daemon = Daemon::start(&plugins(), &cache()).await;
@@ -93,12 +103,7 @@ async fn a_lock_held_for_a_second_keeps_no_instance_and_still_excludes() {
     let path = unique("data-after-a-second");
     let held = client.lock(&path, LockOptions::default()).await.unwrap();
     // No other claim asks for an instance: the held one gives its own back after a second.
-    within(Duration::from_secs(10), "the held lock gives its instance back", async {
-        while instances(&daemon).await != 0 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
+    all_as_data(&daemon).await;
     // Still held: another client waits, and gets it once it is let go of.
     let bounded = LockOptions { timeout: Some(Duration::from_millis(300)), ..LockOptions::default() };
     let refused = client.lock(&path, bounded).await.err().expect("the lock is held");
@@ -123,6 +128,7 @@ async fn a_claim_held_as_data_is_revoked_lost_and_ended_as_before() {
 
     // Revoked: the holder is told.
     let revoked = client.lock(&unique("data-revoke"), LockOptions::default()).await.unwrap();
+    all_as_data(&daemon).await;
     let lost = revoked.lost();
     checker.set_data(revoked.node(), b"__REVOKE__", None).await.unwrap();
     assert_eq!(within(LIMIT, "the revocation is reported", lost).await, Lost::Revoked);
@@ -130,10 +136,12 @@ async fn a_claim_held_as_data_is_revoked_lost_and_ended_as_before() {
     // Its node deleted by someone else: lost, and a release then deletes nothing of anyone's.
     let path = unique("data-deleted");
     let deleted = client.lock(&path, LockOptions::default()).await.unwrap();
+    all_as_data(&daemon).await;
     let lost = deleted.lost();
     checker.delete(deleted.node(), None).await.unwrap();
     assert_eq!(within(LIMIT, "the loss is reported", lost).await, Lost::NodeDeleted);
     let next = client.lock(&path, LockOptions::default()).await.unwrap();
+    all_as_data(&daemon).await;
     deleted.release().await.unwrap();
     let (stat, watcher) = checker.check_and_watch_stat(next.node()).await.unwrap();
     assert!(stat.is_some(), "the next holder's node is there");
@@ -145,6 +153,7 @@ async fn a_claim_held_as_data_is_revoked_lost_and_ended_as_before() {
     let node = next.node().to_string();
     drop(next);
     within(LIMIT, "the dropped claim's node goes", wait_gone(&checker, &node)).await;
+    drop(revoked);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,6 +164,7 @@ async fn a_release_whose_reply_is_lost_hands_over_and_leaves_nothing() {
     let checker = client_of_zk().await;
     let path = unique("data-lost-reply");
     let first = client.lock(&path, LockOptions::default()).await.unwrap();
+    all_as_data(&daemon).await;
     let waiting = tokio::spawn({
         let (client, path) = (client.clone(), path.clone());
         async move { client.lock(&path, LockOptions::default()).await }

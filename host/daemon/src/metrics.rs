@@ -524,7 +524,7 @@ const COLLECTED: [(&str, &str, bool); 8] = [
     ("wazoo_limit_hits", "Guest calls refused by a sandbox limit.", true),
     ("wazoo_traps", "Guest traps (sandbox limits included).", true),
     ("wazoo_client_sessions", "Client sessions currently open.", false),
-    ("wazoo_live_handles", "Recipe handles currently held.", false),
+    ("wazoo_live_handles", "Handles currently held (claims held as data included).", false),
     ("wazoo_warm_handles", "Lock-family handles kept warm for the next acquire.", false),
     ("wazoo_instances", "Recipe instances alive (claims held as data keep none).", false),
 ];

@@ -208,8 +208,19 @@ impl NodeClaim {
         }
     }
 
+    /// Ends the claim without a release (its session ended, say): a node this host made is
+    /// deleted only while it is still the one it created (its czxid), as a handle's ledger
+    /// deletes what a closed handle owned.
     async fn close(mut self) {
-        let _ = self.let_go().await;
+        match self.made_here.take() {
+            Some((czxid, shared)) => {
+                self.gone = true;
+                clean_made(self.live.clone(), self.node.clone(), czxid, shared).await;
+            }
+            None => {
+                let _ = self.let_go().await;
+            }
+        }
     }
 
     /// Sends the unwaited delete of a node this host made: false for another's.
@@ -228,10 +239,24 @@ impl Drop for NodeClaim {
     fn drop(&mut self) {
         // Dropped without a release (its owner went away): a node this host made goes as the
         // ledger of a dropped handle would delete it.
-        if !self.gone && self.made_here.is_some() && tokio::runtime::Handle::try_current().is_ok() {
-            self.send_delete();
+        if self.gone {
+            return;
+        }
+        if let (Some((czxid, shared)), Ok(rt)) =
+            (self.made_here.take(), tokio::runtime::Handle::try_current())
+        {
+            rt.spawn(clean_made(self.live.clone(), self.node.clone(), czxid, shared));
         }
     }
+}
+
+/// Deletes `node` (made by this host with `czxid`) if it is still that node, as a handle's
+/// ledger cleans up, and counts it out of the host's nodes.
+async fn clean_made(live: Arc<Live>, node: String, czxid: i64, shared: Arc<crate::state::Shared>) {
+    let ledger = crate::ledger::Ledger::default();
+    ledger.created(&node, czxid);
+    let n = ledger.clean(&live.client).await;
+    shared.usage.znodes.fetch_sub(n as i64, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// `$body` with `$h` bound to the handle, whatever its type.
@@ -658,10 +683,11 @@ impl Claim {
         let Some(made_here) = given_up else { return self };
         let holder = self.holder.take().expect("checked above");
         let (live, version) = (holder.live().clone(), holder.version().cloned());
-        // It owns nothing now: closing it deletes nothing, and its instance goes back.
-        holder.close().await;
+        // Made before anything is awaited: the node is always someone's to delete.
         let node =
             NodeClaim { live, node: self.node.clone(), gone: false, version, made_here: Some(made_here) };
+        // It owns nothing now: closing it deletes nothing, and its instance goes back.
+        holder.close().await;
         Claim {
             kind: self.kind,
             node: std::mem::take(&mut self.node),

@@ -116,6 +116,7 @@ impl Host {
         let shared = Arc::new(Shared {
             limits: self.inner.shared.limits.clone(),
             private_acls: self.inner.shared.private_acls,
+            usage: crate::state::Usage::sharing_instances(&self.inner.shared.usage),
             ..Shared::default()
         });
         Ok(Host {

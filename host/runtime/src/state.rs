@@ -42,11 +42,18 @@ pub struct Usage {
     pub(crate) settled: tokio::sync::Notify,
     /// Unwaited deletes given up on (their node back in its handle's ledger).
     pub(crate) given_up: std::sync::atomic::AtomicUsize,
-    /// Recipe instances alive in handles (held, waiting, kept warm, or in a call).
-    pub(crate) instances: std::sync::atomic::AtomicUsize,
+    /// Recipe instances alive in handles (held, waiting, kept warm, or in a call): shared by
+    /// the hosts of one engine's pool (a host and those it adopted).
+    pub(crate) instances: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Usage {
+    /// A fresh usage that counts its instances with `other`'s: one pool of instances (a host
+    /// and the hosts it adopted).
+    pub(crate) fn sharing_instances(other: &Usage) -> Usage {
+        Usage { instances: other.instances.clone(), ..Usage::default() }
+    }
+
     /// Takes one operation from a bucket that refills at `per_sec` (holding at most one second's
     /// worth); false when it is empty.
     pub(crate) fn take_op(&self, per_sec: u32) -> bool {

@@ -458,6 +458,8 @@ async fn serve(
             session.end(state::Ended::Stopping).await;
         }
     }
+    // Claims held as data let go with unwaited deletes: those are answered before the end too.
+    settle_releases(&states).await;
     let served = match served {
         Some(done) => done,
         None => {

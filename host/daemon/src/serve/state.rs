@@ -124,15 +124,18 @@ impl Entry {
     }
 
     /// Holds the claim as data from now on, its recipe instance given back
-    /// ([`Claim::into_data`]), if it is one that may be and is not yet.
-    pub(super) async fn to_data(&self) {
-        if !self.as_data.swap(false, Ordering::AcqRel) {
+    /// ([`Claim::into_data`]), if it is one that may be and is not yet. The flag goes down only
+    /// once that is done, so [`State::make_room`] waits for a conversion under way too; run on
+    /// a task of its own (never cancelled half-way, the claim taken out of its slot).
+    async fn to_data(self: Arc<Self>) {
+        let mut slot = self.held.lock().await;
+        if !self.as_data.load(Ordering::Acquire) {
             return;
         }
-        let mut slot = self.held.lock().await;
         if let Some(held) = slot.take() {
             *slot = Some(held.into_data().await);
         }
+        self.as_data.store(false, Ordering::Release);
     }
 
     /// The claim was lost for `reason` (`crate::metrics::loss_reason`): counted once, however
@@ -469,10 +472,11 @@ impl State {
         Ok(handle)
     }
 
-    /// Gives back the instances of every claim that may be held as data and is not yet: for a
-    /// new claim that found none left. Whether any was.
+    /// Gives back the instances of every claim that may be held as data and is not yet (those
+    /// being converted included), and returns once they are given back: for a new claim that
+    /// found none left. Whether any was.
     pub(super) async fn make_room(&self) -> bool {
-        let waiting: Vec<Arc<Entry>> = {
+        let pending: Vec<Arc<Entry>> = {
             let sessions = self.sessions.lock().unwrap();
             sessions
                 .values()
@@ -480,9 +484,11 @@ impl State {
                 .filter(|e| e.as_data.load(Ordering::Acquire))
                 .collect()
         };
-        let any = !waiting.is_empty();
-        for entry in waiting {
-            entry.to_data().await;
+        let any = !pending.is_empty();
+        // On tasks of their own: a caller that gives up does not stop one half-way.
+        let converting: Vec<_> = pending.into_iter().map(|entry| tokio::spawn(entry.to_data())).collect();
+        for conversion in converting {
+            let _ = conversion.await;
         }
         any
     }

@@ -546,14 +546,7 @@ pub(super) async fn claim(
     let started = std::time::Instant::now();
     let mut again = true;
     let (contender, granted, waiting) = loop {
-        let mut contender = match session.host.contender(want.clone(), recipe).await {
-            Ok(contender) => contender,
-            // No instance left: claims held long enough to be data give theirs back first.
-            Err(e) if wazoo_runtime::error::is_exhausted(&e) && state.make_room().await => {
-                session.host.contender(want.clone(), recipe).await.map_err(no_handle)?
-            }
-            Err(e) => return Err(no_handle(e)),
-        };
+        let mut contender = contender(state, session, &want, recipe).await?;
         if let Some(tag) = named {
             contender.name_claim(tag);
         }
@@ -595,6 +588,28 @@ pub(super) async fn claim(
     drop(waiting);
     Ok(pb::Claim { handle, node, fencing_token, recipe_version })
 }
+
+/// A fresh contender for `want` of `recipe`. With no instance left, the claims that may be held
+/// as data give theirs back first, and it is tried again while that freed any (another claim
+/// may take what was freed): refused only when none is left to free.
+async fn contender(
+    state: &State,
+    session: &ClientSession,
+    want: &Want,
+    recipe: &str,
+) -> Result<wazoo_runtime::Contender, Status> {
+    for _ in 0..MAKE_ROOM_TRIES {
+        match session.host.contender(want.clone(), recipe).await {
+            Ok(contender) => return Ok(contender),
+            Err(e) if wazoo_runtime::error::is_exhausted(&e) && state.make_room().await => continue,
+            Err(e) => return Err(no_handle(e)),
+        }
+    }
+    session.host.contender(want.clone(), recipe).await.map_err(no_handle)
+}
+
+/// How often a claim that found no instance left makes room and tries again.
+const MAKE_ROOM_TRIES: usize = 3;
 
 /// Whether a recipe call failed because the host's ZooKeeper session had expired.
 fn is_expired(e: &wazoo_runtime::error::RecipeError) -> bool {
