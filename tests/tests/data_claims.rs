@@ -172,11 +172,16 @@ async fn a_release_whose_reply_is_lost_hands_over_and_leaves_nothing() {
     wait_children(&checker, &path, 2).await;
 
     // The release's delete reaches the server; its reply is lost and the connection cut.
+    proxy.tap(None);
     proxy.lose_reply(&[op::DELETE], 1);
     let (old, old_token) = (first.node().to_string(), first.token());
     first.release().await.unwrap();
     within(LIMIT, "the delete's reply is lost", proxy.replies_lost(1)).await;
     assert_eq!(proxy.lost_errors(), [0], "the delete had succeeded on the server");
+    // The fault hit the first delete sent since: the released node's, applied on the server.
+    let deletes: Vec<_> = proxy.untap().into_iter().filter(|r| r.kind == op::DELETE).collect();
+    let first_delete = deletes.first().expect("a delete was sent");
+    assert_eq!((first_delete.path.as_str(), first_delete.err), (old.as_str(), Some(0)), "{deletes:?}");
 
     // The waiter holds, with a greater token; the old node is gone and nothing else is.
     let second = within(LIMIT, "the waiter takes the lock", waiting).await.unwrap().unwrap();

@@ -698,11 +698,6 @@ impl Claim {
         }
     }
 
-    /// Whether it is held as data, with no recipe instance behind it.
-    pub fn is_data(&self) -> bool {
-        matches!(self.holder, Some(Holder::Node(_)))
-    }
-
     /// Names the claim [`Claim::requeue`] takes next, as [`Contender::name_claim`] names an
     /// acquire's: its new node carries the tag (a client's claim id through a daemon, so that
     /// a retried acquire finds it after a fail-over).
